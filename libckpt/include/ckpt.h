@@ -1,0 +1,332 @@
+/*
+ * ckpt.h -- the libckpt manual.
+ *
+ * libckpt takes checkpoints of a running program's state (host memory regions,
+ * GPU memory regions, files) and persists them to a *store* (a local directory
+ * or an object store) so that a preempted program can resume, here or on any
+ * other machine.
+ *
+ *   struct ckpt_ctx *ctx;
+ *   ckpt_open(NULL, &ctx);                       // store/run from CKPT_* env
+ *   ckpt_protect(ctx, "weights", w, w_bytes);    // register, never copies
+ *   ckpt_protect(ctx, "adam",    m, m_bytes);
+ *   uint64_t step = 0;
+ *   if (ckpt_restore(ctx, &step) == CKPT_OK) step++;   // resume
+ *   for (; step < n; step++) {
+ *       train_one_step();
+ *       if (step % 500 == 0 || ckpt_should_save(ctx))
+ *           ckpt_save(ctx, step);                // stalls only for a memcpy
+ *   }
+ *   ckpt_wait(ctx);                              // last save durable
+ *   ckpt_close(ctx);
+ *
+ * Model
+ * -----
+ * A *checkpoint* is an immutable set of named *items* taken at a *step*. Items
+ * are cut into chunks; each chunk is optionally byte-grouped (for float
+ * arrays), compressed (zstd or lz4, raw when that does not pay), checksummed
+ * and named by the hash of its content, so bytes the run already stored are
+ * never written again. A checkpoint is *committed* when all its chunks are
+ * durable, then its manifest, then the run's HEAD names it. A crash at any
+ * instant leaves the previous committed checkpoint restorable. The byte
+ * formats are in docs/FORMAT.md.
+ *
+ * Memory
+ * ------
+ * ckpt_save() copies every protected host region into a staging pool of
+ * chunk-sized blocks and returns; worker threads then compress and write.
+ * Peak memory = staging (the total size of the protected regions, kept
+ * between saves so the copy does not page-fault, unless capped with
+ * `staging_max_bytes`) + workers x 2 x chunk_bytes (compression buffers).
+ * With a cap, ckpt_save() blocks while the pool is full, until workers free
+ * blocks; the stall then grows, memory does not.
+ *
+ * Threads
+ * -------
+ * A context is used by one application thread at a time (the "training
+ * thread"), except ckpt_should_save(), which any thread may call. Different
+ * contexts are independent. The library runs its own worker threads; it never
+ * calls back into the application except through the log callback, which may
+ * be called from any library thread.
+ *
+ * Errors
+ * ------
+ * Every fallible function returns a ckpt_status. CKPT_OK is 0; values are
+ * only ever appended. ckpt_strerror() names a status; ckpt_errmsg() gives the
+ * detail of the last failure of a context (path, HTTP status, item, chunk).
+ *
+ * The library never prints unless asked: set `log_fn`, or CKPT_LOG=debug|
+ * info|warn|error to log to stderr.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_STRING "0.1.0"
+/* Encoded as MAJOR*10000 + MINOR*100 + PATCH; pass to CKPT_CONFIG_INIT. */
+#define CKPT_VERSION_NUMBER                                                   \
+    (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+/* Status codes. Values are stable and only ever appended. */
+typedef enum {
+    CKPT_OK = 0,
+    CKPT_E_INVAL = 1,       /* bad argument (usage error) */
+    CKPT_E_NOMEM = 2,       /* out of memory */
+    CKPT_E_NOENT = 3,       /* no such checkpoint / object / item */
+    CKPT_E_IO = 4,          /* local I/O error (see ckpt_errmsg) */
+    CKPT_E_CORRUPT = 5,     /* stored data failed its checksum or format check */
+    CKPT_E_SIZE = 6,        /* a region's size differs from the checkpoint's */
+    CKPT_E_EXISTS = 7,      /* name already protected / object already exists */
+    CKPT_E_PRECONDITION = 8,/* conditional write refused (lost a race or lease) */
+    CKPT_E_AUTH = 9,        /* store refused credentials or none were found */
+    CKPT_E_UNREACHABLE = 10,/* store could not be reached */
+    CKPT_E_TRANSIENT = 11,  /* store failed in a way worth retrying (5xx, reset) */
+    CKPT_E_THROTTLED = 12,  /* store asked us to slow down */
+    CKPT_E_UNSUPPORTED = 13,/* feature not in this build or not on this store */
+    CKPT_E_BUSY = 14,       /* a save is still in flight (on_busy = SKIP) */
+    CKPT_E_CONFIG = 15,     /* bad configuration (URL, codec, env variable) */
+    CKPT_E_FENCED = 16,     /* another runner took over the run: commit refused */
+    CKPT_E_NOSPACE = 17,    /* store or disk full */
+    CKPT_E_UNSAFE = 18,     /* a stored name would escape the target directory */
+    CKPT_E_CUDA = 19,       /* CUDA runtime failure (see ckpt_errmsg) */
+    CKPT_E_MISMATCH = 20,   /* protected set differs from the checkpoint's items */
+    CKPT_E_INTERNAL = 21
+} ckpt_status;
+
+/* Retry classes for statuses, used by the store layer and ckptrun. */
+typedef enum {
+    CKPT_CLASS_OK = 0,
+    CKPT_CLASS_RETRYABLE,   /* transient: retry with backoff */
+    CKPT_CLASS_THROTTLED,   /* retry, and slow the whole client down */
+    CKPT_CLASS_PERMANENT,   /* do not retry */
+    CKPT_CLASS_CORRUPT,     /* data is damaged: do not retry, try older data */
+    CKPT_CLASS_USAGE        /* caller error */
+} ckpt_status_class;
+
+/* @return a static, never-NULL English message for any status value. */
+CKPT_API const char *ckpt_strerror(ckpt_status st);
+/* @return the retry class of a status. */
+CKPT_API ckpt_status_class ckpt_status_classify(ckpt_status st);
+
+typedef enum {
+    CKPT_CODEC_DEFAULT = 0, /* from CKPT_CODEC, else zstd level 1 */
+    CKPT_CODEC_NONE = 1,
+    CKPT_CODEC_ZSTD = 2,
+    CKPT_CODEC_LZ4 = 3
+} ckpt_codec;
+
+typedef enum { CKPT_BUSY_WAIT = 0, CKPT_BUSY_SKIP = 1 } ckpt_busy_policy;
+
+typedef enum {
+    CKPT_LOG_DEBUG = 0,
+    CKPT_LOG_INFO = 1,
+    CKPT_LOG_WARN = 2,
+    CKPT_LOG_ERROR = 3,
+    CKPT_LOG_OFF = 4
+} ckpt_log_level;
+
+/* Log callback: `subject` is a short module name ("save", "store", ...),
+ * `msg` a single line without newline. Called from any library thread;
+ * must not call back into libckpt. Credentials never appear in messages. */
+typedef void (*ckpt_log_fn)(void *user, ckpt_log_level level,
+                            const char *subject, const char *msg);
+
+/* Configuration. Start from CKPT_CONFIG_INIT; every zero/NULL field falls back
+ * to the CKPT_* environment variable named, then to the default. Strings are
+ * copied by ckpt_open(); the struct may be freed after it returns. */
+struct ckpt_config {
+    unsigned version;          /* CKPT_VERSION_NUMBER (set by CKPT_CONFIG_INIT) */
+    const char *store;         /* store URL (CKPT_STORE; default file://$XDG_DATA_HOME/ckpt) */
+    const char *run;           /* run name (CKPT_RUN; default basename of cwd) */
+    ckpt_codec codec;          /* (CKPT_CODEC = zstd[:LEVEL]|lz4|none) */
+    int codec_level;           /* zstd level, 0 = 1 */
+    size_t chunk_bytes;        /* (CKPT_CHUNK_BYTES) default 4 MiB; 64 KiB..64 MiB */
+    unsigned workers;          /* compression/upload threads (CKPT_WORKERS); 0 = min(ncpu, 8) */
+    size_t staging_max_bytes;  /* cap on the staging pool, 0 = no cap */
+    unsigned keep;             /* committed checkpoints retained (CKPT_KEEP), 0 = 3 */
+    ckpt_busy_policy on_busy;  /* ckpt_save() while a save is in flight */
+    uint64_t interval_ms;      /* ckpt_should_save() turns true this often (CKPT_INTERVAL), 0 = off */
+    ckpt_log_fn log_fn;        /* NULL: CKPT_LOG to stderr, else silent */
+    void *log_user;
+    ckpt_log_level log_level;  /* used with log_fn; default INFO */
+    int no_control;            /* 1: ignore CKPT_SOCKET (do not talk to ckptrun) */
+    uint64_t epoch;            /* lease epoch recorded in manifests (CKPT_EPOCH), 0 = none */
+    size_t pinned_max_bytes;   /* CUDA pinned staging cap, 0 = 64 MiB */
+    void *reserved[8];         /* zero: room to grow without breaking callers */
+};
+#define CKPT_CONFIG_INIT                                                      \
+    { CKPT_VERSION_NUMBER, NULL, NULL, CKPT_CODEC_DEFAULT, 0, 0, 0, 0, 0,     \
+      CKPT_BUSY_WAIT, 0, NULL, NULL, CKPT_LOG_INFO, 0, 0, 0,                  \
+      { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL } }
+
+/* Element type hint for ckpt_protect_ex(): enables the byte-grouping filter,
+ * which stores the bytes of 2- or 4-byte floats grouped by significance and
+ * compresses bf16/fp16/fp32 weights markedly better. */
+typedef enum {
+    CKPT_ELEM_BYTES = 0, /* opaque bytes */
+    CKPT_ELEM_F16 = 1,   /* fp16 or bf16: element size 2 */
+    CKPT_ELEM_F32 = 2,   /* fp32: element size 4 */
+    CKPT_ELEM_E2 = 3,    /* any 2-byte elements */
+    CKPT_ELEM_E4 = 4     /* any 4-byte elements */
+} ckpt_elem;
+
+struct ckpt_ctx;
+
+/* Open a context on a store and run.
+ * @cfg may be NULL (all from environment). On success *out owns a context
+ * that must be released with ckpt_close(). Opening does not touch the store's
+ * data beyond checking it can be reached; the run is created on first save.
+ * If CKPT_SOCKET is set (the program runs under ckptrun) the context connects
+ * to it and receives checkpoint requests.
+ * @return CKPT_OK, CKPT_E_CONFIG (bad URL/codec/env), CKPT_E_AUTH,
+ *         CKPT_E_UNREACHABLE, CKPT_E_NOMEM, CKPT_E_INVAL (version mismatch). */
+CKPT_API ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out);
+
+/* Register a host memory region under a unique name (1..255 bytes of
+ * [A-Za-z0-9._-/], no "..", no leading "/"). The memory is never copied here;
+ * it must stay valid and the same size until ckpt_close() or
+ * ckpt_unprotect(). Only ckpt_save() (copy) and ckpt_restore() (write) touch
+ * it, both on the calling thread.
+ * @return CKPT_OK, CKPT_E_INVAL (bad name, NULL with size>0), CKPT_E_EXISTS. */
+CKPT_API ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name,
+                                  void *ptr, size_t size);
+/* As ckpt_protect() with an element type hint (enables byte grouping). */
+CKPT_API ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name,
+                                     void *ptr, size_t size, ckpt_elem elem);
+/* Register a CUDA device region. ckpt_save() captures it after all work
+ * previously submitted to the device completes (it synchronizes the device),
+ * through a bounded pinned staging pool.
+ * @return CKPT_OK, CKPT_E_UNSUPPORTED when this build has no CUDA support or no
+ *         driver is present (host regions keep working), CKPT_E_CUDA. */
+CKPT_API ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name,
+                                         void *dev_ptr, size_t size);
+/* Register a file: its bytes are read by the workers during the background
+ * persist, so the program must not modify it until ckpt_wait() or the next
+ * ckpt_save(). On restore the file is rewritten atomically (temp + rename).
+ * @return CKPT_OK, CKPT_E_INVAL, CKPT_E_EXISTS. */
+CKPT_API ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name,
+                                       const char *path);
+/* Forget a region or file. @return CKPT_OK or CKPT_E_NOENT. Waits for an
+ * in-flight save first. */
+CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
+
+/* Restore the newest committed checkpoint whose chunks all verify into the
+ * protected regions and files. A damaged checkpoint is reported in the log
+ * and ckpt_errmsg() (item, chunk, expected vs found) and the previous one is
+ * used. Sizes are checked for every item before anything is written: a size
+ * difference returns CKPT_E_SIZE with nothing overwritten. Every protected
+ * name must exist in the checkpoint (else CKPT_E_MISMATCH, nothing written);
+ * stored items not protected are ignored.
+ * @step receives the step restored (may be NULL).
+ * @return CKPT_OK, CKPT_E_NOENT (no committed checkpoint), CKPT_E_SIZE,
+ *         CKPT_E_MISMATCH, CKPT_E_CORRUPT (none verified; regions may hold
+ *         partial data), store errors. */
+CKPT_API ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step);
+
+/* Cheap (one atomic load plus a clock read when an interval is set); any
+ * thread. @return nonzero once a checkpoint is wanted: a request from ckptrun
+ * (preemption notice, signal, periodic), or `interval_ms` elapsed since the
+ * last save. Cleared by ckpt_save(). */
+CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
+
+/* Snapshot every protected item at `step` and return; the snapshot is then
+ * compressed, written and committed in the background. When it returns, the
+ * program may modify its regions freely.
+ * If a previous save is still persisting: with CKPT_BUSY_WAIT (default) this
+ * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
+ * at once and saves nothing.
+ * @return CKPT_OK (snapshot taken), CKPT_E_BUSY, CKPT_E_NOMEM, CKPT_E_INVAL
+ *         (nothing protected), CKPT_E_CUDA. A failure of the background
+ *         persist is reported by ckpt_wait() or the next ckpt_save(). */
+CKPT_API ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step);
+
+/* Block until the last save is committed or failed.
+ * @return CKPT_OK (committed, or nothing in flight) or the persist's error
+ *         (store errors, CKPT_E_FENCED, CKPT_E_IO ...). Reported once. */
+CKPT_API ckpt_status ckpt_wait(struct ckpt_ctx *ctx);
+
+/* Wait for an in-flight save, stop the workers, disconnect from ckptrun and
+ * free everything. NULL-safe. Protected memory is not touched. */
+CKPT_API void ckpt_close(struct ckpt_ctx *ctx);
+
+/* @return the detail of the context's last failure ("" if none). Valid until
+ * the next call on the context. */
+CKPT_API const char *ckpt_errmsg(struct ckpt_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Administration: used by `ckptrun save|restore|ls|verify|gc`.              */
+
+/* One committed checkpoint, as listed by ckpt_list(). */
+struct ckpt_info {
+    uint64_t step;
+    uint64_t seq;           /* commit sequence number of the run */
+    uint64_t epoch;         /* lease epoch of the writer */
+    int64_t time_ms;        /* commit time, Unix ms */
+    uint64_t items;
+    uint64_t raw_bytes;     /* sum of item sizes */
+    uint64_t stored_bytes;  /* compressed bytes of all referenced chunks */
+    uint64_t new_bytes;     /* compressed bytes first written by this checkpoint */
+    uint64_t chunks;
+    const char *manifest;   /* store key of the manifest */
+};
+typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
+/* Call fn for each committed checkpoint of the run, newest first; fn returns
+ * nonzero to stop. @return CKPT_OK (also for a run with none), store errors,
+ * CKPT_E_CORRUPT (HEAD damaged). */
+CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
+
+/* Write every item of the checkpoint at `step` (or the newest committed that
+ * verifies when step == CKPT_STEP_LATEST) as a file under `dir`, named by the
+ * item's name (a name with '/' creates sub-directories). Names that would
+ * escape `dir` are refused (CKPT_E_UNSAFE). Files are written to temporary
+ * names and renamed into place after they verify.
+ * @restored receives the step written (may be NULL).
+ * @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT, CKPT_E_UNSAFE, CKPT_E_IO. */
+#define CKPT_STEP_LATEST UINT64_MAX
+#define CKPT_STEP_ALL (UINT64_MAX - 1)
+CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
+                                      const char *dir, uint64_t *restored);
+
+/* Read and check every chunk of the checkpoint at `step`, of the newest
+ * committed one (CKPT_STEP_LATEST) or of every committed one (CKPT_STEP_ALL).
+ * Each damaged chunk is described in the log (item, chunk, expected vs
+ * found); the first in ckpt_errmsg().
+ * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_NOENT, store errors. */
+CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
+
+/* Apply retention: keep the newest `keep` committed checkpoints (never
+ * dropping the newest one that verifies), delete the others' manifests and
+ * every chunk that no retained manifest references and that is older than
+ * `min_age_ms` (spares chunks of a save in progress elsewhere).
+ * @deleted receives the number of objects deleted (may be NULL). */
+CKPT_API ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep,
+                             uint64_t min_age_ms, uint64_t *deleted);
+
+/* Request a checkpoint from inside the program (as ckptrun's requests do):
+ * ckpt_should_save() turns true. `codec` != DEFAULT overrides the codec for
+ * the next save only. Thread-safe, async-signal-safe. */
+CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
+
+/* Version of the library actually loaded. */
+CKPT_API unsigned ckpt_version_number(void);
+CKPT_API const char *ckpt_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_H */

@@ -1,0 +1,152 @@
+/*
+ * store.h -- the store interface: a flat key/value object store.
+ *
+ * Backends move bytes and know nothing of checkpoints. Keys are relative to
+ * the store URL's prefix ("run/chunks/ab/abcd..."), made of [A-Za-z0-9._-/],
+ * never starting with '/' and never containing "..". Every backend behaves the
+ * same to the layers above; the contract of each operation is below.
+ *
+ * Thread safety: every operation may be called concurrently from several
+ * threads on the same store handle (backends serialize internally where they
+ * must). open/close are not concurrent with anything else.
+ *
+ * Errors are ckpt_status values (ckpt.h); the detail (path, errno, HTTP status,
+ * S3/Azure error code) is written into the caller's `err` buffer when given.
+ * Backends retry transient failures themselves (see retry.h); a status that
+ * comes out of a backend is final for that call.
+ */
+#ifndef CKPT_STORE_H
+#define CKPT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPT_ETAG_MAX 128  /* bytes, including NUL */
+#define CKPT_ERR_MAX 512   /* size of error detail buffers */
+
+typedef enum {
+    CKPT_PUT_PLAIN = 0,        /* create or overwrite */
+    CKPT_PUT_IF_NONE_MATCH = 1,/* create only: CKPT_E_PRECONDITION if it exists */
+    CKPT_PUT_IF_MATCH = 2      /* replace only if current etag == if_match:
+                                  CKPT_E_PRECONDITION on mismatch,
+                                  CKPT_E_NOENT if missing */
+} ckpt_put_cond;
+
+struct ckpt_put_opts {
+    ckpt_put_cond cond;
+    const char *if_match;      /* etag for CKPT_PUT_IF_MATCH */
+    int deferred;              /* 1: durability may wait for barrier() */
+};
+
+struct ckpt_obj_info {
+    const char *key;           /* relative key */
+    uint64_t size;
+    int64_t mtime_ms;          /* last modification, Unix ms (0 if unknown) */
+};
+/* Listing callback; return nonzero to stop the listing early. */
+typedef int (*ckpt_list_cb)(void *user, const struct ckpt_obj_info *obj);
+
+struct ckpt_store;
+
+struct ckpt_store_ops {
+    const char *scheme;        /* "file", "s3", "gs", "az" */
+    /* Write `len` bytes at `key`, durably on return (unless opts->deferred).
+     * The object appears whole or not at all. `etag_out` (CKPT_ETAG_MAX bytes,
+     * may be NULL) receives the new etag. */
+    ckpt_status (*put)(struct ckpt_store *, const char *key, const void *buf,
+                       size_t len, const struct ckpt_put_opts *opts,
+                       char *etag_out, char *err);
+    /* Read a whole object into a malloc'd buffer (caller frees) of at most
+     * `max_len` bytes (CKPT_E_CORRUPT if larger). CKPT_E_NOENT if missing. */
+    ckpt_status (*get)(struct ckpt_store *, const char *key, size_t max_len,
+                       void **buf_out, size_t *len_out, char *etag_out,
+                       char *err);
+    /* Size and etag of an object; CKPT_E_NOENT if missing. */
+    ckpt_status (*head)(struct ckpt_store *, const char *key, uint64_t *size,
+                        char *etag_out, char *err);
+    /* Every object whose key starts with `prefix`, in no particular order,
+     * across all pages. */
+    ckpt_status (*list)(struct ckpt_store *, const char *prefix, ckpt_list_cb cb,
+                        void *user, char *err);
+    /* Delete keys (missing ones are not an error). Batched where the store
+     * can. */
+    ckpt_status (*del)(struct ckpt_store *, const char *const *keys, size_t n,
+                       char *err);
+    /* Make every earlier deferred put durable. */
+    ckpt_status (*barrier)(struct ckpt_store *, char *err);
+    /* 1 when conditional puts are enforced by the store itself. */
+    int (*has_conditional)(struct ckpt_store *);
+    void (*close)(struct ckpt_store *);
+};
+
+/* The common head of every backend's handle. */
+struct ckpt_store {
+    const struct ckpt_store_ops *ops;
+    char *url;                 /* as given, without credentials */
+};
+
+/* Options for opening a store (all optional; zero = defaults / environment). */
+struct ckpt_store_config {
+    unsigned connections;      /* parallel connections for object stores (0 = 16) */
+    uint64_t max_rate_bps;     /* upload rate cap, bytes/s (0 = none) */
+    const char *storage_class; /* S3 storage class */
+    const char *sse;           /* "AES256" or "aws:kms" */
+    const char *sse_kms_key_id;
+    ckpt_log_fn log_fn;
+    void *log_user;
+    ckpt_log_level log_level;
+};
+
+/* Open the store named by `url` (file:///abs, s3://bucket/prefix,
+ * gs://bucket/prefix, az://container/prefix). `url` NULL or "" = the default
+ * file store. @return CKPT_OK, CKPT_E_CONFIG (bad URL, unknown scheme),
+ * CKPT_E_UNSUPPORTED (scheme compiled out), CKPT_E_AUTH, CKPT_E_IO. */
+ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg,
+                            struct ckpt_store **out, char *err);
+void ckpt_store_close(struct ckpt_store *st);
+
+/* The default store URL: file://$XDG_DATA_HOME/ckpt or ~/.local/share/ckpt.
+ * Writes into buf; @return buf or NULL if it does not fit / no HOME. */
+char *ckpt_store_default_url(char *buf, size_t len);
+
+/* Convenience wrappers (NULL-safe for err/etag). */
+static inline ckpt_status ckpt_store_put(struct ckpt_store *st, const char *key,
+                                         const void *buf, size_t len,
+                                         const struct ckpt_put_opts *o,
+                                         char *etag, char *err)
+{
+    static const struct ckpt_put_opts plain = { CKPT_PUT_PLAIN, NULL, 0 };
+    return st->ops->put(st, key, buf, len, o ? o : &plain, etag, err);
+}
+static inline ckpt_status ckpt_store_get(struct ckpt_store *st, const char *key,
+                                         size_t max_len, void **buf, size_t *len,
+                                         char *etag, char *err)
+{
+    return st->ops->get(st, key, max_len, buf, len, etag, err);
+}
+
+/* Key validation shared by backends: [A-Za-z0-9._-/], no "..", no "//",
+ * no leading '/'. @return 1 if valid. */
+int ckpt_key_valid(const char *key);
+
+/* Backend constructors (each in its own file). */
+ckpt_status ckpt_store_file_open(const char *path, const struct ckpt_store_config *cfg,
+                                 struct ckpt_store **out, char *err);
+#ifdef CKPT_WITH_S3
+ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *cfg,
+                               struct ckpt_store **out, char *err);
+#endif
+#ifdef CKPT_WITH_AZURE
+ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *cfg,
+                               struct ckpt_store **out, char *err);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
