@@ -163,6 +163,30 @@ out:
     return rc;
 }
 
+int ckpt_xml_raw_append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    size_t n = strlen(s);
+    int rc = 0;
+
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        char *nb;
+        while (nc < *len + n + 1)
+            nc *= 2;
+        nb = realloc(*buf, nc);
+        if (!nb) {
+            rc = -1;
+            goto out;
+        }
+        *buf = nb;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, s, n + 1);
+    *len += n;
+out:
+    return rc;
+}
+
 struct find {
     const char *path;
     char *out;
