@@ -416,7 +416,7 @@ static ckpt_status az_call(struct az *a, const struct az_rq *rq,
         st = ckpt_retry_classify(resp->status, resp->curl_code, code[0] ? code : NULL,
                                  &kind);
         if (st == CKPT_OK && rq->md5_check && resp->status == 200 &&
-            ckpt_http_header(resp, "Content-MD5", tmp, sizeof(tmp))) {
+            !resp->body_overflow && ckpt_http_header(resp, "Content-MD5", tmp, sizeof(tmp))) {
             char got[25];
             ckpt_md5_base64(resp->body ? resp->body : "", resp->len, got);
             if (strcmp(got, tmp) != 0) {

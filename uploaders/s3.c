@@ -545,7 +545,10 @@ static ckpt_status s3_call(struct s3 *s, const struct s3_rq *rq,
         }
         st = ckpt_retry_classify(resp->status, resp->curl_code, code[0] ? code : NULL,
                                  &kind);
-        if (st == CKPT_OK && rq->md5_check && resp->status == 200) {
+        /* A body cut at max_body is the caller's business (too large), not
+         * a damaged transfer: never retried, never MD5-checked. */
+        if (st == CKPT_OK && rq->md5_check && resp->status == 200 &&
+            !resp->body_overflow) {
             char et[CKPT_ETAG_MAX], want[33], got[33];
             if (ckpt_http_header(resp, "ETag", et, sizeof(et)) &&
                 is_md5_etag(et, want)) {
