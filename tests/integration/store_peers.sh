@@ -1,0 +1,116 @@
+#!/bin/sh
+# store_peers.sh -- run the store conformance program against a local peer.
+#
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite [faults]
+#
+# Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) on a
+# free loopback port with its data in a temporary directory, optionally puts
+# tests/tools/faultproxy.py in front of it, runs the conformance checks, and
+# stops everything it started. Exit 77 (ctest: skipped) when node or the npm
+# packages are missing.
+set -eu
+
+CONF=$1
+SRC=$2
+PEER=$3
+MODE=${4:-plain}
+NPM="$SRC/tests/npm/node_modules"
+
+if ! command -v node >/dev/null 2>&1 || [ ! -d "$NPM/s3rver" ] || [ ! -d "$NPM/azurite" ]; then
+    echo "store_peers: node or tests/npm/node_modules missing (run: cd tests/npm && npm ci): skipped"
+    exit 77
+fi
+
+TMP=$(mktemp -d)
+PEER_PID=""
+PROXY_PID=""
+cleanup() {
+    [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null || true
+    [ -n "$PEER_PID" ] && kill "$PEER_PID" 2>/dev/null || true
+    [ -n "$PROXY_PID" ] && wait "$PROXY_PID" 2>/dev/null || true
+    [ -n "$PEER_PID" ] && wait "$PEER_PID" 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() {
+    i=0
+    while ! python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),1)' "$1" 2>/dev/null; do
+        i=$((i + 1))
+        if [ $i -gt 100 ]; then
+            echo "store_peers: $PEER did not start"; cat "$TMP/peer.log"; exit 1
+        fi
+        sleep 0.1
+    done
+}
+
+PORT=$(free_port)
+mkdir -p "$TMP/data"
+case $PEER in
+s3rver)
+    # s3rver's paged listings need the legacy OpenSSL provider on Node >= 17.
+    node --openssl-legacy-provider "$NPM/s3rver/bin/s3rver.js" -d "$TMP/data" \
+        -a 127.0.0.1 -p "$PORT" --configure-bucket ckpt-test >"$TMP/peer.log" 2>&1 &
+    PEER_PID=$!
+    ;;
+azurite)
+    node "$NPM/azurite/dist/src/blob/main.js" --blobHost 127.0.0.1 --blobPort "$PORT" \
+        -l "$TMP/data" --skipApiVersionCheck --disableTelemetry --silent >"$TMP/peer.log" 2>&1 &
+    PEER_PID=$!
+    ;;
+*)
+    echo "unknown peer $PEER"; exit 64 ;;
+esac
+wait_port "$PORT"
+
+TARGET=$PORT
+ARGS=""
+export CKPT_RETRY_BASE_MS=10
+if [ "$MODE" = faults ]; then
+    python3 "$SRC/tests/tools/faultproxy.py" --upstream "127.0.0.1:$PORT" --rate 0.15 \
+        --stall-s 2 --seed 7 >"$TMP/proxy.out" 2>"$TMP/proxy.err" &
+    PROXY_PID=$!
+    i=0
+    while ! grep -q PORT "$TMP/proxy.out" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 50 ] && { echo "proxy did not start"; exit 1; }
+        sleep 0.1
+    done
+    TARGET=$(awk '/PORT/{print $2}' "$TMP/proxy.out")
+    ARGS="--many 150"
+    export CKPT_HTTP_STALL_MS=1000
+fi
+
+# Keep the user's own cloud configuration out of the test.
+export HOME="$TMP"
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE \
+    AZURE_STORAGE_ACCOUNT AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN 2>/dev/null || true
+export AWS_EC2_METADATA_DISABLED=true
+
+rc=0
+case $PEER in
+s3rver)
+    AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
+    AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" AWS_REGION=us-east-1 \
+    CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
+        "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
+    ;;
+azurite)
+    # The well-known Azurite development account (public, local only).
+    AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$TARGET/devstoreaccount1;" \
+    CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=300 \
+    CKPT_AZ_BLOCK_MIN=6000000 CKPT_AZ_BLOCK_SIZE=4194304 \
+        "$CONF" "az://ckpt-test/conf/$MODE" $ARGS || rc=$?
+    ;;
+esac
+if [ -n "$PROXY_PID" ]; then
+    kill "$PROXY_PID" 2>/dev/null || true
+    wait "$PROXY_PID" 2>/dev/null || true
+    PROXY_PID=""
+    cat "$TMP/proxy.err"
+fi
+[ $rc -ne 0 ] && tail -20 "$TMP/peer.log"
+exit $rc
