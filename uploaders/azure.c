@@ -945,6 +945,21 @@ static ckpt_status create_container(struct az *a, char *err)
     return st;
 }
 
+/* The prefix is stored with its trailing '/'; as a key it has none. */
+static int prefix_valid(const char *prefix)
+{
+    size_t n = strlen(prefix);
+    char *k;
+    int ok;
+
+    if (!n)
+        return 1;
+    k = strndup(prefix, n - 1);
+    ok = k && ckpt_key_valid(k);
+    free(k);
+    return ok;
+}
+
 ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *cfg,
                                struct ckpt_store **out, char *err)
 {
@@ -989,7 +1004,7 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
         goto out;
     }
     if (!*a->container || strpbrk(a->container, "?#@:") ||
-        (*a->prefix && !ckpt_key_valid(a->prefix))) {
+        !prefix_valid(a->prefix)) {
         seterr(err, "bad container or prefix in %s", url);
         st = CKPT_E_CONFIG;
         goto out;

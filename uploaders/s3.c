@@ -1308,6 +1308,21 @@ out:
     return st;
 }
 
+/* The prefix is stored with its trailing '/'; as a key it has none. */
+static int prefix_valid(const char *prefix)
+{
+    size_t n = strlen(prefix);
+    char *k;
+    int ok;
+
+    if (!n)
+        return 1;
+    k = strndup(prefix, n - 1);
+    ok = k && ckpt_key_valid(k);
+    free(k);
+    return ok;
+}
+
 ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *cfg,
                                struct ckpt_store **out, char *err)
 {
@@ -1356,7 +1371,7 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
         goto out;
     }
     if (!*s->bucket || strpbrk(s->bucket, "?#@:") ||
-        (*s->prefix && !ckpt_key_valid(s->prefix))) {
+        !prefix_valid(s->prefix)) {
         seterr(err, "bad bucket or prefix in %s", url);
         st = CKPT_E_CONFIG;
         goto out;

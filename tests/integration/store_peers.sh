@@ -80,7 +80,7 @@ if [ "$MODE" = faults ]; then
         sleep 0.1
     done
     TARGET=$(awk '/PORT/{print $2}' "$TMP/proxy.out")
-    ARGS="--many 150"
+    ARGS="--many 120"
     export CKPT_HTTP_STALL_MS=1000
 fi
 
@@ -93,17 +93,43 @@ export AWS_EC2_METADATA_DISABLED=true
 rc=0
 case $PEER in
 s3rver)
-    AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
-    AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" AWS_REGION=us-east-1 \
-    CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
-        "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
+    if [ "$MODE" = plain ]; then
+        # Credentials, region and endpoint from a named profile in the shared
+        # files (the `s3 =` sub-section), as the AWS CLI would read them.
+        cat >"$TMP/credentials" <<EOC
+[default]
+aws_access_key_id = WRONG
+aws_secret_access_key = WRONG
+
+[ckpt-test]
+aws_access_key_id = S3RVER
+aws_secret_access_key = S3RVER
+EOC
+        cat >"$TMP/config" <<EOC
+[profile ckpt-test]
+region = eu-west-3
+s3 =
+    addressing_style = path
+    endpoint_url = http://127.0.0.1:$TARGET
+EOC
+        unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION AWS_DEFAULT_REGION 2>/dev/null || true
+        AWS_PROFILE=ckpt-test AWS_SHARED_CREDENTIALS_FILE="$TMP/credentials" \
+        AWS_CONFIG_FILE="$TMP/config" \
+        CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
+            "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
+    else
+        AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
+        AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" AWS_REGION=us-east-1 \
+        CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
+            "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
+    fi
     ;;
 azurite)
     # The well-known Azurite development account (public, local only).
     AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$TARGET/devstoreaccount1;" \
-    CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=300 \
+    CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=100 \
     CKPT_AZ_BLOCK_MIN=6000000 CKPT_AZ_BLOCK_SIZE=4194304 \
-        "$CONF" "az://ckpt-test/conf/$MODE" $ARGS || rc=$?
+        "$CONF" "az://ckpt-test/conf/$MODE" ${ARGS:---many 500} || rc=$?
     ;;
 esac
 if [ -n "$PROXY_PID" ]; then
