@@ -291,6 +291,7 @@ struct az_rq {
     size_t len;
     size_t max_body;
     int md5_check;
+    int *ambiguous;           /* see s3.c: an attempt may have been applied */
 };
 
 static ckpt_status az_call(struct az *a, const struct az_rq *rq,
@@ -447,6 +448,9 @@ static ckpt_status az_call(struct az *a, const struct az_rq *rq,
         else
             seterr(err, "az %s %s/%s: %s", rq->method, a->container,
                    rq->blob ? rq->blob : "", resp->errmsg);
+        if (rq->ambiguous && kind != CKPT_RETRY_NEVER &&
+            (resp->status == 0 || resp->status >= 500))
+            *rq->ambiguous = 1;
         if (!ckpt_retry_again(&r, kind))
             break;
         alog(a, CKPT_LOG_DEBUG, "%s (attempt %u, retrying)", err ? err : "az retry",
@@ -521,7 +525,7 @@ static ckpt_status put_blocks(struct az *a, const char *fk, const uint8_t *buf,
         char raw[32], id[48], line[80];
         char *id_enc;
         size_t off = i * bs, n = len - off < bs ? len - off : bs;
-        struct az_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0 };
+        struct az_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, NULL };
 
         snprintf(raw, sizeof(raw), "blk%08u", (unsigned)i);
         EVP_EncodeBlock((unsigned char *)id, (const unsigned char *)raw, 11);
@@ -557,7 +561,7 @@ static ckpt_status put_blocks(struct az *a, const char *fk, const uint8_t *buf,
     if (cond_line(o, cond, sizeof(cond)))
         hdrs[nh++] = cond;
     {
-        struct az_rq rq = { "PUT", fk, "comp=blocklist", hdrs, nh, xml, xlen, 0, 0 };
+        struct az_rq rq = { "PUT", fk, "comp=blocklist", hdrs, nh, xml, xlen, 0, 0, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st == CKPT_OK && etag_out &&
@@ -567,6 +571,32 @@ out:
     ckpt_http_resp_free(&resp);
     free(xml);
     free(query);
+    return st;
+}
+
+/* As in s3.c: a conditional put refused after an attempt that may have
+ * been applied succeeded if the blob now holds exactly our bytes (Put Blob
+ * stored their MD5). */
+static ckpt_status settle_ambiguous(struct az *a, const char *fk, const void *buf,
+                                    size_t len, char *etag_out)
+{
+    ckpt_status st = CKPT_E_PRECONDITION;
+    struct ckpt_http_resp resp;
+    char have[64], want[25], herr[CKPT_ERR_MAX];
+    struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
+
+    if (az_call(a, &rq, &resp, herr) == CKPT_OK &&
+        ckpt_http_header(&resp, "Content-MD5", have, sizeof(have))) {
+        ckpt_md5_base64(buf ? buf : "", len, want);
+        if (strcmp(want, have) == 0) {
+            st = CKPT_OK;
+            if (etag_out && !ckpt_http_header(&resp, "ETag", etag_out, CKPT_ETAG_MAX))
+                etag_out[0] = '\0';
+            alog(a, CKPT_LOG_INFO, "azure: conditional put of %s had landed before a "
+                 "failed attempt", fk);
+        }
+    }
+    ckpt_http_resp_free(&resp);
     return st;
 }
 
@@ -581,6 +611,7 @@ static ckpt_status az_put(struct ckpt_store *st_, const char *key, const void *b
     char cond[300], *fk = NULL;
     const char *hdrs[2] = { "x-ms-blob-type: BlockBlob", NULL };
     size_t nh = 1;
+    int ambiguous = 0;
 
     memset(&resp, 0, sizeof(resp));
     if (!opts)
@@ -605,12 +636,15 @@ static ckpt_status az_put(struct ckpt_store *st_, const char *key, const void *b
     if (cond_line(opts, cond, sizeof(cond)))
         hdrs[nh++] = cond;
     {
-        struct az_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0 };
+        struct az_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0,
+                            &ambiguous };
         st = az_call(a, &rq, &resp, err);
     }
     if (st == CKPT_OK && etag_out &&
         !ckpt_http_header(&resp, "ETag", etag_out, CKPT_ETAG_MAX))
         etag_out[0] = '\0';
+    if (st == CKPT_E_PRECONDITION && ambiguous)
+        st = settle_ambiguous(a, fk, buf, len, etag_out);
 out:
     ckpt_http_resp_free(&resp);
     free(fk);
@@ -637,7 +671,7 @@ static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_le
         goto out;
     }
     {
-        struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1, 1 };
+        struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1, 1, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -684,7 +718,7 @@ static ckpt_status az_head(struct ckpt_store *st_, const char *key, uint64_t *si
         goto out;
     }
     {
-        struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0 };
+        struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -768,7 +802,7 @@ static ckpt_status az_list(struct ckpt_store *st_, const char *prefix,
         goto out;
     }
     for (;;) {
-        struct az_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0 };
+        struct az_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, NULL };
         free(query);
         query = NULL;
         free(mk_enc);
@@ -827,7 +861,7 @@ static ckpt_status az_del(struct ckpt_store *st_, const char *const *keys, size_
     for (i = 0; i < n && st == CKPT_OK; i++) {
         struct ckpt_http_resp resp;
         char *fk = full_key(a, keys[i]);
-        struct az_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0 };
+        struct az_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
         if (!fk) {
             st = CKPT_E_NOMEM;
             goto out;
@@ -936,7 +970,7 @@ static ckpt_status set_endpoint(struct az *a, const char *ep, char *err)
 static ckpt_status create_container(struct az *a, char *err)
 {
     struct ckpt_http_resp resp;
-    struct az_rq rq = { "PUT", NULL, "restype=container", NULL, 0, NULL, 0, 0, 0 };
+    struct az_rq rq = { "PUT", NULL, "restype=container", NULL, 0, NULL, 0, 0, 0, NULL };
     ckpt_status st = az_call(a, &rq, &resp, err);
 
     if (st == CKPT_E_PRECONDITION)   /* 409 ContainerAlreadyExists */

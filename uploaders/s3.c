@@ -366,6 +366,8 @@ struct s3_rq {
     size_t max_body;          /* for the reply (0 = ERRBODY_MAX) */
     int body_error_check;     /* 200 replies may carry <Error> (Complete MPU) */
     int md5_check;            /* GET: compare body with an MD5 ETag */
+    int *ambiguous;           /* set to 1 if an attempt failed without a
+                                 definite answer (it may have been applied) */
 };
 
 static int is_md5_etag(const char *etag, char hex[33])
@@ -588,6 +590,9 @@ static ckpt_status s3_call(struct s3 *s, const struct s3_rq *rq,
         else
             seterr(err, "%s %s %s/%s: %s", s->gcs ? "gs" : "s3", rq->method,
                    s->bucket, rq->key ? rq->key : "", resp->errmsg);
+        if (rq->ambiguous && kind != CKPT_RETRY_NEVER &&
+            (resp->status == 0 || resp->status >= 500))
+            *rq->ambiguous = 1;
         if (!ckpt_retry_again(&r, kind))
             break;
         slog(s, CKPT_LOG_DEBUG, "%s (attempt %u, retrying)", err ? err : "s3 retry",
@@ -718,7 +723,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
         goto out;
     }
     {
-        struct s3_rq rq = { "POST", fk, "uploads=", hdrs, nh, NULL, 0, 0, 0, 0 };
+        struct s3_rq rq = { "POST", fk, "uploads=", hdrs, nh, NULL, 0, 0, 0, 0, NULL };
         st = s3_call(s, &rq, &resp, err);
         if (st == CKPT_OK)
             ckpt_xml_parse(resp.body, resp.len, mpu_cb, &mp);
@@ -739,7 +744,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
     }
     for (i = 0; i < nparts; i++) {
         size_t off = i * part, n = len - off < part ? len - off : part;
-        struct s3_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, 0 };
+        struct s3_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, 0, NULL };
         free(query);
         if (asprintf(&query, "partNumber=%zu&uploadId=%s", i + 1, uid_enc) < 0) {
             query = NULL;
@@ -771,7 +776,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
         }
     }
     {
-        struct s3_rq rq = { "POST", fk, NULL, hdrs, 0, xml, xlen, 0, 1, 0 };
+        struct s3_rq rq = { "POST", fk, NULL, hdrs, 0, xml, xlen, 0, 1, 0, NULL };
         free(query);
         if (asprintf(&query, "uploadId=%s", uid_enc) < 0) {
             query = NULL;
@@ -803,7 +808,7 @@ out:
         char abort_err[CKPT_ERR_MAX];
         char *q = NULL;
         if (uid_enc && asprintf(&q, "uploadId=%s", uid_enc) >= 0) {
-            struct s3_rq rq = { "DELETE", fk, q, NULL, 0, NULL, 0, 0, 0, 0 };
+            struct s3_rq rq = { "DELETE", fk, q, NULL, 0, NULL, 0, 0, 0, 0, NULL };
             if (s3_call(s, &rq, &resp, abort_err) != CKPT_OK)
                 slog(s, CKPT_LOG_WARN, "s3: abort of multipart upload failed: %s",
                      abort_err);
@@ -820,6 +825,34 @@ out:
 
 /* ---- operations ------------------------------------------------------------ */
 
+/* A conditional put was refused after an earlier attempt of it failed
+ * without a definite answer (reset, timeout, 5xx): that attempt may have
+ * been applied, and the refusal is then our own write seen again. If the
+ * object now holds exactly our bytes (its single-part ETag is their MD5),
+ * the put succeeded. */
+static ckpt_status settle_ambiguous(struct s3 *s, const char *fk, const void *buf,
+                                    size_t len, char *etag_out, char *err)
+{
+    ckpt_status st = CKPT_E_PRECONDITION;
+    struct ckpt_http_resp resp;
+    char et[CKPT_ETAG_MAX], want[33], have[33], herr[CKPT_ERR_MAX];
+    struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
+
+    if (s3_call(s, &rq, &resp, herr) == CKPT_OK &&
+        ckpt_http_header(&resp, "ETag", et, sizeof(et)) && is_md5_etag(et, have)) {
+        ckpt_md5_hex(buf ? buf : "", len, want);
+        if (strcmp(want, have) == 0) {
+            st = CKPT_OK;
+            etag_from(s, &resp, etag_out);
+            slog(s, CKPT_LOG_INFO, "s3: conditional put of %s had landed before a "
+                 "failed attempt", fk);
+        }
+    }
+    (void)err;   /* on refusal, the original error detail stands */
+    ckpt_http_resp_free(&resp);
+    return st;
+}
+
 static ckpt_status s3_put(struct ckpt_store *st_, const char *key, const void *buf,
                           size_t len, const struct ckpt_put_opts *opts,
                           char *etag_out, char *err)
@@ -831,6 +864,7 @@ static ckpt_status s3_put(struct ckpt_store *st_, const char *key, const void *b
     char oh[4][300], cond[300], *fk = NULL;
     const char *hdrs[5];
     size_t nh, i;
+    int ambiguous = 0;
 
     memset(&resp, 0, sizeof(resp));
     if (!opts)
@@ -858,11 +892,14 @@ static ckpt_status s3_put(struct ckpt_store *st_, const char *key, const void *b
     if (cond_header(s, opts, cond, sizeof(cond)))
         hdrs[nh++] = cond;
     {
-        struct s3_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0, 0 };
+        struct s3_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0, 0,
+                            &ambiguous };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st == CKPT_OK)
         etag_from(s, &resp, etag_out);
+    else if (st == CKPT_E_PRECONDITION && ambiguous && s->verify_md5)
+        st = settle_ambiguous(s, fk, buf, len, etag_out, err);
 out:
     ckpt_http_resp_free(&resp);
     free(fk);
@@ -892,7 +929,7 @@ static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_le
         /* Error replies are small; a body bigger than max_len is refused
          * rather than buffered. */
         struct s3_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0,
-                            max_len ? max_len : 1, 0, s->verify_md5 };
+                            max_len ? max_len : 1, 0, s->verify_md5, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -938,7 +975,7 @@ static ckpt_status s3_head(struct ckpt_store *st_, const char *key, uint64_t *si
         goto out;
     }
     {
-        struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0 };
+        struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -1025,7 +1062,7 @@ static ckpt_status s3_list(struct ckpt_store *st_, const char *prefix,
         goto out;
     }
     for (;;) {
-        struct s3_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, 0 };
+        struct s3_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, 0, NULL };
         free(query);
         query = NULL;
         free(tok_enc);
@@ -1113,7 +1150,7 @@ static ckpt_status del_one(struct s3 *s, const char *key, char *err)
     if (!fk)
         return CKPT_E_NOMEM;
     {
-        struct s3_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0 };
+        struct s3_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st == CKPT_E_NOENT)
@@ -1154,7 +1191,7 @@ static ckpt_status del_batch(struct s3 *s, const char *const *keys, size_t n,
     for (attempt = 0; attempt < 3; attempt++) {
         struct del_state d;
         struct s3_rq rq = { "POST", NULL, "delete=", NULL, 0, xml, xlen,
-                            4 * MIB, 0, 0 };
+                            4 * MIB, 0, 0, NULL };
         memset(&d, 0, sizeof(d));
         st = s3_call(s, &rq, &resp, err);
         if (st != CKPT_OK)
