@@ -213,7 +213,8 @@ char *ckpt_az_string_to_sign(const char *account, const char *method,
         if (*p == '&')
             p++;
     }
-    qsort(qs, nq, sizeof(*qs), kvcmp);
+    if (nq)
+        qsort(qs, nq, sizeof(*qs), kvcmp);
     for (i = 0; i < nq; i++) {
         sb_put(&b, "\n");
         sb_put(&b, qs[i].k);

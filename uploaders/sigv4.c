@@ -254,7 +254,8 @@ static char *canonical_query(const char *q, int *oom)
         if (*p == '&')
             p++;
     }
-    qsort(ps, np, sizeof(*ps), qcmp);
+    if (np)
+        qsort(ps, np, sizeof(*ps), qcmp);
     for (i = 0; i < np; i++) {
         if (i)
             sb_puts(&b, "&");
