@@ -33,17 +33,46 @@ static char run[64];
         }                                                                     \
     } while (0)
 
+/* Every log line of the backend (at debug level) is checked for the secret
+ * named by CKPT_TEST_SECRET: credentials must never be logged. */
+static const char *secret;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned log_lines, leaks;
+
+static void log_cb(void *user, ckpt_log_level level, const char *subject,
+                   const char *msg)
+{
+    (void)user;
+    (void)level;
+    (void)subject;
+    pthread_mutex_lock(&log_mu);
+    log_lines++;
+    if (secret && *secret && strstr(msg, secret)) {
+        leaks++;
+        fprintf(stderr, "FAIL: a log line holds the secret\n");
+    }
+    if (getenv("CONF_VERBOSE"))
+        fprintf(stderr, "log: %s\n", msg);
+    pthread_mutex_unlock(&log_mu);
+}
+
 static ckpt_status open_url(const char *url, struct ckpt_store **st, char *err)
 {
+    struct ckpt_store_config cfg;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.log_fn = log_cb;
+    cfg.log_level = CKPT_LOG_DEBUG;
+    cfg.connections = 8;
 #ifdef CKPT_WITH_S3
     if (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5))
-        return ckpt_store_s3_open(url, NULL, st, err);
+        return ckpt_store_s3_open(url, &cfg, st, err);
 #endif
 #ifdef CKPT_WITH_AZURE
     if (!strncmp(url, "az://", 5))
-        return ckpt_store_az_open(url, NULL, st, err);
+        return ckpt_store_az_open(url, &cfg, st, err);
 #endif
-    return ckpt_store_open(url, NULL, st, err);
+    return ckpt_store_open(url, &cfg, st, err);
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
@@ -363,6 +392,7 @@ int main(int argc, char **argv)
             many = (unsigned)strtoul(argv[++i], NULL, 10);
     }
     snprintf(run, sizeof(run), "conf-%ld-%d", (long)time(NULL), (int)getpid());
+    secret = getenv("CKPT_TEST_SECRET");
     s = open_url(argv[1], &st, err);
     if (s != CKPT_OK) {
         fprintf(stderr, "open %s: %s (%s)\n", argv[1], ckpt_strerror(s), err);
@@ -377,6 +407,7 @@ int main(int argc, char **argv)
         check_big(st, big);
     cleanup(st);
     st->ops->close(st);
-    printf("%s: %d failure(s)\n", argv[1], failures);
+    CHECK(!leaks, "%u log lines held the secret", leaks);
+    printf("%s: %u log lines, %d failure(s)\n", argv[1], log_lines, failures);
     return failures ? 1 : 0;
 }

@@ -113,12 +113,12 @@ s3 =
     endpoint_url = http://127.0.0.1:$TARGET
 EOC
         unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION AWS_DEFAULT_REGION 2>/dev/null || true
-        AWS_PROFILE=ckpt-test AWS_SHARED_CREDENTIALS_FILE="$TMP/credentials" \
+        CKPT_TEST_SECRET=S3RVER AWS_PROFILE=ckpt-test AWS_SHARED_CREDENTIALS_FILE="$TMP/credentials" \
         AWS_CONFIG_FILE="$TMP/config" \
         CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
             "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
     else
-        AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
+        CKPT_TEST_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
         AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" AWS_REGION=us-east-1 \
         CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
             "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
@@ -127,6 +127,7 @@ EOC
 azurite)
     # The well-known Azurite development account (public, local only).
     AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$TARGET/devstoreaccount1;" \
+    CKPT_TEST_SECRET=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw== \
     CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=100 \
     CKPT_AZ_BLOCK_MIN=6000000 CKPT_AZ_BLOCK_SIZE=4194304 \
         "$CONF" "az://ckpt-test/conf/$MODE" ${ARGS:---many 500} || rc=$?
