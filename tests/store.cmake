@@ -3,9 +3,10 @@
 #
 # unit:        test_sigv4 (AWS suite from tests/npm when installed + S3 guide
 #              vectors), test_azure_sign, test_retry
-# integration: store_{s3rver,azurite}[_faults] run the conformance program
-#              against local peers from tests/npm (`cd tests/npm && npm ci`);
-#              skipped (exit 77) when node or the packages are missing.
+# integration: store_{s3rver,azurite,mock}[_faults] run the conformance
+#              program against local peers from tests/npm (`cd tests/npm &&
+#              npm ci`; skipped, exit 77, when node or the packages are
+#              missing) and against tests/tools/mock_s3.py (stdlib Python).
 if(NOT (CKPT_WITH_S3 OR CKPT_WITH_AZURE))
   return()
 endif()
@@ -43,7 +44,7 @@ add_executable(store_conformance ${CMAKE_SOURCE_DIR}/tests/integration/store_con
 target_link_libraries(store_conformance PRIVATE ckpt_internal Threads::Threads)
 set(_peers)
 if(CKPT_WITH_S3)
-  list(APPEND _peers s3rver)
+  list(APPEND _peers s3rver mock)
 endif()
 if(CKPT_WITH_AZURE)
   list(APPEND _peers azurite)

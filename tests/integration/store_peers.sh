@@ -1,9 +1,10 @@
 #!/bin/sh
 # store_peers.sh -- run the store conformance program against a local peer.
 #
-#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite [faults]
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [faults]
 #
-# Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) on a
+# Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) or
+# tests/tools/mock_s3.py (a strict S3: signatures, conditions) on a
 # free loopback port with its data in a temporary directory, optionally puts
 # tests/tools/faultproxy.py in front of it, runs the conformance checks, and
 # stops everything it started. Exit 77 (ctest: skipped) when node or the npm
@@ -16,7 +17,8 @@ PEER=$3
 MODE=${4:-plain}
 NPM="$SRC/tests/npm/node_modules"
 
-if ! command -v node >/dev/null 2>&1 || [ ! -d "$NPM/s3rver" ] || [ ! -d "$NPM/azurite" ]; then
+if [ "$PEER" != mock ] && { ! command -v node >/dev/null 2>&1 || [ ! -d "$NPM/s3rver" ] ||
+                            [ ! -d "$NPM/azurite" ]; }; then
     echo "store_peers: node or tests/npm/node_modules missing (run: cd tests/npm && npm ci): skipped"
     exit 77
 fi
@@ -61,6 +63,21 @@ azurite)
     node "$NPM/azurite/dist/src/blob/main.js" --blobHost 127.0.0.1 --blobPort "$PORT" \
         -l "$TMP/data" --skipApiVersionCheck --disableTelemetry --silent >"$TMP/peer.log" 2>&1 &
     PEER_PID=$!
+    ;;
+mock)
+    # tests/tools/mock_s3.py: verifies signatures, enforces conditions, and
+    # is started in the "wrong" region with a clock two hours ahead and one
+    # "200 with an error inside" CompleteMultipartUpload to answer.
+    python3 "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test --region eu-central-1 \
+        --access-key MOCKAK --secret-key 'mock/secret+key' --token 'tok/en+1' \
+        --page 250 --skew-once 7200 --complete-error-once >"$TMP/mock.out" 2>"$TMP/peer.log" &
+    PEER_PID=$!
+    i=0
+    while ! grep -q PORT "$TMP/mock.out" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 100 ] && { echo "mock did not start"; cat "$TMP/peer.log"; exit 1; }
+        sleep 0.1
+    done
+    PORT=$(awk '/PORT/{print $2}' "$TMP/mock.out")
     ;;
 *)
     echo "unknown peer $PEER"; exit 64 ;;
@@ -123,6 +140,12 @@ EOC
         CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
             "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
     fi
+    ;;
+mock)
+    CKPT_TEST_SECRET='mock/secret+key' AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key' \
+    AWS_SESSION_TOKEN='tok/en+1' AWS_REGION=us-west-2 AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" \
+    CKPT_S3_CONDITIONAL=1 CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
+        "$CONF" "s3://ckpt-test/conf/$MODE" ${ARGS:---many 600} || rc=$?
     ;;
 azurite)
     # The well-known Azurite development account (public, local only).
