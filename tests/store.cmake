@@ -6,7 +6,9 @@
 # integration: store_{s3rver,azurite,mock}[_faults] run the conformance
 #              program against local peers from tests/npm (`cd tests/npm &&
 #              npm ci`; skipped, exit 77, when node or the packages are
-#              missing) and against tests/tools/mock_s3.py (stdlib Python).
+#              missing) and against tests/tools/mock_s3.py (stdlib Python);
+#              store_{mock,azurite}_trainer: c_trainer killed and resumed
+#              against the store behind the fault proxy.
 if(NOT (CKPT_WITH_S3 OR CKPT_WITH_AZURE))
   return()
 endif()
@@ -63,6 +65,25 @@ foreach(peer ${_peers})
       SKIP_RETURN_CODE 77)
   endforeach()
 endforeach()
+
+# End to end through libckpt: the example trainer killed and resumed against
+# an object store behind the fault proxy.
+if(TARGET c_trainer)
+  set(_tpeers)
+  if(CKPT_WITH_S3)
+    list(APPEND _tpeers mock)
+  endif()
+  if(CKPT_WITH_AZURE)
+    list(APPEND _tpeers azurite)
+  endif()
+  foreach(peer ${_tpeers})
+    add_test(NAME store_${peer}_trainer
+      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+              $<TARGET_FILE:c_trainer> ${CMAKE_SOURCE_DIR} ${peer} trainer)
+    set_tests_properties(store_${peer}_trainer PROPERTIES LABELS integration
+      TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
 
 # Corpus replay of the reply parser (the libFuzzer entry point is inside).
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c)

@@ -239,8 +239,9 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
     if (r->attempt >= r->p->max_attempts)
         goto out;
     if (kind == CKPT_RETRY_SKEW) {
-        /* The clock was corrected by the caller: one immediate retry. */
-        again = r->attempt < 2;
+        /* The caller corrected its clock from the reply: retry at once
+         * (still bounded by max_attempts above). */
+        again = 1;
         goto out;
     }
     elapsed = ckpt_mono_ms() - r->start_ms;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # store_peers.sh -- run the store conformance program against a local peer.
 #
-#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [faults]
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [plain|faults]
+#   store_peers.sh C_TRAINER_BIN SOURCE_DIR s3rver|azurite|mock trainer
 #
 # Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) or
 # tests/tools/mock_s3.py (a strict S3: signatures, conditions) on a
@@ -87,8 +88,10 @@ wait_port "$PORT"
 TARGET=$PORT
 ARGS=""
 export CKPT_RETRY_BASE_MS=10
-if [ "$MODE" = faults ]; then
-    python3 "$SRC/tests/tools/faultproxy.py" --upstream "127.0.0.1:$PORT" --rate 0.15 \
+if [ "$MODE" = faults ] || [ "$MODE" = trainer ]; then
+    RATE=0.15
+    [ "$MODE" = trainer ] && RATE=0.05
+    python3 "$SRC/tests/tools/faultproxy.py" --upstream "127.0.0.1:$PORT" --rate $RATE \
         --stall-s 2 --seed 7 >"$TMP/proxy.out" 2>"$TMP/proxy.err" &
     PROXY_PID=$!
     i=0
@@ -107,9 +110,10 @@ unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_CONFIG_FILE AWS_SHAR
     AZURE_STORAGE_ACCOUNT AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN 2>/dev/null || true
 export AWS_EC2_METADATA_DISABLED=true
 
-rc=0
+# Per peer: the client's environment and the store URL.
 case $PEER in
 s3rver)
+    export CKPT_TEST_SECRET=S3RVER CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880
     if [ "$MODE" = plain ]; then
         # Credentials, region and endpoint from a named profile in the shared
         # files (the `s3 =` sub-section), as the AWS CLI would read them.
@@ -130,32 +134,72 @@ s3 =
     endpoint_url = http://127.0.0.1:$TARGET
 EOC
         unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION AWS_DEFAULT_REGION 2>/dev/null || true
-        CKPT_TEST_SECRET=S3RVER AWS_PROFILE=ckpt-test AWS_SHARED_CREDENTIALS_FILE="$TMP/credentials" \
-        AWS_CONFIG_FILE="$TMP/config" \
-        CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
-            "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
+        export AWS_PROFILE=ckpt-test AWS_SHARED_CREDENTIALS_FILE="$TMP/credentials" \
+            AWS_CONFIG_FILE="$TMP/config"
     else
-        CKPT_TEST_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
-        AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" AWS_REGION=us-east-1 \
-        CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
-            "$CONF" "s3://ckpt-test/conf/$MODE" $ARGS || rc=$?
+        export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
+            AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" AWS_REGION=us-east-1
     fi
+    URL="s3://ckpt-test/conf/$MODE"
     ;;
 mock)
-    CKPT_TEST_SECRET='mock/secret+key' AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key' \
-    AWS_SESSION_TOKEN='tok/en+1' AWS_REGION=us-west-2 AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" \
-    CKPT_S3_CONDITIONAL=1 CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880 \
-        "$CONF" "s3://ckpt-test/conf/$MODE" ${ARGS:---many 600} || rc=$?
+    export CKPT_TEST_SECRET='mock/secret+key' AWS_ACCESS_KEY_ID=MOCKAK \
+        AWS_SECRET_ACCESS_KEY='mock/secret+key' AWS_SESSION_TOKEN='tok/en+1' \
+        AWS_REGION=us-west-2 AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" \
+        CKPT_S3_CONDITIONAL=1 CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880
+    URL="s3://ckpt-test/conf/$MODE"
+    ARGS=${ARGS:---many 600}
     ;;
 azurite)
     # The well-known Azurite development account (public, local only).
-    AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$TARGET/devstoreaccount1;" \
-    CKPT_TEST_SECRET=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw== \
-    CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=100 \
-    CKPT_AZ_BLOCK_MIN=6000000 CKPT_AZ_BLOCK_SIZE=4194304 \
-        "$CONF" "az://ckpt-test/conf/$MODE" ${ARGS:---many 500} || rc=$?
+    export AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$TARGET/devstoreaccount1;" \
+        CKPT_TEST_SECRET=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw== \
+        CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=100 \
+        CKPT_AZ_BLOCK_MIN=6000000 CKPT_AZ_BLOCK_SIZE=4194304
+    URL="az://ckpt-test/conf/$MODE"
+    ARGS=${ARGS:---many 500}
     ;;
 esac
+
+rc=0
+if [ "$MODE" = trainer ]; then
+    # End to end through libckpt: the example trainer killed with SIGKILL at
+    # random moments and restarted against the object store (through the
+    # fault proxy) ends with the same parameters as an uninterrupted run on
+    # a local file store. CONF is the c_trainer binary here.
+    targs="--steps 150 --every 5 --hidden 512 --quiet"
+    t0=$(date +%s%N)
+    CKPT_STORE="file://$TMP/filestore" CKPT_RUN=clean "$CONF" $targs --sleep-ms 2 \
+        --out "$TMP/clean.bin" >/dev/null
+    ms=$(( ($(date +%s%N) - t0) / 1000000 + 500 ))
+    kills=0
+    attempt=0
+    while [ $attempt -lt 60 ]; do
+        attempt=$((attempt + 1))
+        CKPT_STORE="$URL" CKPT_RUN=killed "$CONF" $targs --sleep-ms 2 \
+            --out "$TMP/killed.bin" >"$TMP/trainer.log" 2>&1 &
+        tpid=$!
+        d=$(( ms / 5 + $(od -An -N2 -tu2 /dev/urandom) % (ms + 1) ))
+        sleep "$((d / 1000)).$(printf '%03d' $((d % 1000)))"
+        # Six kills make the point; then let it finish.
+        if [ $kills -lt 6 ] && kill -9 "$tpid" 2>/dev/null; then
+            wait "$tpid" 2>/dev/null || true
+            kills=$((kills + 1))
+        else
+            wait "$tpid" || { echo "trainer failed"; cat "$TMP/trainer.log"; rc=1; break; }
+            break
+        fi
+    done
+    if [ $rc -eq 0 ]; then
+        if [ -f "$TMP/killed.bin" ] && cmp "$TMP/clean.bin" "$TMP/killed.bin"; then
+            echo "$PEER: killed $kills times; final parameters identical to the uninterrupted run"
+        else
+            echo "$PEER: trainer never finished or differs"; cat "$TMP/trainer.log"; rc=1
+        fi
+    fi
+else
+    "$CONF" "$URL" $ARGS || rc=$?
+fi
 if [ -n "$PROXY_PID" ]; then
     kill "$PROXY_PID" 2>/dev/null || true
     wait "$PROXY_PID" 2>/dev/null || true
