@@ -307,7 +307,11 @@ static int http(struct notice_poller *p, const char *method, const char *url,
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*"); /* metadata never goes via a proxy */
     curl_easy_setopt(c, CURLOPT_PROXY, "");
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string form */
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);

@@ -182,7 +182,11 @@ static ckpt_status exchange(const char *url, int put, struct curl_slist *hdrs,
     /* Metadata addresses never go through a proxy (DESIGN.md 3). */
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(c, CURLOPT_PROXY, "");
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string form */
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* we run in threads */
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1000L);

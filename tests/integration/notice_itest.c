@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "imds.h"
 #include "notice.h"
 
 static const char *mock_script;
@@ -475,11 +476,139 @@ static void test_tencent(void)
     mock_stop(&m);
 }
 
+
+/* ---- the IMDS client on its own (also used by the S3 credential chain) ---- */
+
+struct getter {
+    struct ckpt_imds *m;
+    int ok;
+};
+
+static void *getter_main(void *arg)
+{
+    struct getter *g = arg;
+    int i;
+    for (i = 0; i < 20; i++) {
+        char *body = NULL, err[512] = "";
+        size_t len = 0;
+        long code = 0;
+        if (ckpt_imds_get(g->m, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
+                          &len, &code, err) == CKPT_OK && code == 404)
+            g->ok++;
+        free(body);
+    }
+    return NULL;
+}
+
+static void test_imds(void)
+{
+    struct mock m;
+    struct ckpt_imds *a, *b;
+    char *body = NULL, err[512] = "", url[96];
+    size_t len = 0;
+    long code = 0;
+    ckpt_status st;
+    int i;
+
+    printf("imds\n");
+    if (mock_start(&m, "aws")) {
+        CHECK(0, "mock aws did not start");
+        return;
+    }
+    /* One client per base URL, trailing slashes ignored. */
+    snprintf(url, sizeof url, "%s/", m.base);
+    a = ckpt_imds_shared(m.base);
+    b = ckpt_imds_shared(url);
+    CHECK(a && a == b, "one shared client per base URL");
+    /* The endpoint variable applies when no base is given. */
+    setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", m.base, 1);
+    CHECK(ckpt_imds_shared(NULL) == a, "AWS_EC2_METADATA_SERVICE_ENDPOINT ignored");
+    unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    setenv("AWS_EC2_METADATA_DISABLED", "TRUE", 1);
+    CHECK(ckpt_imds_shared(m.base) == NULL, "AWS_EC2_METADATA_DISABLED ignored");
+    unsetenv("AWS_EC2_METADATA_DISABLED");
+
+    /* Concurrent callers share one token. */
+    {
+        struct getter g[8];
+        pthread_t th[8];
+        for (i = 0; i < 8; i++) {
+            g[i].m = a;
+            g[i].ok = 0;
+            pthread_create(&th[i], NULL, getter_main, &g[i]);
+        }
+        for (i = 0; i < 8; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(g[i].ok == 20, "thread %d: %d/20 GETs", i, g[i].ok);
+        }
+        CHECK(counter(&m, "tokens_issued") == 1, "%g tokens for 160 GETs",
+              counter(&m, "tokens_issued"));
+        CHECK(counter(&m, "unauthorized") == 0, "401 with a shared token");
+    }
+    /* Body cap: a reply over max_len is refused, not truncated. */
+    ctl0(&m, "hostile?mode=huge");
+    st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
+                       &code, err);
+    CHECK(st == CKPT_E_CORRUPT && body == NULL, "huge body: status %d", (int)st);
+    ctl0(&m, "clear");
+    /* Revoked token: 401, renewed, same call succeeds. */
+    ctl0(&m, "config?revoke=1");
+    st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
+                       &code, err);
+    CHECK(st == CKPT_OK && code == 404, "after revoke: status %d HTTP %ld", (int)st, code);
+    free(body);
+    body = NULL;
+    CHECK(counter(&m, "tokens_issued") == 2, "token not renewed after 401");
+    mock_stop(&m);
+
+    /* Token PUT refused with 403: IMDSv1. */
+    if (mock_start(&m, "aws") == 0) {
+        ctl0(&m, "config?token=forbidden");
+        a = ckpt_imds_shared(m.base);
+        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
+                           &len, &code, err);
+        CHECK(st == CKPT_OK && code == 404, "v1 after 403: status %d HTTP %ld", (int)st, code);
+        CHECK(counter(&m, "gets_without_token") == 1, "no tokenless GET");
+        free(body);
+        body = NULL;
+        mock_stop(&m);
+    }
+    /* A 500 on a GET is a reply; a 500 on the token PUT is an error, never a
+     * silent downgrade to IMDSv1. */
+    if (mock_start(&m, "aws") == 0) {
+        ctl0(&m, "config?token=required");
+        setenv("CKPT_IMDS_TOKEN_TTL_S", "0", 1); /* ignored: out of range */
+        a = ckpt_imds_shared(m.base);
+        unsetenv("CKPT_IMDS_TOKEN_TTL_S");
+        ctl0(&m, "hostile?mode=500"); /* notice paths only: token PUT still works */
+        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
+                           &len, &code, err);
+        CHECK(st == CKPT_OK && code == 500, "HTTP 500 is a reply: %d %ld", (int)st, code);
+        free(body);
+        body = NULL;
+        ctl0(&m, "config?token=error500&revoke=1");
+        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
+                           &len, &code, err);
+        CHECK(st == CKPT_E_TRANSIENT && !body, "token PUT 500: status %d", (int)st);
+        CHECK(counter(&m, "gets_without_token") == 0, "fell back to IMDSv1 on a 500");
+        mock_stop(&m);
+    }
+    /* Nothing listening: unreachable, quickly. */
+    {
+        int64_t t0 = now_ms();
+        a = ckpt_imds_shared(m.base); /* the mock just stopped: port closed */
+        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 1000, 4096, &body,
+                           &len, &code, err);
+        CHECK(st == CKPT_E_UNREACHABLE && err[0], "closed port: status %d", (int)st);
+        CHECK(now_ms() - t0 < 3000, "closed port took %lld ms", (long long)(now_ms() - t0));
+    }
+}
+
 int main(int argc, char **argv)
 {
     int i, all = argc < 3;
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MOCK_SCRIPT [aws|gcp|azure|aliyun|tencent...]\n", argv[0]);
+        fprintf(stderr, "usage: %s MOCK_SCRIPT [imds|aws|gcp|azure|aliyun|tencent...]\n", argv[0]);
         return 2;
     }
     mock_script = argv[1];
@@ -489,10 +618,11 @@ int main(int argc, char **argv)
     /* Proxies in the environment must not matter: the poller ignores them. */
     setenv("http_proxy", "http://127.0.0.1:9", 1);
     setenv("HTTP_PROXY", "http://127.0.0.1:9", 1);
-    for (i = all ? 0 : 2; i < (all ? 5 : argc); i++) {
-        const char *pv = all ? (const char *[]){"aws", "gcp", "azure", "aliyun", "tencent"}[i]
+    for (i = all ? 0 : 2; i < (all ? 6 : argc); i++) {
+        const char *pv = all ? (const char *[]){"imds", "aws", "gcp", "azure", "aliyun", "tencent"}[i]
                              : argv[i];
-        if (!strcmp(pv, "aws")) test_aws();
+        if (!strcmp(pv, "imds")) test_imds();
+        else if (!strcmp(pv, "aws")) test_aws();
         else if (!strcmp(pv, "gcp")) test_gcp();
         else if (!strcmp(pv, "azure")) test_azure();
         else if (!strcmp(pv, "aliyun")) test_aliyun();

@@ -14,7 +14,7 @@ Control endpoints (any method):
       aws: &legacy=only serves only spot/termination-time)
   /_mock/clear                         no notice, no hostile mode
   /_mock/hostile?mode=garbage|huge|badjson|500|slow|pasttime|badtime|wrongtype|off
-  /_mock/config?token=required|optional|v1only|forbidden&ttl_cap=S&revoke=1
+  /_mock/config?token=required|optional|v1only|forbidden|error500&ttl_cap=S&revoke=1
       aws/aliyun token behaviour; revoke=1 invalidates every issued token
   /_mock/state                         JSON: counters, acks, tokens issued
 
@@ -198,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(405, "Method Not Allowed\n")
         if mode == "forbidden":
             return self.reply(403, "Forbidden\n")
+        if mode == "error500":
+            return self.reply(500, "Internal Server Error\n")
         try:
             ttl = int(self.headers.get(ttl_header, ""))
         except ValueError:
