@@ -647,8 +647,16 @@ static int base_of(const char *url, char *out, size_t cap)
     else
         return -1;
     n = strcspn(a, "/?#");
-    if (n == 0 || (size_t)(a - url) + n >= cap)
-        return -1;
+    if (n == 0 || (size_t)(a - url) + n >= cap || memchr(a, '@', n) || a[n - 1] == ':')
+        return -1; /* no host, no credentials in a metadata URL, no empty port */
+    {
+        /* Only host[:port] characters: the result is pasted into URLs. */
+        size_t i;
+        for (i = 0; i < n; i++)
+            if (!((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'z') ||
+                  (a[i] >= 'A' && a[i] <= 'Z') || strchr(".-:[]", a[i])))
+                return -1;
+    }
     memcpy(out, url, (size_t)(a - url) + n);
     out[(a - url) + n] = '\0';
     return 0;
@@ -748,14 +756,14 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
                                                  : "http://metadata.tencentyun.com");
         p->w[p->nw++].run = run_plain;
     }
+    logf_(p, CKPT_LOG_INFO, "%s: polling %s for preemption notices", prov,
+          p->base[0] ? p->base : "instance metadata");
     for (i = 0; i < p->nw; i++) {
         p->w[i].p = p;
         if (pthread_create(&p->w[i].th, NULL, thread_main, &p->w[i]) != 0)
             goto out;
         p->w[i].started = 1;
     }
-    logf_(p, CKPT_LOG_INFO, "%s: polling %s for preemption notices", prov,
-          p->base[0] ? p->base : "instance metadata");
     ret = 0;
 out:
     if (ret) {

@@ -48,3 +48,12 @@ endif()
 # manual tool
 add_executable(notice_probe ${_nt}/tools/notice_probe.c)
 target_link_libraries(notice_probe PRIVATE ckpt_notice)
+
+# end to end: ckptrun stops on a notice (only once the supervisor and its
+# notice seam are in the tree)
+if(TARGET ckptrun AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../ckptrun/notice_sink.h AND CKPT_PYTHON3)
+  add_test(NAME integration_notice_ckptrun
+           COMMAND bash ${_nt}/integration/test_notice_ckptrun.sh $<TARGET_FILE:ckptrun>
+                   ${_nt}/tools/metadata_mock.py)
+  set_tests_properties(integration_notice_ckptrun PROPERTIES LABELS integration TIMEOUT 120)
+endif()

@@ -364,6 +364,17 @@ static void bad_config(void **state)
     assert_int_equal(notice_start(&cfg, &p), -1);
     cfg.metadata_url = "127.0.0.1:9";
     assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://127.0.0.1:";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://user:pw@127.0.0.1:9";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://127.0.0.1 :9";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://[::1]:9";
+    assert_int_equal(notice_start(&cfg, &p), 0);
+    notice_stop(p);
     cfg.metadata_url = "http://127.0.0.1:9/computeMetadata/whatever";
     assert_int_equal(notice_start(&cfg, &p), 0); /* path dropped, provider path kept */
     assert_string_equal(notice_provider(p), "gcp");
