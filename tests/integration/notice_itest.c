@@ -364,7 +364,7 @@ static void test_gcp(void)
 {
     struct mock m;
     struct notice_poller *p;
-    int64_t t0;
+    double before;
 
     printf("gcp\n");
     if (mock_start(&m, "gcp")) {
@@ -379,10 +379,10 @@ static void test_gcp(void)
     /* Long-poll: few requests while nothing changes, and a quick stop. */
     p = start("gcp", &m, 1000);
     usleep(500000);
-    t0 = (int64_t)counter(&m, "gcp_preempted");
+    before = counter(&m, "gcp_preempted");
     usleep(3000000);
-    CHECK(counter(&m, "gcp_preempted") - t0 <= 1, "not long-polling: %g requests",
-          counter(&m, "gcp_preempted") - t0);
+    CHECK(counter(&m, "gcp_preempted") - before <= 1, "not long-polling: %g requests",
+          counter(&m, "gcp_preempted") - before);
     stop_quickly(p, 1800, "gcp long-poll");
 
     hostile_modes("gcp", &m);
