@@ -44,6 +44,7 @@ static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct notice_event evs[MAXEV];
 static int64_t ev_at[MAXEV];
 static int nev;
+static int nwarn; /* warnings logged, guarded by ev_mu */
 
 static int64_t now_ms(void)
 {
@@ -81,6 +82,16 @@ static void reset_events(void)
     pthread_mutex_unlock(&ev_mu);
 }
 
+static int warnings(void)
+{
+    int n;
+    pthread_mutex_lock(&ev_mu);
+    n = nwarn;
+    nwarn = 0;
+    pthread_mutex_unlock(&ev_mu);
+    return n;
+}
+
 static int wait_events(int n, long ms)
 {
     int64_t end = now_ms() + ms;
@@ -92,6 +103,11 @@ static int wait_events(int n, long ms)
 static void on_log(void *user, ckpt_log_level lv, const char *subject, const char *msg)
 {
     (void)user;
+    if (lv >= CKPT_LOG_WARN) {
+        pthread_mutex_lock(&ev_mu);
+        nwarn++;
+        pthread_mutex_unlock(&ev_mu);
+    }
     if (getenv("NOTICE_ITEST_VERBOSE"))
         fprintf(stderr, "  log[%d] %s: %s\n", (int)lv, subject, msg);
 }
@@ -274,12 +290,37 @@ static void hostile_modes(const char *provider, struct mock *m)
         struct notice_poller *p;
         snprintf(q, sizeof q, "hostile?mode=%s", modes[i]);
         ctl0(m, q);
+        warnings();
         p = start(provider, m, 200);
         usleep(strcmp(modes[i], "slow") == 0 ? 2500000 : 1200000);
         CHECK(events() == 0, "%s hostile %s: %d events", provider, modes[i], events());
         stop_quickly(p, 2500, modes[i]);
+        {
+            /* Logged, but once per failing path, not once per poll. */
+            int nw = warnings();
+            CHECK(nw <= 3, "%s hostile %s: %d warnings", provider, modes[i], nw);
+            CHECK(nw >= 1 || strcmp(modes[i], "slow") == 0, "%s hostile %s: not logged",
+                  provider, modes[i]);
+        }
         ctl0(m, "clear");
     }
+}
+
+/* Nothing listening: no event, logged once, quick stop. */
+static void refused(const char *provider)
+{
+    struct mock closed;
+    struct notice_poller *p;
+    int nw;
+    memset(&closed, 0, sizeof closed);
+    snprintf(closed.base, sizeof closed.base, "http://127.0.0.1:9"); /* discard: not served */
+    warnings();
+    p = start(provider, &closed, 100);
+    usleep(1000000);
+    CHECK(events() == 0, "%s refused: events", provider);
+    stop_quickly(p, 2500, "refused");
+    nw = warnings();
+    CHECK(nw >= 1 && nw <= 2, "%s refused: %d warnings", provider, nw);
 }
 
 /* ---- providers ------------------------------------------------------------ */
@@ -291,6 +332,7 @@ static void test_aws(void)
     double before;
 
     printf("aws\n");
+    refused("aws");
     if (mock_start(&m, "aws")) {
         CHECK(0, "mock aws did not start");
         return;
@@ -367,6 +409,7 @@ static void test_gcp(void)
     double before;
 
     printf("gcp\n");
+    refused("gcp");
     if (mock_start(&m, "gcp")) {
         CHECK(0, "mock gcp did not start");
         return;
@@ -396,6 +439,7 @@ static void test_azure(void)
     const char *id = "602d9444-d2cd-49c7-8624-8643e7171297";
 
     printf("azure\n");
+    refused("azure");
     if (mock_start(&m, "azure")) {
         CHECK(0, "mock azure did not start");
         return;
@@ -444,6 +488,7 @@ static void test_aliyun(void)
     struct notice_poller *p;
 
     printf("aliyun\n");
+    refused("aliyun");
     if (mock_start(&m, "aliyun")) {
         CHECK(0, "mock aliyun did not start");
         return;
@@ -467,6 +512,7 @@ static void test_tencent(void)
 {
     struct mock m;
     printf("tencent\n");
+    refused("tencent");
     if (mock_start(&m, "tencent")) {
         CHECK(0, "mock tencent did not start");
         return;
