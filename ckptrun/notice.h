@@ -19,16 +19,21 @@
  *   aliyun  instance/spot/termination-time -> NOTICE_TERMINATE
  *   tencent spot/termination-time (UTC+8 local time) -> NOTICE_TERMINATE
  *
- * Guarantees: a notice is delivered at most once per poller even while the
- * endpoint keeps serving it (Azure: once per EventId; AWS rebalance: once per
- * noticeTime). Errors (timeouts, 5xx, refused connections, oversized or
+ * Guarantees: NOTICE_TERMINATE is delivered at most once per poller, from
+ * whichever path or event reports it first, however long it keeps being
+ * served; NOTICE_REBALANCE and NOTICE_MAINTENANCE once per distinct notice
+ * (AWS noticeTime, Azure EventId). Errors (timeouts, 5xx, refused connections, oversized or
  * malformed replies, unparseable or stale times) are logged once per change
  * of condition and never produce a notice. Times more than 120 s in the past
  * are stale (a lingering document) and ignored.
  *
  * Threading: the callback runs on a poller thread, serialized (never two at
- * once); it must not call notice_stop(). notice_provider() and notice_ack()
- * may be called from any thread while the poller runs.
+ * once); it should return quickly and must not call notice_stop() or
+ * notice_ack() (an acknowledgement is a network call). notice_provider() and
+ * notice_ack() may be called from any other thread while the poller runs.
+ *
+ * In ckptrun, notice_glue.c adapts this API to the supervisor's seam
+ * (notice_sink.h); this header does not depend on the supervisor.
  */
 #ifndef CKPT_NOTICE_H
 #define CKPT_NOTICE_H
