@@ -66,6 +66,14 @@ foreach(peer ${_peers})
   endforeach()
 endforeach()
 
+# Instance-role credentials (IMDSv2 on the mock), rotating every few seconds.
+if(CKPT_WITH_S3)
+  add_test(NAME store_mock_role
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock role)
+  set_tests_properties(store_mock_role PROPERTIES LABELS integration TIMEOUT 150)
+endif()
+
 # End to end through libckpt: the example trainer killed and resumed against
 # an object store behind the fault proxy.
 if(TARGET c_trainer)

@@ -40,12 +40,6 @@
 #include <strings.h>
 #include <time.h>
 
-/* The IMDS client (imds.c) is linked where the instance-role chain is
- * wanted; a weak reference keeps this backend linkable without it (then
- * role credentials are simply not looked up). */
-#pragma weak ckpt_imds_shared
-#pragma weak ckpt_imds_get
-
 #define MIB (1024u * 1024u)
 #define ERRBODY_MAX (256 * 1024)
 #define LIST_BODY_MAX (16 * MIB)
@@ -268,7 +262,7 @@ static int64_t parse_iso8601(const char *s)
 static ckpt_status imds_creds(struct s3 *s, char *err)
 {
     ckpt_status st = CKPT_E_AUTH;
-    struct ckpt_imds *m = ckpt_imds_shared ? ckpt_imds_shared(NULL) : NULL;
+    struct ckpt_imds *m = ckpt_imds_shared(NULL);
     char *body = NULL, path[512], role[256];
     size_t len = 0;
     long http = 0;

@@ -11,3 +11,8 @@ endif()
 if(CKPT_WITH_AZURE)
   list(APPEND CKPT_STORE_SRC uploaders/azure.c)
 endif()
+# Instance-role credentials for s3:// come from the IMDSv2 client, which the
+# spot-notice poller shares (one client per process).
+if(CKPT_WITH_S3)
+  list(APPEND CKPT_STORE_SRC uploaders/imds.c)
+endif()

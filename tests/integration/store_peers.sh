@@ -2,6 +2,7 @@
 # store_peers.sh -- run the store conformance program against a local peer.
 #
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [plain|faults]
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR mock role
 #   store_peers.sh C_TRAINER_BIN SOURCE_DIR s3rver|azurite|mock trainer
 #
 # Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) or
@@ -69,9 +70,14 @@ mock)
     # tests/tools/mock_s3.py: verifies signatures, enforces conditions, and
     # is started in the "wrong" region with a clock two hours ahead and one
     # "200 with an error inside" CompleteMultipartUpload to answer.
+    if [ "$MODE" = role ]; then
+        margs="--imds --role-ttl 302"
+    else
+        margs="--token tok/en+1 --skew-once 7200"
+    fi
     python3 "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test --region eu-central-1 \
-        --access-key MOCKAK --secret-key 'mock/secret+key' --token 'tok/en+1' \
-        --page 250 --skew-once 7200 --complete-error-once >"$TMP/mock.out" 2>"$TMP/peer.log" &
+        --access-key MOCKAK --secret-key 'mock/secret+key' $margs \
+        --page 250 --complete-error-once >"$TMP/mock.out" 2>"$TMP/peer.log" &
     PEER_PID=$!
     i=0
     while ! grep -q PORT "$TMP/mock.out" 2>/dev/null; do
@@ -147,6 +153,13 @@ mock)
         AWS_SECRET_ACCESS_KEY='mock/secret+key' AWS_SESSION_TOKEN='tok/en+1' \
         AWS_REGION=us-west-2 AWS_ENDPOINT_URL="http://127.0.0.1:$TARGET" \
         CKPT_S3_CONDITIONAL=1 CKPT_S3_MULTIPART_MIN=6000000 CKPT_S3_PART_SIZE=5242880
+    if [ "$MODE" = role ]; then
+        # No keys anywhere: the instance role (IMDSv2 on the mock) supplies
+        # them, with a session token that expires every few seconds.
+        unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+        export AWS_EC2_METADATA_DISABLED=false \
+            AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:$PORT"
+    fi
     URL="s3://ckpt-test/conf/$MODE"
     ARGS=${ARGS:---many 600}
     ;;
@@ -205,6 +218,15 @@ if [ -n "$PROXY_PID" ]; then
     wait "$PROXY_PID" 2>/dev/null || true
     PROXY_PID=""
     cat "$TMP/proxy.err"
+fi
+if [ "$MODE" = role ]; then
+    kill "$PEER_PID" 2>/dev/null || true
+    wait "$PEER_PID" 2>/dev/null || true
+    PEER_PID=""
+    fetches=$(sed -n 's/.*fetched \([0-9]*\) times.*/\1/p' "$TMP/peer.log")
+    echo "role credentials fetched ${fetches:-0} times"
+    # Fetched at open, then refreshed as they neared expiry during the run.
+    [ "${fetches:-0}" -ge 2 ] || { echo "role credentials were never refreshed"; rc=1; }
 fi
 [ $rc -ne 0 ] && tail -20 "$TMP/peer.log"
 exit $rc

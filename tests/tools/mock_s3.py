@@ -19,7 +19,10 @@ Unlike s3rver it:
   - with --complete-error-once, answers the first CompleteMultipartUpload
     with "200 OK" and an InternalError inside the body;
   - pages listings by --page keys (default 1000) with opaque tokens that
-    need URL encoding.
+    need URL encoding;
+  - with --imds, also serves IMDSv2 role credentials under /latest/ whose
+    session token changes at every fetch and expires --role-ttl seconds
+    later (requests with an unknown or expired token are refused).
 Stdlib only; loopback only.
 """
 import argparse
@@ -40,7 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 OBJECTS = {}      # key -> (bytes, etag, mtime)
 UPLOADS = {}      # upload id -> {part number: bytes}
-STATE = {"skew_pending": False, "complete_error_pending": False, "uploads": 0}
+STATE = {"skew_pending": False, "complete_error_pending": False, "uploads": 0,
+         "role_fetches": 0, "role_tokens": {}}
 ARGS = None
 
 
@@ -113,6 +117,12 @@ class Handler(BaseHTTPRequestHandler):
         if ARGS.token and (self.headers.get("x-amz-security-token") != ARGS.token or
                            "x-amz-security-token" not in names):
             return self.error(403, "InvalidToken") or False
+        if ARGS.imds:
+            tok = self.headers.get("x-amz-security-token")
+            with LOCK:
+                exp = STATE["role_tokens"].get(tok)
+            if exp is None or exp < time.time() or "x-amz-security-token" not in names:
+                return self.error(400, "ExpiredToken") or False
         phash = self.headers.get("x-amz-content-sha256", "")
         if phash != "UNSIGNED-PAYLOAD" and phash != hashlib.sha256(body).hexdigest():
             return self.error(400, "XAmzContentSHA256Mismatch") or False
@@ -164,7 +174,34 @@ class Handler(BaseHTTPRequestHandler):
                 return (412, "PreconditionFailed")
         return None
 
+    def imds(self):
+        """EC2 instance metadata: IMDSv2 token and role credentials whose
+        session token rotates at every fetch and expires --role-ttl later."""
+        path = self.path
+        if path == "/latest/api/token" and self.command == "PUT":
+            if not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                return self.send(400)
+            return self.send(200, b"imds-session-token")
+        if self.headers.get("X-aws-ec2-metadata-token") != "imds-session-token":
+            return self.send(401)
+        if path == "/latest/meta-data/iam/security-credentials/":
+            return self.send(200, b"ckpt-role")
+        if path == "/latest/meta-data/iam/security-credentials/ckpt-role":
+            with LOCK:
+                STATE["role_fetches"] += 1
+                tok = "role-token-%d" % STATE["role_fetches"]
+                exp = time.time() + ARGS.role_ttl
+                STATE["role_tokens"][tok] = exp
+            doc = ('{"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "%s", '
+                   '"SecretAccessKey": "%s", "Token": "%s", "Expiration": "%s"}'
+                   % (ARGS.access_key, ARGS.secret_key, tok,
+                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(exp))))
+            return self.send(200, doc.encode())
+        return self.send(404)
+
     def route(self):
+        if ARGS.imds and self.path.startswith("/latest/"):
+            return self.imds()
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         if not self.check_sig(body):
@@ -310,6 +347,9 @@ def main():
     ap.add_argument("--page", type=int, default=1000)
     ap.add_argument("--skew-once", type=int, default=0)
     ap.add_argument("--complete-error-once", action="store_true")
+    ap.add_argument("--imds", action="store_true",
+                    help="also serve EC2 role credentials under /latest/")
+    ap.add_argument("--role-ttl", type=int, default=303)
     ARGS = ap.parse_args()
     STATE["skew_pending"] = ARGS.skew_once != 0
     STATE["complete_error_pending"] = ARGS.complete_error_once
@@ -317,7 +357,12 @@ def main():
     srv.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print("PORT %d" % srv.server_address[1], flush=True)
-    srv.serve_forever()
+    try:
+        srv.serve_forever()
+    finally:
+        if ARGS.imds:
+            sys.stderr.write("mock_s3: role credentials fetched %d times\n"
+                             % STATE["role_fetches"])
 
 
 if __name__ == "__main__":
