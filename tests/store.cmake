@@ -72,6 +72,11 @@ if(CKPT_WITH_S3)
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
             $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock role)
   set_tests_properties(store_mock_role PROPERTIES LABELS integration TIMEOUT 150)
+  # HTTPS: an unknown certificate is refused; AWS_CA_BUNDLE makes it trusted.
+  add_test(NAME store_mock_tls
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock tls)
+  set_tests_properties(store_mock_tls PROPERTIES LABELS integration TIMEOUT 150)
 endif()
 
 # End to end through libckpt: the example trainer killed and resumed against

@@ -2,7 +2,7 @@
 # store_peers.sh -- run the store conformance program against a local peer.
 #
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [plain|faults]
-#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR mock role
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR mock role|tls
 #   store_peers.sh C_TRAINER_BIN SOURCE_DIR s3rver|azurite|mock trainer
 #
 # Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) or
@@ -72,6 +72,12 @@ mock)
     # "200 with an error inside" CompleteMultipartUpload to answer.
     if [ "$MODE" = role ]; then
         margs="--imds --role-ttl 302"
+    elif [ "$MODE" = tls ]; then
+        # A throw-away CA-less certificate for 127.0.0.1: trusted only
+        # through AWS_CA_BUNDLE.
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" \
+            -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
+        margs="--token tok/en+1 --tls-cert $TMP/cert.pem --tls-key $TMP/key.pem"
     else
         margs="--token tok/en+1 --skew-once 7200"
     fi
@@ -160,6 +166,9 @@ mock)
         export AWS_EC2_METADATA_DISABLED=false \
             AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:$PORT"
     fi
+    if [ "$MODE" = tls ]; then
+        export AWS_ENDPOINT_URL="https://127.0.0.1:$TARGET"
+    fi
     URL="s3://ckpt-test/conf/$MODE"
     ARGS=${ARGS:---many 600}
     ;;
@@ -210,6 +219,16 @@ if [ "$MODE" = trainer ]; then
             echo "$PEER: trainer never finished or differs"; cat "$TMP/trainer.log"; rc=1
         fi
     fi
+elif [ "$MODE" = tls ]; then
+    # Verification is always on: an unknown certificate is refused (a
+    # configuration error, not retried) ...
+    if "$CONF" "$URL" --many 0 --big 0 >"$TMP/notrust.log" 2>&1; then
+        echo "untrusted certificate accepted"; rc=1
+    elif ! grep -q "bad configuration" "$TMP/notrust.log"; then
+        echo "untrusted certificate: unexpected failure"; cat "$TMP/notrust.log"; rc=1
+    fi
+    # ... and accepted once AWS_CA_BUNDLE names it.
+    AWS_CA_BUNDLE="$TMP/cert.pem" "$CONF" "$URL" --many 1100 --big 0 || rc=$?
 else
     "$CONF" "$URL" $ARGS || rc=$?
 fi

@@ -22,7 +22,8 @@ Unlike s3rver it:
     need URL encoding;
   - with --imds, also serves IMDSv2 role credentials under /latest/ whose
     session token changes at every fetch and expires --role-ttl seconds
-    later (requests with an unknown or expired token are refused).
+    later (requests with an unknown or expired token are refused);
+  - with --tls-cert/--tls-key, speaks HTTPS.
 Stdlib only; loopback only.
 """
 import argparse
@@ -32,6 +33,7 @@ import hashlib
 import hmac
 import re
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -350,11 +352,17 @@ def main():
     ap.add_argument("--imds", action="store_true",
                     help="also serve EC2 role credentials under /latest/")
     ap.add_argument("--role-ttl", type=int, default=303)
+    ap.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
+    ap.add_argument("--tls-key")
     ARGS = ap.parse_args()
     STATE["skew_pending"] = ARGS.skew_once != 0
     STATE["complete_error_pending"] = ARGS.complete_error_once
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
+    if ARGS.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(ARGS.tls_cert, ARGS.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print("PORT %d" % srv.server_address[1], flush=True)
     try:
