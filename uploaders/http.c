@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define HDRS_MAX (64 * 1024)
 #define DEFAULT_BODY_MAX (1024 * 1024)
@@ -22,7 +23,9 @@ struct ckpt_http {
     unsigned nfree;
     unsigned ncreated;
     unsigned max_handles;
-    curl_off_t rate_per_handle;
+    uint64_t rate_bps;        /* upload cap for the whole pool (0 = none) */
+    pthread_mutex_t rate_mu;  /* guards next_ns */
+    int64_t next_ns;          /* virtual time the next upload byte may leave */
     long stall_ms;
     char *ca_file;            /* from AWS_CA_BUNDLE / SSL_CERT_FILE */
 };
@@ -53,12 +56,10 @@ struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
         h = NULL;
         goto out;
     }
-    if (opts && opts->max_rate_bps) {
-        /* Each busy handle gets an equal share, so the pool as a whole never
-         * exceeds the cap even when every handle is uploading. */
-        uint64_t share = opts->max_rate_bps / h->max_handles;
-        h->rate_per_handle = (curl_off_t)(share ? share : 1);
-    }
+    /* One pacer for the whole pool (not curl's per-handle cap), so a single
+     * upload may use the whole budget and many uploads share it. */
+    h->rate_bps = opts ? opts->max_rate_bps : 0;
+    pthread_mutex_init(&h->rate_mu, NULL);
     h->stall_ms = DEFAULT_STALL_MS;
     stall = getenv("CKPT_HTTP_STALL_MS");
     if (stall && atol(stall) > 0)
@@ -85,6 +86,7 @@ void ckpt_http_free(struct ckpt_http *h)
     free(h->free_list);
     free(h->ca_file);
     pthread_mutex_destroy(&h->mu);
+    pthread_mutex_destroy(&h->rate_mu);
     pthread_cond_destroy(&h->cv);
     free(h);
 }
@@ -128,6 +130,7 @@ static void release(struct ckpt_http *h, CURL *c, int broken)
 }
 
 struct xfer {
+    struct ckpt_http *h;
     struct ckpt_http_resp *resp;
     size_t max_body;
     size_t body_cap;
@@ -192,6 +195,37 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
     return len;
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Token-bucket pacing shared by all handles: each chunk books its slot on a
+ * virtual clock advancing at rate_bps and waits for it. Up to 100 ms of
+ * unused budget may be spent at once (a small burst). */
+static void pace(struct ckpt_http *h, size_t n)
+{
+    const int64_t burst_ns = 100000000;
+    int64_t now, slot;
+
+    pthread_mutex_lock(&h->rate_mu);
+    now = mono_ns();
+    if (h->next_ns < now - burst_ns)
+        h->next_ns = now - burst_ns;
+    slot = h->next_ns;
+    h->next_ns += (int64_t)((double)n * 1e9 / (double)h->rate_bps);
+    pthread_mutex_unlock(&h->rate_mu);
+    if (slot > now) {
+        struct timespec ts = { (time_t)((slot - now) / 1000000000),
+                               (long)((slot - now) % 1000000000) };
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+}
+
 static size_t on_read(char *p, size_t sz, size_t n, void *u)
 {
     struct xfer *x = u;
@@ -199,6 +233,13 @@ static size_t on_read(char *p, size_t sz, size_t n, void *u)
 
     if (want > left)
         want = left;
+    if (x->h->rate_bps) {
+        /* Small chunks keep the pacing smooth at low rates. */
+        if (want > 16384)
+            want = 16384;
+        if (want)
+            pace(x->h, want);
+    }
     if (want)
         memcpy(p, x->up + x->up_off, want);
     x->up_off += want;
@@ -252,6 +293,7 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
 
     memset(resp, 0, sizeof(*resp));
     memset(&x, 0, sizeof(x));
+    x.h = h;
     x.resp = resp;
     x.max_body = req->max_body ? req->max_body : DEFAULT_BODY_MAX;
     x.up = req->body;
@@ -297,8 +339,6 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, resp->errmsg);
-    if (h->rate_per_handle)
-        curl_easy_setopt(c, CURLOPT_MAX_SEND_SPEED_LARGE, h->rate_per_handle);
 
     has_body = strcmp(req->method, "PUT") == 0 || strcmp(req->method, "POST") == 0;
     if (has_body) {

@@ -14,7 +14,8 @@
  *  - Connect timeout 10 s; a transfer that moves no byte for the stall time
  *    (30 s, CKPT_HTTP_STALL_MS) is aborted as a timeout, so a hung peer never
  *    blocks a worker for ever while a slow-but-moving big upload is fine.
- *  - Upload rate cap: `max_rate_bps` is shared evenly by the handles.
+ *  - Upload rate cap: `max_rate_bps` for the whole pool, paced by one token
+ *    bucket that every handle's upload draws from.
  *  - Response bodies are bounded by the request's `max_body`; response
  *    headers by 64 KiB.
  *  - No redirects are followed (S3 region discovery reads the 301 itself).

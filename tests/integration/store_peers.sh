@@ -170,7 +170,7 @@ mock)
         export AWS_ENDPOINT_URL="https://127.0.0.1:$TARGET"
     fi
     URL="s3://ckpt-test/conf/$MODE"
-    ARGS=${ARGS:---many 600}
+    ARGS=${ARGS:---many 600 --rate}
     ;;
 azurite)
     # The well-known Azurite development account (public, local only).
