@@ -79,6 +79,15 @@ if(CKPT_WITH_S3)
   set_tests_properties(store_mock_tls PROPERTIES LABELS integration TIMEOUT 150)
 endif()
 
+# Azure with an account SAS instead of the account key.
+if(CKPT_WITH_AZURE)
+  add_test(NAME store_azurite_sas
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} azurite sas)
+  set_tests_properties(store_azurite_sas PROPERTIES LABELS integration TIMEOUT 150
+    SKIP_RETURN_CODE 77)
+endif()
+
 # End to end through libckpt: the example trainer killed and resumed against
 # an object store behind the fault proxy.
 if(TARGET c_trainer)

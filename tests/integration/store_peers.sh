@@ -3,6 +3,7 @@
 #
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [plain|faults]
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR mock role|tls
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR azurite sas
 #   store_peers.sh C_TRAINER_BIN SOURCE_DIR s3rver|azurite|mock trainer
 #
 # Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) or
@@ -178,6 +179,12 @@ azurite)
         CKPT_TEST_SECRET=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw== \
         CKPT_AZ_CREATE_CONTAINER=1 CKPT_AZ_LIST_MAX=100 \
         CKPT_AZ_BLOCK_MIN=6000000 CKPT_AZ_BLOCK_SIZE=4194304
+    if [ "$MODE" = sas ]; then
+        # The same account through an account SAS instead of the key.
+        SAS=$(python3 "$SRC/tests/tools/azurite_sas.py" "$CKPT_TEST_SECRET")
+        export AZURE_STORAGE_CONNECTION_STRING="BlobEndpoint=http://127.0.0.1:$TARGET/devstoreaccount1;SharedAccessSignature=$SAS"
+        ARGS="--many 150 --big 7000000"
+    fi
     URL="az://ckpt-test/conf/$MODE"
     ARGS=${ARGS:---many 500}
     ;;
