@@ -48,7 +48,11 @@ static void glue_log(void *user, ckpt_log_level level, const char *subject, cons
              : level == CKPT_LOG_WARN ? LOG_WARN
                                       : LOG_ERROR;
     (void)user;
-    log_msg(lv, subject, "%s", msg);
+    (void)subject;
+    /* The supervisor logs the notice itself as event "notice" with kind,
+     * provider and deadline fields; the poller's own lines get another name
+     * so --log-json consumers can tell them apart. */
+    log_msg(lv, "notice-poll", "%s", msg);
 }
 
 static void *ack_thread(void *arg)
