@@ -37,15 +37,16 @@ stop_mock() {
 
 ctl() { curl -s --noproxy '*' -X POST "http://127.0.0.1:$PORT/_mock/$1"; }
 
-run_case() { # provider
-    local p=$1 dir="$TMP/$1-dir" store="file://$TMP/$1-store" t0 t1 rc
+run_case() { # provider [notice mode]
+    local p=$1 mode=${2:-$1} t0 t1 rc
+    local dir="$TMP/$p-$mode-dir" store="file://$TMP/$p-$mode-store"
     mkdir -p "$dir"
     start_mock "$p" || { fail=1; return; }
     # The notice arrives 3 s in, after the child committed checkpoint-7.
     ( sleep 3; ctl "notice?kind=terminate&in=60" > /dev/null ) &
     local notifier=$!
     t0=$(date +%s)
-    timeout 60 "$CKPTRUN" run --store "$store" --run "r-$p" --dir "$dir" --notice "$p" \
+    timeout 60 "$CKPTRUN" run --store "$store" --run "r-$p" --dir "$dir" --notice "$mode" \
         --metadata-url "http://127.0.0.1:$PORT" -- \
         sh -c 'sleep 1; echo x > "$CKPT_DIR/c.tmp"; mv "$CKPT_DIR/c.tmp" "$CKPT_DIR/checkpoint-7"; exec sleep 300' \
         > "$TMP/$p.log" 2>&1
@@ -64,9 +65,14 @@ run_case() { # provider
         [ "$acks" = 1 ] || { echo "FAIL azure: $acks acknowledgements, want 1"; fail=1; }
     fi
     stop_mock
-    echo "$p: exit $rc in $((t1 - t0)) s"
+    echo "$p ($mode): exit $rc in $((t1 - t0)) s"
 }
 
 run_case aws
 run_case azure
+# --notice auto: DMI (a fake directory) names the provider
+mkdir -p "$TMP/dmi"
+echo "Amazon EC2" > "$TMP/dmi/sys_vendor"
+echo "m5.large" > "$TMP/dmi/product_name"
+CKPT_DMI_DIR="$TMP/dmi" run_case aws auto
 exit $fail
