@@ -13,6 +13,7 @@ if(CKPT_WITH_AZURE)
 endif()
 # Instance-role credentials for s3:// come from the IMDSv2 client, which the
 # spot-notice poller shares (one client per process).
-if(CKPT_WITH_S3)
+# (The top-level CMakeLists may have listed it already.)
+if(CKPT_WITH_S3 AND NOT "uploaders/imds.c" IN_LIST CKPT_STORE_SRC)
   list(APPEND CKPT_STORE_SRC uploaders/imds.c)
 endif()
