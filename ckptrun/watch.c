@@ -25,7 +25,7 @@
 
 enum kind { K_FILE, K_DIR, K_LINK };
 enum state { S_PENDING, S_QUEUED, S_DONE };
-enum trigger { T_NONE, T_RENAMED, T_MARKER };
+enum trigger { T_NONE, T_RENAMED, T_MARKER, T_EXIT };
 
 /* What an entry looks like on disk; equal signatures = nothing changed. */
 struct sig {
@@ -463,7 +463,8 @@ static void queue_entry(struct watch *w, struct entry *e)
         cJSON_AddStringToObject(f, "entry", e->name);
         cJSON_AddNumberToObject(f, "step", (double)j->step);
         cJSON_AddStringToObject(f, "by", e->trigger == T_RENAMED ? "rename"
-                                       : e->trigger == T_MARKER ? "marker" : "settle");
+                                       : e->trigger == T_MARKER ? "marker"
+                                       : e->trigger == T_EXIT ? "exit" : "settle");
         log_event(LOG_INFO, "complete", f);
         cJSON_Delete(f);
     }
@@ -860,7 +861,9 @@ void watch_flush_pending(struct watch *w)
             if (t && t->state == S_PENDING)
                 continue; /* goes with its target below */
         }
+        e->trigger = T_EXIT;
         queue_entry(w, e);
+        e->trigger = T_NONE;
     }
 }
 
