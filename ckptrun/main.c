@@ -175,6 +175,7 @@ int exit_code_for_status(ckpt_status st)
 {
     switch (st) {
     case CKPT_E_UNREACHABLE:
+    case CKPT_E_NOENT:        /* file store whose mount point is missing */
     case CKPT_E_TRANSIENT:
     case CKPT_E_THROTTLED:
     case CKPT_E_IO:

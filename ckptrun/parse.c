@@ -195,6 +195,10 @@ static const struct { const char *name; int sig; } signames[] = {
     { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { "XCPU", SIGXCPU },
     { "WINCH", SIGWINCH }, { "PWR", SIGPWR }, { "URG", SIGURG },
     { "ALRM", SIGALRM }, { "CONT", SIGCONT },
+    /* Named in logs only: parse_signal refuses KILL and STOP. */
+    { "KILL", SIGKILL }, { "SEGV", SIGSEGV }, { "ABRT", SIGABRT }, { "BUS", SIGBUS },
+    { "FPE", SIGFPE }, { "ILL", SIGILL }, { "PIPE", SIGPIPE }, { "TRAP", SIGTRAP },
+    { "STOP", SIGSTOP }, { "TSTP", SIGTSTP },
 };
 
 int parse_signal(const char *s, int *sig)
@@ -219,7 +223,8 @@ int parse_signal(const char *s, int *sig)
     if (strncasecmp(s, "SIG", 3) == 0)
         s += 3;
     for (size_t i = 0; i < sizeof signames / sizeof signames[0]; i++) {
-        if (strcasecmp(s, signames[i].name) == 0) {
+        if (strcasecmp(s, signames[i].name) == 0 && signames[i].sig != SIGKILL &&
+            signames[i].sig != SIGSTOP) {
             *sig = signames[i].sig;
             rc = 0;
             goto out;

@@ -582,9 +582,10 @@ static void on_result(struct sup *s, struct watch_result *r)
         }
         event(s, LOG_WARN, "commit-failed", f, 1);
     }
-    /* A signal-aware trainer's answer to the stop request: an entry that
-     * became complete after the request. */
-    if (s->phase != P_RUN && s->via == CH_SIGNAL && r->completed_mono >= s->t0) {
+    /* A signal-aware trainer's answer to the stop request: an entry written
+     * (last changed) after the request; one that was only settling then is
+     * older state. */
+    if (s->phase != P_RUN && s->via == CH_SIGNAL && r->changed_mono >= s->t0) {
         final_result(s, r->res.st == CKPT_OK);
         enter_term(s);
     }

@@ -56,6 +56,7 @@ struct job {
     struct job *next;
     uint64_t step;
     int64_t completed;
+    int64_t changed;
     char entry[256];
     size_t n;
     struct commit_src *src;   /* paths/names malloc'd */
@@ -433,6 +434,7 @@ static void queue_entry(struct watch *w, struct entry *e)
         goto fail;
     snprintf(j->entry, sizeof j->entry, "%s", e->name);
     j->completed = e->completed = mono_ms();
+    j->changed = e->changed;
     if (e->kind == K_LINK && (target = link_target_entry(w, e)) != NULL) {
         /* A link to an entry is committed with it, at its step. */
         if (job_add_src(w, j, target->name) != 0)
@@ -510,6 +512,7 @@ static void *worker(void *arg)
         if (r) {
             snprintf(r->entry, sizeof r->entry, "%s", j->entry);
             r->completed_mono = j->completed;
+            r->changed_mono = j->changed;
             commit_paths(w->ctx, j->src, j->n, j->step, &r->res);
             r->entries = calloc(j->n, sizeof *r->entries);
             for (size_t i = 0; r->entries && i < j->n; i++)

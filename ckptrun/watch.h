@@ -29,6 +29,7 @@ struct watch;
 struct watch_result {
     char entry[256];          /* top-level entry committed */
     int64_t completed_mono;   /* when the entry was found complete */
+    int64_t changed_mono;     /* last change seen in it before that */
     struct commit_result res;
     char **entries;           /* names of every top-level source (entry + links) */
     size_t nentries;

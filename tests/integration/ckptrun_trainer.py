@@ -15,8 +15,9 @@ Modes (how it takes part, DESIGN.md section 3):
              the CKPT_SIGNAL signal (SIGUSR1 by default); also every --every
   lightning  unmodified: writes epoch=E-step=N.ckpt files and a last.ckpt
              symbolic link to the newest, like PyTorch Lightning
-  ignore     saves every --every steps and ignores SIGTERM and the request
-             signal, to test that ckptrun still stops it in time
+  ignore     saves every --every steps until it gets SIGTERM or the request
+             signal, then hangs (never saves, never exits): tests that
+             ckptrun still stops it in time
 """
 import argparse
 import hashlib
@@ -122,13 +123,18 @@ def main():
     if args.mode == "signal" and signame != "none":
         signal.signal(getattr(signal, signame if signame.startswith("SIG") else "SIG" + signame),
                       lambda *_: wanted.__setitem__(0, True))
+    hung = [False]
     if args.mode == "ignore":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        def hang(*_):
+            hung[0] = True
+        signal.signal(signal.SIGTERM, hang)
         if signame != "none":
             signal.signal(getattr(signal, signame if signame.startswith("SIG") else "SIG" + signame),
-                          signal.SIG_IGN)
+                          hang)
 
     while step < args.steps:
+        while hung[0]:
+            time.sleep(1)
         state = hashlib.sha256(state + step.to_bytes(8, "big")).digest()
         step += 1
         time.sleep(args.sleep_ms / 1000.0)
