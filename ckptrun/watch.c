@@ -823,6 +823,16 @@ int64_t watch_tick(struct watch *w)
                 e->changed = now; /* still open for writing: wait a settle more */
         }
         if (complete) {
+            /* The writer check ran after the signature: if anything moved in
+             * between, what we would commit is not what we judged. */
+            struct sig s2;
+            entry_sig(w, e, &s2);
+            if (!sig_eq(&s2, &e->sig)) {
+                e->sig = s2;
+                if (e->trigger == T_NONE)
+                    e->changed = now;
+                goto later;
+            }
             if (sig_eq(&e->sig, &e->done_sig) && e->done_sig.files) {
                 e->state = S_DONE; /* touched but unchanged: already committed */
                 e->trigger = T_NONE;

@@ -289,7 +289,7 @@ class Unmodified(Case):
         p.wait_line(r" complete entry=run_5 step=5 by=marker", timeout=10)
         p.wait_line(r" commit step=5 ", timeout=10)
         self.assertEqual(p.wait(), 0, p.text())
-        self.assertEqual(self.steps(), [5])
+        self.assertEqual(self.steps(), [5], p.text())
 
 
 class SignalAware(Case):
