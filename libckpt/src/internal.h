@@ -194,6 +194,7 @@ struct ckpt_ctx {
     pthread_mutex_t run_mu;
     pthread_cond_t run_cv;
     bool run_loaded;
+    bool load_ok;        /* the last load read HEAD (or learned there is none) */
     bool have_head;
     char head_etag[CKPT_ETAG_MAX];
     struct ckpt_head head;

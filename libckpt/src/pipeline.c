@@ -522,9 +522,9 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
         goto out;
     pthread_mutex_lock(&ctx->run_mu);
     have_lock = 1;
-    if (!ctx->have_head && ctx->head.seq == 0) {
-        /* The background load may have failed (store down then): retry now,
-         * HEAD's etag is what makes the commit safe. */
+    if (!ctx->load_ok) {
+        /* The background load failed (store down then): retry now, HEAD's
+         * etag is what makes the commit safe. */
         bool exists;
         char etag[CKPT_ETAG_MAX] = "";
         struct ckpt_head h;

@@ -116,6 +116,7 @@ out:
         ctx->retained_ids = lists;
         ctx->known = known;
         ctx->have_head = exists;
+        ctx->load_ok = true;
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", etag);
         lists = NULL;
     } else {
