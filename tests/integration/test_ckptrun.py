@@ -370,7 +370,7 @@ class Lightning(Case):
 @unittest.skipUnless(os.access(C_TRAINER, os.X_OK) and os.path.getsize(C_TRAINER) > 20000,
                      "c_trainer not built")
 class LinkedTrainer(Case):
-    ARGS = ["--steps", "3000", "--every", "1000000"]
+    ARGS = ["--steps", "2000", "--every", "1000000", "--input", "64", "--hidden", "64"]
 
     def c_ref(self):
         d = tempfile.mkdtemp(dir=self.tmp)
@@ -385,19 +385,26 @@ class LinkedTrainer(Case):
         ref = self.c_ref()
         out = os.path.join(self.work, "out")
         p = self.start(["--grace", "20s", "--", C_TRAINER] + self.ARGS +
-                       ["--out", out, "--sleep-ms", "1", "--quiet"])
+                       ["--out", out, "--sleep-ms", "2", "--quiet"])
         p.wait_line(r" connect pid=", timeout=20)
-        time.sleep(RNG.uniform(0.2, 0.8))
-        if p.p.poll() is None:
-            p.p.send_signal(signal.SIGTERM)
+        time.sleep(RNG.uniform(0.2, 1.0))
+        p.p.send_signal(signal.SIGTERM)
         rc = p.wait(timeout=60)
-        if rc == 75:
-            self.assertIn("request reason=stop via=socket", p.text())
-            self.assertIn("final committed=true", p.text())
-            self.fresh("b")
-            out = os.path.join(self.work, "out")
-            rc, _, err = self.ckptrun("--", C_TRAINER, *self.ARGS, "--out", out, "--quiet")
-        self.assertEqual(rc, 0)
+        self.assertEqual(rc, 75, p.text())
+        self.assertIn("request reason=stop via=socket", p.text())
+        self.assertIn("final committed=true", p.text())
+        step = int(re.search(r" commit step=(\d+) .*source=socket", p.text()).group(1))
+        self.assertGreater(step, 0)
+        st = self.status()
+        self.assertEqual((st["state"], st["preemptions"]), ("preempted", 1))
+        # A new machine: nothing in CKPT_DIR (memory checkpoints are not
+        # files); libckpt restores inside the trainer.
+        self.fresh("b")
+        out = os.path.join(self.work, "out")
+        rc, _, err = self.ckptrun("--", C_TRAINER, *self.ARGS, "--out", out, "--quiet")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("resumed=false", err)  # no file checkpoint restored by ckptrun
+        self.assertEqual(os.listdir(os.path.join(self.work, "ck")), [])
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref)
 
