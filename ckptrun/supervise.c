@@ -903,7 +903,7 @@ int cmd_run(struct opts *o)
         cJSON *a = cJSON_AddArrayToObject(f, "command");
         for (int i = 0; a && i < o->nargs; i++)
             cJSON_AddItemToArray(a, cJSON_CreateString(o->args[i]));
-        cJSON_AddNumberToObject(f, "pid", (double)s->child);
+        cJSON_AddNumberToObject(f, "child_pid", (double)s->child);
         cJSON_AddStringToObject(f, "run", o->run);
         cJSON_AddBoolToObject(f, "resumed", s->resumed);
         if (s->resumed)

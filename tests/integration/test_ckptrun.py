@@ -211,7 +211,7 @@ class ChildExit(Case):
 
     def test_sigkill_of_ckptrun_kills_child(self):
         p = self.start(["--", PY, "-c", "import time; time.sleep(60)"])
-        pid = int(p.wait_line(r" start .* pid=(\d+)").split(" pid=")[1].split()[0])
+        pid = int(re.search(r" child_pid=(\d+)", p.wait_line(r" start .* child_pid=\d+")).group(1))
         os.kill(p.p.pid, signal.SIGKILL)
         p.wait()
         for _ in range(100):
@@ -226,6 +226,29 @@ class ChildExit(Case):
             time.sleep(0.05)
         else:
             self.fail("child %d survived ckptrun's SIGKILL" % pid)
+
+
+class Signals(Case):
+    def test_sigint_is_forwarded_and_code_kept(self):
+        p = self.start(["--log-json", "--", PY, "-c",
+                        "import time,sys\ntry:\n time.sleep(30)\nexcept KeyboardInterrupt:\n sys.exit(7)"])
+        p.wait_line(r'"event":"start"')
+        time.sleep(0.3)
+        p.p.send_signal(signal.SIGINT)
+        self.assertEqual(p.wait(), 7, p.text())
+        events = [json.loads(l) for l in p.lines if l.startswith("{")]
+        self.assertEqual(len(events), len(p.lines), p.text())  # every line is JSON
+        self.assertLessEqual({"forward", "child-exit", "exit"}, {e["event"] for e in events})
+        self.assertEqual(self.status()["state"], "failed")
+
+    def test_interval_requests_by_signal(self):
+        out = os.path.join(self.work, "out")
+        rc, _, err = self.ckptrun("--signal", "USR1", "--interval", "300ms", "--settle", "5s", "--",
+                                  *self.trainer("--steps", "150", "--every", "100000", "--mode",
+                                                "signal", "--out", out, "--sleep-ms", "10"))
+        self.assertEqual(rc, 0, err)
+        self.assertGreaterEqual(err.count("request reason=periodic via=SIGUSR1"), 2, err)
+        self.assertGreaterEqual(len(self.steps()), 2, err)
 
 
 class Unmodified(Case):
