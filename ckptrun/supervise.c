@@ -916,7 +916,8 @@ int cmd_run(struct opts *o)
     while (!loop_done(s)) {
         struct pollfd pf[MAX_PFDS];
         int n = 0;
-        s->watch_due = watch_tick(s->w);
+        if (watch_dirty(s->w) || (s->watch_due >= 0 && mono_ms() >= s->watch_due))
+            s->watch_due = watch_tick(s->w);
         if (loop_done(s))
             break;
         arm_timer(s);

@@ -71,6 +71,7 @@ struct watch {
     pid_t pgid;
     uint64_t counter;         /* next step for names without a number */
     int64_t last_complete;
+    int dirty;                /* something to look at before the next due time */
     struct entry *ent;
     size_t nent;
     struct wmap *wm;
@@ -193,6 +194,7 @@ static struct entry *add_entry(struct watch *w, const char *name)
     e->kind = S_ISLNK(sb.st_mode) ? K_LINK : S_ISDIR(sb.st_mode) ? K_DIR : K_FILE;
     e->state = S_PENDING;
     e->changed = mono_ms();
+    w->dirty = 1;
     if (e->kind == K_DIR)
         watch_tree(w, p, name, 0);
     return e;
@@ -654,8 +656,13 @@ void watch_close(struct watch *w, int wait)
 int watch_inotify_fd(const struct watch *w) { return w->ifd; }
 int watch_result_fd(const struct watch *w) { return w->pipe_r; }
 void watch_set_pgid(struct watch *w, pid_t pgid) { w->pgid = pgid; }
-void watch_set_settle(struct watch *w, uint64_t settle_ms) { w->settle_ms = settle_ms; }
+void watch_set_settle(struct watch *w, uint64_t settle_ms)
+{
+    w->settle_ms = settle_ms;
+    w->dirty = 1; /* due times change */
+}
 int64_t watch_last_complete(const struct watch *w) { return w->last_complete; }
+int watch_dirty(const struct watch *w) { return w->dirty; }
 
 void watch_note_step(struct watch *w, uint64_t step)
 {
@@ -675,15 +682,18 @@ int watch_busy(struct watch *w)
 static void touch(struct watch *w, struct entry *e)
 {
     e->changed = mono_ms();
-    if (e->state == S_DONE)
+    if (e->state == S_DONE) {
         e->state = S_PENDING; /* changed after its commit: a new version */
-    (void)w;
+        w->dirty = 1;
+    }
 }
 
 static void on_marker(struct watch *w, struct entry *e, const char *name)
 {
-    if (w->marker[0] && fnmatch(w->marker, name, 0) == 0 && e->trigger == T_NONE)
+    if (w->marker[0] && fnmatch(w->marker, name, 0) == 0 && e->trigger == T_NONE) {
         e->trigger = T_MARKER;
+        w->dirty = 1;
+    }
 }
 
 void watch_handle_inotify(struct watch *w)
@@ -735,8 +745,10 @@ void watch_handle_inotify(struct watch *w)
                             watch_tree(w, p2, e->name, 0);
                     }
                 }
-                if (ev->mask & IN_MOVED_TO)
+                if (ev->mask & IN_MOVED_TO) {
                     e->trigger = T_RENAMED;
+                    w->dirty = 1;
+                }
                 if (ev->mask & IN_CLOSE_WRITE)
                     on_marker(w, e, ev->name);
                 continue;
@@ -774,8 +786,10 @@ void watch_file_event(struct watch *w, const char *path, const char *event)
     if (!(e = add_entry(w, name)) || e->state == S_QUEUED)
         return;
     touch(w, e);
-    if (strcmp(event, "renamed") == 0 && !slash)
+    if (strcmp(event, "renamed") == 0 && !slash) {
         e->trigger = T_RENAMED;
+        w->dirty = 1;
+    }
     const char *base = strrchr(path, '/');
     if (strcmp(event, "closed") == 0 || strcmp(event, "renamed") == 0)
         on_marker(w, e, base ? base + 1 : path);
@@ -785,6 +799,8 @@ int64_t watch_tick(struct watch *w)
 {
     int64_t now = mono_ms(), next = -1;
     char p[PBUF];
+
+    w->dirty = 0;
 
     for (size_t i = 0; i < w->nent; i++) {
         struct entry *e = &w->ent[i];
@@ -899,6 +915,7 @@ struct watch_result *watch_take_result(struct watch *w)
                 e->sig = s;
                 e->state = S_PENDING;
                 e->changed = mono_ms();
+                w->dirty = 1;
             }
         }
     }

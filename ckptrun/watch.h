@@ -60,6 +60,10 @@ void watch_file_event(struct watch *w, const char *path, const char *event);
 /* Run completeness checks. @return the monotonic ms at which it wants to be
  * called again, or -1 when nothing is pending. */
 int64_t watch_tick(struct watch *w);
+/* 1 when events arrived that watch_tick should look at before the time it
+ * asked for (new entries, renames, markers): ticking on every wake-up would
+ * walk settling trees once per inotify event. */
+int watch_dirty(const struct watch *w);
 /* The child exited cleanly: entries still settling have no writer left and
  * are complete now. (After a crash this is not called: they may be torn.) */
 void watch_flush_pending(struct watch *w);

@@ -15,9 +15,9 @@ Modes (how it takes part, DESIGN.md section 3):
              the CKPT_SIGNAL signal (SIGUSR1 by default); also every --every
   lightning  unmodified: writes epoch=E-step=N.ckpt files and a last.ckpt
              symbolic link to the newest, like PyTorch Lightning
-  ignore     saves every --every steps until it gets SIGTERM or the request
-             signal, then hangs (never saves, never exits): tests that
-             ckptrun still stops it in time
+  ignore     saves once, at step --every, and then never again; on SIGTERM
+             or the request signal it hangs (never exits by itself): tests
+             that ckptrun still stops it in time
 """
 import argparse
 import hashlib
@@ -138,6 +138,8 @@ def main():
         state = hashlib.sha256(state + step.to_bytes(8, "big")).digest()
         step += 1
         time.sleep(args.sleep_ms / 1000.0)
+        if args.mode == "ignore" and step > args.every:
+            continue
         if step % args.every == 0 or wanted[0]:
             wanted[0] = False
             save(args.mode, ckdir, step, state, step // 100)
