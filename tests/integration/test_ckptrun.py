@@ -241,6 +241,19 @@ class Signals(Case):
         self.assertLessEqual({"forward", "child-exit", "exit"}, {e["event"] for e in events})
         self.assertEqual(self.status()["state"], "failed")
 
+    def test_scheduler_notice_sigusr1(self):
+        p = self.start(["--signal", "USR1", "--lead", "4s", "--settle", "5s", "--"] +
+                       self.trainer("--steps", "100000", "--every", "100000", "--mode", "signal",
+                                    "--out", os.path.join(self.work, "out"), "--sleep-ms", "5"))
+        p.wait_line(r"trainer: start at step 0")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.p.send_signal(signal.SIGUSR1)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertLess(time.monotonic() - t0, 4.5)
+        self.assertIn("stop reason=SIGUSR1", p.text())
+        self.assertEqual(len(self.steps()), 1)
+
     def test_interval_requests_by_signal(self):
         out = os.path.join(self.work, "out")
         rc, _, err = self.ckptrun("--signal", "USR1", "--interval", "300ms", "--settle", "5s", "--",
