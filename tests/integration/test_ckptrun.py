@@ -204,6 +204,16 @@ class ChildExit(Case):
         rc, _, err = self.ckptrun("--", "sh", "-c", "kill -SEGV $$")
         self.assertEqual(rc, 128 + signal.SIGSEGV, err)
 
+    @unittest.skipUnless(shutil.which("script"), "script(1) not installed")
+    def test_child_gets_the_terminal(self):
+        # Under a pseudo-terminal the child's process group is the foreground.
+        cmd = "%s -q -- sh -c 'ps -o pgid= -o tpgid= -p $$'" % CKPTRUN
+        r = subprocess.run(["script", "-qec", cmd, "/dev/null"], env=self.env, cwd=self.work,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        pgid, tpgid = r.stdout.split()[-2:]
+        self.assertEqual(pgid, tpgid, r.stdout)
+
     def test_missing_command(self):
         rc, _, err = self.ckptrun("--", "/nonexistent/trainer")
         self.assertEqual(rc, 127)
