@@ -116,6 +116,7 @@ struct sup {
     const char *stop_reason;
     enum channel via;
     int64_t t0, ckpt_end, deadline; /* mono ms */
+    int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
     int final_done, final_ok;
     int saw_saving;
     uint64_t await_step;
@@ -237,6 +238,13 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
         d = now + (int64_t)s->o->grace_ms;
     if (d < now + 1000)
         d = now + 1000; /* a deadline already past: still give SIGTERM a second */
+    if (!s->child_alive && s->phase == P_RUN) {
+        /* The child already ended by itself; only commits are left. They
+         * get until the deadline; the outcome stays the child's. */
+        s->drain_deadline = d;
+        log_msg(LOG_INFO, "stop", "%s after the child exited: finishing commits", reason);
+        return;
+    }
     if (s->phase != P_RUN) {
         /* Already stopping: a nearer deadline shortens it, nothing else. */
         if (d < s->deadline) {
@@ -738,6 +746,8 @@ static void arm_timer(struct sup *s)
     for (int i = 0; i < 4; i++)
         if (cands[i] > 0 && (due < 0 || cands[i] < due))
             due = cands[i];
+    if (s->drain_deadline && (due < 0 || s->drain_deadline < due))
+        due = s->drain_deadline;
     memset(&its, 0, sizeof its);
     if (due > 0) {
         if (due <= mono_ms())
@@ -781,6 +791,8 @@ static int loop_done(struct sup *s)
     if (s->child_alive)
         return 0;
     if (!watch_busy(s->w))
+        return 1;
+    if (s->drain_deadline && mono_ms() >= s->drain_deadline)
         return 1;
     return s->phase != P_RUN && mono_ms() >= s->deadline;
 }
