@@ -6,10 +6,18 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A write waiting for the writer thread. */
+struct pending {
+    struct pending *next;
+    char *key;
+    char *body;
+};
 
 struct record {
     struct ckpt_store *st;
@@ -18,6 +26,16 @@ struct record {
     pid_t pid;
     uint64_t seq;     /* event sequence of this process: keys stay unique
                          even for two events in the same millisecond */
+
+    /* Asynchronous writes (record_start_writer): the supervisor's loop must
+     * never wait on an object store's latency or retries during a stop.
+     * One thread, FIFO, so RUN and events land in the order made. */
+    int async;
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct pending *head, *tail;
+    int stop;
 };
 
 ckpt_status record_open(const char *url, const char *run, struct record **out, char *err)
@@ -44,10 +62,67 @@ out:
     return st;
 }
 
+static void put_now(struct record *r, const char *key, const char *body)
+{
+    char err[CKPT_ERR_MAX] = "";
+    ckpt_status st = ckpt_store_put(r->st, key, body, strlen(body), NULL, NULL, err);
+    if (st != CKPT_OK)
+        log_msg(LOG_WARN, "record", "cannot write %s: %s %s", key, ckpt_strerror(st), err);
+}
+
+static void *writer(void *arg)
+{
+    struct record *r = arg;
+
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        struct pending *p;
+        while (!r->head && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (!r->head)
+            break; /* stopping and drained */
+        p = r->head;
+        r->head = p->next;
+        if (!r->head)
+            r->tail = NULL;
+        pthread_mutex_unlock(&r->mu);
+        put_now(r, p->key, p->body);
+        free(p->key);
+        free(p->body);
+        free(p);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+int record_start_writer(struct record *r)
+{
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    if (pthread_create(&r->thr, NULL, writer, r) != 0) {
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
+        return -1;
+    }
+    r->async = 1;
+    return 0;
+}
+
 void record_close(struct record *r)
 {
     if (!r)
         return;
+    if (r->async) {
+        /* Drain: the final RUN state and exit event must land. */
+        pthread_mutex_lock(&r->mu);
+        r->stop = 1;
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        pthread_join(r->thr, NULL);
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
+    }
     ckpt_store_close(r->st);
     free(r);
 }
@@ -83,16 +158,35 @@ out:
 
 static ckpt_status put_json(struct record *r, const char *key, const cJSON *j)
 {
-    char err[CKPT_ERR_MAX] = "";
     char *s = cJSON_PrintUnformatted(j);
+    struct pending *p = NULL;
     ckpt_status st = CKPT_E_NOMEM;
 
     if (!s)
         goto out;
-    st = ckpt_store_put(r->st, key, s, strlen(s), NULL, NULL, err);
-    if (st != CKPT_OK)
-        log_msg(LOG_WARN, "record", "cannot write %s: %s %s", key, ckpt_strerror(st), err);
+    if (!r->async) {
+        put_now(r, key, s);
+        st = CKPT_OK;
+        goto out;
+    }
+    if (!(p = calloc(1, sizeof *p)) || !(p->key = strdup(key)))
+        goto out;
+    p->body = s;
+    s = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (r->tail)
+        r->tail->next = p;
+    else
+        r->head = p;
+    r->tail = p;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    p = NULL;
+    st = CKPT_OK;
 out:
+    if (p)
+        free(p->key);
+    free(p);
     free(s);
     return st;
 }

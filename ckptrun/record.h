@@ -9,7 +9,8 @@
  *   <run>/LEASE                    reserved for recovery (not written here)
  *
  * Nothing that grows is ever rewritten: a long run adds small objects.
- * Not thread-safe: used by one thread (the supervisor's loop, or a command).
+ * Not thread-safe: used by one thread (the supervisor's loop, or a command);
+ * record_start_writer() moves the writes themselves to a thread of its own.
  */
 #ifndef CKPTRUN_RECORD_H
 #define CKPTRUN_RECORD_H
@@ -28,7 +29,11 @@ struct ckpt_store;
 /* Open the store at `url` (NULL = default store) for run `run`.
  * @return CKPT_OK or the store's status; detail in err (CKPT_ERR_MAX). */
 ckpt_status record_open(const char *url, const char *run, struct record **out, char *err);
-void record_close(struct record *r); /* NULL-safe */
+/* Drains pending writes first. NULL-safe. */
+void record_close(struct record *r);
+/* From now on, writes (RUN, events, files marks) are queued to one writer
+ * thread and return at once; a failed write is logged. @return 0 or -1. */
+int record_start_writer(struct record *r);
 struct ckpt_store *record_store(struct record *r);
 const char *record_host(struct record *r);
 

@@ -876,6 +876,11 @@ int cmd_run(struct opts *o)
     }
     if ((rc = restore_latest(s, ctx)) != 0)
         goto out;
+    if (record_start_writer(s->rec) != 0) {
+        log_error("cannot start the record writer thread");
+        rc = EXIT_CONFIG;
+        goto out;
+    }
     if (record_read_run(s->rec, &prev) == CKPT_OK)
         s->preemptions = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
     if (watch_open(&s->w, s->dir, o->marker, o->settle_ms, ctx) != 0) {
@@ -1007,6 +1012,10 @@ int cmd_run(struct opts *o)
     set_state(s, state);
 out:
     finish_acks(s);
+    /* The record lands before hooks run: a hook may read it (ckptrun
+     * status) or power the machine off. */
+    record_close(s->rec);
+    s->rec = NULL;
     if (started) {
         if (strcmp(state, "completed") == 0)
             run_hook(s, o->on_complete, state, rc);
