@@ -816,12 +816,12 @@ int64_t watch_tick(struct watch *w)
                 e->changed = now;
         }
         if (s.files == 0)
-            continue; /* nothing to commit (yet) */
+            goto later; /* nothing to commit yet: look again */
         snprintf(p, sizeof p, "%s/%s", w->dir, e->name);
         if (e->kind == K_LINK) {
             struct entry *t = link_target_entry(w, e);
             if (t && t->state != S_DONE)
-                continue; /* committed together with its target */
+                goto later; /* committed together with its target */
             /* Making a link is atomic: complete once what it points to is. */
             if (!t && (now - e->changed < (int64_t)w->settle_ms))
                 goto later;
