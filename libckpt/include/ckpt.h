@@ -35,9 +35,10 @@
  * ------
  * ckpt_save() copies every protected host region into a staging pool of
  * chunk-sized blocks and returns; worker threads then compress and write.
- * Peak memory = staging (the total size of the protected regions, kept
- * between saves so the copy does not page-fault, unless capped with
- * `staging_max_bytes`) + workers x 2 x chunk_bytes (compression buffers).
+ * Peak memory = staging (the total size of the protected regions, reserved
+ * and touched by ckpt_protect() and kept until ckpt_close(), so the save's
+ * copy never page-faults; or at most `staging_max_bytes`) + workers x 3 x
+ * chunk_bytes (read, filter and compression buffers).
  * With a cap, ckpt_save() blocks while the pool is full, until workers free
  * blocks; the stall then grows, memory does not.
  *

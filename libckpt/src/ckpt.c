@@ -261,6 +261,18 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
         ctx->items = it;
     ctx->items_tail = it;
     ctx->nitems++;
+    if (kind != CKPT_ITEM_FILE) {
+        /* staging for every chunk of every region, reserved now so the first
+         * save stalls only for its copy */
+        size_t blocks = 0;
+        for (struct ckpt_item *i = ctx->items; i; i = i->next)
+            if (i->kind != CKPT_ITEM_FILE)
+                blocks += (i->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes;
+        if (ckpt__blocks_reserve(ctx, blocks) != CKPT_OK)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
+                      "cannot reserve %zu MiB of staging now; saves will allocate it",
+                      blocks * (ctx->chunk_bytes >> 20));
+    }
     return CKPT_OK;
 }
 

@@ -159,6 +159,13 @@ struct ckpt_block {        /* a chunk-sized staging buffer */
     uint8_t *data;
 };
 
+struct ckpt_arena {        /* one mapping holding many blocks */
+    struct ckpt_arena *next;
+    void *base;
+    size_t len;
+    struct ckpt_block *blocks;
+};
+
 struct ckpt_job;
 struct ckpt_pool;          /* worker threads, pipeline.c */
 
@@ -189,6 +196,7 @@ struct ckpt_ctx {
     pthread_cond_t blk_cv;
     struct ckpt_block *blk_free;
     size_t blk_total;      /* allocated blocks */
+    struct ckpt_arena *arenas;
 
     /* Run state known to this writer (guarded by run_mu). */
     pthread_mutex_t run_mu;
@@ -232,6 +240,9 @@ void ckpt__pool_hold(struct ckpt_ctx *ctx, int hold);
 ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step);
 ckpt_status ckpt__wait(struct ckpt_ctx *ctx);
 void ckpt__blocks_free(struct ckpt_ctx *ctx);
+/* Make sure `n` staging blocks exist (within the cap), mapped and touched,
+ * so the first save does not pay page faults inside its copy. */
+ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n);
 
 /* ---- run state (restore.c) -------------------------------------------------- */
 /* Read HEAD (and, with ids, the retained manifests' chunk ids) into ctx. */

@@ -444,6 +444,13 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
     for (size_t i = start; i < h.n; i++) {
         struct ckpt_manifest m;
         st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        if (st == CKPT_OK && m.world_size != 1) {
+            ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
+                                   "this version restores single-process checkpoints only",
+                              m.step, m.world_size);
+            ckpt__manifest_free(&m);
+            st = CKPT_E_UNSUPPORTED;
+        }
         if (st == CKPT_OK && !dir) {
             st = check_shape(ctx, &m);
             if (st) {

@@ -6,13 +6,18 @@ bin=${CKPT_BIN}/c_trainer
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 args=(--steps 300 --every 7 --hidden 1024 --quiet)
-CKPT_STORE="file://$work/store" CKPT_RUN=clean "$bin" "${args[@]}" --out "$work/clean.bin" > /dev/null
+t0=$(date +%s%N)
+CKPT_STORE="file://$work/store" CKPT_RUN=clean "$bin" "${args[@]}" --sleep-ms 2 --out "$work/clean.bin" > /dev/null
+# kill at random points within the first 60% of an uninterrupted run's time,
+# so slow builds (sanitizers) are killed mid-run as often as fast ones
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 kills=0
 for ((attempt = 0; attempt < 100; attempt++)); do
   CKPT_STORE="file://$work/store" CKPT_RUN=killed "$bin" "${args[@]}" --sleep-ms 2 \
     --out "$work/killed.bin" > "$work/log" 2>&1 &
   pid=$!
-  sleep "0.$(printf '%03d' $((50 + RANDOM % 300)))"
+  d=$(( ms / 10 + RANDOM % (ms / 2 + 1) ))
+  sleep "$((d / 1000)).$(printf '%03d' $((d % 1000)))"
   if kill -9 "$pid" 2>/dev/null; then
     wait "$pid" 2>/dev/null || true
     kills=$((kills + 1))
