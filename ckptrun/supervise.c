@@ -285,6 +285,8 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
     }
     event(s, LOG_INFO, "stop", f, 1);
     watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
+    if (codec)
+        watch_next_codec(s->w, strcmp(codec, "none") == 0 ? CKPT_CODEC_NONE : CKPT_CODEC_LZ4);
     s->via = s->child_alive ? deliver_request(s, "stop", now_ms() + (s->ckpt_end - now), codec)
                             : CH_NONE;
     if (s->via == CH_NONE) {

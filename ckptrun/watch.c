@@ -664,6 +664,12 @@ void watch_set_settle(struct watch *w, uint64_t settle_ms)
 int64_t watch_last_complete(const struct watch *w) { return w->last_complete; }
 int watch_dirty(const struct watch *w) { return w->dirty; }
 
+void watch_next_codec(struct watch *w, ckpt_codec codec)
+{
+    /* ckpt_request is documented thread-safe: the worker may be mid-save. */
+    ckpt_request(w->ctx, codec);
+}
+
 void watch_note_step(struct watch *w, uint64_t step)
 {
     if (step < UINT64_MAX - 2 && step + 1 > w->counter)

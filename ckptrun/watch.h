@@ -51,6 +51,9 @@ int watch_result_fd(const struct watch *w);
 void watch_note_step(struct watch *w, uint64_t step);
 /* The child's process group, whose open files decide "no writer" (0: none). */
 void watch_set_pgid(struct watch *w, pid_t pgid);
+/* The next commit uses `codec` (a faster one when a stop is short of time).
+ * Thread-safe (ckpt_request). */
+void watch_next_codec(struct watch *w, ckpt_codec codec);
 /* Shorter settle time while stopping (the trainer was asked to save). */
 void watch_set_settle(struct watch *w, uint64_t settle_ms);
 
