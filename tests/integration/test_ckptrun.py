@@ -479,6 +479,20 @@ class LinkedTrainer(Case):
         with open(out, "rb") as f:
             return f.read()
 
+    def test_periodic_and_manual_requests_over_socket(self):
+        p = self.start(["--interval", "300ms", "--signal", "USR1", "--", C_TRAINER] + self.ARGS +
+                       ["--out", os.path.join(self.work, "out"), "--sleep-ms", "1", "--quiet"])
+        p.wait_line(r" connect pid=", timeout=20)
+        time.sleep(0.5)
+        p.p.send_signal(signal.SIGUSR2)
+        p.wait_line(r" request reason=manual via=socket")
+        self.assertEqual(p.wait(), 0, p.text())
+        text = p.text()
+        self.assertGreaterEqual(text.count("request reason=periodic via=socket"), 2, text)
+        self.assertGreaterEqual(text.count("source=socket"), 3, text)
+        self.assertNotIn("via=SIGUSR1", text)  # never a signal once connected
+        self.assertEqual(self.status()["state"], "completed")
+
     def test_socket_stop_and_resume_identical(self):
         ref = self.c_ref()
         out = os.path.join(self.work, "out")
