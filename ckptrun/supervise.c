@@ -20,8 +20,10 @@
 #include "store.h"
 #include "watch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -649,6 +651,68 @@ static int collect_steps(void *user, const struct ckpt_info *info)
     return nf->n == (int)(sizeof nf->steps / sizeof nf->steps[0]);
 }
 
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int rm_rf(const char *path)
+{
+    return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Restore checkpoint `step` into a hidden staging directory inside `dir`
+ * (same file system; hidden names are never watched entries), then move
+ * each top-level entry into place. A restore that fails half-way leaves
+ * nothing behind for the trainer to trip over, and the trainer never sees a
+ * partly restored entry. An entry of the same name already there is
+ * replaced: the committed one is the truth. */
+static ckpt_status restore_staged(struct ckpt_ctx *ctx, uint64_t step, const char *dir,
+                                  uint64_t *got)
+{
+    char stage[PATH_MAX + 64], from[PATH_MAX + 320], to[PATH_MAX + 256];
+    DIR *d = NULL;
+    struct dirent *de;
+    ckpt_status st;
+
+    snprintf(stage, sizeof stage, "%s/.ckptrun-restore-XXXXXX", dir);
+    if (!mkdtemp(stage)) {
+        log_msg(LOG_WARN, "restore", "cannot create a staging directory in %s: %s", dir,
+                strerror(errno));
+        st = CKPT_E_IO;
+        goto out;
+    }
+    st = ckpt_restore_dir(ctx, step, stage, got);
+    if (st != CKPT_OK)
+        goto out;
+    if (!(d = opendir(stage))) {
+        st = CKPT_E_IO;
+        goto out;
+    }
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(from, sizeof from, "%s/%s", stage, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", dir, de->d_name);
+        if (rename(from, to) != 0) {
+            /* A non-empty directory or a file/dir mismatch is in the way. */
+            if (rm_rf(to) != 0 || rename(from, to) != 0) {
+                log_msg(LOG_WARN, "restore", "cannot move %s into place: %s", to, strerror(errno));
+                st = CKPT_E_IO;
+                goto out;
+            }
+        }
+    }
+out:
+    if (d)
+        closedir(d);
+    if (stage[0] && strstr(stage, "XXXXXX") == NULL)
+        rm_rf(stage);
+    return st;
+}
+
 /* Restore the newest committed checkpoint of files (marked in the record)
  * into CKPT_DIR, falling back past damaged ones. @return 0 or an exit code. */
 static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
@@ -676,7 +740,7 @@ static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
         }
         if (m == 0)
             continue; /* a checkpoint of memory regions: libckpt's business */
-        st = ckpt_restore_dir(ctx, nf.steps[i], s->dir, &got);
+        st = restore_staged(ctx, nf.steps[i], s->dir, &got);
         if (st == CKPT_OK) {
             s->resumed = 1;
             s->restored_step = got;

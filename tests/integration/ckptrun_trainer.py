@@ -115,8 +115,6 @@ def main():
         found = (0, os.path.join(ckdir, "last.ckpt"))
     if found:
         step, state = load(found[1])
-    print("trainer: start at step %d resumed=%s step_env=%s" % (
-        step, os.environ.get("CKPT_RESUMED"), os.environ.get("CKPT_STEP")), file=sys.stderr, flush=True)
 
     wanted = [False]
     signame = os.environ.get("CKPT_SIGNAL", "none")
@@ -132,6 +130,9 @@ def main():
             signal.signal(getattr(signal, signame if signame.startswith("SIG") else "SIG" + signame),
                           hang)
 
+    # Printed once the handlers are installed: tests signal after this line.
+    print("trainer: start at step %d resumed=%s step_env=%s" % (
+        step, os.environ.get("CKPT_RESUMED"), os.environ.get("CKPT_STEP")), file=sys.stderr, flush=True)
     while step < args.steps:
         while hung[0]:
             time.sleep(1)

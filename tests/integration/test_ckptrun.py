@@ -318,8 +318,11 @@ class Signals(Case):
 
     def test_interval_requests_by_signal(self):
         out = os.path.join(self.work, "out")
-        rc, _, err = self.ckptrun("--signal", "USR1", "--interval", "300ms", "--settle", "5s", "--",
-                                  *self.trainer("--steps", "150", "--every", "100000", "--mode",
+        # The first request comes after the trainer has installed its handler
+        # (an unprepared program dies of SIGUSR1: that is why --signal is off
+        # by default).
+        rc, _, err = self.ckptrun("--signal", "USR1", "--interval", "700ms", "--settle", "5s", "--",
+                                  *self.trainer("--steps", "250", "--every", "100000", "--mode",
                                                 "signal", "--out", out, "--sleep-ms", "10"))
         self.assertEqual(rc, 0, err)
         self.assertGreaterEqual(err.count("request reason=periodic via=SIGUSR1"), 2, err)
