@@ -119,6 +119,7 @@ struct sup {
     enum channel via;
     int64_t t0, ckpt_end, deadline; /* mono ms */
     int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
+    int ever_connected;       /* a process sent hello at some point */
     int final_done, final_ok;
     int saw_saving;
     uint64_t await_step;
@@ -162,8 +163,11 @@ static enum channel deliver_request(struct sup *s, const char *reason, int64_t d
     s->req_id++;
     if (ctl_connected(s->ctl) && ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id) > 0)
         ch = CH_SOCKET;
-    else if (s->o->sig && s->child_alive && kill(s->child, s->o->sig) == 0)
+    else if (s->o->sig && s->child_alive && !s->ever_connected && kill(s->child, s->o->sig) == 0)
         ch = CH_SIGNAL; /* to the child process only, not its group */
+    /* A child that connected once gets no signal after it disconnects: it
+     * closed its context (ckpt_close at the end of training), and a signal
+     * it no longer handles could kill it. */
     if (f) {
         cJSON_AddStringToObject(f, "reason", reason);
         cJSON_AddStringToObject(f, "via", ch == CH_SOCKET ? "socket"
@@ -512,6 +516,7 @@ static void on_ctl(void *user, const struct ctl_event *ev)
 
     switch (ev->type) {
     case CTL_HELLO:
+        s->ever_connected = 1;
         if (f) {
             cJSON_AddNumberToObject(f, "pid", ev->pid);
             cJSON_AddNumberToObject(f, "items", (double)ev->items);
