@@ -266,6 +266,23 @@ class ChildExit(Case):
         pgid, tpgid = r.stdout.split()[-2:]
         self.assertEqual(pgid, tpgid, r.stdout)
 
+    def test_orphans_are_reaped(self):
+        # The job's orphans come to ckptrun (subreaper) and are reaped.
+        rc, out, err = self.ckptrun("--", "sh", "-c",
+                                    "(sleep 0.2 &); sleep 0.8; ps -o stat= --ppid $PPID")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("Z", out, out)
+
+    def test_as_pid1_reaps_orphans(self):
+        probe = subprocess.run(["unshare", "-pf", "--mount-proc", "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot create a PID namespace here")
+        r = subprocess.run(["unshare", "-pf", "--mount-proc", CKPTRUN, "--", "sh", "-c",
+                            "(sleep 0.2 &); sleep 0.8; ps -eo pid=,stat="],
+                           env=self.env, cwd=self.work, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("Z", " ".join(l.split()[1] for l in r.stdout.splitlines()), r.stdout)
+
     def test_missing_command(self):
         rc, _, err = self.ckptrun("--", "/nonexistent/trainer")
         self.assertEqual(rc, 127)
