@@ -218,6 +218,16 @@ int open_ctx(const struct opts *o, struct ckpt_ctx **ctx)
     return rc;
 }
 
+static int notice_valid(const char *v)
+{
+    static const char *const ok[] = { "auto", "aws", "gcp", "azure", "aliyun", "tencent",
+                                       "none", NULL };
+    for (int i = 0; ok[i]; i++)
+        if (strcmp(v, ok[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Options read from the environment are configuration (exit 78 when bad);
  * the same value on the command line is usage (exit 64). */
 static int env_duration(const char *var, uint64_t *ms)
@@ -257,6 +267,12 @@ static int set_defaults_from_env(struct opts *o)
     }
     if ((v = getenv("CKPT_SIGNAL")) && *v && parse_signal(v, &o->sig) != 0) {
         log_error("CKPT_SIGNAL='%s' is not a signal name (USR1, SIGTERM, 10, none)", v);
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    if (o->notice && *o->notice && !notice_valid(o->notice)) {
+        log_error("CKPT_NOTICE='%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
+                  o->notice);
         rc = EXIT_CONFIG;
         goto out;
     }
@@ -377,7 +393,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
             }
             o->codec_str = optarg;
             break;
-        case O_NOTICE: o->notice = optarg; break;
+        case O_NOTICE:
+            if (!notice_valid(optarg)) {
+                log_error("--notice '%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
+                          optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            o->notice = optarg;
+            break;
         case O_METADATA_URL: o->metadata_url = optarg; break;
         case O_PRELOAD: o->preload = 1; break;
         case O_LOG_JSON: o->log_json = 1; log_setup(1, o->verbosity); break;

@@ -143,6 +143,7 @@ class BadInput(Case):
     def test_bad_values(self):
         for args in (["--grace", "soon", "--", "true"], ["--keep", "0", "--", "true"],
                      ["--codec", "gzip", "--", "true"], ["--signal", "SIGFOO", "--", "true"],
+                     ["--notice", "ibm", "--", "true"], ["--interval"],
                      ["save", "PATH"], ["restore"], ["gc", "extra"]):
             rc, _, err = self.ckptrun(*args)
             self.assertEqual(rc, 64, (args, err))
