@@ -120,6 +120,7 @@ struct sup {
     int64_t t0, ckpt_end, deadline; /* mono ms */
     int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
     int ever_connected;       /* a process sent hello at some point */
+    int ever_saving;          /* the child's libckpt sends "saving" messages */
     int final_done, final_ok;
     int saw_saving;
     uint64_t await_step;
@@ -529,6 +530,7 @@ static void on_ctl(void *user, const struct ctl_event *ev)
         event(s, LOG_INFO, "disconnect", f, 0);
         return;
     case CTL_SAVING:
+        s->ever_saving = 1;
         if (s->phase != P_RUN && !s->saw_saving) {
             s->saw_saving = 1;
             s->await_step = ev->step;
@@ -549,8 +551,11 @@ static void on_ctl(void *user, const struct ctl_event *ev)
             cJSON_AddStringToObject(f, "source", "socket");
         }
         event(s, LOG_INFO, "commit", f, 1);
+        /* The answer to the stop request is the save that started after it
+         * ("saving" after the request); a save already in flight then holds
+         * older state. Without "saving" messages, any commit after it. */
         if (s->phase != P_RUN && s->via == CH_SOCKET &&
-            (!s->saw_saving || ev->step == s->await_step)) {
+            (s->saw_saving ? ev->step == s->await_step : !s->ever_saving)) {
             final_result(s, 1);
             enter_term(s);
         }
@@ -563,7 +568,7 @@ static void on_ctl(void *user, const struct ctl_event *ev)
         }
         event(s, LOG_WARN, "commit-failed", f, 1);
         if (s->phase != P_RUN && s->via == CH_SOCKET &&
-            (!s->saw_saving || ev->step == s->await_step)) {
+            (s->saw_saving ? ev->step == s->await_step : !s->ever_saving)) {
             final_result(s, 0);
             enter_term(s);
         }

@@ -70,7 +70,6 @@ struct watch {
     int pipe_r, pipe_w;
     pid_t pgid;
     uint64_t counter;         /* next step for names without a number */
-    int64_t last_complete;
     int dirty;                /* something to look at before the next due time */
     struct entry *ent;
     size_t nent;
@@ -462,7 +461,6 @@ static void queue_entry(struct watch *w, struct entry *e)
         l->state = S_QUEUED;
     }
     watch_note_step(w, j->step);
-    w->last_complete = j->completed;
     if ((f = cJSON_CreateObject())) {
         cJSON_AddStringToObject(f, "entry", e->name);
         cJSON_AddNumberToObject(f, "step", (double)j->step);
@@ -661,7 +659,6 @@ void watch_set_settle(struct watch *w, uint64_t settle_ms)
     w->settle_ms = settle_ms;
     w->dirty = 1; /* due times change */
 }
-int64_t watch_last_complete(const struct watch *w) { return w->last_complete; }
 int watch_dirty(const struct watch *w) { return w->dirty; }
 
 void watch_next_codec(struct watch *w, ckpt_codec codec)

@@ -78,7 +78,5 @@ void watch_result_free(struct watch_result *r);
 
 /* Commits queued or in flight. */
 int watch_busy(struct watch *w);
-/* Monotonic ms when the newest entry was found complete (0: none). */
-int64_t watch_last_complete(const struct watch *w);
 
 #endif
