@@ -161,6 +161,12 @@ class BadInput(Case):
         self.assertEqual(rc, 78)
         self.assertIn("not usable", self.one_line(err))
 
+    def test_preload_missing(self):
+        rc, _, err = self.ckptrun("--preload", "--", "true",
+                                  env=dict(self.env, CKPT_PRELOAD_LIB="/nonexistent/lib.so"))
+        self.assertEqual(rc, 78)
+        self.assertIn("--preload", self.one_line(err))
+
     def test_bad_store(self):
         rc, _, err = self.ckptrun("--store", "nope://x", "--", "true")
         self.assertEqual(rc, 78)
@@ -442,7 +448,9 @@ class SignalAware(Case):
             self.assertEqual(f.read(), ref)
 
     def test_child_ignoring_requests_is_stopped_in_time(self):
-        p = self.start(["--signal", "USR1", "--settle", "200ms", "--grace", "3s", "--"] +
+        mark = os.path.join(self.work, "hook")
+        p = self.start(["--signal", "USR1", "--settle", "200ms", "--grace", "3s",
+                        "--on-preempt", "echo $CKPT_STATE $CKPT_EXIT $CKPT_STEP > " + mark, "--"] +
                        self.trainer("--steps", "100000", "--every", "20", "--mode", "ignore",
                                     "--out", os.path.join(self.work, "out"), "--sleep-ms", "5"))
         p.wait_line(r" commit step=\d+", timeout=20)
@@ -456,6 +464,8 @@ class SignalAware(Case):
         self.assertIn("SIGKILL", p.text())
         self.assertEqual(self.steps(), before)  # the earlier checkpoint is intact
         self.assertEqual(before, [20])
+        with open(mark) as f:
+            self.assertEqual(f.read().split(), ["preempted", "74", "20"])
         rc, _, err = self.ckptrun("verify")
         self.assertEqual(rc, 0, err)
         self.assertEqual(self.status()["state"], "preempted")
