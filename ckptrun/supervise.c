@@ -882,7 +882,7 @@ int cmd_run(struct opts *o)
     char **env = NULL;
     cJSON *prev = NULL, *f;
     ckpt_status st;
-    int rc = 0, started = 0;
+    int rc = 0, started = 0, notices = 0;
     const char *state = "failed";
 
     memset(s, 0, sizeof *s);
@@ -977,6 +977,7 @@ int cmd_run(struct opts *o)
             rc = EXIT_CONFIG;
             goto out;
         }
+        notices = 1;
     }
     if (!(env = child_env(s, o->preload ? preload : NULL))) {
         log_error("out of memory");
@@ -1100,7 +1101,7 @@ out:
         else
             run_hook(s, o->on_failure, state, rc);
     }
-    if (ckptrun_notice_stop && started)
+    if (ckptrun_notice_stop && notices)
         ckptrun_notice_stop();
     ctl_close(s->ctl);
     if (s->w)
