@@ -390,24 +390,27 @@ static int find_preload(char *out, size_t n)
     char exe[PATH_MAX], *slash;
     const char *env = getenv("CKPT_PRELOAD_LIB");
     ssize_t l;
+    int rc = -1;
 
     if (env && *env) {
         snprintf(out, n, "%s", env);
-        return access(out, R_OK) == 0 ? 0 : -1;
+        rc = access(out, R_OK) == 0 ? 0 : -1;
+        goto out;
     }
     if ((l = readlink("/proc/self/exe", exe, sizeof exe - 1)) < 0)
-        return -1;
+        goto out;
     exe[l] = '\0';
     if (!(slash = strrchr(exe, '/')))
-        return -1;
+        goto out;
     *slash = '\0';
-    for (int i = 0; rel[i]; i++) {
+    for (int i = 0; rel[i] && rc != 0; i++) {
         char p[PATH_MAX + 64];
         snprintf(p, sizeof p, "%s/%s", exe, rel[i]);
         if (access(p, R_OK) == 0 && realpath(p, out))
-            return 0;
+            rc = 0;
     }
-    return -1;
+out:
+    return rc;
 }
 
 static int spawn(struct sup *s, char **env)

@@ -167,24 +167,22 @@ static void watch_tree(struct watch *w, const char *path, const char *entry, int
 
 static struct entry *add_entry(struct watch *w, const char *name)
 {
-    struct entry *e = find_entry(w, name);
+    struct entry *e = find_entry(w, name), *out = e;
     char p[PATH_MAX];
     struct stat sb;
 
     if (e || name_is_temporary(name) || strlen(name) >= sizeof e->name)
-        return e;
+        goto out; /* known already, or never an entry */
     if ((size_t)snprintf(p, sizeof p, "%s/%s", w->dir, name) >= sizeof p || lstat(p, &sb) != 0)
-        return NULL;
+        goto out;
     if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode) && !S_ISLNK(sb.st_mode))
-        return NULL;
-    for (size_t i = 0; i < w->nent; i++)
-        if (!w->ent[i].in_use) {
+        goto out;
+    for (size_t i = 0; i < w->nent && !e; i++)
+        if (!w->ent[i].in_use)
             e = &w->ent[i];
-            break;
-        }
     if (!e) {
         if (w->nent >= MAX_ENTRIES)
-            return NULL;
+            goto out;
         e = &w->ent[w->nent++];
     }
     memset(e, 0, sizeof *e);
@@ -196,7 +194,9 @@ static struct entry *add_entry(struct watch *w, const char *name)
     w->dirty = 1;
     if (e->kind == K_DIR)
         watch_tree(w, p, name, 0);
-    return e;
+    out = e;
+out:
+    return out;
 }
 
 static void remove_entry(struct watch *w, const char *name)
@@ -367,11 +367,10 @@ static int job_add_src(struct watch *w, struct job *j, const char *name)
 {
     char p[PBUF];
     struct commit_src *v;
-    if (strlen(name) > 255)
-        return -1;
-    v = realloc(j->src, (j->n + 1) * sizeof *v);
-    if (!v)
-        return -1;
+    int rc = -1;
+
+    if (strlen(name) > 255 || !(v = realloc(j->src, (j->n + 1) * sizeof *v)))
+        goto out;
     j->src = v;
     snprintf(p, sizeof p, "%s/%s", w->dir, name);
     v[j->n].path = strdup(p);
@@ -379,49 +378,57 @@ static int job_add_src(struct watch *w, struct job *j, const char *name)
     if (!v[j->n].path || !v[j->n].name) {
         free((char *)v[j->n].path);
         free((char *)v[j->n].name);
-        return -1;
+        goto out;
     }
     j->n++;
-    return 0;
+    rc = 0;
+out:
+    return rc;
 }
 
 /* The top-level entry a symbolic link points into, or NULL (outside). */
 static struct entry *link_target_entry(struct watch *w, const struct entry *l)
 {
-    char p[PBUF], real[PATH_MAX], rdir[PATH_MAX];
+    char p[PBUF], real[PATH_MAX], rdir[PATH_MAX], *name, *slash;
+    struct entry *t = NULL;
     size_t n;
 
     snprintf(p, sizeof p, "%s/%s", w->dir, l->name);
     if (!realpath(p, real) || !realpath(w->dir, rdir))
-        return NULL;
+        goto out;
     n = strlen(rdir);
     if (strncmp(real, rdir, n) != 0 || real[n] != '/')
-        return NULL;
-    char *name = real + n + 1, *slash = strchr(name, '/');
-    if (slash)
+        goto out; /* points outside the directory */
+    name = real + n + 1;
+    if ((slash = strchr(name, '/')))
         *slash = '\0';
-    struct entry *t = find_entry(w, name);
-    return t == l ? NULL : t;
+    t = find_entry(w, name);
+    if (t == l)
+        t = NULL;
+out:
+    return t;
 }
 
 static uint64_t step_for(struct watch *w, const struct entry *e)
 {
     uint64_t step;
     char p[PBUF], real[PATH_MAX];
+    const char *b;
 
     if (e->kind == K_LINK) {
         /* A link is named after what it points to when that has a step
          * ("last.ckpt" -> "epoch=1-step=300.ckpt"). */
         snprintf(p, sizeof p, "%s/%s", w->dir, e->name);
         if (realpath(p, real)) {
-            const char *b = strrchr(real, '/');
+            b = strrchr(real, '/');
             if (parse_step_from_name(b ? b + 1 : real, &step))
-                return step;
+                goto out;
         }
     }
-    if (parse_step_from_name(e->name, &step))
-        return step;
-    return w->counter;
+    if (!parse_step_from_name(e->name, &step))
+        step = w->counter;
+out:
+    return step;
 }
 
 /* Queue the commit of `e` (plus links pointing into it). */
