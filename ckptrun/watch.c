@@ -717,10 +717,20 @@ void watch_handle_inotify(struct watch *w)
             const char *ename = wd_entry(w, ev->wd);
             p += sizeof *ev + ev->len;
             if (ev->mask & IN_Q_OVERFLOW) {
-                /* Lost events: every entry might have changed. */
+                /* Lost events: every entry might have changed, and new ones
+                 * may have appeared unseen. */
+                DIR *d = opendir(w->dir);
+                struct dirent *de;
+                while (d && (de = readdir(d)) != NULL)
+                    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        add_entry(w, de->d_name);
+                if (d)
+                    closedir(d);
                 for (size_t i = 0; i < w->nent; i++)
                     if (w->ent[i].in_use && w->ent[i].state != S_QUEUED)
                         touch(w, &w->ent[i]);
+                w->dirty = 1;
+                log_msg(LOG_WARN, "watch", "inotify queue overflowed; rescanned %s", w->dir);
                 continue;
             }
             if (ev->mask & IN_IGNORED) {
