@@ -5,6 +5,7 @@
  */
 #include "ckptrun.h"
 #include "commit.h"
+#include "lease.h"
 #include "log.h"
 #include "parse.h"
 #include "record.h"
@@ -551,6 +552,21 @@ int cmd_status(struct opts *o)
     cJSON_AddStringToObject(out, "run", o->run);
     cJSON_AddStringToObject(out, "store", o->store);
     cJSON_AddStringToObject(out, "state", run ? str(run, "state", "unknown") : "unknown");
+    /* The lease, when recovery keeps one: who runs the job now. */
+    {
+        struct lease_info li;
+        char lerr[CKPT_ERR_MAX] = "";
+        if (lease_read(record_store(rec), o->run, &li, NULL, lerr) == CKPT_OK) {
+            cJSON *l = cJSON_AddObjectToObject(out, "lease");
+            if (l) {
+                cJSON_AddStringToObject(l, "holder", li.holder);
+                cJSON_AddNumberToObject(l, "epoch", (double)li.epoch);
+                cJSON_AddNumberToObject(l, "expires_ms", (double)li.expires_ms);
+                cJSON_AddBoolToObject(l, "released", li.released);
+                cJSON_AddBoolToObject(l, "live", lease_is_live(&li, now_ms()));
+            }
+        }
+    }
     if (run) {
         cJSON_AddNumberToObject(out, "updated_ms", num(run, "updated_ms", 0));
         cJSON_AddStringToObject(out, "host", str(run, "host", ""));
@@ -582,6 +598,18 @@ int cmd_status(struct opts *o)
             printf("updated      %s by %s pid %.0f\n",
                    iso_time((int64_t)num(run, "updated_ms", 0), a, sizeof a), str(run, "host", "?"),
                    num(run, "pid", 0));
+        {
+            const cJSON *l = cJSON_GetObjectItemCaseSensitive(out, "lease");
+            if (l)
+                printf("lease        %s, epoch %.0f, %s until %s\n", str(l, "holder", "?"),
+                       num(l, "epoch", 0),
+                       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "live")) ? "live"
+                       : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released")) ? "released"
+                       : "expired",
+                       iso_time((int64_t)num(l, "expires_ms", 0), b, sizeof b));
+            else
+                printf("lease        none\n");
+        }
         if (cs.newest_step >= 0)
             printf("checkpoints  %" PRIu64 " (steps %" PRId64 "..%" PRId64 "), %s\n", cs.count,
                    cs.oldest_step, cs.newest_step, fmt_bytes(cs.raw, a, sizeof a));
