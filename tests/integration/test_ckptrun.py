@@ -219,6 +219,18 @@ class Admin(Case):
         rc, _, err = self.ckptrun("restore", "--step", "3", dest)
         self.assertEqual(rc, 1, err)
 
+    def test_status_shows_lease(self):
+        self.save_dir("c1", 1, b"x" * 1000)
+        with open(os.path.join(self.tmp, "store", "job", "LEASE"), "w") as f:
+            json.dump({"format": 1, "holder": "h:1:n", "epoch": 3, "released": False,
+                       "expires_ms": int(time.time() * 1000) + 60000, "heartbeat_ms": 1}, f)
+        st = self.status()
+        self.assertEqual((st["lease"]["holder"], st["lease"]["epoch"], st["lease"]["live"]),
+                         ("h:1:n", 3, True))
+        self.assertEqual((st["checkpoints"], st["last_step"]), (1, 1))
+        rc, out, _ = self.ckptrun("status")
+        self.assertRegex(out, r"lease +h:1:n, epoch 3, live")
+
     def test_damage_verify_fails_restore_falls_back(self):
         self.save_dir("c1", 1, os.urandom(100000))
         time.sleep(0.05)
