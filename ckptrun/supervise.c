@@ -121,6 +121,7 @@ struct sup {
     int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
     int ever_connected;       /* a process sent hello at some point */
     int ever_saving;          /* the child's libckpt sends "saving" messages */
+    int child_writes;         /* the child commits checkpoints itself */
     int final_done, final_ok;
     int saw_saving;
     uint64_t await_step;
@@ -513,6 +514,19 @@ static void reap(struct sup *s)
 
 /* ---- event sources --------------------------------------------------------- */
 
+/* The child saves through libckpt: its checkpoints are the run's, and a
+ * run has a single writer, so the watcher stands down. (The preload shim
+ * alone never saves: with it, the watcher keeps committing files.) */
+static void child_writes(struct sup *s)
+{
+    if (s->child_writes)
+        return;
+    s->child_writes = 1;
+    watch_pause(s->w);
+    log_msg(LOG_INFO, "watch", "the child commits through libckpt: entries of %s are no "
+            "longer committed by ckptrun", s->dir);
+}
+
 static void on_ctl(void *user, const struct ctl_event *ev)
 {
     struct sup *s = user;
@@ -534,6 +548,7 @@ static void on_ctl(void *user, const struct ctl_event *ev)
         return;
     case CTL_SAVING:
         s->ever_saving = 1;
+        child_writes(s);
         if (s->phase != P_RUN && !s->saw_saving) {
             s->saw_saving = 1;
             s->await_step = ev->step;
@@ -543,6 +558,7 @@ static void on_ctl(void *user, const struct ctl_event *ev)
         event(s, LOG_DEBUG, "saving", f, 0);
         return;
     case CTL_COMMITTED:
+        child_writes(s);
         note_commit(s, ev->step, ev->seconds);
         if (f) {
             cJSON_AddNumberToObject(f, "step", (double)ev->step);

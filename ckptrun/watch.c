@@ -71,6 +71,7 @@ struct watch {
     pid_t pgid;
     uint64_t counter;         /* next step for names without a number */
     int dirty;                /* something to look at before the next due time */
+    int paused;               /* the child commits the run itself: hands off */
     struct entry *ent;
     size_t nent;
     struct wmap *wm;
@@ -83,7 +84,7 @@ struct watch {
     int busy;                 /* queued + in flight */
     int stop;
 
-    /* Worker only. */
+    /* Worker only (and ckpt_request, which is thread-safe). */
     struct ckpt_ctx *ctx;
     pthread_t thr;
     int thr_started;
@@ -667,6 +668,7 @@ void watch_set_settle(struct watch *w, uint64_t settle_ms)
     w->dirty = 1; /* due times change */
 }
 int watch_dirty(const struct watch *w) { return w->dirty; }
+void watch_pause(struct watch *w) { w->paused = 1; }
 
 void watch_next_codec(struct watch *w, ckpt_codec codec)
 {
@@ -821,6 +823,8 @@ int64_t watch_tick(struct watch *w)
     char p[PBUF];
 
     w->dirty = 0;
+    if (w->paused)
+        return -1;
 
     for (size_t i = 0; i < w->nent; i++) {
         struct entry *e = &w->ent[i];
@@ -896,7 +900,7 @@ int64_t watch_tick(struct watch *w)
 
 void watch_flush_pending(struct watch *w)
 {
-    for (size_t i = 0; i < w->nent; i++) {
+    for (size_t i = 0; !w->paused && i < w->nent; i++) {
         struct entry *e = &w->ent[i];
         if (!e->in_use || e->state != S_PENDING)
             continue;

@@ -51,6 +51,10 @@ int watch_result_fd(const struct watch *w);
 void watch_note_step(struct watch *w, uint64_t step);
 /* The child's process group, whose open files decide "no writer" (0: none). */
 void watch_set_pgid(struct watch *w, pid_t pgid);
+/* Stop committing entries for good (commits in flight finish): the child
+ * commits the run through libckpt itself, and a run has one writer --
+ * two would refuse each other's HEAD updates. */
+void watch_pause(struct watch *w);
 /* The next commit uses `codec` (a faster one when a stop is short of time).
  * Thread-safe (ckpt_request). */
 void watch_next_codec(struct watch *w, ckpt_codec codec);
