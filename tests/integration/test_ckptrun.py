@@ -538,6 +538,19 @@ class LinkedTrainer(Case):
         self.assertNotIn("via=SIGUSR1", text)  # never a signal once connected
         self.assertEqual(self.status()["state"], "completed")
 
+    def test_one_writer_per_run(self):
+        # A linked trainer that also drops files into CKPT_DIR: its own
+        # commits win, ckptrun's watcher stands down, nothing is refused.
+        script = ("%s %s --out out --sleep-ms 1 --quiet & "
+                  "for i in 1 2 3; do sleep 0.3; mkdir -p $CKPT_DIR/checkpoint-$i; "
+                  "echo $i > $CKPT_DIR/checkpoint-$i/f; done; wait"
+                  % (C_TRAINER, " ".join(self.ARGS)))
+        rc, _, err = self.ckptrun("--interval", "200ms", "--settle", "100ms", "--",
+                                  "sh", "-c", script)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("commit-failed", err)
+        self.assertIn("no longer committed by ckptrun", err)
+
     def test_socket_stop_and_resume_identical(self):
         ref = self.c_ref()
         out = os.path.join(self.work, "out")
