@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""Kill examples/python/train.py (or train_helper.py) with SIGKILL at random
+moments, restart it until it finishes, and check its output is byte-identical
+to an uninterrupted run's.
+
+    /usr/bin/python3 tests/integration/test_torch_resume.py [--trainer PATH]
+        [--seed N] [--kills N]
+
+Exit 0 on success, 1 on a mismatch or failure, 77 (ctest's skip code) when
+torch cannot be imported. Some kills also send SIGUSR1 first, so saves on
+request are exercised alongside the periodic ones. Standard library only; the
+trainer runs under /usr/bin/python3 (Debian's torch).
+"""
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"
+STEPS = 2000
+EVERY = 100
+
+
+def have_torch():
+    r = subprocess.run([PYTHON, "-c", "import torch"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def trainer_cmd(trainer, out, ckdir):
+    return [PYTHON, trainer, "--steps", str(STEPS), "--every", str(EVERY),
+            "--out", out, "--dir", ckdir]
+
+
+def env_without_ckptrun():
+    # The test drives the trainer directly: no ckptrun variables may leak in
+    # from a surrounding run.
+    env = dict(os.environ)
+    for k in ("CKPT_SOCKET", "CKPT_DIR", "CKPT_STEP", "CKPT_RESUMED",
+              "LD_PRELOAD"):
+        env.pop(k, None)
+    return env
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer",
+                    default=os.path.join(ROOT, "examples", "python", "train.py"))
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--kills", type=int, default=8,
+                    help="kills to aim for before letting it finish")
+    args = ap.parse_args()
+    if not have_torch():
+        print("SKIP: %s cannot import torch" % PYTHON)
+        return 77
+    seed = args.seed if args.seed is not None else int(time.time())
+    rnd = random.Random(seed)
+    print("seed %d, trainer %s" % (seed, args.trainer))
+    env = env_without_ckptrun()
+    work = tempfile.mkdtemp(prefix="ckpt-torch-resume-")
+    try:
+        ref = os.path.join(work, "ref.bin")
+        t0 = time.monotonic()
+        subprocess.run(trainer_cmd(args.trainer, ref, os.path.join(work, "ref")),
+                       env=env, check=True)
+        t_full = time.monotonic() - t0
+        print("uninterrupted run: %.2fs" % t_full)
+
+        out = os.path.join(work, "out.bin")
+        ckdir = os.path.join(work, "ck")
+        kills = signalled = runs = resumed = 0
+        while True:
+            runs += 1
+            if runs > args.kills * 4 + 10:
+                print("FAIL: no progress after %d runs" % runs)
+                return 1
+            p = subprocess.Popen(trainer_cmd(args.trainer, out, ckdir),
+                                 env=env, stderr=subprocess.PIPE)
+            if kills < args.kills:
+                # Anywhere from during the import to the end of a full run,
+                # biased to land while training (most kills then lose work).
+                delay = rnd.uniform(0.05, t_full * 0.9)
+                try:
+                    p.wait(timeout=delay)
+                except subprocess.TimeoutExpired:
+                    if rnd.random() < 0.3:
+                        p.send_signal(signal.SIGUSR1)
+                        signalled += 1
+                        time.sleep(rnd.uniform(0.0, 0.05))
+                    p.send_signal(signal.SIGKILL)
+                    kills += 1
+            _, err = p.communicate()
+            if b"resumed at step" in err:
+                resumed += 1
+            if p.returncode == -signal.SIGKILL:
+                continue
+            if p.returncode == -signal.SIGUSR1:
+                # Sent before the interpreter ran the trainer's first lines
+                # (no handler yet): as good as a kill for this test.
+                continue
+            if p.returncode != 0:
+                print("FAIL: trainer exited %d:\n%s" % (p.returncode,
+                                                        err.decode()))
+                return 1
+            break
+        ckpts = sorted(os.listdir(ckdir))
+        print("runs %d, kills %d (with SIGUSR1 first: %d), resumed %d times,"
+              " checkpoints: %s" % (runs, kills, signalled, resumed,
+                                    " ".join(ckpts)))
+        if kills and not resumed:
+            print("FAIL: killed %d times but never resumed" % kills)
+            return 1
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            if a.read() != b.read():
+                print("FAIL: output differs from the uninterrupted run "
+                      "(seed %d)" % seed)
+                return 1
+        print("OK: identical output (%d bytes)" % os.path.getsize(ref))
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
