@@ -251,8 +251,10 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.
  * @return CKPT_OK (snapshot taken), CKPT_E_BUSY, CKPT_E_NOMEM, CKPT_E_INVAL
- *         (nothing protected), CKPT_E_CUDA. A failure of the background
- *         persist is reported by ckpt_wait() or the next ckpt_save(). */
+ *         (nothing protected), CKPT_E_CUDA, CKPT_E_IO (a protected file cannot
+ *         be read). The outcome of the background persist is reported by
+ *         ckpt_wait(); a failed persist that nobody waited for is logged (warn)
+ *         when the next save starts, and the run keeps its previous commit. */
 CKPT_API ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step);
 
 /* Block until the last save is committed or failed.
@@ -265,7 +267,8 @@ CKPT_API ckpt_status ckpt_wait(struct ckpt_ctx *ctx);
 CKPT_API void ckpt_close(struct ckpt_ctx *ctx);
 
 /* @return the detail of the context's last failure ("" if none). Valid until
- * the next call on the context. */
+ * the next call on the context. ckpt_errmsg(NULL) gives the detail of the
+ * calling thread's last failed ckpt_open(). */
 CKPT_API const char *ckpt_errmsg(struct ckpt_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */

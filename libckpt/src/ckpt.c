@@ -1,0 +1,393 @@
+/* ckpt.c -- the context: open/close, protection, requests. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&ctx->err_mu);
+    va_start(ap, fmt);
+    vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&ctx->err_mu);
+}
+
+/* Detail of the calling thread's last failed ckpt_open(): the context is
+ * gone by then, so ckpt_errmsg(NULL) returns this. */
+static __thread char open_err[CKPT_ERR_MAX];
+
+const char *ckpt_errmsg(struct ckpt_ctx *ctx)
+{
+    return ctx ? ctx->errmsg : open_err;
+}
+
+static int env_u64(const char *name, uint64_t *v)
+{
+    const char *s = getenv(name);
+    char *end;
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    *v = strtoull(s, &end, 10);
+    return (*end || errno) ? -1 : 1;
+}
+
+/* Run names become store key components: keep them to a portable alphabet. */
+static int run_name_valid(const char *r)
+{
+    if (!r || !*r || strlen(r) > 200 || !strcmp(r, ".") || !strcmp(r, ".."))
+        return 0;
+    for (; *r; r++)
+        if (!((*r >= 'a' && *r <= 'z') || (*r >= 'A' && *r <= 'Z') || (*r >= '0' && *r <= '9') ||
+              *r == '.' || *r == '_' || *r == '-'))
+            return 0;
+    return 1;
+}
+
+static ckpt_status parse_duration_ms(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mult = 1000; /* bare numbers are seconds */
+    if (end == s || v < 0)
+        return CKPT_E_CONFIG;
+    if (!strcmp(end, "ms"))
+        mult = 1;
+    else if (!strcmp(end, "s") || !*end)
+        mult = 1000;
+    else if (!strcmp(end, "m"))
+        mult = 60000;
+    else if (!strcmp(end, "h"))
+        mult = 3600000;
+    else
+        return CKPT_E_CONFIG;
+    *out = (uint64_t)(v * mult);
+    return CKPT_OK;
+}
+
+static void load_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws, uint8_t *scratch)
+{
+    (void)arg;
+    (void)ws;
+    (void)scratch;
+    ckpt__load_run(ctx, true);
+}
+
+ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
+{
+    struct ckpt_config def = CKPT_CONFIG_INIT;
+    const struct ckpt_config *cfg = cfg_in ? cfg_in : &def;
+    struct ckpt_ctx *ctx;
+    ckpt_status st = CKPT_E_NOMEM;
+    const char *s;
+    char err[CKPT_ERR_MAX] = "", cwd[4096];
+    uint64_t v;
+
+    if (!out)
+        return CKPT_E_INVAL;
+    *out = NULL;
+    open_err[0] = '\0';
+    if (cfg->version / 10000 != CKPT_VERSION_MAJOR)
+        return CKPT_E_INVAL;
+    ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return CKPT_E_NOMEM;
+    pthread_mutex_init(&ctx->blk_mu, NULL);
+    pthread_cond_init(&ctx->blk_cv, NULL);
+    pthread_mutex_init(&ctx->run_mu, NULL);
+    pthread_cond_init(&ctx->run_cv, NULL);
+    pthread_mutex_init(&ctx->err_mu, NULL);
+    ckpt__idset_init(&ctx->known);
+    ckpt__logger_init(&ctx->log, cfg->log_fn, cfg->log_user, cfg->log_level);
+    *out = ctx; /* from here on, ckpt_close() cleans up; reset on failure */
+
+    /* codec */
+    ctx->codec = cfg->codec;
+    ctx->level = cfg->codec_level;
+    if (ctx->codec == CKPT_CODEC_DEFAULT) {
+        s = getenv("CKPT_CODEC");
+        ctx->codec = CKPT_CODEC_ZSTD;
+        if (s && *s && ckpt__codec_parse(s, &ctx->codec, &ctx->level)) {
+            ckpt__set_ctx_err(ctx, "CKPT_CODEC='%s': expected zstd[:LEVEL], lz4 or none", s);
+            st = CKPT_E_CONFIG;
+            goto fail;
+        }
+    }
+    if (ctx->level == 0)
+        ctx->level = 1;
+    /* chunk size */
+    ctx->chunk_bytes = cfg->chunk_bytes;
+    if (!ctx->chunk_bytes) {
+        int r = env_u64("CKPT_CHUNK_BYTES", &v);
+        ctx->chunk_bytes = r > 0 ? (size_t)v : CKPT_DEFAULT_CHUNK;
+    }
+    if (ctx->chunk_bytes < CKPT_MIN_CHUNK || ctx->chunk_bytes > CKPT_MAX_CHUNK) {
+        ckpt__set_ctx_err(ctx, "chunk size %zu outside [%u, %u]", ctx->chunk_bytes,
+                          CKPT_MIN_CHUNK, CKPT_MAX_CHUNK);
+        st = CKPT_E_CONFIG;
+        goto fail;
+    }
+    ctx->workers = cfg->workers;
+    if (!ctx->workers && env_u64("CKPT_WORKERS", &v) > 0)
+        ctx->workers = (unsigned)v;
+    if (!ctx->workers) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ctx->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
+    }
+    if (ctx->workers > 64)
+        ctx->workers = 64;
+    ctx->staging_max = cfg->staging_max_bytes;
+    ctx->keep = cfg->keep;
+    if (!ctx->keep && env_u64("CKPT_KEEP", &v) > 0)
+        ctx->keep = (unsigned)v;
+    if (!ctx->keep)
+        ctx->keep = 3;
+    ctx->on_busy = cfg->on_busy;
+    ctx->interval_ms = cfg->interval_ms;
+    if (!ctx->interval_ms && (s = getenv("CKPT_INTERVAL")) && *s &&
+        parse_duration_ms(s, &ctx->interval_ms)) {
+        ckpt__set_ctx_err(ctx, "CKPT_INTERVAL='%s': expected a duration like 90s or 30m", s);
+        st = CKPT_E_CONFIG;
+        goto fail;
+    }
+    ctx->epoch = cfg->epoch;
+    if (!ctx->epoch && env_u64("CKPT_EPOCH", &v) > 0)
+        ctx->epoch = v;
+    ctx->pinned_max = cfg->pinned_max_bytes ? cfg->pinned_max_bytes : (64u << 20);
+
+    /* run name */
+    s = cfg->run;
+    if (!s || !*s)
+        s = getenv("CKPT_RUN");
+    if (!s || !*s) {
+        if (!getcwd(cwd, sizeof cwd)) {
+            ckpt__set_ctx_err(ctx, "no run name given and the working directory is unknown");
+            st = CKPT_E_CONFIG;
+            goto fail;
+        }
+        s = strrchr(cwd, '/') ? strrchr(cwd, '/') + 1 : cwd;
+    }
+    if (!run_name_valid(s)) {
+        ckpt__set_ctx_err(ctx, "run name '%s' is not usable: use letters, digits, '.', '_' "
+                               "and '-' (set CKPT_RUN or --run)", s);
+        st = CKPT_E_CONFIG;
+        goto fail;
+    }
+    ctx->run = ckpt__strdup(s);
+    s = cfg->store;
+    if (!s || !*s)
+        s = getenv("CKPT_STORE");
+    {
+        struct ckpt_store_config scfg = { 0 };
+        scfg.log_fn = ctx->log.fn;
+        scfg.log_user = ctx->log.user;
+        scfg.log_level = ctx->log.level;
+        st = ckpt_store_open(s, &scfg, &ctx->store, err);
+    }
+    if (st) {
+        ckpt__set_ctx_err(ctx, "store: %s", err);
+        goto fail;
+    }
+    ctx->store_url = ckpt__strdup(ctx->store->url);
+    if (!ctx->run || !ctx->store_url) {
+        st = CKPT_E_NOMEM;
+        goto fail;
+    }
+    st = ckpt__pool_start(ctx);
+    if (st)
+        goto fail;
+    ctx->last_save_mono_ns = ckpt__mono_ns();
+    /* Learn what the run already holds in the background, so the first save
+     * can skip known chunks without stalling the caller. */
+    ckpt__pool_submit(ctx, load_job, NULL);
+    s = getenv("CKPT_SOCKET");
+    if (!cfg->no_control && s && *s) {
+        if (ckpt__control_open(ctx, s) != CKPT_OK)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "control",
+                      "cannot connect to ckptrun at %s: running standalone", s);
+    }
+    ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open", "store %s run %s codec %s chunk %zu workers %u",
+              ctx->store_url, ctx->run, ckpt__codec_name(ctx->codec), ctx->chunk_bytes,
+              ctx->workers);
+    return CKPT_OK;
+fail:
+    ckpt__log(&ctx->log, CKPT_LOG_ERROR, "open", "%s", ctx->errmsg);
+    snprintf(open_err, sizeof open_err, "%s", ctx->errmsg[0] ? ctx->errmsg : ckpt_strerror(st));
+    ckpt_close(ctx);
+    *out = NULL;
+    return st;
+}
+
+static struct ckpt_item *find_item(struct ckpt_ctx *ctx, const char *name)
+{
+    for (struct ckpt_item *it = ctx->items; it; it = it->next)
+        if (!strcmp(it->name, name))
+            return it;
+    return NULL;
+}
+
+static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, void *ptr,
+                            size_t size, unsigned elem, const char *path)
+{
+    struct ckpt_item *it;
+    if (!ctx || !ckpt__name_valid(name) || (!ptr && size && kind != CKPT_ITEM_FILE))
+        return CKPT_E_INVAL;
+    ckpt_wait(ctx); /* never change the item set under a save in flight */
+    if (find_item(ctx, name))
+        return CKPT_E_EXISTS;
+    it = calloc(1, sizeof *it);
+    if (!it)
+        return CKPT_E_NOMEM;
+    it->name = ckpt__strdup(name);
+    it->path = path ? ckpt__strdup(path) : NULL;
+    if (!it->name || (path && !it->path)) {
+        free(it->name);
+        free(it->path);
+        free(it);
+        return CKPT_E_NOMEM;
+    }
+    it->kind = kind;
+    it->ptr = ptr;
+    it->size = size;
+    it->elem_size = elem;
+    if (ctx->items_tail)
+        ctx->items_tail->next = it;
+    else
+        ctx->items = it;
+    ctx->items_tail = it;
+    ctx->nitems++;
+    return CKPT_OK;
+}
+
+ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name, void *ptr, size_t size)
+{
+    return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, 0, NULL);
+}
+
+ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name, void *ptr, size_t size,
+                            ckpt_elem elem)
+{
+    unsigned es = (elem == CKPT_ELEM_F16 || elem == CKPT_ELEM_E2) ? 2
+                  : (elem == CKPT_ELEM_F32 || elem == CKPT_ELEM_E4) ? 4
+                                                                    : 0;
+    if (elem > CKPT_ELEM_E4)
+        return CKPT_E_INVAL;
+    return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, es, NULL);
+}
+
+ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name, void *dev_ptr,
+                                size_t size)
+{
+    char err[CKPT_ERR_MAX] = "";
+    if (!ctx)
+        return CKPT_E_INVAL;
+    if (!ckpt__cuda_available(err)) {
+        ckpt__set_ctx_err(ctx, "device region '%s': %s", name ? name : "?", err);
+        return CKPT_E_UNSUPPORTED;
+    }
+    return add_item(ctx, name, CKPT_ITEM_DEVICE, dev_ptr, size, 0, NULL);
+}
+
+ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name, const char *path)
+{
+    if (!path || !*path)
+        return CKPT_E_INVAL;
+    return add_item(ctx, name, CKPT_ITEM_FILE, NULL, 0, 0, path);
+}
+
+ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)
+{
+    struct ckpt_item **pp, *prev = NULL;
+    if (!ctx || !name)
+        return CKPT_E_INVAL;
+    ckpt_wait(ctx);
+    for (pp = &ctx->items; *pp; prev = *pp, pp = &(*pp)->next) {
+        struct ckpt_item *it = *pp;
+        if (strcmp(it->name, name))
+            continue;
+        *pp = it->next;
+        if (ctx->items_tail == it)
+            ctx->items_tail = prev;
+        free(it->name);
+        free(it->path);
+        free(it);
+        ctx->nitems--;
+        return CKPT_OK;
+    }
+    return CKPT_E_NOENT;
+}
+
+int ckpt_should_save(struct ckpt_ctx *ctx)
+{
+    if (!ctx)
+        return 0;
+    if (atomic_load_explicit(&ctx->requested, memory_order_relaxed))
+        return 1;
+    if (ctx->interval_ms &&
+        ckpt__mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
+        return 1;
+    return 0;
+}
+
+void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec)
+{
+    if (!ctx)
+        return;
+    if (codec != CKPT_CODEC_DEFAULT)
+        atomic_store(&ctx->req_codec, (int)codec);
+    atomic_store(&ctx->requested, 1);
+}
+
+ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step)
+{
+    if (!ctx)
+        return CKPT_E_INVAL;
+    return ckpt__save(ctx, step);
+}
+
+ckpt_status ckpt_wait(struct ckpt_ctx *ctx)
+{
+    if (!ctx)
+        return CKPT_E_INVAL;
+    return ckpt__wait(ctx);
+}
+
+void ckpt_close(struct ckpt_ctx *ctx)
+{
+    struct ckpt_item *it, *next;
+    if (!ctx)
+        return;
+    if (ctx->pool)
+        ckpt__wait(ctx);
+    if (ctx->control)
+        ckpt__control_close(ctx->control);
+    ckpt__pool_stop(ctx);
+    ckpt__blocks_free(ctx);
+    for (it = ctx->items; it; it = next) {
+        next = it->next;
+        free(it->name);
+        free(it->path);
+        free(it);
+    }
+    if (ctx->retained_ids) {
+        for (size_t i = 0; i < ctx->head.n; i++)
+            free(ctx->retained_ids[i].ids);
+        free(ctx->retained_ids);
+    }
+    ckpt__head_free(&ctx->head);
+    ckpt__idset_free(&ctx->known);
+    ckpt_store_close(ctx->store);
+    free(ctx->store_url);
+    free(ctx->run);
+    pthread_mutex_destroy(&ctx->blk_mu);
+    pthread_cond_destroy(&ctx->blk_cv);
+    pthread_mutex_destroy(&ctx->run_mu);
+    pthread_cond_destroy(&ctx->run_cv);
+    pthread_mutex_destroy(&ctx->err_mu);
+    free(ctx);
+}

@@ -1,0 +1,283 @@
+/* codec.c -- one chunk in, one self-describing chunk object out, and back.
+ *
+ * The object header carries everything needed to decode it (codec, filter,
+ * sizes) and two checksums: XXH64 of the payload (damage is caught before
+ * decompression) and the chunk id, XXH3-128 of the raw bytes, checked after
+ * decoding (end-to-end). Layout in docs/FORMAT.md. */
+#include <lz4.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "internal.h"
+
+struct ckpt_codec_ws {
+    size_t chunk;
+    uint8_t *filt;        /* byte-grouped copy of the input */
+    uint8_t *out;         /* header + compressed payload */
+    size_t out_cap;
+    ZSTD_CCtx *cctx;
+    ZSTD_DCtx *dctx;
+};
+
+static size_t out_bound(size_t chunk)
+{
+    size_t z = ZSTD_compressBound(chunk);
+    size_t l = (size_t)LZ4_compressBound((int)chunk);
+    return CKPT_CHUNK_HDR + (z > l ? z : l);
+}
+
+struct ckpt_codec_ws *ckpt__codec_ws_new(size_t chunk_bytes)
+{
+    struct ckpt_codec_ws *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return NULL;
+    ws->chunk = chunk_bytes;
+    ws->out_cap = out_bound(chunk_bytes);
+    ws->filt = malloc(chunk_bytes);
+    ws->out = malloc(ws->out_cap);
+    ws->cctx = ZSTD_createCCtx();
+    ws->dctx = ZSTD_createDCtx();
+    if (!ws->filt || !ws->out || !ws->cctx || !ws->dctx) {
+        ckpt__codec_ws_free(ws);
+        return NULL;
+    }
+    return ws;
+}
+
+void ckpt__codec_ws_free(struct ckpt_codec_ws *ws)
+{
+    if (!ws)
+        return;
+    free(ws->filt);
+    free(ws->out);
+    ZSTD_freeCCtx(ws->cctx);
+    ZSTD_freeDCtx(ws->dctx);
+    free(ws);
+}
+
+void ckpt__chunk_id(const void *raw, size_t len, uint8_t id[CKPT_ID_LEN])
+{
+    XXH128_hash_t h = XXH3_128bits(raw, len);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    memcpy(id, c.digest, CKPT_ID_LEN);
+}
+
+/* Group the bytes of `elem`-byte elements by significance: all byte 0s, then
+ * all byte 1s, ... Exponent bytes of floats are highly repetitive, mantissa
+ * low bytes are noise; grouping lets the compressor see the former as runs. */
+void ckpt__bytegroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem)
+{
+    size_t n = len / elem;
+    if (elem == 2) {
+        uint8_t *o0 = out, *o1 = out + n;
+        for (size_t i = 0; i < n; i++) {
+            o0[i] = in[2 * i];
+            o1[i] = in[2 * i + 1];
+        }
+    } else if (elem == 4) {
+        uint8_t *o0 = out, *o1 = out + n, *o2 = out + 2 * n, *o3 = out + 3 * n;
+        for (size_t i = 0; i < n; i++) {
+            o0[i] = in[4 * i];
+            o1[i] = in[4 * i + 1];
+            o2[i] = in[4 * i + 2];
+            o3[i] = in[4 * i + 3];
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            for (unsigned b = 0; b < elem; b++)
+                out[b * n + i] = in[i * elem + b];
+    }
+    memcpy(out + n * elem, in + n * elem, len - n * elem);
+}
+
+void ckpt__byteungroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem)
+{
+    size_t n = len / elem;
+    if (elem == 2) {
+        const uint8_t *i0 = in, *i1 = in + n;
+        for (size_t i = 0; i < n; i++) {
+            out[2 * i] = i0[i];
+            out[2 * i + 1] = i1[i];
+        }
+    } else if (elem == 4) {
+        const uint8_t *i0 = in, *i1 = in + n, *i2 = in + 2 * n, *i3 = in + 3 * n;
+        for (size_t i = 0; i < n; i++) {
+            out[4 * i] = i0[i];
+            out[4 * i + 1] = i1[i];
+            out[4 * i + 2] = i2[i];
+            out[4 * i + 3] = i3[i];
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            for (unsigned b = 0; b < elem; b++)
+                out[i * elem + b] = in[b * n + i];
+    }
+    memcpy(out + n * elem, in + n * elem, len - n * elem);
+}
+
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
+                               const uint8_t id[CKPT_ID_LEN], ckpt_codec codec, int level,
+                               unsigned elem_size, const void **obj, size_t *obj_len)
+{
+    const uint8_t *src = raw;
+    uint8_t *hdr = ws->out, *payload = ws->out + CKPT_CHUNK_HDR;
+    size_t plen = 0;
+    int filter = CKPT_FILTER_NONE;
+
+    if (len > ws->chunk || len > UINT32_MAX)
+        return CKPT_E_INVAL;
+    if (codec != CKPT_CODEC_NONE && (elem_size == 2 || elem_size == 4) && len >= elem_size) {
+        ckpt__bytegroup(raw, ws->filt, len, elem_size);
+        src = ws->filt;
+        filter = CKPT_FILTER_BYTEGROUP;
+    }
+    if (codec == CKPT_CODEC_ZSTD) {
+        plen = ZSTD_compressCCtx(ws->cctx, payload, ws->out_cap - CKPT_CHUNK_HDR, src, len,
+                                 level ? level : 1);
+        if (ZSTD_isError(plen))
+            plen = SIZE_MAX;
+    } else if (codec == CKPT_CODEC_LZ4) {
+        int r = LZ4_compress_default((const char *)src, (char *)payload, (int)len,
+                                     (int)(ws->out_cap - CKPT_CHUNK_HDR));
+        plen = r > 0 ? (size_t)r : SIZE_MAX;
+    } else {
+        plen = SIZE_MAX;
+    }
+    /* Store raw when compression saves less than 1/64: decoding raw is a
+     * memcpy, so marginal gains are not worth the restore time. */
+    if (plen == SIZE_MAX || plen >= len - len / 64) {
+        codec = CKPT_CODEC_NONE;
+        filter = CKPT_FILTER_NONE;
+        memcpy(payload, raw, len);
+        plen = len;
+    }
+    memcpy(hdr, CKPT_CHUNK_MAGIC, 4);
+    hdr[4] = CKPT_FORMAT_VERSION;
+    hdr[5] = (uint8_t)codec;
+    hdr[6] = (uint8_t)filter;
+    hdr[7] = (uint8_t)(filter ? elem_size : 0);
+    put32(hdr + 8, (uint32_t)len);
+    put32(hdr + 12, (uint32_t)plen);
+    put64(hdr + 16, XXH64(payload, plen, 0));
+    memcpy(hdr + 24, id, CKPT_ID_LEN);
+    put64(hdr + 40, XXH64(hdr, 40, 0));
+    *obj = ws->out;
+    *obj_len = CKPT_CHUNK_HDR + plen;
+    return CKPT_OK;
+}
+
+ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
+                               const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
+                               char *err)
+{
+    const uint8_t *h = obj, *payload;
+    uint32_t rl, pl;
+    unsigned codec, filter, elem;
+    uint8_t got[CKPT_ID_LEN];
+    uint8_t *dst;
+    char a[CKPT_ID_HEX + 1], b[CKPT_ID_HEX + 1];
+
+    if (obj_len < CKPT_CHUNK_HDR || memcmp(h, CKPT_CHUNK_MAGIC, 4) != 0) {
+        ckpt__seterr(err, "not a chunk object (%zu bytes, bad magic)", obj_len);
+        return CKPT_E_CORRUPT;
+    }
+    if (get64(h + 40) != XXH64(h, 40, 0)) {
+        ckpt__seterr(err, "chunk header checksum mismatch");
+        return CKPT_E_CORRUPT;
+    }
+    codec = h[5];
+    filter = h[6];
+    elem = h[7];
+    rl = get32(h + 8);
+    pl = get32(h + 12);
+    if (h[4] != CKPT_FORMAT_VERSION || codec < CKPT_CODEC_NONE || codec > CKPT_CODEC_LZ4 ||
+        filter > CKPT_FILTER_BYTEGROUP || (filter && elem != 2 && elem != 4)) {
+        ckpt__seterr(err, "chunk header names unknown version/codec/filter (%u/%u/%u)",
+                     h[4], codec, filter);
+        return CKPT_E_CORRUPT;
+    }
+    if (rl != raw_len || (size_t)pl != obj_len - CKPT_CHUNK_HDR || rl > ws->chunk ||
+        (codec == CKPT_CODEC_NONE && pl != rl)) {
+        ckpt__seterr(err, "chunk sizes wrong: raw %u (expected %zu), payload %u of %zu",
+                     rl, raw_len, pl, obj_len - CKPT_CHUNK_HDR);
+        return CKPT_E_CORRUPT;
+    }
+    if (memcmp(h + 24, id, CKPT_ID_LEN) != 0) {
+        ckpt__hex(id, CKPT_ID_LEN, a);
+        ckpt__hex(h + 24, CKPT_ID_LEN, b);
+        ckpt__seterr(err, "chunk object names id %s, expected %s", b, a);
+        return CKPT_E_CORRUPT;
+    }
+    payload = h + CKPT_CHUNK_HDR;
+    if (get64(h + 16) != XXH64(payload, pl, 0)) {
+        ckpt__seterr(err, "chunk payload checksum mismatch");
+        return CKPT_E_CORRUPT;
+    }
+    dst = filter ? ws->filt : raw;
+    if (codec == CKPT_CODEC_ZSTD) {
+        size_t r = ZSTD_decompressDCtx(ws->dctx, dst, rl, payload, pl);
+        if (ZSTD_isError(r) || r != rl) {
+            ckpt__seterr(err, "zstd: %s", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
+            return CKPT_E_CORRUPT;
+        }
+    } else if (codec == CKPT_CODEC_LZ4) {
+        int r = LZ4_decompress_safe((const char *)payload, (char *)dst, (int)pl, (int)rl);
+        if (r < 0 || (uint32_t)r != rl) {
+            ckpt__seterr(err, "lz4: malformed payload");
+            return CKPT_E_CORRUPT;
+        }
+    } else {
+        memcpy(dst, payload, rl);
+    }
+    if (filter)
+        ckpt__byteungroup(ws->filt, raw, rl, elem);
+    ckpt__chunk_id(raw, rl, got);
+    if (memcmp(got, id, CKPT_ID_LEN) != 0) {
+        ckpt__hex(id, CKPT_ID_LEN, a);
+        ckpt__hex(got, CKPT_ID_LEN, b);
+        ckpt__seterr(err, "content hash mismatch: expected %s, found %s", a, b);
+        return CKPT_E_CORRUPT;
+    }
+    return CKPT_OK;
+}
+
+const char *ckpt__codec_name(ckpt_codec c)
+{
+    switch (c) {
+    case CKPT_CODEC_NONE: return "none";
+    case CKPT_CODEC_LZ4: return "lz4";
+    case CKPT_CODEC_ZSTD: return "zstd";
+    default: return "default";
+    }
+}
+
+ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level)
+{
+    *level = 0;
+    if (!strcmp(s, "none")) {
+        *codec = CKPT_CODEC_NONE;
+    } else if (!strcmp(s, "lz4")) {
+        *codec = CKPT_CODEC_LZ4;
+    } else if (!strncmp(s, "zstd", 4) && (s[4] == '\0' || s[4] == ':')) {
+        *codec = CKPT_CODEC_ZSTD;
+        if (s[4] == ':') {
+            char *end;
+            long l = strtol(s + 5, &end, 10);
+            if (*end || end == s + 5 || l < 1 || l > 19)
+                return CKPT_E_CONFIG;
+            *level = (int)l;
+        }
+    } else {
+        return CKPT_E_CONFIG;
+    }
+    return CKPT_OK;
+}

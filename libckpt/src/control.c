@@ -1,0 +1,160 @@
+/* control.c -- the libckpt side of the control socket (docs/CONTROL.md). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct ckpt_control {
+    struct ckpt_ctx *ctx;
+    int fd;
+    int wake[2];             /* close() wakes the reader */
+    pthread_t reader;
+    pthread_mutex_t wmu;     /* one writer at a time */
+};
+
+static void handle_line(struct ckpt_control *c, const char *line, size_t len)
+{
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(type))
+        goto out;
+    if (!strcmp(type->valuestring, "request")) {
+        const cJSON *codec = cJSON_GetObjectItemCaseSensitive(o, "codec");
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(o, "reason");
+        ckpt_codec cd = CKPT_CODEC_DEFAULT;
+        int lvl;
+        if (cJSON_IsString(codec) && ckpt__codec_parse(codec->valuestring, &cd, &lvl))
+            cd = CKPT_CODEC_DEFAULT;
+        ckpt__log(&c->ctx->log, CKPT_LOG_INFO, "control", "checkpoint requested (%s)",
+                  cJSON_IsString(reason) ? reason->valuestring : "?");
+        ckpt_request(c->ctx, cd);
+    } else if (!strcmp(type->valuestring, "epoch")) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
+        if (cJSON_IsNumber(e) && e->valuedouble >= 0) {
+            pthread_mutex_lock(&c->ctx->run_mu);
+            c->ctx->epoch = (uint64_t)e->valuedouble;
+            pthread_mutex_unlock(&c->ctx->run_mu);
+        }
+    }
+out:
+    cJSON_Delete(o);
+}
+
+static void *reader_main(void *arg)
+{
+    struct ckpt_control *c = arg;
+    char buf[8192];
+    size_t have = 0;
+    for (;;) {
+        struct pollfd p[2] = { { c->fd, POLLIN, 0 }, { c->wake[0], POLLIN, 0 } };
+        ssize_t r;
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents)
+            break;
+        r = read(c->fd, buf + have, sizeof buf - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break; /* ckptrun went away: carry on standalone */
+        have += (size_t)r;
+        for (;;) {
+            char *nl = memchr(buf, '\n', have);
+            if (!nl)
+                break;
+            handle_line(c, buf, (size_t)(nl - buf));
+            have -= (size_t)(nl + 1 - buf);
+            memmove(buf, nl + 1, have);
+        }
+        if (have == sizeof buf)
+            have = 0; /* an over-long line: drop it */
+    }
+    return NULL;
+}
+
+ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
+{
+    struct sockaddr_un sa = { 0 };
+    struct ckpt_control *c;
+    char hello[256];
+    if (strlen(path) >= sizeof sa.sun_path)
+        return CKPT_E_CONFIG;
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return CKPT_E_NOMEM;
+    c->ctx = ctx;
+    c->wake[0] = c->wake[1] = -1;
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        pipe2(c->wake, O_CLOEXEC) != 0)
+        goto fail;
+    pthread_mutex_init(&c->wmu, NULL);
+    if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
+        pthread_mutex_destroy(&c->wmu);
+        goto fail;
+    }
+    ctx->control = c;
+    snprintf(hello, sizeof hello,
+             "{\"type\":\"hello\",\"proto\":1,\"pid\":%d,\"run\":\"%s\",\"items\":%zu}",
+             (int)getpid(), ctx->run, ctx->nitems);
+    ckpt__control_send(c, hello);
+    return CKPT_OK;
+fail:
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->wake[0] >= 0) {
+        close(c->wake[0]);
+        close(c->wake[1]);
+    }
+    free(c);
+    return CKPT_E_UNREACHABLE;
+}
+
+void ckpt__control_send(struct ckpt_control *c, const char *json_line)
+{
+    size_t len = strlen(json_line);
+    char buf[4096];
+    if (len + 1 > sizeof buf)
+        return;
+    memcpy(buf, json_line, len);
+    buf[len++] = '\n';
+    pthread_mutex_lock(&c->wmu);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* ckptrun gone: nothing to report to */
+        off += (size_t)w;
+    }
+    pthread_mutex_unlock(&c->wmu);
+}
+
+void ckpt__control_close(struct ckpt_control *c)
+{
+    if (!c)
+        return;
+    if (write(c->wake[1], "x", 1) < 0) {
+        /* the reader also ends when the socket closes */
+    }
+    shutdown(c->fd, SHUT_RDWR);
+    pthread_join(c->reader, NULL);
+    close(c->fd);
+    close(c->wake[0]);
+    close(c->wake[1]);
+    pthread_mutex_destroy(&c->wmu);
+    free(c);
+}

@@ -1,0 +1,273 @@
+/* internal.h -- shared between libckpt's modules; never installed. */
+#ifndef CKPT_INTERNAL_H
+#define CKPT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ckpt.h"
+#include "store.h"
+
+#define CKPT_ID_LEN 16              /* chunk id: XXH3-128 of the raw bytes */
+#define CKPT_ID_HEX (CKPT_ID_LEN * 2)
+#define CKPT_NAME_MAX 255
+#define CKPT_DEFAULT_CHUNK (4u << 20)
+#define CKPT_MIN_CHUNK (64u << 10)
+#define CKPT_MAX_CHUNK (64u << 20)
+#define CKPT_MANIFEST_MAX (256u << 20) /* largest manifest we accept */
+#define CKPT_HEAD_MAX (16u << 20)
+#define CKPT_FORMAT_VERSION 1
+
+/* ---- util.c ----------------------------------------------------------- */
+int64_t ckpt__now_ms(void);        /* wall clock, Unix ms */
+uint64_t ckpt__mono_ns(void);      /* monotonic */
+void ckpt__seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ckpt__hex(const uint8_t *in, size_t n, char *out); /* out: 2n+1 */
+int ckpt__unhex(const char *in, uint8_t *out, size_t n); /* 0 ok */
+int ckpt__name_valid(const char *name);  /* item names: relative, no .., [A-Za-z0-9._-/+=@,] */
+char *ckpt__strdup(const char *s);
+ckpt_status ckpt__mkdirs(const char *path, mode_t mode, char *err);
+ckpt_status ckpt__errno_status(int e);
+
+/* Set of 16-byte ids with a value each (open addressing, grows). Not
+ * thread-safe by itself. */
+struct ckpt_idset {
+    uint8_t (*keys)[CKPT_ID_LEN];
+    uint64_t *vals;
+    uint8_t *used;
+    size_t cap, n;
+};
+void ckpt__idset_init(struct ckpt_idset *s);
+void ckpt__idset_free(struct ckpt_idset *s);
+int ckpt__idset_get(const struct ckpt_idset *s, const uint8_t *id, uint64_t *val);
+int ckpt__idset_put(struct ckpt_idset *s, const uint8_t *id, uint64_t val); /* -1 nomem */
+
+/* ---- log.c ------------------------------------------------------------- */
+struct ckpt_logger {
+    ckpt_log_fn fn;
+    void *user;
+    ckpt_log_level level;
+};
+void ckpt__logger_init(struct ckpt_logger *lg, ckpt_log_fn fn, void *user,
+                       ckpt_log_level level);
+void ckpt__log(const struct ckpt_logger *lg, ckpt_log_level level,
+               const char *subject, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- codec.c ------------------------------------------------------------ */
+/* Chunk object: a 48-byte header then the payload (see docs/FORMAT.md). */
+#define CKPT_CHUNK_MAGIC "CKC1"
+#define CKPT_CHUNK_HDR 48
+enum { CKPT_FILTER_NONE = 0, CKPT_FILTER_BYTEGROUP = 1 };
+
+struct ckpt_codec_ws; /* per-thread compression workspace */
+struct ckpt_codec_ws *ckpt__codec_ws_new(size_t chunk_bytes);
+void ckpt__codec_ws_free(struct ckpt_codec_ws *ws);
+/* Encode one chunk. *obj points into ws (valid until the next call). */
+ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
+                               const uint8_t id[CKPT_ID_LEN], ckpt_codec codec,
+                               int level, unsigned elem_size, const void **obj,
+                               size_t *obj_len);
+/* Decode and verify one chunk object into raw (exactly raw_len bytes). On
+ * damage returns CKPT_E_CORRUPT with the reason in err. */
+ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
+                               const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
+                               char *err);
+void ckpt__chunk_id(const void *raw, size_t len, uint8_t id[CKPT_ID_LEN]);
+void ckpt__bytegroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem);
+void ckpt__byteungroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem);
+const char *ckpt__codec_name(ckpt_codec c);
+ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level);
+
+/* ---- format.c ----------------------------------------------------------- */
+enum { CKPT_ITEM_MEM = 0, CKPT_ITEM_FILE = 1, CKPT_ITEM_DEVICE = 2 };
+
+struct ckpt_chunk_ref {
+    uint8_t id[CKPT_ID_LEN];
+    uint32_t raw_len;
+    uint32_t stored_len;   /* size of the chunk object */
+};
+
+struct ckpt_mitem {
+    char *name;
+    int kind;
+    unsigned elem_size;    /* 0/1 = bytes, 2, 4 (byte grouping) */
+    uint64_t size;
+    uint32_t mode;         /* file permission bits */
+    size_t nchunks;
+    struct ckpt_chunk_ref *chunks;
+};
+
+struct ckpt_manifest {
+    unsigned version;
+    uint64_t step, seq, epoch;
+    int64_t time_ms;
+    uint32_t rank, world_size;
+    uint64_t chunk_bytes;
+    uint64_t new_bytes;    /* stored bytes first written by this checkpoint */
+    char *writer;          /* "host:pid" */
+    char *parent;          /* manifest key of the previous commit, or NULL */
+    size_t nitems;
+    struct ckpt_mitem *items;
+};
+
+struct ckpt_head_entry {
+    char *manifest;        /* key relative to the run */
+    uint64_t step, seq;
+};
+struct ckpt_head {
+    unsigned version;
+    uint64_t seq, step, epoch;
+    int64_t time_ms;
+    size_t n;              /* retained committed checkpoints, newest first */
+    struct ckpt_head_entry *entries;
+};
+
+void ckpt__manifest_free(struct ckpt_manifest *m);
+ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, size_t *len);
+ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manifest *m,
+                                  char *err);
+void ckpt__head_free(struct ckpt_head *h);
+ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len);
+ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, char *err);
+/* Envelope shared by manifests and HEAD: JSON, "\n#xxh64:<16 hex>\n". */
+ckpt_status ckpt__envelope_open(const void *buf, size_t len, size_t *json_len, char *err);
+char *ckpt__envelope_seal(const char *json, size_t *len);
+void ckpt__chunk_key(const char *run, const uint8_t id[CKPT_ID_LEN], char *out, size_t n);
+/* Manifest key: "<run>/manifests/<seq:020>_<step:020>_<epoch:010>.ckm" */
+void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
+                        char *out, size_t n);
+
+/* ---- the context -------------------------------------------------------- */
+struct ckpt_item {
+    char *name;
+    int kind;
+    void *ptr;             /* host or device pointer */
+    size_t size;
+    unsigned elem_size;
+    char *path;            /* files */
+    struct ckpt_item *next;
+};
+
+struct ckpt_block {        /* a chunk-sized staging buffer */
+    struct ckpt_block *next;
+    uint8_t *data;
+};
+
+struct ckpt_job;
+struct ckpt_pool;          /* worker threads, pipeline.c */
+
+struct ckpt_save;          /* one save in flight, pipeline.c */
+
+struct ckpt_ctx {
+    struct ckpt_logger log;
+    struct ckpt_store *store;
+    char *store_url;
+    char *run;
+    ckpt_codec codec;
+    int level;
+    size_t chunk_bytes;
+    unsigned workers;
+    size_t staging_max;
+    unsigned keep;
+    ckpt_busy_policy on_busy;
+    uint64_t interval_ms;
+    size_t pinned_max;
+
+    struct ckpt_item *items, *items_tail;
+    size_t nitems;
+
+    struct ckpt_pool *pool;
+
+    /* Staging blocks, shared with workers. */
+    pthread_mutex_t blk_mu;
+    pthread_cond_t blk_cv;
+    struct ckpt_block *blk_free;
+    size_t blk_total;      /* allocated blocks */
+
+    /* Run state known to this writer (guarded by run_mu). */
+    pthread_mutex_t run_mu;
+    pthread_cond_t run_cv;
+    bool run_loaded;
+    bool have_head;
+    char head_etag[CKPT_ETAG_MAX];
+    struct ckpt_head head;
+    struct ckpt_idset known;       /* chunk id -> stored_len, durable in the run */
+    /* chunk id lists of retained manifests, parallel to head.entries */
+    struct ckpt_idlist { uint8_t (*ids)[CKPT_ID_LEN]; size_t n; } *retained_ids;
+    struct ckpt_save *inflight;    /* at most one */
+    ckpt_status last_status;       /* of the last finished persist, until reported */
+    uint64_t epoch;
+
+    /* Requests (any thread, signal handlers). */
+    atomic_int requested;
+    atomic_int req_codec;
+    uint64_t last_save_mono_ns;
+
+    struct ckpt_control *control;  /* control.c, NULL without ckptrun */
+
+    pthread_mutex_t err_mu;
+    char errmsg[CKPT_ERR_MAX];
+};
+
+void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- pipeline.c ----------------------------------------------------------- */
+typedef void (*ckpt_job_fn)(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
+                            uint8_t *scratch);
+ckpt_status ckpt__pool_start(struct ckpt_ctx *ctx);
+void ckpt__pool_stop(struct ckpt_ctx *ctx);
+/* Queue a job; runs on a worker with that worker's codec workspace and a
+ * chunk-sized scratch buffer. */
+ckpt_status ckpt__pool_submit(struct ckpt_ctx *ctx, ckpt_job_fn fn, void *arg);
+/* Submit many jobs held back so far (used by save to release them at once). */
+void ckpt__pool_hold(struct ckpt_ctx *ctx, int hold);
+ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step);
+ckpt_status ckpt__wait(struct ckpt_ctx *ctx);
+void ckpt__blocks_free(struct ckpt_ctx *ctx);
+
+/* ---- run state (restore.c) -------------------------------------------------- */
+/* Read HEAD (and, with ids, the retained manifests' chunk ids) into ctx. */
+ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
+                            bool *exists);
+ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *key,
+                                struct ckpt_manifest *m);
+/* Fetch, decode and verify one chunk into dst. */
+ckpt_status ckpt__fetch_chunk(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws,
+                              const struct ckpt_chunk_ref *c, void *dst, char *err);
+void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n);
+
+/* Run a batch of chunk jobs over the pool and wait. */
+struct ckpt_batch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t pending;
+    ckpt_status st;
+    char err[CKPT_ERR_MAX];
+};
+void ckpt__batch_init(struct ckpt_batch *b);
+void ckpt__batch_destroy(struct ckpt_batch *b);
+void ckpt__batch_done(struct ckpt_batch *b, ckpt_status st, const char *err);
+ckpt_status ckpt__batch_wait(struct ckpt_batch *b);
+
+/* ---- control.c ------------------------------------------------------------- */
+struct ckpt_control;
+ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path);
+void ckpt__control_close(struct ckpt_control *c);
+void ckpt__control_send(struct ckpt_control *c, const char *json_line);
+
+/* ---- cuda.c ------------------------------------------------------------------- */
+/* 1 if CUDA device regions can be used in this process. */
+int ckpt__cuda_available(char *err);
+/* Copy device memory to host (synchronizes the device first when sync). */
+ckpt_status ckpt__cuda_d2h(void *host, const void *dev, size_t len, int sync, char *err);
+ckpt_status ckpt__cuda_h2d(void *dev, const void *host, size_t len, char *err);
+
+#endif

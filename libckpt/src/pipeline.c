@@ -1,0 +1,850 @@
+/* pipeline.c -- worker pool, staging blocks, save and commit.
+ *
+ * ckpt_save() (training thread) copies each protected region chunk by chunk
+ * into staging blocks and queues one job per chunk. Workers hash each chunk
+ * (XXH3-128), skip it when the run already holds it, else filter, compress
+ * and put it (deferred durability). The worker that finishes the last chunk
+ * queues the commit job: barrier (all chunks durable), manifest (durable),
+ * HEAD (conditional on the etag this writer last saw), then retention.
+ *
+ * Without a staging cap the chunk jobs are held back until the copy is done,
+ * so workers do not compete with the caller's memcpy for cores and memory
+ * bandwidth: the stall is one memcpy. With a cap, jobs run as they are
+ * queued and the caller blocks only for free blocks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct qjob {
+    ckpt_job_fn fn;
+    void *arg;
+    struct qjob *next;
+};
+
+struct ckpt_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct qjob *head, *tail;
+    int hold, stop;
+    unsigned n;
+    pthread_t *threads;
+    struct ckpt_ctx *ctx;
+};
+
+static void *worker_main(void *arg)
+{
+    struct ckpt_pool *p = arg;
+    struct ckpt_codec_ws *ws = ckpt__codec_ws_new(p->ctx->chunk_bytes);
+    uint8_t *scratch = malloc(p->ctx->chunk_bytes);
+    for (;;) {
+        struct qjob *j;
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && (p->hold || !p->head))
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->head) { /* stop, and nothing left */
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        j = p->head;
+        p->head = j->next;
+        if (!p->head)
+            p->tail = NULL;
+        pthread_mutex_unlock(&p->mu);
+        /* A worker without its buffers still runs jobs: they report NOMEM. */
+        j->fn(p->ctx, j->arg, ws, scratch);
+        free(j);
+    }
+    ckpt__codec_ws_free(ws);
+    free(scratch);
+    return NULL;
+}
+
+ckpt_status ckpt__pool_start(struct ckpt_ctx *ctx)
+{
+    struct ckpt_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CKPT_E_NOMEM;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->ctx = ctx;
+    p->threads = calloc(ctx->workers, sizeof *p->threads);
+    if (!p->threads) {
+        free(p);
+        return CKPT_E_NOMEM;
+    }
+    ctx->pool = p;
+    for (unsigned i = 0; i < ctx->workers; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0)
+            break;
+        p->n++;
+    }
+    if (p->n == 0) {
+        ckpt__pool_stop(ctx);
+        return CKPT_E_NOMEM;
+    }
+    return CKPT_OK;
+}
+
+void ckpt__pool_stop(struct ckpt_ctx *ctx)
+{
+    struct ckpt_pool *p = ctx->pool;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    p->hold = 0;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < p->n; i++)
+        pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+    ctx->pool = NULL;
+}
+
+ckpt_status ckpt__pool_submit(struct ckpt_ctx *ctx, ckpt_job_fn fn, void *arg)
+{
+    struct ckpt_pool *p = ctx->pool;
+    struct qjob *j = malloc(sizeof *j);
+    if (!j)
+        return CKPT_E_NOMEM;
+    j->fn = fn;
+    j->arg = arg;
+    j->next = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->tail)
+        p->tail->next = j;
+    else
+        p->head = j;
+    p->tail = j;
+    if (!p->hold)
+        pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return CKPT_OK;
+}
+
+void ckpt__pool_hold(struct ckpt_ctx *ctx, int hold)
+{
+    struct ckpt_pool *p = ctx->pool;
+    pthread_mutex_lock(&p->mu);
+    p->hold = hold;
+    if (!hold)
+        pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- batches (restore, verify) ------------------------------------------ */
+void ckpt__batch_init(struct ckpt_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+}
+
+void ckpt__batch_destroy(struct ckpt_batch *b)
+{
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+}
+
+void ckpt__batch_done(struct ckpt_batch *b, ckpt_status st, const char *err)
+{
+    pthread_mutex_lock(&b->mu);
+    if (st && !b->st) {
+        b->st = st;
+        snprintf(b->err, sizeof b->err, "%s", err ? err : "");
+    }
+    if (--b->pending == 0)
+        pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+ckpt_status ckpt__batch_wait(struct ckpt_batch *b)
+{
+    ckpt_status st;
+    pthread_mutex_lock(&b->mu);
+    while (b->pending)
+        pthread_cond_wait(&b->cv, &b->mu);
+    st = b->st;
+    pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
+/* ---- staging blocks ------------------------------------------------------- */
+static struct ckpt_block *block_get(struct ckpt_ctx *ctx)
+{
+    struct ckpt_block *b = NULL;
+    pthread_mutex_lock(&ctx->blk_mu);
+    for (;;) {
+        if (ctx->blk_free) {
+            b = ctx->blk_free;
+            ctx->blk_free = b->next;
+            break;
+        }
+        if (!ctx->staging_max || (ctx->blk_total + 1) * ctx->chunk_bytes <= ctx->staging_max ||
+            ctx->blk_total == 0) {
+            b = malloc(sizeof *b);
+            if (b && !(b->data = malloc(ctx->chunk_bytes))) {
+                free(b);
+                b = NULL;
+            }
+            if (b)
+                ctx->blk_total++;
+            break;
+        }
+        pthread_cond_wait(&ctx->blk_cv, &ctx->blk_mu);
+    }
+    pthread_mutex_unlock(&ctx->blk_mu);
+    return b;
+}
+
+static void block_put(struct ckpt_ctx *ctx, struct ckpt_block *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&ctx->blk_mu);
+    b->next = ctx->blk_free;
+    ctx->blk_free = b;
+    pthread_cond_signal(&ctx->blk_cv);
+    pthread_mutex_unlock(&ctx->blk_mu);
+}
+
+void ckpt__blocks_free(struct ckpt_ctx *ctx)
+{
+    struct ckpt_block *b, *n;
+    for (b = ctx->blk_free; b; b = n) {
+        n = b->next;
+        free(b->data);
+        free(b);
+    }
+    ctx->blk_free = NULL;
+    ctx->blk_total = 0;
+}
+
+/* ---- one save ---------------------------------------------------------------- */
+struct ckpt_save {
+    uint64_t step;
+    uint64_t t0_ns;
+    ckpt_codec codec;
+    int level;
+    struct ckpt_manifest m;     /* items + chunk refs filled by workers */
+    char **paths;               /* per item: file path or NULL */
+    uint8_t *is_new;            /* per chunk (flattened): written by this save */
+    size_t *chunk_base;         /* per item: index of its first chunk in is_new */
+    pthread_mutex_t mu;
+    size_t pending;             /* chunk jobs + the submitter's token */
+    ckpt_status st;
+    char err[CKPT_ERR_MAX];
+    uint64_t raw_bytes, new_bytes, stored_bytes;
+};
+
+struct chunk_job {
+    struct ckpt_save *sv;
+    size_t item, chunk;
+    uint64_t off;
+    size_t len;
+    struct ckpt_block *blk;
+};
+
+static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
+                       uint8_t *scratch);
+
+static void save_fail(struct ckpt_save *sv, ckpt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void save_fail(struct ckpt_save *sv, ckpt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&sv->mu);
+    if (!sv->st) {
+        sv->st = st;
+        va_start(ap, fmt);
+        vsnprintf(sv->err, sizeof sv->err, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* Drop one reference; the last one queues the commit. */
+static void save_unref(struct ckpt_ctx *ctx, struct ckpt_save *sv)
+{
+    int last;
+    pthread_mutex_lock(&sv->mu);
+    last = --sv->pending == 0;
+    pthread_mutex_unlock(&sv->mu);
+    if (last && ckpt__pool_submit(ctx, commit_job, sv) != CKPT_OK)
+        commit_job(ctx, sv, NULL, NULL); /* cannot queue: commit (fail) here */
+}
+
+static ckpt_status read_file_chunk(const char *path, uint64_t off, size_t len, uint8_t *dst,
+                                   char *err)
+{
+    ckpt_status st = CKPT_OK;
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        ckpt__seterr(err, "open %s: %s", path, strerror(errno));
+        return ckpt__errno_status(errno);
+    }
+    while (got < len) {
+        ssize_t r = pread(fd, dst + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            ckpt__seterr(err, r < 0 ? "read %s: %s" : "%s%s shrank during the save", path,
+                         r < 0 ? strerror(errno) : "");
+            st = CKPT_E_IO;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return st;
+}
+
+static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
+                         uint8_t *scratch)
+{
+    struct chunk_job *j = arg;
+    struct ckpt_save *sv = j->sv;
+    struct ckpt_mitem *it = &sv->m.items[j->item];
+    struct ckpt_chunk_ref *ref = &it->chunks[j->chunk];
+    const uint8_t *raw;
+    uint64_t known_len = 0;
+    int known;
+    char err[CKPT_ERR_MAX] = "", key[1024];
+    ckpt_status st = CKPT_OK;
+
+    if (sv->st) /* already failed: do no more work */
+        goto out;
+    if (!ws || !scratch) {
+        save_fail(sv, CKPT_E_NOMEM, "worker has no buffers");
+        goto out;
+    }
+    if (j->blk) {
+        raw = j->blk->data;
+    } else {
+        st = read_file_chunk(sv->paths[j->item], j->off, j->len, scratch, err);
+        if (st) {
+            save_fail(sv, st, "item %s: %s", it->name, err);
+            goto out;
+        }
+        raw = scratch;
+    }
+    ckpt__chunk_id(raw, j->len, ref->id);
+    ref->raw_len = (uint32_t)j->len;
+    pthread_mutex_lock(&ctx->run_mu);
+    while (!ctx->run_loaded)
+        pthread_cond_wait(&ctx->run_cv, &ctx->run_mu);
+    /* UINT64_MAX marks a chunk retention is deleting: never dedup against it */
+    known = ckpt__idset_get(&ctx->known, ref->id, &known_len) && known_len != UINT64_MAX;
+    pthread_mutex_unlock(&ctx->run_mu);
+    if (known) {
+        ref->stored_len = (uint32_t)known_len;
+    } else {
+        const void *obj;
+        size_t obj_len;
+        struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 1 };
+        st = ckpt__chunk_encode(ws, raw, j->len, ref->id, sv->codec, sv->level, it->elem_size,
+                                &obj, &obj_len);
+        if (st) {
+            save_fail(sv, st, "item %s chunk %zu: encode failed", it->name, j->chunk);
+            goto out;
+        }
+        ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
+        st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
+        if (st) {
+            save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
+            goto out;
+        }
+        ref->stored_len = (uint32_t)obj_len;
+        sv->is_new[sv->chunk_base[j->item] + j->chunk] = 1;
+        pthread_mutex_lock(&sv->mu);
+        sv->new_bytes += obj_len;
+        pthread_mutex_unlock(&sv->mu);
+    }
+out:
+    block_put(ctx, j->blk);
+    save_unref(ctx, sv);
+    free(j);
+}
+
+static void save_free(struct ckpt_save *sv)
+{
+    if (!sv)
+        return;
+    if (sv->paths)
+        for (size_t i = 0; i < sv->m.nitems; i++)
+            free(sv->paths[i]);
+    free(sv->paths);
+    free(sv->is_new);
+    free(sv->chunk_base);
+    ckpt__manifest_free(&sv->m);
+    pthread_mutex_destroy(&sv->mu);
+    free(sv);
+}
+
+static void report(struct ckpt_ctx *ctx, const char *json)
+{
+    if (ctx->control)
+        ckpt__control_send(ctx->control, json);
+}
+
+static void save_finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status st,
+                        const char *err)
+{
+    char line[1024];
+    if (st) {
+        ckpt__set_ctx_err(ctx, "save of step %" PRIu64 " failed: %s", sv->step, err);
+        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "save", "step %" PRIu64 " not committed: %s (%s)",
+                  sv->step, err, ckpt_strerror(st));
+        snprintf(line, sizeof line,
+                 "{\"type\":\"failed\",\"step\":%" PRIu64 ",\"error\":\"%s\"}", sv->step,
+                 ckpt_strerror(st));
+        report(ctx, line);
+    }
+    pthread_mutex_lock(&ctx->run_mu);
+    ctx->inflight = NULL;
+    ctx->last_status = st;
+    pthread_cond_broadcast(&ctx->run_cv);
+    pthread_mutex_unlock(&ctx->run_mu);
+    save_free(sv);
+}
+
+/* Ids of a manifest's chunks, deduplicated, for retention bookkeeping. */
+static int collect_ids(const struct ckpt_manifest *m, struct ckpt_idlist *out)
+{
+    size_t total = 0, n = 0;
+    struct ckpt_idset seen;
+    for (size_t i = 0; i < m->nitems; i++)
+        total += m->items[i].nchunks;
+    out->ids = total ? malloc(total * CKPT_ID_LEN) : NULL;
+    out->n = 0;
+    if (total && !out->ids)
+        return -1;
+    ckpt__idset_init(&seen);
+    for (size_t i = 0; i < m->nitems; i++)
+        for (size_t c = 0; c < m->items[i].nchunks; c++) {
+            const uint8_t *id = m->items[i].chunks[c].id;
+            if (ckpt__idset_get(&seen, id, NULL))
+                continue;
+            if (ckpt__idset_put(&seen, id, 1)) {
+                ckpt__idset_free(&seen);
+                return -1;
+            }
+            memcpy(out->ids[n++], id, CKPT_ID_LEN);
+        }
+    ckpt__idset_free(&seen);
+    out->n = n;
+    return 0;
+}
+
+/* After a commit: drop manifests past `keep` and the chunks only they used.
+ * Called with run_mu held; the new HEAD is already durable, so a crash here
+ * leaves only unreferenced objects, which `ckptrun gc` removes. */
+static void apply_retention(struct ckpt_ctx *ctx, struct ckpt_head_entry *dropped,
+                            struct ckpt_idlist *dropped_ids, size_t ndropped)
+{
+    struct ckpt_idset live;
+    char err[CKPT_ERR_MAX], key[1024];
+    size_t ndel = 0;
+    ckpt__idset_init(&live);
+    for (size_t i = 0; i < ctx->head.n; i++)
+        for (size_t k = 0; k < ctx->retained_ids[i].n; k++)
+            if (ckpt__idset_put(&live, ctx->retained_ids[i].ids[k], 1))
+                goto out; /* out of memory: delete nothing */
+    for (size_t d = 0; d < ndropped; d++) {
+        const char *mk[1];
+        char mkey[1024];
+        for (size_t k = 0; k < dropped_ids[d].n; k++) {
+            const uint8_t *id = dropped_ids[d].ids[k];
+            const char *keys[1] = { key };
+            if (ckpt__idset_get(&live, id, NULL))
+                continue;
+            ckpt__chunk_key(ctx->run, id, key, sizeof key);
+            if (ctx->store->ops->del(ctx->store, keys, 1, err) == CKPT_OK) {
+                ndel++;
+                ckpt__idset_put(&live, id, 1); /* once */
+            }
+            /* forget it either way: never dedup against a chunk being deleted */
+            {
+                uint64_t dummy;
+                if (ckpt__idset_get(&ctx->known, id, &dummy))
+                    ckpt__idset_put(&ctx->known, id, UINT64_MAX);
+            }
+        }
+        snprintf(mkey, sizeof mkey, "%s/%s", ctx->run, dropped[d].manifest);
+        mk[0] = mkey;
+        if (ctx->store->ops->del(ctx->store, mk, 1, err) != CKPT_OK)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "retention", "cannot delete %s: %s", mkey, err);
+    }
+    ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "retention", "dropped %zu checkpoints, %zu chunks",
+              ndropped, ndel);
+out:
+    ckpt__idset_free(&live);
+}
+
+static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
+                       uint8_t *scratch)
+{
+    struct ckpt_save *sv = arg;
+    struct ckpt_manifest *m = &sv->m;
+    ckpt_status st = sv->st;
+    char err[CKPT_ERR_MAX] = "", mkey[1024], line[2048], host[256] = "?", hkey[1024];
+    char *mbuf = NULL, *hbuf = NULL, new_etag[CKPT_ETAG_MAX];
+    size_t mlen, hlen;
+    struct ckpt_head nh = { 0 };
+    struct ckpt_idlist new_ids = { NULL, 0 };
+    struct ckpt_put_opts po = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
+    struct ckpt_head_entry *dropped = NULL;
+    struct ckpt_idlist *dropped_ids = NULL, *new_retained = NULL;
+    size_t ndropped = 0, keepn;
+    int have_lock = 0;
+    double secs;
+    (void)ws;
+    (void)scratch;
+
+    if (st) {
+        snprintf(err, sizeof err, "%s", sv->err);
+        goto out;
+    }
+    /* 1. every chunk durable */
+    st = ctx->store->ops->barrier(ctx->store, err);
+    if (st)
+        goto out;
+    pthread_mutex_lock(&ctx->run_mu);
+    have_lock = 1;
+    if (!ctx->have_head && ctx->head.seq == 0) {
+        /* The background load may have failed (store down then): retry now,
+         * HEAD's etag is what makes the commit safe. */
+        bool exists;
+        char etag[CKPT_ETAG_MAX] = "";
+        struct ckpt_head h;
+        st = ckpt__read_head(ctx, &h, etag, &exists);
+        if (st)
+            goto out;
+        if (exists) {
+            ckpt__head_free(&h);
+            pthread_mutex_unlock(&ctx->run_mu);
+            have_lock = 0;
+            st = ckpt__load_run(ctx, true);
+            if (st)
+                goto out;
+            pthread_mutex_lock(&ctx->run_mu);
+            have_lock = 1;
+        }
+    }
+    /* 2. manifest */
+    gethostname(host, sizeof host - 1);
+    snprintf(line, sizeof line, "%s:%d", host, (int)getpid());
+    free(m->writer);
+    m->writer = ckpt__strdup(line);
+    m->seq = ctx->head.seq + 1;
+    m->epoch = ctx->epoch;
+    m->time_ms = ckpt__now_ms();
+    m->new_bytes = sv->new_bytes;
+    free(m->parent);
+    m->parent = ctx->head.n ? ckpt__strdup(ctx->head.entries[0].manifest) : NULL;
+    if (!m->writer || (ctx->head.n && !m->parent)) {
+        st = CKPT_E_NOMEM;
+        goto out;
+    }
+    st = ckpt__manifest_encode(m, &mbuf, &mlen);
+    if (st)
+        goto out;
+    ckpt__manifest_key(ctx->run, m->seq, m->step, m->epoch, mkey, sizeof mkey);
+    st = ctx->store->ops->put(ctx->store, mkey, mbuf, mlen, &po, NULL, err);
+    if (st == CKPT_E_PRECONDITION) {
+        snprintf(err, sizeof err, "manifest %.400s already exists: another writer committed "
+                                  "to this run", mkey);
+        st = CKPT_E_FENCED;
+    }
+    if (st)
+        goto out;
+    /* 3. HEAD, conditional on what we last saw */
+    keepn = ctx->head.n + 1 < ctx->keep ? ctx->head.n + 1 : ctx->keep;
+    nh.seq = m->seq;
+    nh.step = m->step;
+    nh.epoch = m->epoch;
+    nh.time_ms = m->time_ms;
+    nh.n = keepn;
+    nh.entries = calloc(keepn, sizeof *nh.entries);
+    new_retained = calloc(keepn, sizeof *new_retained);
+    if (!nh.entries || !new_retained || collect_ids(m, &new_ids)) {
+        st = CKPT_E_NOMEM;
+        goto out;
+    }
+    nh.entries[0].manifest = mkey + strlen(ctx->run) + 1;
+    nh.entries[0].step = m->step;
+    nh.entries[0].seq = m->seq;
+    for (size_t i = 1; i < keepn; i++)
+        nh.entries[i] = ctx->head.entries[i - 1];
+    st = ckpt__head_encode(&nh, &hbuf, &hlen);
+    if (st)
+        goto out;
+    snprintf(hkey, sizeof hkey, "%s/HEAD", ctx->run);
+    if (ctx->store->ops->has_conditional(ctx->store)) {
+        po.cond = ctx->have_head ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
+        po.if_match = ctx->head_etag;
+    } else {
+        po.cond = CKPT_PUT_PLAIN;
+    }
+    st = ctx->store->ops->put(ctx->store, hkey, hbuf, hlen, &po, new_etag, err);
+    if (st == CKPT_E_PRECONDITION || (st == CKPT_E_NOENT && po.cond == CKPT_PUT_IF_MATCH)) {
+        const char *dk[1] = { mkey };
+        ctx->store->ops->del(ctx->store, dk, 1, NULL);
+        snprintf(err, sizeof err, "HEAD of run %s changed since this writer read it: another "
+                                  "runner (or gc) committed; this save is refused", ctx->run);
+        st = CKPT_E_FENCED;
+        /* reload for the next save */
+        ctx->run_loaded = false;
+        pthread_mutex_unlock(&ctx->run_mu);
+        have_lock = 0;
+        ckpt__load_run(ctx, true);
+    }
+    if (st)
+        goto out;
+    /* 4. committed: update what we know */
+    ndropped = ctx->head.n + 1 - keepn;
+    dropped = ndropped ? &ctx->head.entries[keepn - 1] : NULL;
+    dropped_ids = ndropped ? &ctx->retained_ids[keepn - 1] : NULL;
+    new_retained[0] = new_ids;
+    new_ids.ids = NULL;
+    for (size_t i = 1; i < keepn; i++)
+        new_retained[i] = ctx->retained_ids[i - 1];
+    nh.entries[0].manifest = ckpt__strdup(nh.entries[0].manifest);
+    {
+        struct ckpt_head old = ctx->head;
+        struct ckpt_idlist *old_ids = ctx->retained_ids;
+        ctx->head = nh;
+        ctx->retained_ids = new_retained;
+        ctx->have_head = true;
+        snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", new_etag);
+        nh.entries = NULL;
+        new_retained = NULL;
+        for (size_t i = 0; i < m->nitems; i++)
+            for (size_t c = 0; c < m->items[i].nchunks; c++)
+                ckpt__idset_put(&ctx->known, m->items[i].chunks[c].id,
+                                m->items[i].chunks[c].stored_len);
+        apply_retention(ctx, dropped, dropped_ids, ndropped);
+        for (size_t d = 0; d < ndropped; d++) {
+            free(dropped[d].manifest);
+            free(dropped_ids[d].ids);
+        }
+        free(old.entries);
+        free(old_ids);
+    }
+    secs = (double)(ckpt__mono_ns() - sv->t0_ns) / 1e9;
+    ckpt__log(&ctx->log, CKPT_LOG_INFO, "commit",
+              "step %" PRIu64 " committed: %" PRIu64 " bytes, %" PRIu64 " new stored (%.2fx), "
+              "%.2f s, %.1f MB/s",
+              m->step, sv->raw_bytes, sv->new_bytes,
+              sv->new_bytes ? (double)sv->raw_bytes / (double)sv->new_bytes : 0.0, secs,
+              secs > 0 ? (double)sv->raw_bytes / 1e6 / secs : 0.0);
+    snprintf(line, sizeof line,
+             "{\"type\":\"committed\",\"step\":%" PRIu64 ",\"seq\":%" PRIu64
+             ",\"bytes\":%" PRIu64 ",\"stored\":%" PRIu64 ",\"seconds\":%.3f,"
+             "\"manifest\":\"%.400s\"}",
+             m->step, m->seq, sv->raw_bytes, sv->new_bytes, secs, mkey);
+    report(ctx, line);
+out:
+    if (have_lock)
+        pthread_mutex_unlock(&ctx->run_mu);
+    free(mbuf);
+    free(hbuf);
+    free(nh.entries);
+    free(new_retained);
+    free(new_ids.ids);
+    save_finish(ctx, sv, st, err);
+}
+
+ckpt_status ckpt__wait(struct ckpt_ctx *ctx)
+{
+    ckpt_status st;
+    pthread_mutex_lock(&ctx->run_mu);
+    while (ctx->inflight)
+        pthread_cond_wait(&ctx->run_cv, &ctx->run_mu);
+    st = ctx->last_status;
+    ctx->last_status = CKPT_OK;
+    pthread_mutex_unlock(&ctx->run_mu);
+    return st;
+}
+
+ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
+{
+    struct ckpt_save *sv;
+    struct ckpt_item *it;
+    ckpt_status st = CKPT_OK, prev;
+    size_t i, total_chunks = 0;
+    int hold = !ctx->staging_max;
+    ckpt_codec codec;
+
+    if (!ctx->items)
+        return CKPT_E_INVAL;
+    pthread_mutex_lock(&ctx->run_mu);
+    if (ctx->inflight && ctx->on_busy == CKPT_BUSY_SKIP) {
+        pthread_mutex_unlock(&ctx->run_mu);
+        return CKPT_E_BUSY;
+    }
+    while (ctx->inflight)
+        pthread_cond_wait(&ctx->run_cv, &ctx->run_mu);
+    prev = ctx->last_status;
+    ctx->last_status = CKPT_OK;
+    pthread_mutex_unlock(&ctx->run_mu);
+    if (prev)
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "save",
+                  "the previous save failed (%s); the run keeps its last commit",
+                  ckpt_strerror(prev));
+
+    sv = calloc(1, sizeof *sv);
+    if (!sv)
+        return CKPT_E_NOMEM;
+    pthread_mutex_init(&sv->mu, NULL);
+    sv->t0_ns = ckpt__mono_ns();
+    sv->step = step;
+    sv->m.step = step;
+    sv->m.rank = 0;
+    sv->m.world_size = 1;
+    sv->m.chunk_bytes = ctx->chunk_bytes;
+    codec = (ckpt_codec)atomic_exchange(&ctx->req_codec, 0);
+    sv->codec = codec != CKPT_CODEC_DEFAULT ? codec : ctx->codec;
+    sv->level = ctx->level;
+    sv->m.items = calloc(ctx->nitems, sizeof *sv->m.items);
+    sv->paths = calloc(ctx->nitems, sizeof *sv->paths);
+    sv->chunk_base = calloc(ctx->nitems, sizeof *sv->chunk_base);
+    if (!sv->m.items || !sv->paths || !sv->chunk_base) {
+        save_free(sv);
+        return CKPT_E_NOMEM;
+    }
+    sv->m.nitems = ctx->nitems;
+    /* sizes first (files are stat'ed now: the snapshot's shape is fixed here) */
+    for (it = ctx->items, i = 0; it; it = it->next, i++) {
+        struct ckpt_mitem *mi = &sv->m.items[i];
+        mi->name = ckpt__strdup(it->name);
+        mi->kind = it->kind;
+        mi->elem_size = it->elem_size;
+        mi->size = it->size;
+        mi->mode = 0600;
+        if (!mi->name) {
+            save_free(sv);
+            return CKPT_E_NOMEM;
+        }
+        if (it->kind == CKPT_ITEM_FILE) {
+            struct stat sb;
+            if (stat(it->path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+                ckpt__set_ctx_err(ctx, "protected file %s (%s): %s", it->name, it->path,
+                                  errno ? strerror(errno) : "not a regular file");
+                save_free(sv);
+                return CKPT_E_IO;
+            }
+            mi->size = (uint64_t)sb.st_size;
+            mi->mode = sb.st_mode & 0777;
+            sv->paths[i] = ckpt__strdup(it->path);
+            if (!sv->paths[i]) {
+                save_free(sv);
+                return CKPT_E_NOMEM;
+            }
+        }
+        mi->nchunks = (size_t)((mi->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes);
+        mi->chunks = mi->nchunks ? calloc(mi->nchunks, sizeof *mi->chunks) : NULL;
+        if (mi->nchunks && !mi->chunks) {
+            save_free(sv);
+            return CKPT_E_NOMEM;
+        }
+        sv->chunk_base[i] = total_chunks;
+        total_chunks += mi->nchunks;
+        sv->raw_bytes += mi->size;
+    }
+    sv->is_new = calloc(total_chunks ? total_chunks : 1, 1);
+    if (!sv->is_new) {
+        save_free(sv);
+        return CKPT_E_NOMEM;
+    }
+    sv->pending = 1; /* the submitter's token */
+    pthread_mutex_lock(&ctx->run_mu);
+    ctx->inflight = sv;
+    pthread_mutex_unlock(&ctx->run_mu);
+
+    if (hold)
+        ckpt__pool_hold(ctx, 1);
+    for (it = ctx->items, i = 0; it && !st; it = it->next, i++) {
+        struct ckpt_mitem *mi = &sv->m.items[i];
+        for (size_t c = 0; c < mi->nchunks; c++) {
+            uint64_t off = (uint64_t)c * ctx->chunk_bytes;
+            size_t len = (size_t)(mi->size - off < ctx->chunk_bytes ? mi->size - off
+                                                                    : ctx->chunk_bytes);
+            struct chunk_job *j = calloc(1, sizeof *j);
+            if (!j) {
+                st = CKPT_E_NOMEM;
+                break;
+            }
+            j->sv = sv;
+            j->item = i;
+            j->chunk = c;
+            j->off = off;
+            j->len = len;
+            if (it->kind != CKPT_ITEM_FILE) {
+                /* With a cap and jobs held, waiting for a block would wait
+                 * forever: release the held jobs first. */
+                if (hold && ctx->staging_max)
+                    ckpt__pool_hold(ctx, 0);
+                j->blk = block_get(ctx);
+                if (!j->blk) {
+                    free(j);
+                    st = CKPT_E_NOMEM;
+                    break;
+                }
+                if (it->kind == CKPT_ITEM_DEVICE) {
+                    char err[CKPT_ERR_MAX];
+                    st = ckpt__cuda_d2h(j->blk->data, (const uint8_t *)it->ptr + off, len,
+                                        off == 0, err);
+                    if (st) {
+                        ckpt__set_ctx_err(ctx, "device region %s: %s", it->name, err);
+                        block_put(ctx, j->blk);
+                        free(j);
+                        break;
+                    }
+                } else {
+                    memcpy(j->blk->data, (const uint8_t *)it->ptr + off, len);
+                }
+            }
+            pthread_mutex_lock(&sv->mu);
+            sv->pending++;
+            pthread_mutex_unlock(&sv->mu);
+            if (ckpt__pool_submit(ctx, chunk_job_fn, j) != CKPT_OK) {
+                pthread_mutex_lock(&sv->mu);
+                sv->pending--;
+                pthread_mutex_unlock(&sv->mu);
+                block_put(ctx, j->blk);
+                free(j);
+                st = CKPT_E_NOMEM;
+                break;
+            }
+        }
+    }
+    if (st)
+        save_fail(sv, st, "snapshot failed: %s", ckpt_strerror(st));
+    if (hold)
+        ckpt__pool_hold(ctx, 0);
+    atomic_store(&ctx->requested, 0);
+    ctx->last_save_mono_ns = ckpt__mono_ns();
+    {
+        char line[128];
+        snprintf(line, sizeof line, "{\"type\":\"saving\",\"step\":%" PRIu64 "}", step);
+        report(ctx, line);
+    }
+    save_unref(ctx, sv);
+    if (st) {
+        ckpt__wait(ctx);
+        return st;
+    }
+    return CKPT_OK;
+}

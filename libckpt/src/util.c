@@ -1,0 +1,218 @@
+/* util.c -- small helpers: time, errors, hex, names, directories, id set. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "internal.h"
+
+int64_t ckpt__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t ckpt__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ckpt__seterr(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
+    va_end(ap);
+}
+
+void ckpt__hex(const uint8_t *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1; /* upper case is not produced by writers: refuse it */
+}
+
+int ckpt__unhex(const char *in, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(in[2 * i]), lo;
+        if (hi < 0)
+            return -1;
+        lo = hexval(in[2 * i + 1]);
+        if (lo < 0)
+            return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return in[2 * n] == '\0' ? 0 : -1;
+}
+
+/* Item names become file names on restore and parts of nothing else; they
+ * must be relative, without "." or ".." components, and of a plain alphabet
+ * so every store and filesystem can hold them. */
+int ckpt__name_valid(const char *name)
+{
+    size_t len, seg = 0;
+    if (!name)
+        return 0;
+    len = strlen(name);
+    if (len == 0 || len > CKPT_NAME_MAX || name[0] == '/' || name[len - 1] == '/')
+        return 0;
+    for (size_t i = 0; i <= len; i++) {
+        char c = name[i];
+        if (c == '/' || c == '\0') {
+            if (seg == 0)
+                return 0; /* "//" */
+            if ((seg == 1 && name[i - 1] == '.') ||
+                (seg == 2 && name[i - 1] == '.' && name[i - 2] == '.'))
+                return 0;
+            seg = 0;
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("._-+=@,", c)))
+            return 0;
+        seg++;
+    }
+    return 1;
+}
+
+char *ckpt__strdup(const char *s)
+{
+    size_t n;
+    char *d;
+    if (!s)
+        return NULL;
+    n = strlen(s) + 1;
+    d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+ckpt_status ckpt__errno_status(int e)
+{
+    switch (e) {
+    case ENOENT: return CKPT_E_NOENT;
+    case ENOMEM: return CKPT_E_NOMEM;
+    case ENOSPC: case EDQUOT: return CKPT_E_NOSPACE;
+    case EEXIST: return CKPT_E_EXISTS;
+    default: return CKPT_E_IO;
+    }
+}
+
+ckpt_status ckpt__mkdirs(const char *path, mode_t mode, char *err)
+{
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf) {
+        ckpt__seterr(err, "path too long: %s", path);
+        return CKPT_E_INVAL;
+    }
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, mode) != 0 && errno != EEXIST) {
+            int e = errno;
+            ckpt__seterr(err, "mkdir %s: %s", buf, strerror(e));
+            return ckpt__errno_status(e);
+        }
+        buf[i] = saved;
+    }
+    return CKPT_OK;
+}
+
+/* ---- id set: open addressing, linear probing; ids are hashes already ---- */
+void ckpt__idset_init(struct ckpt_idset *s) { memset(s, 0, sizeof *s); }
+
+void ckpt__idset_free(struct ckpt_idset *s)
+{
+    free(s->keys);
+    free(s->vals);
+    free(s->used);
+    memset(s, 0, sizeof *s);
+}
+
+static size_t slot_of(const uint8_t *id, size_t cap)
+{
+    uint64_t h;
+    memcpy(&h, id, sizeof h);
+    return (size_t)(h & (cap - 1));
+}
+
+int ckpt__idset_get(const struct ckpt_idset *s, const uint8_t *id, uint64_t *val)
+{
+    if (!s->cap)
+        return 0;
+    for (size_t i = slot_of(id, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (!s->used[i])
+            return 0;
+        if (memcmp(s->keys[i], id, CKPT_ID_LEN) == 0) {
+            if (val)
+                *val = s->vals[i];
+            return 1;
+        }
+    }
+}
+
+static int idset_grow(struct ckpt_idset *s)
+{
+    struct ckpt_idset n;
+    n.cap = s->cap ? s->cap * 2 : 1024;
+    n.n = 0;
+    n.keys = malloc(n.cap * CKPT_ID_LEN);
+    n.vals = malloc(n.cap * sizeof *n.vals);
+    n.used = calloc(n.cap, 1);
+    if (!n.keys || !n.vals || !n.used) {
+        free(n.keys);
+        free(n.vals);
+        free(n.used);
+        return -1;
+    }
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->used[i])
+            ckpt__idset_put(&n, s->keys[i], s->vals[i]);
+    ckpt__idset_free(s);
+    *s = n;
+    return 0;
+}
+
+int ckpt__idset_put(struct ckpt_idset *s, const uint8_t *id, uint64_t val)
+{
+    if ((s->n + 1) * 2 > s->cap && idset_grow(s) != 0)
+        return -1;
+    for (size_t i = slot_of(id, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (!s->used[i]) {
+            s->used[i] = 1;
+            memcpy(s->keys[i], id, CKPT_ID_LEN);
+            s->vals[i] = val;
+            s->n++;
+            return 0;
+        }
+        if (memcmp(s->keys[i], id, CKPT_ID_LEN) == 0) {
+            s->vals[i] = val;
+            return 0;
+        }
+    }
+}
