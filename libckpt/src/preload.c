@@ -56,6 +56,11 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#ifndef CKPT_PRELOAD_STANDALONE
+/* Built into the same shared object as the library: the context's request
+ * flag is consumed directly (ckpt_preload_take_request). */
+#include "internal.h"
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -882,13 +887,28 @@ struct ckpt_ctx *ckpt_preload_ctx(void)
 }
 #endif
 
-/* For programs that write their own checkpoint files (the Python helper):
- * @return 1 once per checkpoint request the shim's signal handler caught
- * (whatever handler the program has), then 0 until the next one. Does not
- * open a context. Async-signal-safe. */
+/* For programs that write their own checkpoint files (the Python helper),
+ * which never call ckpt_save() and so never clear ckpt_should_save():
+ * @return 1 once per checkpoint request -- caught by the shim's signal
+ * handler (whatever handler the program has), or, once ckpt_preload_ctx()
+ * has opened the global context, received from ckptrun over the socket or
+ * due by the context's interval -- then 0 until the next one. Taking a
+ * request clears it as ckpt_save() would. Does not open a context. Any
+ * thread; async-signal-safe without a context. */
 EXPORT int ckpt_preload_take_request(void)
 {
-    return atomic_exchange(&g_pending, 0) != 0;
+    int r = atomic_exchange(&g_pending, 0) != 0;
+#ifndef CKPT_PRELOAD_STANDALONE
+    struct ckpt_ctx *ctx = atomic_load(&g_ctx);
+    if (ctx && ckpt_should_save(ctx)) {
+        /* What ckpt_save() does when it starts: the request is served and
+         * the interval starts again. */
+        atomic_store(&ctx->requested, 0);
+        ctx->last_save_mono_ns = ckpt__mono_ns();
+        r = 1;
+    }
+#endif
+    return r;
 }
 
 /* ------------------------------------------------------------------------ */
