@@ -21,6 +21,8 @@
  *                                    numbers with a pipe, write B; report
  *                                    whether any byte reached the pipe
  *   preload_probe loop DIR N         N writes outside CKPT_DIR (no messages)
+ *   preload_probe api                the in-process API: global context,
+ *                                    a signal makes ckpt_should_save() true
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -240,6 +242,26 @@ int main(int argc, char **argv)
         }
         (void)p;
         printf("leaked=%ld\n", leaked);
+        return 0;
+    }
+    if (strcmp(mode, "api") == 0) {
+        /* Found by name, as a program not linked with libckpt would. */
+        struct ckpt_ctx;
+        struct ckpt_ctx *(*get)(void) =
+            (struct ckpt_ctx * (*)(void)) dlsym(RTLD_DEFAULT, "ckpt_preload_ctx");
+        int (*should)(struct ckpt_ctx *) =
+            (int (*)(struct ckpt_ctx *))dlsym(RTLD_DEFAULT, "ckpt_should_save");
+        if (!get || !should)
+            return 6;
+        struct ckpt_ctx *ctx = get();
+        if (!ctx || get() != ctx)
+            return 7; /* one global context */
+        printf("before=%d\n", should(ctx));
+        raise(sig_from_env());
+        int after = should(ctx); /* in order: arguments are not */
+        int take = take_request();
+        int cleared = should(ctx);
+        printf("after=%d take=%d cleared=%d\n", after, take, !cleared);
         return 0;
     }
     if (strcmp(mode, "loop") == 0 && argc == 4) {

@@ -33,8 +33,9 @@ class FakeCkptrun:
     """A Unix socket server that records every line received, per
     connection, like ckptrun's control socket would."""
 
-    def __init__(self, path):
+    def __init__(self, path, reply_to_hello=None):
         self.path = path
+        self.reply_to_hello = reply_to_hello
         self.lines = []          # (connection number, decoded JSON)
         self.bad = []            # lines that were not JSON
         self.conns = 0
@@ -72,10 +73,15 @@ class FakeCkptrun:
                     line, buf = buf.split(b"\n", 1)
                     with self.cv:
                         try:
-                            self.lines.append((n, json.loads(line)))
+                            m = json.loads(line)
+                            self.lines.append((n, m))
                         except ValueError:
+                            m = None
                             self.bad.append(line)
                         self.cv.notify_all()
+                    if (self.reply_to_hello and isinstance(m, dict)
+                            and m.get("type") == "hello"):
+                        c.sendall(self.reply_to_hello)
 
     def messages(self):
         with self.cv:
@@ -192,6 +198,43 @@ class PreloadTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("got 1", r.stdout)
+
+    # ---------------------------------------------------------- in-process
+
+    def store_env(self, **extra):
+        store = os.path.join(self.tmp, "store")
+        return self.env(CKPT_STORE="file://" + store, CKPT_RUN="preload-test",
+                        **extra)
+
+    def test_c_in_process_api(self):
+        r = self.probe("api", env=self.store_env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("before=0", r.stdout)
+        self.assertIn("after=1 take=1 cleared=1", r.stdout)
+
+    def test_helper_gets_socket_request(self):
+        # ckpt_helper under the shim opens libckpt's context, which says
+        # hello; the fake ckptrun answers with a request over the socket.
+        self.srv.close()
+        os.unlink(self.sock)
+        self.srv = FakeCkptrun(self.sock, reply_to_hello=(
+            b'{"type":"request","reason":"manual","deadline_ms":0,"id":1}\n'))
+        examples = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "examples", "python")
+        code = ("import time, ckpt_helper as c\n"
+                "assert c._shim() is not None\n"
+                "end = time.monotonic() + 10\n"
+                "while not c.requested():\n"
+                "    assert time.monotonic() < end, 'no request'\n"
+                "    time.sleep(0.01)\n"
+                "print('requested', c.requested())\n")
+        r = subprocess.run([PYTHON, "-c", code],
+                           env=self.store_env(PYTHONPATH=examples),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("requested False", r.stdout)
+        hello = [m for m in self.srv.messages() if m.get("type") == "hello"]
+        self.assertEqual(len(hello), 1)
 
     # ---------------------------------------------------------- files
 

@@ -7,8 +7,11 @@ to an uninterrupted run's.
         [--seed N] [--kills N]
 
 Exit 0 on success, 1 on a mismatch or failure, 77 (ctest's skip code) when
-torch cannot be imported. Some kills also send SIGUSR1 first, so saves on
-request are exercised alongside the periodic ones. Standard library only; the
+torch cannot be imported. Half the kills land at a random time (during the
+import, training or a save), half shortly after a new checkpoint appeared
+(so a resume with lost work is certain, whatever the machine's load). Some
+kills send SIGUSR1 first, so saves on request are exercised alongside the
+periodic ones. Standard library only; the
 trainer runs under /usr/bin/python3 (Debian's torch).
 """
 
@@ -50,6 +53,27 @@ def env_without_ckptrun():
     return env
 
 
+def count_checkpoints(ckdir):
+    try:
+        return sum(1 for n in os.listdir(ckdir) if n.startswith("checkpoint-"))
+    except FileNotFoundError:
+        return 0
+
+
+def wait_new_checkpoint(p, ckdir, timeout):
+    """Wait until the trainer adds a checkpoint. @return seconds waited, or
+    None if it exited or the timeout passed."""
+    start = count_checkpoints(ckdir)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if p.poll() is not None:
+            return None
+        if count_checkpoints(ckdir) > start:
+            return time.monotonic() - t0
+        time.sleep(0.005)
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainer",
@@ -85,9 +109,15 @@ def main():
             p = subprocess.Popen(trainer_cmd(args.trainer, out, ckdir),
                                  env=env, stderr=subprocess.PIPE)
             if kills < args.kills:
-                # Anywhere from during the import to the end of a full run,
-                # biased to land while training (most kills then lose work).
-                delay = rnd.uniform(0.05, t_full * 0.9)
+                if kills % 2 == 0:
+                    # Anywhere from during the import to the end of a full
+                    # run, whatever the machine's load.
+                    delay = rnd.uniform(0.05, t_full * 0.9)
+                else:
+                    # Shortly after a new checkpoint appeared: the next run
+                    # must resume from it, and work since it is lost.
+                    delay = wait_new_checkpoint(p, ckdir, t_full * 3)
+                    delay = rnd.uniform(0.0, 0.3) if delay is not None else 0
                 try:
                     p.wait(timeout=delay)
                 except subprocess.TimeoutExpired:
