@@ -29,4 +29,12 @@ if(EXISTS ${CKPT_PYTHON})
     set_tests_properties(torch_resume_${trainer} PROPERTIES LABELS integration
       TIMEOUT 300 SKIP_RETURN_CODE 77)
   endforeach()
+  if(TARGET ckpt_preload AND NOT CKPT_SANITIZE)
+    # The unmodified trainer, killed and resumed under the shim.
+    add_test(NAME torch_resume_preload
+      COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_torch_resume.py
+              --preload $<TARGET_FILE:ckpt_preload>)
+    set_tests_properties(torch_resume_preload PROPERTIES LABELS integration
+      TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endif()
 endif()

@@ -16,13 +16,16 @@ trainer runs under /usr/bin/python3 (Debian's torch).
 """
 
 import argparse
+import json
 import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +77,31 @@ def wait_new_checkpoint(p, ckdir, timeout):
     return None
 
 
+class Sink:
+    """A stand-in for ckptrun's control socket: records the `file` messages
+    the preload shim sends."""
+
+    def __init__(self, path):
+        self.msgs = []
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(c,), daemon=True).start()
+
+    def _read(self, c):
+        with c, c.makefile("rb") as f:
+            for line in f:
+                self.msgs.append(json.loads(line))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainer",
@@ -81,6 +109,9 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--kills", type=int, default=8,
                     help="kills to aim for before letting it finish")
+    ap.add_argument("--preload", metavar="SO",
+                    help="run the interrupted trainer under this "
+                         "libckpt_preload.so with a fake ckptrun socket")
     args = ap.parse_args()
     if not have_torch():
         print("SKIP: %s cannot import torch" % PYTHON)
@@ -100,6 +131,13 @@ def main():
 
         out = os.path.join(work, "out.bin")
         ckdir = os.path.join(work, "ck")
+        sink = None
+        if args.preload:
+            os.mkdir(ckdir)
+            sock = os.path.join(work, "ctl.sock")
+            sink = Sink(sock)
+            env = dict(env, LD_PRELOAD=args.preload, CKPT_DIR=ckdir,
+                       CKPT_SOCKET=sock)
         kills = signalled = runs = resumed = 0
         while True:
             runs += 1
@@ -148,6 +186,20 @@ def main():
         if kills and not resumed:
             print("FAIL: killed %d times but never resumed" % kills)
             return 1
+        if sink is not None:
+            time.sleep(0.2)
+            renamed = {m["path"] for m in sink.msgs
+                       if m.get("event") == "renamed"}
+            final = {os.path.join(ckdir, n) for n in ckpts
+                     if n.startswith("checkpoint-")}
+            # Each announced entry is a complete checkpoint; a kill between
+            # a rename and its message may cost only that message.
+            if not renamed or not renamed <= final:
+                print("FAIL: shim announced %s, checkpoints are %s"
+                      % (sorted(renamed), sorted(final)))
+                return 1
+            print("shim announced %d of %d checkpoints"
+                  % (len(renamed), len(final)))
         with open(ref, "rb") as a, open(out, "rb") as b:
             if a.read() != b.read():
                 print("FAIL: output differs from the uninterrupted run "
