@@ -14,17 +14,24 @@ SIGUSR1 and saved() does nothing.
 
 How a request reaches requested(), in order of preference:
   1. The LD_PRELOAD shim (`ckptrun --preload`, libckpt_preload.so) is in the
-     process: its in-process API is found with ctypes (CDLL(None)). Under
-     ckptrun (CKPT_SOCKET set) the shim's libckpt context is opened, so
-     ckptrun sends requests over the socket (with their reason and
-     deadline) instead of a signal; requests by signal are caught by the
-     shim too. Both make the context's ckpt_should_save() true;
-     ckpt_preload_take_request() reads and clears it.
+     process: its in-process API is found with ctypes (CDLL(None)), and
+     ckpt_preload_take_request() reads and clears a request its signal
+     handler caught (the shim makes the signal safe whatever the program
+     does with it). With CKPT_HELPER_SOCKET=1 under ckptrun, the shim's
+     libckpt context is opened too: it says hello on the control socket, so
+     ckptrun sends requests (with their reason and deadline) over the socket
+     instead of the signal, and they reach requested() through the
+     context's ckpt_should_save(). This is opt-in because it makes the
+     trainer a socket client (DESIGN.md way 3), and ckptrun then waits for
+     libckpt's own `committed` answer to a stop request, which a trainer
+     that writes its own files never sends.
   2. No shim: a handler for the request signal (CKPT_SIGNAL, default
      SIGUSR1) is installed when this module is imported -- only if the
      program has none, and only from the main thread -- and records it.
   3. Neither possible: requested() is always False.
 A request is reported once: requested() returns True once per request.
+Under ckptrun, requests come by signal only with `--signal SIGUSR1` (or
+another signal): ckptrun's default is `none`.
 
 Thread safety: every function may be called from any thread.
 """
@@ -112,7 +119,8 @@ def requested():
     global _ctx_opened
     lib = _shim()
     if lib is not None:
-        if not _ctx_opened and os.environ.get("CKPT_SOCKET"):
+        if (not _ctx_opened and os.environ.get("CKPT_SOCKET")
+                and os.environ.get("CKPT_HELPER_SOCKET") == "1"):
             with _lock:
                 if not _ctx_opened:
                     # Opens libckpt's context: it connects to ckptrun, which

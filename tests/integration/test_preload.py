@@ -229,7 +229,8 @@ class PreloadTest(unittest.TestCase):
                 "    time.sleep(0.01)\n"
                 "print('requested', c.requested())\n")
         r = subprocess.run([PYTHON, "-c", code],
-                           env=self.store_env(PYTHONPATH=examples),
+                           env=self.store_env(PYTHONPATH=examples,
+                                              CKPT_HELPER_SOCKET="1"),
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("requested False", r.stdout)

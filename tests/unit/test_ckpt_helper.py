@@ -30,7 +30,7 @@ if EXAMPLES not in sys.path:
 import ckpt_helper  # noqa: E402
 
 ENV_KEYS = ("CKPT_SOCKET", "CKPT_DIR", "CKPT_STEP", "CKPT_RESUMED",
-            "CKPT_SIGNAL")
+            "CKPT_SIGNAL", "CKPT_HELPER_SOCKET")
 
 
 class FakeServer:
@@ -294,13 +294,16 @@ class HelperTest(unittest.TestCase):
         self.assertTrue(ckpt_helper.requested())
         self.assertFalse(ckpt_helper.requested())
 
-    def test_shim_context_opened_once_under_ckptrun(self):
+    def test_shim_context_only_when_asked(self):
         self.server()
         shim = FakeShim()
         ckpt_helper._lib = shim
+        ckpt_helper.requested()
+        self.assertEqual(shim.ctx_opened, 0)  # default: signal only
+        os.environ["CKPT_HELPER_SOCKET"] = "1"
         for _ in range(5):
             ckpt_helper.requested()
-        self.assertEqual(shim.ctx_opened, 1)
+        self.assertEqual(shim.ctx_opened, 1)  # once
 
     def test_no_shim_detected_in_plain_python(self):
         # This interpreter was not started with LD_PRELOAD.
