@@ -38,3 +38,12 @@ if(EXISTS ${CKPT_PYTHON})
       TIMEOUT 300 SKIP_RETURN_CODE 77)
   endif()
 endif()
+
+# The example under the real ckptrun: preempted twice (SIGTERM), local disk
+# wiped, resumed from the store, identical output.
+if(EXISTS ${CKPT_PYTHON} AND TARGET ckptrun AND TARGET ckpt_preload AND NOT CKPT_SANITIZE)
+  add_test(NAME ckptrun_python
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_ckptrun_python.sh)
+  set_tests_properties(ckptrun_python PROPERTIES LABELS integration TIMEOUT 600
+    SKIP_RETURN_CODE 77 ENVIRONMENT "${CKPT_TEST_ENV}")
+endif()
