@@ -21,6 +21,8 @@
  *                                    numbers with a pipe, write B; report
  *                                    whether any byte reached the pipe
  *   preload_probe loop DIR N         N writes outside CKPT_DIR (no messages)
+ *   preload_probe misc DIR OUT       creat, __open_2, openat64, renameat2,
+ *                                    renameat, an fd reused after a raw close
  *   preload_probe api                the in-process API: global context,
  *                                    a signal makes ckpt_should_save() true
  */
@@ -32,8 +34,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* What _FORTIFY_SOURCE builds call; declared here so this file needs no
+ * fortified build to exercise them. */
+int __open_2(const char *path, int flags);
 
 static volatile sig_atomic_t g_got;
 
@@ -242,6 +249,51 @@ int main(int argc, char **argv)
         }
         (void)p;
         printf("leaked=%ld\n", leaked);
+        return 0;
+    }
+    if (strcmp(mode, "misc") == 0 && argc == 4) {
+        char p[4096], q[4096];
+        int fd;
+        /* 1. creat */
+        snprintf(p, sizeof p, "%s/creat.bin", argv[2]);
+        if ((fd = creat(p, 0600)) < 0 || close(fd) != 0)
+            return 1;
+        /* 2. __open_2 on an existing file (no mode argument) */
+        if ((fd = __open_2(p, O_WRONLY)) < 0 || close(fd) != 0)
+            return 1;
+        /* 3. openat64 relative to AT_FDCWD */
+        if (chdir(argv[2]) != 0)
+            return 1;
+        if ((fd = openat64(AT_FDCWD, "at64.bin", O_RDWR | O_CREAT, 0600)) < 0 ||
+            close(fd) != 0)
+            return 1;
+        /* 4. renameat2 and renameat from outside into CKPT_DIR */
+        snprintf(p, sizeof p, "%s/r2", argv[3]);
+        if ((fd = open(p, O_WRONLY | O_CREAT, 0600)) < 0 || close(fd) != 0)
+            return 1;
+        snprintf(q, sizeof q, "%s/renameat2.bin", argv[2]);
+        if (renameat2(AT_FDCWD, p, AT_FDCWD, q, RENAME_NOREPLACE) != 0)
+            return 1;
+        int odir = open(argv[3], O_RDONLY | O_DIRECTORY);
+        if ((fd = openat(odir, "r3", O_WRONLY | O_CREAT, 0600)) < 0 ||
+            close(fd) != 0)
+            return 1;
+        int cdir = open(argv[2], O_RDONLY | O_DIRECTORY);
+        if (renameat(odir, "r3", cdir, "renameat.bin") != 0)
+            return 1;
+        /* 5. a tracked fd closed behind the shim's back (raw syscall), its
+         * number then reused for a file outside: nothing may be sent for
+         * either. */
+        if ((fd = open("raw.bin", O_WRONLY | O_CREAT, 0600)) < 0)
+            return 1;
+        syscall(SYS_close, fd);
+        snprintf(p, sizeof p, "%s/reuse.bin", argv[3]);
+        int fd2 = open(p, O_WRONLY | O_CREAT, 0600);
+        if (fd2 != fd || close(fd2) != 0)
+            return 1;
+        close(odir);
+        close(cdir);
+        say("done");
         return 0;
     }
     if (strcmp(mode, "api") == 0) {

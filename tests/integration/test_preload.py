@@ -279,6 +279,20 @@ class PreloadTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.files(self.srv.wait_for(1)), [("renamed", dst)])
 
+    def test_other_calls(self):
+        r = self.probe("misc", self.dir, self.out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        j = lambda n: os.path.join(self.dir, n)  # noqa: E731
+        self.assertEqual(self.files(self.srv.wait_for(5)), [
+            ("closed", j("creat.bin")),
+            ("closed", j("creat.bin")),
+            ("closed", j("at64.bin")),
+            ("renamed", j("renameat2.bin")),
+            ("renamed", j("renameat.bin")),
+        ])
+        time.sleep(0.2)
+        self.assertEqual(len(self.srv.messages()), 5)
+
     def test_relative_paths(self):
         # cwd inside CKPT_DIR's parent, relative names with "." and "..".
         r = self.probe("rename", "elsewhere/a.bin", "./ckpt/../ckpt/b.bin",
