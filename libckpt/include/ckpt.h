@@ -35,9 +35,10 @@
  * ------
  * ckpt_save() copies every protected host region into a staging pool of
  * chunk-sized blocks and returns; worker threads then compress and write.
- * Peak memory = staging (the total size of the protected regions, kept
- * between saves so the copy does not page-fault, unless capped with
- * `staging_max_bytes`) + workers x 2 x chunk_bytes (compression buffers).
+ * Peak memory = staging (the total size of the protected regions, reserved
+ * and touched by ckpt_protect() and kept until ckpt_close(), so the save's
+ * copy never page-faults; or at most `staging_max_bytes`) + workers x 3 x
+ * chunk_bytes (read, filter and compression buffers).
  * With a cap, ckpt_save() blocks while the pool is full, until workers free
  * blocks; the stall then grows, memory does not.
  *
@@ -319,6 +320,15 @@ CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
  * @deleted receives the number of objects deleted (may be NULL). */
 CKPT_API ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep,
                              uint64_t min_age_ms, uint64_t *deleted);
+
+/* Fence the run: rewrite its HEAD (same checkpoints, `epoch` recorded) with a
+ * conditional write, so that every writer that read HEAD before -- a runner
+ * that lost its lease -- has its next commit refused (CKPT_E_FENCED). A run
+ * without a HEAD gets an empty one, which stale writers cannot overwrite
+ * either. Used by `ckptrun run/recover` right after taking the lease.
+ * @return CKPT_OK, CKPT_E_PRECONDITION (HEAD changed meanwhile: retry),
+ *         CKPT_E_CORRUPT (HEAD damaged), store errors. */
+CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
 
 /* Request a checkpoint from inside the program (as ckptrun's requests do):
  * ckpt_should_save() turns true. `codec` != DEFAULT overrides the codec for

@@ -261,6 +261,18 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
         ctx->items = it;
     ctx->items_tail = it;
     ctx->nitems++;
+    if (kind != CKPT_ITEM_FILE) {
+        /* staging for every chunk of every region, reserved now so the first
+         * save stalls only for its copy */
+        size_t blocks = 0;
+        for (struct ckpt_item *i = ctx->items; i; i = i->next)
+            if (i->kind != CKPT_ITEM_FILE)
+                blocks += (i->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes;
+        if (ckpt__blocks_reserve(ctx, blocks) != CKPT_OK)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
+                      "cannot reserve %zu MiB of staging now; saves will allocate it",
+                      blocks * (ctx->chunk_bytes >> 20));
+    }
     return CKPT_OK;
 }
 
@@ -374,13 +386,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
         free(it->path);
         free(it);
     }
-    if (ctx->retained_ids) {
-        for (size_t i = 0; i < ctx->head.n; i++)
-            free(ctx->retained_ids[i].ids);
-        free(ctx->retained_ids);
-    }
-    ckpt__head_free(&ctx->head);
-    ckpt__idset_free(&ctx->known);
+    ckpt__run_state_free(ctx);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);
     free(ctx->run);

@@ -159,6 +159,13 @@ struct ckpt_block {        /* a chunk-sized staging buffer */
     uint8_t *data;
 };
 
+struct ckpt_arena {        /* one mapping holding many blocks */
+    struct ckpt_arena *next;
+    void *base;
+    size_t len;
+    struct ckpt_block *blocks;
+};
+
 struct ckpt_job;
 struct ckpt_pool;          /* worker threads, pipeline.c */
 
@@ -189,11 +196,13 @@ struct ckpt_ctx {
     pthread_cond_t blk_cv;
     struct ckpt_block *blk_free;
     size_t blk_total;      /* allocated blocks */
+    struct ckpt_arena *arenas;
 
     /* Run state known to this writer (guarded by run_mu). */
     pthread_mutex_t run_mu;
     pthread_cond_t run_cv;
     bool run_loaded;
+    bool load_ok;        /* the last load read HEAD (or learned there is none) */
     bool have_head;
     char head_etag[CKPT_ETAG_MAX];
     struct ckpt_head head;
@@ -231,10 +240,14 @@ void ckpt__pool_hold(struct ckpt_ctx *ctx, int hold);
 ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step);
 ckpt_status ckpt__wait(struct ckpt_ctx *ctx);
 void ckpt__blocks_free(struct ckpt_ctx *ctx);
+/* Make sure `n` staging blocks exist (within the cap), mapped and touched,
+ * so the first save does not pay page faults inside its copy. */
+ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n);
 
 /* ---- run state (restore.c) -------------------------------------------------- */
 /* Read HEAD (and, with ids, the retained manifests' chunk ids) into ctx. */
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+void ckpt__run_state_free(struct ckpt_ctx *ctx); /* head, retained ids, known set */
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
                             bool *exists);
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *key,

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -179,7 +180,64 @@ ckpt_status ckpt__batch_wait(struct ckpt_batch *b)
     return st;
 }
 
-/* ---- staging blocks ------------------------------------------------------- */
+/* ---- staging blocks ---------------------------------------------------------
+ * Blocks are slices of anonymous mappings asked for transparent huge pages
+ * and touched once when reserved (at ckpt_protect time): on virtual machines
+ * first-touch faults can cost more than the copy itself, and they must not
+ * land inside ckpt_save()'s stall. */
+static struct ckpt_arena *arena_new(size_t chunk, size_t n)
+{
+    struct ckpt_arena *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->len = chunk * n;
+    a->base = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    a->blocks = calloc(n, sizeof *a->blocks);
+    if (a->base == MAP_FAILED || !a->blocks) {
+        if (a->base != MAP_FAILED)
+            munmap(a->base, a->len);
+        free(a->blocks);
+        free(a);
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(a->base, a->len, MADV_HUGEPAGE);
+#endif
+    memset(a->base, 0, a->len);
+    for (size_t i = 0; i < n; i++) {
+        a->blocks[i].data = (uint8_t *)a->base + i * chunk;
+        a->blocks[i].next = i + 1 < n ? &a->blocks[i + 1] : NULL;
+    }
+    return a;
+}
+
+ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n)
+{
+    struct ckpt_arena *a;
+    size_t max = ctx->staging_max ? ctx->staging_max / ctx->chunk_bytes : SIZE_MAX;
+    if (max == 0)
+        max = 1;
+    pthread_mutex_lock(&ctx->blk_mu);
+    if (n > max)
+        n = max;
+    n = n > ctx->blk_total ? n - ctx->blk_total : 0;
+    pthread_mutex_unlock(&ctx->blk_mu);
+    if (!n)
+        return CKPT_OK;
+    a = arena_new(ctx->chunk_bytes, n);
+    if (!a)
+        return CKPT_E_NOMEM;
+    pthread_mutex_lock(&ctx->blk_mu);
+    a->next = ctx->arenas;
+    ctx->arenas = a;
+    a->blocks[n - 1].next = ctx->blk_free;
+    ctx->blk_free = &a->blocks[0];
+    ctx->blk_total += n;
+    pthread_cond_broadcast(&ctx->blk_cv);
+    pthread_mutex_unlock(&ctx->blk_mu);
+    return CKPT_OK;
+}
+
 static struct ckpt_block *block_get(struct ckpt_ctx *ctx)
 {
     struct ckpt_block *b = NULL;
@@ -192,13 +250,14 @@ static struct ckpt_block *block_get(struct ckpt_ctx *ctx)
         }
         if (!ctx->staging_max || (ctx->blk_total + 1) * ctx->chunk_bytes <= ctx->staging_max ||
             ctx->blk_total == 0) {
-            b = malloc(sizeof *b);
-            if (b && !(b->data = malloc(ctx->chunk_bytes))) {
-                free(b);
-                b = NULL;
-            }
-            if (b)
+            /* not reserved (a region grew?): take one more, faults and all */
+            struct ckpt_arena *a = arena_new(ctx->chunk_bytes, 1);
+            if (a) {
+                a->next = ctx->arenas;
+                ctx->arenas = a;
+                b = &a->blocks[0];
                 ctx->blk_total++;
+            }
             break;
         }
         pthread_cond_wait(&ctx->blk_cv, &ctx->blk_mu);
@@ -220,12 +279,14 @@ static void block_put(struct ckpt_ctx *ctx, struct ckpt_block *b)
 
 void ckpt__blocks_free(struct ckpt_ctx *ctx)
 {
-    struct ckpt_block *b, *n;
-    for (b = ctx->blk_free; b; b = n) {
-        n = b->next;
-        free(b->data);
-        free(b);
+    struct ckpt_arena *a, *n;
+    for (a = ctx->arenas; a; a = n) {
+        n = a->next;
+        munmap(a->base, a->len);
+        free(a->blocks);
+        free(a);
     }
+    ctx->arenas = NULL;
     ctx->blk_free = NULL;
     ctx->blk_total = 0;
 }
@@ -522,9 +583,9 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
         goto out;
     pthread_mutex_lock(&ctx->run_mu);
     have_lock = 1;
-    if (!ctx->have_head && ctx->head.seq == 0) {
-        /* The background load may have failed (store down then): retry now,
-         * HEAD's etag is what makes the commit safe. */
+    if (!ctx->load_ok) {
+        /* The background load failed (store down then): retry now, HEAD's
+         * etag is what makes the commit safe. */
         bool exists;
         char etag[CKPT_ETAG_MAX] = "";
         struct ckpt_head h;

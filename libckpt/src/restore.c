@@ -64,6 +64,18 @@ ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel, struct ck
     return st;
 }
 
+void ckpt__run_state_free(struct ckpt_ctx *ctx)
+{
+    if (ctx->retained_ids) {
+        for (size_t i = 0; i < ctx->head.n; i++)
+            free(ctx->retained_ids[i].ids);
+        free(ctx->retained_ids);
+        ctx->retained_ids = NULL;
+    }
+    ckpt__head_free(&ctx->head);
+    ckpt__idset_free(&ctx->known);
+}
+
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 {
     struct ckpt_head h;
@@ -105,17 +117,12 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 out:
     pthread_mutex_lock(&ctx->run_mu);
     if (st == CKPT_OK) {
-        if (ctx->retained_ids) {
-            for (size_t i = 0; i < ctx->head.n; i++)
-                free(ctx->retained_ids[i].ids);
-            free(ctx->retained_ids);
-        }
-        ckpt__head_free(&ctx->head);
-        ckpt__idset_free(&ctx->known);
+        ckpt__run_state_free(ctx);
         ctx->head = h;
         ctx->retained_ids = lists;
         ctx->known = known;
         ctx->have_head = exists;
+        ctx->load_ok = true;
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", etag);
         lists = NULL;
     } else {
@@ -443,6 +450,13 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
     for (size_t i = start; i < h.n; i++) {
         struct ckpt_manifest m;
         st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        if (st == CKPT_OK && m.world_size != 1) {
+            ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
+                                   "this version restores single-process checkpoints only",
+                              m.step, m.world_size);
+            ckpt__manifest_free(&m);
+            st = CKPT_E_UNSUPPORTED;
+        }
         if (st == CKPT_OK && !dir) {
             st = check_shape(ctx, &m);
             if (st) {

@@ -1,0 +1,44 @@
+# Thin wrapper over CMake. `make demo` and `make test` install what is
+# missing first (see scripts/deps.sh), then build in build/.
+BUILD   ?= build
+ASAN    ?= build-asan
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test test-fast test-asan bench install clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
+	@grep -E '^-- ckpt:' $(BUILD).configure.log || true
+	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS)
+
+demo: deps build
+	@bash examples/demo.sh $(BUILD)
+
+# Every test, then the whole suite again under AddressSanitizer + UBSan.
+test: deps build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+
+test-fast: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	@cmake -S . -B $(ASAN) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) > $(ASAN).configure.log 2>&1 || { cat $(ASAN).configure.log; exit 1; }
+	@MAKEFLAGS= cmake --build $(ASAN) -j $(JOBS)
+	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS) -LE nosan
+
+bench: deps build
+	@bash bench/run.sh $(BUILD)
+
+install: build
+	@cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN) $(BUILD).configure.log $(ASAN).configure.log

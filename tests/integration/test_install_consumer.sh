@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# cmake --install, then build a tiny consumer with find_package(ckpt) and with
+# pkg-config, and run both.
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$CKPT_BUILD" --prefix "$work/prefix" > /dev/null
+mkdir -p "$work/app"
+cat > "$work/app/main.c" <<'C'
+#include <ckpt.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx;
+    int x = 42; unsigned long long step = 0;
+    if (ckpt_open(&cfg, &ctx)) { printf("open: %s\n", ckpt_errmsg(NULL)); return 1; }
+    ckpt_protect(ctx, "x", &x, sizeof x);
+    if (ckpt_save(ctx, 7) || ckpt_wait(ctx)) return 1;
+    x = 0;
+    if (ckpt_restore(ctx, (uint64_t *)&step) || x != 42 || step != 7) return 1;
+    ckpt_close(ctx);
+    printf("consumer ok %s\n", ckpt_version_string());
+    return 0;
+}
+C
+cat > "$work/app/CMakeLists.txt" <<'C'
+cmake_minimum_required(VERSION 3.20)
+project(consumer C)
+find_package(ckpt REQUIRED)
+add_executable(consumer main.c)
+target_link_libraries(consumer PRIVATE ckpt::ckpt)
+C
+cmake -S "$work/app" -B "$work/app/build" -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+cmake --build "$work/app/build" > /dev/null
+export CKPT_STORE="file://$work/store" CKPT_RUN=consumer
+LD_LIBRARY_PATH="$work/prefix/lib" "$work/app/build/consumer"
+PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" cc -o "$work/pc" "$work/app/main.c" \
+  $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs ckpt)
+CKPT_RUN=consumer2 LD_LIBRARY_PATH="$work/prefix/lib" "$work/pc"
+echo "installed tree: find_package(ckpt) and pkg-config consumers both work"

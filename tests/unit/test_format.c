@@ -1,0 +1,197 @@
+/* test_format.c -- manifests and HEAD: round trip, damage, hostile input. */
+#include "test_util.h"
+#include "internal.h"
+
+static void make_manifest(struct ckpt_manifest *m)
+{
+    memset(m, 0, sizeof *m);
+    m->step = 12345678901234ull; /* above 2^32: must survive JSON */
+    m->seq = 7;
+    m->epoch = 3;
+    m->time_ms = 1700000000000;
+    m->world_size = 1;
+    m->chunk_bytes = 1 << 20;
+    m->new_bytes = 999;
+    m->writer = strdup("host:1");
+    m->parent = strdup("manifests/00000000000000000006_00000000000000000001_0000000003.ckm");
+    m->nitems = 2;
+    m->items = calloc(2, sizeof *m->items);
+    m->items[0].name = strdup("weights");
+    m->items[0].size = (1 << 20) + 5;
+    m->items[0].elem_size = 2;
+    m->items[0].nchunks = 2;
+    m->items[0].chunks = calloc(2, sizeof(struct ckpt_chunk_ref));
+    m->items[0].chunks[0].raw_len = 1 << 20;
+    m->items[0].chunks[0].stored_len = 1000;
+    m->items[0].chunks[0].id[0] = 0xab;
+    m->items[0].chunks[1].raw_len = 5;
+    m->items[0].chunks[1].stored_len = 53;
+    m->items[0].chunks[1].id[15] = 0xcd;
+    m->items[1].name = strdup("checkpoint-100/model.bin");
+    m->items[1].kind = CKPT_ITEM_FILE;
+    m->items[1].mode = 0640;
+}
+
+static void test_manifest_roundtrip(void **state)
+{
+    struct ckpt_manifest m, d;
+    char *buf, err[CKPT_ERR_MAX];
+    size_t len;
+    (void)state;
+    make_manifest(&m);
+    assert_int_equal(ckpt__manifest_encode(&m, &buf, &len), CKPT_OK);
+    assert_int_equal(ckpt__manifest_decode(buf, len, &d, err), CKPT_OK);
+    assert_true(d.step == m.step);
+    assert_int_equal(d.seq, 7);
+    assert_int_equal(d.epoch, 3);
+    assert_int_equal(d.nitems, 2);
+    assert_string_equal(d.items[1].name, "checkpoint-100/model.bin");
+    assert_int_equal(d.items[1].kind, CKPT_ITEM_FILE);
+    assert_int_equal(d.items[1].mode, 0640);
+    assert_int_equal(d.items[0].elem_size, 2);
+    assert_memory_equal(d.items[0].chunks, m.items[0].chunks, 2 * sizeof(struct ckpt_chunk_ref));
+    assert_string_equal(d.parent, m.parent);
+    ckpt__manifest_free(&d);
+
+    /* any single flipped byte is detected */
+    for (size_t i = 0; i < len; i++) {
+        buf[i] ^= 0x01;
+        assert_int_not_equal(ckpt__manifest_decode(buf, len, &d, err), CKPT_OK);
+        buf[i] ^= 0x01;
+    }
+    /* any truncation is detected */
+    for (size_t l = 0; l < len; l += 3)
+        assert_int_not_equal(ckpt__manifest_decode(buf, l, &d, err), CKPT_OK);
+    free(buf);
+    ckpt__manifest_free(&m);
+}
+
+/* Seal hand-written JSON so only the semantic checks can reject it. */
+static ckpt_status decode_json(const char *json, char *err)
+{
+    size_t len;
+    char *buf = ckpt__envelope_seal(json, &len);
+    struct ckpt_manifest m;
+    ckpt_status st = ckpt__manifest_decode(buf, len, &m, err);
+    free(buf);
+    if (st == CKPT_OK)
+        ckpt__manifest_free(&m);
+    return st;
+}
+
+#define HDR "{\"format\":1,\"kind\":\"manifest\",\"step\":\"1\",\"seq\":\"1\",\"epoch\":\"0\"," \
+            "\"time_ms\":1,\"rank\":0,\"world_size\":1,\"chunk_bytes\":1048576,"            \
+            "\"new_bytes\":0,\"writer\":\"w\",\"items\":"
+#define ID "\"00112233445566778899aabbccddeeff\""
+
+static void test_manifest_hostile(void **state)
+{
+    char err[CKPT_ERR_MAX];
+    (void)state;
+    assert_int_equal(decode_json(HDR "[]}", err), CKPT_OK);
+    assert_int_equal(decode_json(HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":4,\"elem\":0,"
+                                     "\"mode\":384,\"chunks\":[[" ID ",4,60]]}]}", err),
+                     CKPT_OK);
+    /* names escaping the target */
+    const char *bad_names[] = { "../x", "/etc/passwd", "a/../../b", "a//b", "", ".", "a/",
+                                "x\\y", "a b" };
+    for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 HDR "[{\"name\":\"%s\",\"kind\":\"mem\",\"size\":0,\"elem\":0,\"mode\":384,"
+                     "\"chunks\":[]}]}", bad_names[i]);
+        assert_int_equal(decode_json(json, err), CKPT_E_CORRUPT);
+    }
+    /* sizes that do not add up, bad ids, wrong types, duplicates */
+    const char *bad[] = {
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":5,\"elem\":0,\"mode\":384,\"chunks\":[[" ID ",4,60]]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":4,\"elem\":0,\"mode\":384,\"chunks\":[[\"zz\",4,60]]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":4,\"elem\":3,\"mode\":384,\"chunks\":[[" ID ",4,60]]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"pipe\",\"size\":4,\"elem\":0,\"mode\":384,\"chunks\":[[" ID ",4,60]]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":-4,\"elem\":0,\"mode\":384,\"chunks\":[]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":4,\"elem\":0,\"mode\":384,\"chunks\":[[" ID ",4,2]]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":4,\"elem\":0,\"mode\":384,\"chunks\":[[" ID ",4.5,60]]}]}",
+        HDR "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":0,\"elem\":0,\"mode\":384,\"chunks\":[]},"
+            "{\"name\":\"a\",\"kind\":\"mem\",\"size\":0,\"elem\":0,\"mode\":384,\"chunks\":[]}]}",
+        HDR "7}",
+        "{\"format\":1,\"kind\":\"manifest\"}",
+        "[1,2,3]",
+        "{\"format\":1,\"kind\":\"manifest\",\"step\":\"-1\",\"seq\":\"1\",\"epoch\":\"0\"," "\"items\":[]}",
+        "{\"format\":1,\"kind\":\"manifest\",\"step\":\"99999999999999999999999\",\"seq\":\"1\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(decode_json(bad[i], err), CKPT_E_CORRUPT);
+    /* a newer format is refused with a clear status, not misread */
+    assert_int_equal(decode_json("{\"format\":2,\"kind\":\"manifest\"}", err), CKPT_E_UNSUPPORTED);
+    assert_non_null(strstr(err, "newer"));
+    /* garbage without an envelope */
+    struct ckpt_manifest m;
+    assert_int_equal(ckpt__manifest_decode("hello", 5, &m, err), CKPT_E_CORRUPT);
+    assert_int_equal(ckpt__manifest_decode("", 0, &m, err), CKPT_E_CORRUPT);
+}
+
+static void test_head_roundtrip(void **state)
+{
+    struct ckpt_head h = { 0 }, d;
+    struct ckpt_head_entry e[2] = {
+        { "manifests/00000000000000000002_00000000000000000020_0000000000.ckm", 20, 2 },
+        { "manifests/00000000000000000001_00000000000000000010_0000000000.ckm", 10, 1 },
+    };
+    char *buf, err[CKPT_ERR_MAX];
+    size_t len;
+    (void)state;
+    h.seq = 2;
+    h.step = 20;
+    h.n = 2;
+    h.entries = e;
+    assert_int_equal(ckpt__head_encode(&h, &buf, &len), CKPT_OK);
+    assert_int_equal(ckpt__head_decode(buf, len, &d, err), CKPT_OK);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.entries[1].manifest, e[1].manifest);
+    assert_int_equal(d.entries[0].step, 20);
+    ckpt__head_free(&d);
+    for (size_t i = 0; i < len; i++) {
+        buf[i] ^= 0x20;
+        assert_int_not_equal(ckpt__head_decode(buf, len, &d, err), CKPT_OK);
+        buf[i] ^= 0x20;
+    }
+    free(buf);
+    /* entries must point inside manifests/ */
+    const char *evil = "{\"format\":1,\"kind\":\"head\",\"seq\":\"1\",\"step\":\"1\",\"epoch\":\"0\","
+                       "\"time_ms\":0,\"retained\":[{\"manifest\":\"../../etc/x\",\"step\":\"1\","
+                       "\"seq\":\"1\"}]}";
+    buf = ckpt__envelope_seal(evil, &len);
+    assert_int_equal(ckpt__head_decode(buf, len, &d, err), CKPT_E_CORRUPT);
+    free(buf);
+}
+
+static void test_names_and_keys(void **state)
+{
+    (void)state;
+    assert_true(ckpt__name_valid("checkpoint-100/model.safetensors"));
+    assert_true(ckpt__name_valid("epoch=1-step=300.ckpt"));
+    assert_false(ckpt__name_valid("../a"));
+    assert_false(ckpt__name_valid("a/.."));
+    assert_false(ckpt__name_valid("/a"));
+    assert_false(ckpt__name_valid(NULL));
+    assert_true(ckpt_key_valid("run/chunks/ab/abcd"));
+    assert_false(ckpt_key_valid("run/../x"));
+    assert_false(ckpt_key_valid("/run"));
+    assert_false(ckpt_key_valid("run//x"));
+    assert_false(ckpt_key_valid("run/x/"));
+    assert_false(ckpt_key_valid("run/a b"));
+    char k[256];
+    ckpt__manifest_key("r", 1, 2, 3, k, sizeof k);
+    assert_string_equal(k, "r/manifests/00000000000000000001_00000000000000000002_0000000003.ckm");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_manifest_roundtrip),
+        cmocka_unit_test(test_manifest_hostile),
+        cmocka_unit_test(test_head_roundtrip),
+        cmocka_unit_test(test_names_and_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,479 @@
+/* test_save_restore.c -- the library end to end on the file store. */
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include "test_util.h"
+#include "internal.h"
+
+static char *g_dir;
+static char g_url[700];
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = test_tmpdir();
+    snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_rmrf(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx = NULL;
+    cfg.store = g_url;
+    cfg.run = run;
+    cfg.codec = codec;
+    cfg.chunk_bytes = chunk;
+    cfg.keep = keep;
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    return ctx;
+}
+
+static void test_roundtrip_codecs(void **state)
+{
+    const ckpt_codec codecs[] = { CKPT_CODEC_ZSTD, CKPT_CODEC_LZ4, CKPT_CODEC_NONE };
+    (void)state;
+    for (size_t c = 0; c < 3; c++) {
+        char run[32];
+        size_t n1 = 300001, n2 = 77777;
+        float *w = malloc(n1 * 4), *wcopy = malloc(n1 * 4);
+        uint16_t *h = malloc(n2 * 2), *hcopy = malloc(n2 * 2);
+        uint8_t small[13] = "hello, world", scopy[13];
+        uint64_t step = 0;
+        snprintf(run, sizeof run, "rt%zu", c);
+        test_fill_weights(w, n1, c);
+        for (size_t i = 0; i < n2; i++)
+            h[i] = (uint16_t)(0x3c00 + (i * 37 % 512));
+        memcpy(wcopy, w, n1 * 4);
+        memcpy(hcopy, h, n2 * 2);
+        memcpy(scopy, small, 13);
+        struct ckpt_ctx *ctx = open_run(run, codecs[c], 64 << 10, 3);
+        assert_int_equal(ckpt_restore(ctx, &step), CKPT_E_INVAL); /* nothing protected */
+        assert_int_equal(ckpt_protect_ex(ctx, "w", w, n1 * 4, CKPT_ELEM_F32), CKPT_OK);
+        assert_int_equal(ckpt_protect_ex(ctx, "h", h, n2 * 2, CKPT_ELEM_F16), CKPT_OK);
+        assert_int_equal(ckpt_protect(ctx, "dir/small", small, 13), CKPT_OK);
+        assert_int_equal(ckpt_protect(ctx, "w", w, 4), CKPT_E_EXISTS);
+        assert_int_equal(ckpt_protect(ctx, "../evil", w, 4), CKPT_E_INVAL);
+        assert_int_equal(ckpt_restore(ctx, &step), CKPT_E_NOENT);
+        assert_int_equal(ckpt_save(ctx, 42), CKPT_OK);
+        /* the snapshot is taken: changing memory now must not leak into it */
+        memset(w, 0, n1 * 4);
+        assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+        memset(h, 0, n2 * 2);
+        memset(small, 0, 13);
+        assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+        assert_int_equal(step, 42);
+        assert_memory_equal(w, wcopy, n1 * 4);
+        assert_memory_equal(h, hcopy, n2 * 2);
+        assert_memory_equal(small, scopy, 13);
+        assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+        ckpt_close(ctx);
+        /* a second process (new context) restores the same */
+        ctx = open_run(run, CKPT_CODEC_DEFAULT, 0, 0);
+        memset(w, 0, n1 * 4);
+        ckpt_protect(ctx, "w", w, n1 * 4);
+        ckpt_protect(ctx, "h", h, n2 * 2);
+        ckpt_protect(ctx, "dir/small", small, 13);
+        assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+        assert_memory_equal(w, wcopy, n1 * 4);
+        ckpt_close(ctx);
+        free(w);
+        free(wcopy);
+        free(h);
+        free(hcopy);
+    }
+}
+
+static int count_cb(void *u, const struct ckpt_info *i)
+{
+    struct ckpt_info *out = u;
+    if (out[0].chunks == 0 && out[0].step == 0)
+        out[0] = *i;
+    else
+        out[1] = *i;
+    return 0;
+}
+
+/* A contiguous 1% change of a 1 GiB item writes at most 3% of the bytes. */
+static void test_dedup_1gib(void **state)
+{
+    size_t n = (size_t)1 << 30;
+    uint8_t *big = malloc(n);
+    struct ckpt_info info[2];
+    (void)state;
+    assert_non_null(big);
+    test_fill_weights((float *)big, n / 4, 11);
+    struct ckpt_ctx *ctx = open_run("dedup", CKPT_CODEC_LZ4, 0, 3);
+    assert_int_equal(ckpt_protect_ex(ctx, "big", big, n, CKPT_ELEM_F32), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    /* change 1% somewhere not aligned to chunks */
+    size_t off = n / 3 + 12345, len = n / 100;
+    test_fill_weights((float *)(big + (off & ~(size_t)3)), len / 4, 99);
+    assert_int_equal(ckpt_save(ctx, 2), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    memset(info, 0, sizeof info);
+    assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+    assert_int_equal(info[0].step, 2); /* newest first */
+    assert_int_equal(info[1].step, 1);
+    print_message("full: %llu bytes stored, incremental: %llu (%.2f%%)\n",
+                  (unsigned long long)info[1].new_bytes, (unsigned long long)info[0].new_bytes,
+                  100.0 * (double)info[0].new_bytes / (double)info[1].new_bytes);
+    assert_true(info[0].new_bytes * 100 <= info[1].new_bytes * 3);
+    assert_true(info[0].new_bytes * 100 <= (uint64_t)n * 3);
+    ckpt_close(ctx);
+    free(big);
+}
+
+static size_t count_files(const char *sub)
+{
+    char cmd[1024], line[64];
+    snprintf(cmd, sizeof cmd, "find '%s/store/%s' -type f | wc -l", g_dir, sub);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (p && fgets(line, sizeof line, p))
+        n = (size_t)atol(line);
+    if (p)
+        pclose(p);
+    return n;
+}
+
+static void test_retention_and_gc(void **state)
+{
+    uint32_t buf[50000];
+    struct ckpt_info info[2];
+    uint64_t step, deleted = 0;
+    (void)state;
+    struct ckpt_ctx *ctx = open_run("keep", CKPT_CODEC_ZSTD, 64 << 10, 2);
+    ckpt_protect(ctx, "b", buf, sizeof buf);
+    for (uint32_t s = 1; s <= 5; s++) {
+        for (size_t i = 0; i < 50000; i++)
+            buf[i] = s * 1000003u + (uint32_t)i * 7919u;
+        assert_int_equal(ckpt_save(ctx, s), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    }
+    assert_int_equal(count_files("keep/manifests"), 2);
+    /* 200000 bytes / 64 KiB = 4 chunks per checkpoint, all different */
+    assert_int_equal(count_files("keep/chunks"), 8);
+    memset(info, 0, sizeof info);
+    ckpt_list(ctx, count_cb, info);
+    assert_int_equal(info[0].step, 5);
+    assert_int_equal(info[1].step, 4);
+    /* orphans, as a crashed save leaves them */
+    char p[900];
+    snprintf(p, sizeof p, "%s/store/keep/chunks/00/00000000000000000000000000000000", g_dir);
+    ckpt__mkdirs(p, 0700, NULL);
+    rmdir(p);
+    FILE *f = fopen(p, "w");
+    fputs("junk", f);
+    fclose(f);
+    /* gc --keep 1: drops step 4 and the orphan; step 5 restorable */
+    assert_int_equal(ckpt_gc(ctx, 1, 0, &deleted), CKPT_OK);
+    assert_true(deleted >= 6);
+    assert_int_equal(count_files("keep/manifests"), 1);
+    assert_int_equal(count_files("keep/chunks"), 4);
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 5);
+    assert_int_equal(buf[7], 5 * 1000003u + 7 * 7919u);
+    /* saves continue after gc */
+    assert_int_equal(ckpt_save(ctx, 6), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    ckpt_close(ctx);
+}
+
+static void corrupt_one_chunk_of(const char *run, uint64_t step, const uint8_t *only_in)
+{
+    (void)only_in;
+    struct ckpt_ctx *ctx = open_run(run, CKPT_CODEC_DEFAULT, 0, 0);
+    struct ckpt_head h;
+    bool exists;
+    char etag[CKPT_ETAG_MAX];
+    assert_int_equal(ckpt__read_head(ctx, &h, etag, &exists), CKPT_OK);
+    for (size_t i = 0; i < h.n; i++) {
+        if (h.entries[i].step != step)
+            continue;
+        struct ckpt_manifest m;
+        assert_int_equal(ckpt__read_manifest(ctx, h.entries[i].manifest, &m), CKPT_OK);
+        char key[1024], path[1500];
+        ckpt__chunk_key(run, m.items[0].chunks[m.items[0].nchunks - 1].id, key, sizeof key);
+        snprintf(path, sizeof path, "%s/store/%s", g_dir, key);
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        fseek(f, 60, SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, 60, SEEK_SET);
+        fputc(c ^ 0xff, f);
+        fclose(f);
+        ckpt__manifest_free(&m);
+    }
+    ckpt__head_free(&h);
+    ckpt_close(ctx);
+}
+
+static void test_damage_falls_back(void **state)
+{
+    uint32_t buf[40000];
+    uint64_t step;
+    (void)state;
+    struct ckpt_ctx *ctx = open_run("dmg", CKPT_CODEC_ZSTD, 64 << 10, 3);
+    ckpt_protect(ctx, "b", buf, sizeof buf);
+    for (uint32_t s = 1; s <= 2; s++) {
+        for (size_t i = 0; i < 40000; i++)
+            buf[i] = s * 77u + (uint32_t)i;
+        assert_int_equal(ckpt_save(ctx, s), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    }
+    corrupt_one_chunk_of("dmg", 2, NULL);
+    assert_int_equal(ckpt_verify(ctx, 2), CKPT_E_CORRUPT);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "item b"));
+    assert_int_equal(ckpt_verify(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_E_CORRUPT);
+    assert_int_equal(ckpt_verify(ctx, 77), CKPT_E_NOENT);
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 1);
+    assert_int_equal(buf[5], 77u + 5);
+    assert_int_equal(buf[39999], 77u + 39999);
+    /* restore_dir of the damaged step by number fails, latest falls back */
+    char out[800];
+    snprintf(out, sizeof out, "%s/out-dmg", g_dir);
+    assert_int_equal(ckpt_restore_dir(ctx, 2, out, &step), CKPT_E_CORRUPT);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    assert_int_equal(step, 1);
+    ckpt_close(ctx);
+}
+
+static void test_shape_errors(void **state)
+{
+    uint8_t a[1000], b[10];
+    uint64_t step;
+    (void)state;
+    memset(a, 1, sizeof a);
+    struct ckpt_ctx *ctx = open_run("shape", CKPT_CODEC_ZSTD, 0, 0);
+    ckpt_protect(ctx, "a", a, sizeof a);
+    ckpt_protect(ctx, "b", b, sizeof b);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    ckpt_close(ctx);
+    /* a region of another size: error, nothing overwritten */
+    uint8_t a2[999], c[5];
+    memset(a2, 9, sizeof a2);
+    ctx = open_run("shape", CKPT_CODEC_ZSTD, 0, 0);
+    ckpt_protect(ctx, "b", b, sizeof b);
+    ckpt_protect(ctx, "a", a2, sizeof a2);
+    memset(b, 7, sizeof b);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_E_SIZE);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "'a'"));
+    for (size_t i = 0; i < sizeof a2; i++)
+        assert_int_equal(a2[i], 9);
+    for (size_t i = 0; i < sizeof b; i++)
+        assert_int_equal(b[i], 7);
+    ckpt_close(ctx);
+    /* a protected name the checkpoint lacks */
+    ctx = open_run("shape", CKPT_CODEC_ZSTD, 0, 0);
+    ckpt_protect(ctx, "a", a, sizeof a);
+    ckpt_protect(ctx, "c", c, sizeof c);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_E_MISMATCH);
+    ckpt_close(ctx);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_files_and_restore_dir(void **state)
+{
+    char src[800], out[800], p[1600];
+    uint64_t step;
+    (void)state;
+    snprintf(src, sizeof src, "%s/src", g_dir);
+    mkdir(src, 0700);
+    snprintf(p, sizeof p, "%s/model.bin", src);
+    write_file(p, "weights weights weights");
+    struct ckpt_ctx *ctx = open_run("files", CKPT_CODEC_ZSTD, 0, 0);
+    assert_int_equal(ckpt_protect_file(ctx, "checkpoint-100/model.bin", p), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 100), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    /* restore into the protected file itself */
+    write_file(p, "changed");
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    FILE *f = fopen(p, "r");
+    char line[100] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "weights weights weights");
+    /* materialize into a directory */
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    assert_int_equal(step, 100);
+    snprintf(p, sizeof p, "%s/checkpoint-100/model.bin", out);
+    f = fopen(p, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "weights weights weights");
+    /* a symbolic link in the way is refused, nothing written through it */
+    char out2[800], target[800];
+    snprintf(out2, sizeof out2, "%s/out2", g_dir);
+    snprintf(target, sizeof target, "%s/elsewhere", g_dir);
+    mkdir(out2, 0700);
+    mkdir(target, 0700);
+    snprintf(p, sizeof p, "%s/checkpoint-100", out2);
+    assert_int_equal(symlink(target, p), 0);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out2, &step), CKPT_E_UNSAFE);
+    snprintf(p, sizeof p, "%s/model.bin", target);
+    assert_int_not_equal(access(p, F_OK), 0);
+    assert_int_equal(ckpt_restore_dir(ctx, 5, out, &step), CKPT_E_NOENT);
+    /* a protected file that vanished: clear error at save */
+    snprintf(p, sizeof p, "%s/gone.bin", src);
+    assert_int_equal(ckpt_protect_file(ctx, "gone", p), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 101), CKPT_E_IO);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "gone"));
+    ckpt_close(ctx);
+}
+
+static void test_staging_cap_and_busy(void **state)
+{
+    size_t n = 3 << 20;
+    uint8_t *a = malloc(n), *copy = malloc(n);
+    uint64_t step;
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx;
+    (void)state;
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint8_t)(i * 31 >> 5);
+    memcpy(copy, a, n);
+    cfg.store = g_url;
+    cfg.run = "cap";
+    cfg.chunk_bytes = 64 << 10;
+    cfg.staging_max_bytes = 128 << 10; /* 2 blocks for 48 chunks */
+    cfg.workers = 2;
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    ckpt_protect(ctx, "a", a, n);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    assert_true(ctx->blk_total <= 2);
+    memset(a, 0, n);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_memory_equal(a, copy, n);
+    ckpt_close(ctx);
+    /* BUSY_SKIP: a save while one persists returns BUSY, never blocks */
+    cfg.on_busy = CKPT_BUSY_SKIP;
+    cfg.staging_max_bytes = 0;
+    cfg.run = "busy";
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    ckpt_protect(ctx, "a", a, n);
+    int busy = 0;
+    for (int i = 0; i < 50; i++) {
+        ckpt_status st = ckpt_save(ctx, (uint64_t)i + 1);
+        assert_true(st == CKPT_OK || st == CKPT_E_BUSY);
+        busy += st == CKPT_E_BUSY;
+    }
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    print_message("%d of 50 saves skipped as busy\n", busy);
+    ckpt_close(ctx);
+    free(a);
+    free(copy);
+}
+
+/* A writer whose view of HEAD is stale cannot commit. */
+static void test_fencing(void **state)
+{
+    uint32_t x = 1, y = 2;
+    (void)state;
+    struct ckpt_ctx *a = open_run("fence", CKPT_CODEC_ZSTD, 0, 0);
+    struct ckpt_ctx *b = open_run("fence", CKPT_CODEC_ZSTD, 0, 0);
+    ckpt_protect(a, "x", &x, 4);
+    ckpt_protect(b, "x", &y, 4);
+    assert_int_equal(ckpt_save(a, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(a), CKPT_OK);
+    /* b loaded the run before a committed: its commit must be refused */
+    usleep(100000);
+    assert_int_equal(ckpt_save(b, 2), CKPT_OK);
+    assert_int_equal(ckpt_wait(b), CKPT_E_FENCED);
+    assert_non_null(strstr(ckpt_errmsg(b), "HEAD"));
+    /* having re-read the run, b can commit again */
+    assert_int_equal(ckpt_save(b, 3), CKPT_OK);
+    assert_int_equal(ckpt_wait(b), CKPT_OK);
+    ckpt_close(a);
+    ckpt_close(b);
+}
+
+static void test_bad_stores(void **state)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx;
+    char path[800], url[900];
+    (void)state;
+    cfg.no_control = 1;
+    cfg.run = "x";
+    /* the store is a regular file */
+    snprintf(path, sizeof path, "%s/notadir", g_dir);
+    write_file(path, "x");
+    snprintf(url, sizeof url, "file://%s", path);
+    cfg.store = url;
+    assert_int_not_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    assert_non_null(strstr(ckpt_errmsg(NULL), "notadir"));
+    cfg.store = "nonsense://x";
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_E_CONFIG);
+    cfg.store = g_url;
+    cfg.run = "bad/run";
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_E_CONFIG);
+    cfg.run = "ok";
+    cfg.chunk_bytes = 10;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_E_CONFIG);
+    /* a full store: a small tmpfs, where we may mount one */
+    char mnt[800];
+    snprintf(mnt, sizeof mnt, "%s/tiny", g_dir);
+    mkdir(mnt, 0700);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=512k") != 0) {
+        print_message("skipped the full-store case: cannot mount a tmpfs here\n");
+        return;
+    }
+    snprintf(url, sizeof url, "file://%s", mnt);
+    cfg.store = url;
+    cfg.chunk_bytes = 0;
+    cfg.codec = CKPT_CODEC_NONE;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    size_t n = 4 << 20;
+    uint8_t *big = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (uint8_t)(i * 2654435761u >> 11);
+    ckpt_protect(ctx, "big", big, n);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_E_NOSPACE);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "chunk"));
+    ckpt_close(ctx);
+    free(big);
+    umount(mnt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_codecs),
+        cmocka_unit_test(test_dedup_1gib),
+        cmocka_unit_test(test_retention_and_gc),
+        cmocka_unit_test(test_damage_falls_back),
+        cmocka_unit_test(test_shape_errors),
+        cmocka_unit_test(test_files_and_restore_dir),
+        cmocka_unit_test(test_staging_cap_and_busy),
+        cmocka_unit_test(test_fencing),
+        cmocka_unit_test(test_bad_stores),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
