@@ -12,9 +12,3 @@ if(NOT CKPT_SANITIZE)
 endif()
 install(TARGETS ckpt_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
-# The overhead bench: open/write/close outside CKPT_DIR, with and without
-# the shim (`build/bin/preload_bench`; `make bench` runs every bench target).
-add_executable(preload_bench bench/preload_bench.c)
-add_dependencies(preload_bench ckpt_preload)
-target_compile_definitions(preload_bench PRIVATE
-  CKPT_PRELOAD_SO="$<TARGET_FILE:ckpt_preload>")

@@ -6,10 +6,11 @@ set(CKPT_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch for the examp
 add_executable(preload_probe integration/preload_probe.c)
 target_link_libraries(preload_probe PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
 
-if(EXISTS ${CKPT_PYTHON})
-  if(TARGET ckpt_preload AND NOT CKPT_SANITIZE)
-    # (Under ASan the runtime must come first in the process; an uninstrumented
-    # python with a sanitized shim preloaded cannot start.)
+# None of these run under CKPT_SANITIZE: the Python ones test no compiled
+# code, and an instrumented shim cannot be preloaded into an uninstrumented
+# python (the ASan runtime must come first in the process).
+if(EXISTS ${CKPT_PYTHON} AND NOT CKPT_SANITIZE)
+  if(TARGET ckpt_preload)
     add_test(NAME preload_shim
       COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_preload.py -v)
     set_tests_properties(preload_shim PROPERTIES LABELS integration TIMEOUT 300
@@ -29,7 +30,7 @@ if(EXISTS ${CKPT_PYTHON})
     set_tests_properties(torch_resume_${trainer} PROPERTIES LABELS integration
       TIMEOUT 300 SKIP_RETURN_CODE 77)
   endforeach()
-  if(TARGET ckpt_preload AND NOT CKPT_SANITIZE)
+  if(TARGET ckpt_preload)
     # The unmodified trainer, killed and resumed under the shim.
     add_test(NAME torch_resume_preload
       COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_torch_resume.py
