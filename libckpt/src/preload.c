@@ -677,6 +677,11 @@ EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to,
     }
     int rc = f(fromfd, from, tofd, to, flags);
     KEEP_ERRNO(after_rename(rc, tofd, to));
+#ifdef RENAME_EXCHANGE
+    /* An exchange also puts new content at `from`. */
+    if (flags & RENAME_EXCHANGE)
+        KEEP_ERRNO(after_rename(rc, fromfd, from));
+#endif
     return rc;
 }
 
