@@ -48,7 +48,11 @@ __all__ = ["requested", "restored_step", "checkpoint_dir", "saved"]
 _lock = threading.Lock()
 _lib = None              # the shim's functions; False once known absent
 _ctx_opened = False
-_flag = threading.Event()  # set by the signal handler (no shim)
+# Set by the signal handler (no shim). A plain list, not a threading.Event:
+# Python runs signal handlers on the main thread between bytecodes, possibly
+# while that thread is inside Event.clear() holding the Event's lock, and
+# Event.set() in the handler would then deadlock on it.
+_pending = [False]
 _handler_installed = False
 _conn = None             # (socket, pid) of our connection to ckptrun
 
@@ -91,7 +95,7 @@ def _shim():
 
 def _on_signal(signum, frame):
     # Only record: the save happens at the trainer's next safe point.
-    _flag.set()
+    _pending[0] = True
 
 
 def _install_handler():
@@ -114,8 +118,8 @@ def _install_handler():
 
 def requested():
     """@return True once per checkpoint request (signal or ckptrun), else
-    False. Cheap enough to call every step (an atomic read in the shim, an
-    Event check otherwise)."""
+    False. Cheap enough to call every step (an atomic read in the shim, a
+    flag check otherwise)."""
     global _ctx_opened
     lib = _shim()
     if lib is not None:
@@ -130,8 +134,10 @@ def requested():
                     _ctx_opened = True
         return lib.ckpt_preload_take_request() != 0
     _install_handler()
-    if _flag.is_set():
-        _flag.clear()
+    if _pending[0]:
+        # A second request arriving between these two lines is served by
+        # the same save, which has not started yet.
+        _pending[0] = False
         return True
     return False
 

@@ -124,7 +124,7 @@ class HelperTest(unittest.TestCase):
         ckpt_helper._conn = None
         ckpt_helper._lib = None
         ckpt_helper._ctx_opened = False
-        ckpt_helper._flag.clear()
+        ckpt_helper._pending[0] = False
 
     def tearDown(self):
         for s in self.servers:
