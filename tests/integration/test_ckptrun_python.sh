@@ -6,7 +6,7 @@
 #   signal   train.py,        --signal SIGUSR1           (way 2)
 #   preload  train_helper.py, --preload --signal SIGUSR1 (helper + shim)
 #   nosignal train.py,        --preload, no signal: the newest complete
-#            checkpoint-N/ is the final one
+#            checkpoint-N/ is the final one (stopped after a new one appeared)
 #
 #   CKPT_BIN=build/bin CKPT_SRC=. bash tests/integration/test_ckptrun_python.sh [variant...]
 #
@@ -30,19 +30,38 @@ unset CKPT_SOCKET CKPT_DIR CKPT_STORE CKPT_RUN CKPT_SIGNAL CKPT_STEP CKPT_RESUME
 $PY "$SRC/examples/python/train.py" --steps $STEPS --every $EVERY \
     --out "$WORK/ref.bin" --dir "$WORK/refck" 2>/dev/null || { echo "FAIL: reference run"; exit 1; }
 
+max_step() {
+    ls "$1" 2>/dev/null | sed -n 's/^checkpoint-\([0-9]*\)$/\1/p' | sort -n | tail -1
+}
+
+# run_variant NAME TRAINER WAIT OPTIONS...: WAIT=1 stops only once the trainer
+# wrote a checkpoint newer than any before (without a signal, ckptrun cannot
+# ask for one: a stop before the first would rightly exit 74).
 run_variant() {
-    local name=$1 trainer=$2; shift 2
+    local name=$1 trainer=$2 waitck=$3; shift 3
     local dir=$WORK/$name
     mkdir -p "$dir"
-    local stops=0 rc
+    local stops=0 rc prev=-1
     for attempt in 1 2 3 4 5 6; do
         "$CKPTRUN" --store "file://$dir/store" --run "$name" --dir "$dir/ck" --grace 20s "$@" -- \
             $PY "$SRC/examples/python/$trainer" --steps $STEPS --every $EVERY \
             --out "$dir/out.bin" >>"$dir/log" 2>&1 &
         local pid=$!
         if [ $stops -lt 2 ]; then
-            # Let it get past the import and a few steps, then preempt.
-            sleep $((3 + stops * 2))
+            if [ "$waitck" = 1 ]; then
+                for _ in $(seq 600); do
+                    m=$(max_step "$dir/ck")
+                    [ -n "$m" ] && [ "$m" -gt "$prev" ] && break
+                    kill -0 $pid 2>/dev/null || break
+                    sleep 0.1
+                done
+                sleep 0.5 # past the rename: ckptrun has seen it
+                prev=$(max_step "$dir/ck")
+                prev=${prev:--1}
+            else
+                # Any moment: during the import, training or a save.
+                sleep $((3 + stops * 2))
+            fi
             kill -TERM $pid 2>/dev/null
         fi
         wait $pid
@@ -80,9 +99,9 @@ variants=("$@")
 fail=0
 for v in "${variants[@]}"; do
     case $v in
-    signal)   run_variant signal train.py --signal SIGUSR1 || fail=1 ;;
-    preload)  run_variant preload train_helper.py --preload --signal SIGUSR1 || fail=1 ;;
-    nosignal) run_variant nosignal train.py --preload || fail=1 ;;
+    signal)   run_variant signal train.py 0 --signal SIGUSR1 || fail=1 ;;
+    preload)  run_variant preload train_helper.py 0 --preload --signal SIGUSR1 || fail=1 ;;
+    nosignal) run_variant nosignal train.py 1 --preload || fail=1 ;;
     *) echo "unknown variant $v"; fail=1 ;;
     esac
 done
