@@ -5,7 +5,7 @@ ASAN    ?= build-asan
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-fast test-asan bench install clean
+.PHONY: all deps build demo test test-fast test-asan test-peers bench install clean
 
 all: build
 
@@ -20,8 +20,16 @@ build:
 demo: deps build
 	@bash examples/demo.sh $(BUILD)
 
+# The object-store peers the tests start (s3rver, azurite), pinned by
+# tests/npm/package-lock.json.
+test-peers:
+	@if [ ! -d tests/npm/node_modules ] || [ tests/npm/package-lock.json -nt tests/npm/node_modules ]; then \
+		echo "test-peers: npm ci (s3rver, azurite)"; \
+		cd tests/npm && npm ci --no-audit --no-fund --loglevel=error && touch node_modules; \
+	fi
+
 # Every test, then the whole suite again under AddressSanitizer + UBSan.
-test: deps build
+test: deps build test-peers
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
 
