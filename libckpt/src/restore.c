@@ -269,7 +269,8 @@ static void dest_cleanup(struct rdest *d, size_t n, int commit, ckpt_status *st,
     for (size_t i = 0; i < n; i++) {
         if (d[i].fd >= 0) {
             if (commit && *st == CKPT_OK) {
-                if (fchmod(d[i].fd, d[i].mode & 0777) != 0 || fsync(d[i].fd) != 0 ||
+                /* owner-only, whatever the original allowed others (DESIGN §6) */
+                if (fchmod(d[i].fd, (d[i].mode & 0700) | 0600) != 0 || fsync(d[i].fd) != 0 ||
                     rename(d[i].tmp, d[i].final) != 0) {
                     ckpt__seterr(err, "%s: %s", d[i].final, strerror(errno));
                     *st = CKPT_E_IO;

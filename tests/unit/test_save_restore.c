@@ -325,6 +325,11 @@ static void test_files_and_restore_dir(void **state)
     assert_non_null(fgets(line, sizeof line, f));
     fclose(f);
     assert_string_equal(line, "weights weights weights");
+    {
+        struct stat sb; /* the source was 0644: restored files are owner-only */
+        assert_int_equal(stat(p, &sb), 0);
+        assert_int_equal(sb.st_mode & 0777, 0600);
+    }
     /* a symbolic link in the way is refused, nothing written through it */
     char out2[800], target[800];
     snprintf(out2, sizeof out2, "%s/out2", g_dir);
