@@ -11,6 +11,18 @@ set_tests_properties(test_cuda_nodriver PROPERTIES LABELS "unit;cuda" TIMEOUT 30
   ENVIRONMENT "${CKPT_TEST_ENV};CKPT_CUDA_RUNTIME=/nonexistent/libcudart.so")
 
 if(CKPT_HAVE_CUDA)
+  # cuda.c's real code against a fake runtime: runs on every machine.
+  add_library(fake_cudart SHARED tools/fake_cudart.c)
+  target_link_libraries(fake_cudart PRIVATE Threads::Threads)
+  set_target_properties(fake_cudart PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_executable(test_cuda_fake unit/test_cuda_fake.c)
+  target_link_libraries(test_cuda_fake PRIVATE ckpt_internal PkgConfig::CMOCKA ${CMAKE_DL_LIBS})
+  add_dependencies(test_cuda_fake fake_cudart)
+  add_test(NAME test_cuda_fake COMMAND test_cuda_fake)
+  set_tests_properties(test_cuda_fake PROPERTIES LABELS "unit;cuda" SKIP_RETURN_CODE 77
+    TIMEOUT 300 ENVIRONMENT "${CKPT_TEST_ENV};CKPT_CUDA_RUNTIME=$<TARGET_FILE:fake_cudart>")
+
   add_executable(test_cuda unit/test_cuda.c)
   target_link_libraries(test_cuda PRIVATE ckpt_internal PkgConfig::CMOCKA CUDA::cudart)
   add_test(NAME test_cuda COMMAND test_cuda)

@@ -868,6 +868,8 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
                     st = ckpt__cuda_snapshot_chunk(ctx, it, off, len, j->blk->data, err);
                     if (st) {
                         ckpt__set_ctx_err(ctx, "device region %s: %s", it->name, err);
+                        /* first failure wins: keeps the detail for ckpt_errmsg */
+                        save_fail(sv, st, "device region %s: %s", it->name, err);
                         block_put(ctx, j->blk);
                         free(j);
                         break;
