@@ -21,7 +21,7 @@ if(CKPT_HAVE_CUDA)
   add_dependencies(test_cuda_fake fake_cudart)
   add_test(NAME test_cuda_fake COMMAND test_cuda_fake)
   set_tests_properties(test_cuda_fake PROPERTIES LABELS "unit;cuda" SKIP_RETURN_CODE 77
-    TIMEOUT 300 ENVIRONMENT "${CKPT_TEST_ENV};CKPT_CUDA_RUNTIME=$<TARGET_FILE:fake_cudart>")
+    TIMEOUT 300 ENVIRONMENT "${CKPT_TEST_ENV};CKPT_CUDA_RUNTIME=$<TARGET_FILE:fake_cudart>;CKPT_CUDA_COPY_THREADS=3")
 
   add_executable(test_cuda unit/test_cuda.c)
   target_link_libraries(test_cuda PRIVATE ckpt_internal PkgConfig::CMOCKA CUDA::cudart)

@@ -17,6 +17,9 @@
  * `pinned_max` bytes (slots of min(chunk, pinned_max/2) bytes, at least two,
  * so one slot is being filled by DMA while another is drained by memcpy).
  *
+ * The pinned -> staging memcpy of large pieces is split over helper threads
+ * (CKPT_CUDA_COPY_THREADS, default min(4, CPUs) including the caller).
+ *
  * Restore: each worker copies its decoded chunk into pinned slots and issues
  * host -> device copies on the same stream, keeping up to two of its slots in
  * flight, and waits for them before it reports the chunk done.
@@ -32,8 +35,11 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #define PIECE_MIN (64u << 10) /* smallest pinned slot */
+#define PCOPY_MIN (1u << 20)  /* pieces below this are copied by one thread */
+#define PCOPY_MAX_THREADS 16
 
 /* The runtime functions we use. __typeof__ ties each pointer to the
  * toolkit's prototype, so a signature mismatch fails the build. */
@@ -64,6 +70,23 @@ struct slot {
     size_t len;
 };
 
+/* Helpers for the pinned -> staging memcpy. One core's memcpy is slower than
+ * a PCIe 5 DMA engine, so the training thread splits each large piece with a
+ * few helper threads; otherwise that copy, not the transfer, would set the
+ * save's stall. */
+struct copier {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    pthread_t th[PCOPY_MAX_THREADS];
+    unsigned n;                      /* helper threads started */
+    int stop;
+    uint64_t gen;                    /* bumped for each job */
+    unsigned pending;                /* helpers still copying the job */
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t part, total;
+};
+
 struct ckpt_cuda {
     int device;                      /* every region of the context lives here */
     cudaStream_t stream;             /* ours, non-blocking */
@@ -81,6 +104,8 @@ struct ckpt_cuda {
     const struct ckpt_item *cit;     /* next piece to enqueue */
     uint64_t coff;
     unsigned rhead, rcount;
+
+    struct copier cp;
 };
 
 static const char *cuerr(cudaError_t e)
@@ -181,6 +206,111 @@ static void dev_leave(const struct ckpt_cuda *cu, int prev)
         rt.cudaSetDevice(prev);
 }
 
+struct helper_arg {
+    struct copier *cp;
+    unsigned idx;                    /* part index, 1.. (0 is the caller's) */
+};
+
+static void *copier_main(void *arg)
+{
+    struct helper_arg *ha = arg;
+    struct copier *cp = ha->cp;
+    const unsigned idx = ha->idx;
+    uint64_t seen = 0;
+    free(ha);
+    pthread_mutex_lock(&cp->mu);
+    for (;;) {
+        size_t off, n;
+        uint8_t *dst;
+        const uint8_t *src;
+        while (!cp->stop && cp->gen == seen)
+            pthread_cond_wait(&cp->go, &cp->mu);
+        if (cp->stop)
+            break;
+        seen = cp->gen;
+        off = idx * cp->part;
+        n = off < cp->total ? (cp->total - off < cp->part ? cp->total - off : cp->part) : 0;
+        dst = cp->dst + off;
+        src = cp->src + off;
+        pthread_mutex_unlock(&cp->mu);
+        if (n)
+            memcpy(dst, src, n);
+        pthread_mutex_lock(&cp->mu);
+        if (--cp->pending == 0)
+            pthread_cond_signal(&cp->done);
+    }
+    pthread_mutex_unlock(&cp->mu);
+    return NULL;
+}
+
+/* Threads copying pinned -> staging: CKPT_CUDA_COPY_THREADS (1 = the
+ * training thread alone), default min(4, online CPUs). Helpers that cannot
+ * be started are simply fewer helpers. */
+static void copier_start(struct copier *cp)
+{
+    const char *s = getenv("CKPT_CUDA_COPY_THREADS");
+    long want = s && *s ? strtol(s, NULL, 10) : 4, ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!(s && *s) && ncpu > 0 && ncpu < want)
+        want = ncpu;
+    if (want < 1)
+        want = 1;
+    if (want > PCOPY_MAX_THREADS + 1)
+        want = PCOPY_MAX_THREADS + 1;
+    pthread_mutex_init(&cp->mu, NULL);
+    pthread_cond_init(&cp->go, NULL);
+    pthread_cond_init(&cp->done, NULL);
+    for (long i = 1; i < want; i++) {
+        struct helper_arg *ha = malloc(sizeof *ha);
+        if (!ha)
+            break;
+        ha->cp = cp;
+        ha->idx = (unsigned)i;
+        if (pthread_create(&cp->th[cp->n], NULL, copier_main, ha) != 0) {
+            free(ha);
+            break;
+        }
+        cp->n++;
+    }
+}
+
+static void copier_stop(struct copier *cp)
+{
+    pthread_mutex_lock(&cp->mu);
+    cp->stop = 1;
+    pthread_cond_broadcast(&cp->go);
+    pthread_mutex_unlock(&cp->mu);
+    for (unsigned i = 0; i < cp->n; i++)
+        pthread_join(cp->th[i], NULL);
+    pthread_mutex_destroy(&cp->mu);
+    pthread_cond_destroy(&cp->go);
+    pthread_cond_destroy(&cp->done);
+}
+
+/* memcpy, split over the helpers when large; returns when all is copied. */
+static void pcopy(struct copier *cp, void *dst, const void *src, size_t n)
+{
+    size_t part;
+    if (!cp->n || n < PCOPY_MIN) {
+        memcpy(dst, src, n);
+        return;
+    }
+    part = (n / (cp->n + 1) + 4095) & ~(size_t)4095; /* page-aligned parts */
+    pthread_mutex_lock(&cp->mu);
+    cp->dst = dst;
+    cp->src = src;
+    cp->part = part;
+    cp->total = n;
+    cp->pending = cp->n;
+    cp->gen++;
+    pthread_cond_broadcast(&cp->go);
+    pthread_mutex_unlock(&cp->mu);
+    memcpy(dst, src, part < n ? part : n);
+    pthread_mutex_lock(&cp->mu);
+    while (cp->pending)
+        pthread_cond_wait(&cp->done, &cp->mu);
+    pthread_mutex_unlock(&cp->mu);
+}
+
 /* Grow the pinned pool to `want` slots (within max_slots). */
 static ckpt_status slots_grow(struct ckpt_cuda *cu, unsigned want, char *err)
 {
@@ -260,6 +390,7 @@ ckpt_status ckpt__cuda_protect(struct ckpt_ctx *ctx, void *dev, size_t size, cha
             cu->max_slots = 2;
         pthread_mutex_init(&cu->mu, NULL);
         pthread_cond_init(&cu->cv, NULL);
+        copier_start(&cu->cp);
         ctx->cuda = cu;
         fresh = 1;
         st = dev_enter(cu, &prev, err);
@@ -274,7 +405,8 @@ ckpt_status ckpt__cuda_protect(struct ckpt_ctx *ctx, void *dev, size_t size, cha
             goto out;
         }
         ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "cuda", "%s; device %d; pinned slots of %zu bytes, "
-                  "at most %u", rt_why, cu->device, cu->slot_bytes, cu->max_slots);
+                  "at most %u; %u copy threads", rt_why, cu->device, cu->slot_bytes,
+                  cu->max_slots, cu->cp.n + 1);
     } else if (pa.device != cu->device) {
         ckpt__seterr(err, "pointer %p is on device %d but this context's device regions are on "
                           "device %d: use one context per device", dev, pa.device, cu->device);
@@ -322,6 +454,7 @@ void ckpt__cuda_release(struct ckpt_ctx *ctx)
             rt.cudaStreamDestroy(cu->stream);
         dev_leave(cu, prev);
     }
+    copier_stop(&cu->cp);
     free(cu->slots);
     pthread_mutex_destroy(&cu->mu);
     pthread_cond_destroy(&cu->cv);
@@ -423,7 +556,7 @@ ckpt_status ckpt__cuda_snapshot_chunk(struct ckpt_ctx *ctx, const struct ckpt_it
             st = CKPT_E_CUDA;
             goto out;
         }
-        memcpy((uint8_t *)dst + filled, s->buf, s->len);
+        pcopy(&cu->cp, (uint8_t *)dst + filled, s->buf, s->len);
         filled += s->len;
         cu->rhead = (cu->rhead + 1) % cu->nslots;
         cu->rcount--;

@@ -72,9 +72,14 @@ fi
 result ctest-cuda $rc
 
 step "cuda_bench"
-timeout 180 "$build/bin/cuda_bench" --mib "${BENCH_MIB:-1024}"
+timeout 150 "$build/bin/cuda_bench" --mib "${BENCH_MIB:-1024}"
 rc=$?
 result cuda_bench $rc
+
+step "cuda_bench, one copy thread (CKPT_CUDA_COPY_THREADS=1, for comparison)"
+CKPT_CUDA_COPY_THREADS=1 timeout 150 "$build/bin/cuda_bench" --mib "${BENCH_MIB:-1024}"
+rc=$?
+result cuda_bench_1thread $rc
 
 echo
 if (( status == 0 )); then echo "OVERALL: PASS"; else echo "OVERALL: FAIL"; fi

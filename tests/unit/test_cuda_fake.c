@@ -69,6 +69,7 @@ static void test_fake_roundtrip(void **state)
         { 64 << 10, 64 << 20, 0, 8 },        /* a large pool: many in flight */
         { 64 << 10, 256 << 10, 256 << 10, 2 }, /* staging cap: block waits meet DMA */
         { 64 << 10, 1, 0, 2 },               /* tiny cap: still two slots */
+        { 4 << 20, 16 << 20, 0, 2 },         /* 4 MiB pieces: split over copy threads */
     };
     const size_t na = (5u << 20) + 12345, nb = 100003, nh = 70000;
     (void)state;
