@@ -6,6 +6,7 @@
 # test's output) on a machine without a GPU. tests/gpu/run.sh runs them all.
 add_executable(test_cuda_nodriver unit/test_cuda_nodriver.c)
 target_link_libraries(test_cuda_nodriver PRIVATE ckpt_internal PkgConfig::CMOCKA ${CMAKE_DL_LIBS})
+add_dependencies(test_cuda_nodriver ckpt) # it dlopens libckpt.so
 add_test(NAME test_cuda_nodriver COMMAND test_cuda_nodriver)
 set_tests_properties(test_cuda_nodriver PROPERTIES LABELS "unit;cuda" TIMEOUT 300
   ENVIRONMENT "${CKPT_TEST_ENV};CKPT_CUDA_RUNTIME=/nonexistent/libcudart.so")

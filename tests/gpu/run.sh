@@ -20,8 +20,6 @@ if [[ -n "${OUT:-}" ]]; then
 else
   results=$build/gpu-results.txt
 fi
-: > "$results"
-exec > >(tee -a "$results") 2>&1
 jobs=$(nproc 2>/dev/null || echo 4)
 status=0
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
@@ -29,6 +27,7 @@ result() { # name rc
   if [[ $2 == 0 ]]; then echo "RESULT $1: PASS"; else echo "RESULT $1: FAIL ($2)"; status=1; fi
 }
 
+main() {
 step "machine"
 date -u
 uname -srm
@@ -57,7 +56,7 @@ if (( rc == 0 )); then
 fi
 if (( status != 0 )); then
   echo "OVERALL: FAIL (build)"
-  exit 1
+  return 1
 fi
 
 step "ctest -L cuda"
@@ -83,4 +82,9 @@ result cuda_bench_1thread $rc
 
 echo
 if (( status == 0 )); then echo "OVERALL: PASS"; else echo "OVERALL: FAIL"; fi
-exit $status
+return $status
+}
+
+# everything, stdout and stderr, also goes to the results file
+main 2>&1 | tee "$results"
+exit "${PIPESTATUS[0]}"
