@@ -5,33 +5,35 @@
 
 #include "store.h"
 
-int ckpt_key_valid(const char *key)
+int ckpt_path_valid(const char *p, size_t max, const char *extra)
 {
     size_t len, seg = 0;
-    if (!key || !*key || key[0] == '/')
+    if (!p || !*p || p[0] == '/')
         return 0;
-    len = strlen(key);
-    if (len > 1024)
+    len = strlen(p);
+    if (len > max || p[len - 1] == '/')
         return 0;
     for (size_t i = 0; i <= len; i++) {
-        char c = key[i];
+        char c = p[i];
         if (c == '/' || c == '\0') {
-            /* empty, "." and ".." segments are refused; a trailing '/' is a
-             * prefix, not a key */
-            if (seg == 0 && !(c == '\0' && i > 0))
-                return 0;
-            if ((seg == 1 && key[i - 1] == '.') ||
-                (seg == 2 && key[i - 1] == '.' && key[i - 2] == '.'))
+            /* empty, "." and ".." segments are refused */
+            if (seg == 0 || (seg == 1 && p[i - 1] == '.') ||
+                (seg == 2 && p[i - 1] == '.' && p[i - 2] == '.'))
                 return 0;
             seg = 0;
             continue;
         }
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
+              c == '.' || c == '_' || c == '-' || (extra && strchr(extra, c))))
             return 0;
         seg++;
     }
-    return key[len - 1] != '/';
+    return 1;
+}
+
+int ckpt_key_valid(const char *key)
+{
+    return ckpt_path_valid(key, 1024, NULL);
 }
 
 char *ckpt_store_default_url(char *buf, size_t len)

@@ -133,6 +133,9 @@ static inline ckpt_status ckpt_store_get(struct ckpt_store *st, const char *key,
 /* Key validation shared by backends: [A-Za-z0-9._-/], no "..", no "//",
  * no leading '/'. @return 1 if valid. */
 int ckpt_key_valid(const char *key);
+/* A relative '/'-separated path of at most `max` bytes of [A-Za-z0-9._-]
+ * plus the characters in `extra`, without empty, "." or ".." segments. */
+int ckpt_path_valid(const char *p, size_t max, const char *extra);
 
 /* Backend constructors (each in its own file). */
 ckpt_status ckpt_store_file_open(const char *path, const struct ckpt_store_config *cfg,

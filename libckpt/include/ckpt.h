@@ -342,6 +342,15 @@ CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
 CKPT_API ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep,
                              uint64_t min_age_ms, uint64_t *deleted);
 
+/* Fence the run: rewrite its HEAD (same checkpoints, `epoch` recorded) with a
+ * conditional write, so that every writer that read HEAD before -- a runner
+ * that lost its lease -- has its next commit refused (CKPT_E_FENCED). A run
+ * without a HEAD gets an empty one, which stale writers cannot overwrite
+ * either. Used by `ckptrun run/recover` right after taking the lease.
+ * @return CKPT_OK, CKPT_E_PRECONDITION (HEAD changed meanwhile: retry),
+ *         CKPT_E_CORRUPT (HEAD damaged), store errors. */
+CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
+
 /* Request a checkpoint from inside the program (as ckptrun's requests do):
  * ckpt_should_save() turns true. `codec` != DEFAULT overrides the codec for
  * the next save only. Thread-safe, async-signal-safe. */

@@ -422,3 +422,47 @@ out:
     ckpt__head_free(&h);
     return st;
 }
+
+ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
+{
+    struct ckpt_head h;
+    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", key[1024], *buf = NULL;
+    size_t len;
+    bool exists;
+    ckpt_status st;
+    struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
+
+    if (!ctx)
+        return CKPT_E_INVAL;
+    ckpt__wait(ctx);
+    st = ckpt__read_head(ctx, &h, etag, &exists);
+    if (st)
+        return st;
+    h.epoch = epoch;
+    h.time_ms = ckpt__now_ms();
+    if (!exists)
+        po.cond = CKPT_PUT_IF_NONE_MATCH;
+    if (!ctx->store->ops->has_conditional(ctx->store))
+        po.cond = CKPT_PUT_PLAIN;
+    st = ckpt__head_encode(&h, &buf, &len);
+    if (st)
+        goto out;
+    ckpt__run_key(ctx, "HEAD", key, sizeof key);
+    st = ctx->store->ops->put(ctx->store, key, buf, len, &po, NULL, err);
+    if (st)
+        ckpt__set_ctx_err(ctx, "fencing %s: %s", key, err);
+    else
+        ckpt__log(&ctx->log, CKPT_LOG_INFO, "fence", "run %s fenced at epoch %llu", ctx->run,
+                  (unsigned long long)epoch);
+    if (st == CKPT_E_NOENT)
+        st = CKPT_E_PRECONDITION;
+out:
+    free(buf);
+    ckpt__head_free(&h);
+    /* our own view must follow, or our next commit would fence itself */
+    pthread_mutex_lock(&ctx->run_mu);
+    ctx->epoch = epoch;
+    pthread_mutex_unlock(&ctx->run_mu);
+    ckpt__load_run(ctx, true);
+    return st;
+}

@@ -396,13 +396,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
         free(it->path);
         free(it);
     }
-    if (ctx->retained_ids) {
-        for (size_t i = 0; i < ctx->head.n; i++)
-            free(ctx->retained_ids[i].ids);
-        free(ctx->retained_ids);
-    }
-    ckpt__head_free(&ctx->head);
-    ckpt__idset_free(&ctx->known);
+    ckpt__run_state_free(ctx);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);
     free(ctx->run);

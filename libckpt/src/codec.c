@@ -124,33 +124,69 @@ static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (
 static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
 static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
+/* Compress `len` bytes from src into dst (capacity cap) with codec.
+ * @return compressed size, or SIZE_MAX when it did not fit / failed. */
+static size_t compress_into(struct ckpt_codec_ws *ws, ckpt_codec codec, int level, uint8_t *dst,
+                            size_t cap, const uint8_t *src, size_t len)
+{
+    if (codec == CKPT_CODEC_ZSTD) {
+        size_t r = ZSTD_compressCCtx(ws->cctx, dst, cap, src, len, level ? level : 1);
+        return ZSTD_isError(r) ? SIZE_MAX : r;
+    }
+    if (codec == CKPT_CODEC_LZ4) {
+        int r = LZ4_compress_default((const char *)src, (char *)dst, (int)len, (int)cap);
+        return r > 0 ? (size_t)r : SIZE_MAX;
+    }
+    return SIZE_MAX;
+}
+
+/* Byte-grouped payload: one record per plane -- u32 (bit 31: stored raw;
+ * bits 0-30: length) then the bytes -- then the len % elem tail bytes raw.
+ * Planes are compressed separately: the noise planes (low mantissa bytes)
+ * are detected as incompressible and stored raw at memcpy speed, and the
+ * compressor's tables are not polluted across planes. */
+static size_t encode_planes(struct ckpt_codec_ws *ws, ckpt_codec codec, int level,
+                            const uint8_t *grouped, size_t len, unsigned elem, uint8_t *out,
+                            size_t cap)
+{
+    size_t plane = len / elem, o = 0;
+    for (unsigned p = 0; p < elem; p++) {
+        const uint8_t *src = grouped + (size_t)p * plane;
+        size_t c;
+        if (o + 4 + plane > cap)
+            return SIZE_MAX;
+        c = compress_into(ws, codec, level, out + o + 4, cap - o - 4, src, plane);
+        if (c == SIZE_MAX || c >= plane - plane / 64) {
+            memcpy(out + o + 4, src, plane);
+            put32(out + o, (uint32_t)plane | 0x80000000u);
+            o += 4 + plane;
+        } else {
+            put32(out + o, (uint32_t)c);
+            o += 4 + c;
+        }
+    }
+    if (o + (len - plane * elem) > cap)
+        return SIZE_MAX;
+    memcpy(out + o, grouped + plane * elem, len - plane * elem);
+    return o + (len - plane * elem);
+}
+
 ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
                                const uint8_t id[CKPT_ID_LEN], ckpt_codec codec, int level,
                                unsigned elem_size, const void **obj, size_t *obj_len)
 {
-    const uint8_t *src = raw;
     uint8_t *hdr = ws->out, *payload = ws->out + CKPT_CHUNK_HDR;
-    size_t plen = 0;
+    size_t cap = ws->out_cap - CKPT_CHUNK_HDR, plen;
     int filter = CKPT_FILTER_NONE;
 
     if (len > ws->chunk || len > UINT32_MAX)
         return CKPT_E_INVAL;
     if (codec != CKPT_CODEC_NONE && (elem_size == 2 || elem_size == 4) && len >= elem_size) {
         ckpt__bytegroup(raw, ws->filt, len, elem_size);
-        src = ws->filt;
         filter = CKPT_FILTER_BYTEGROUP;
-    }
-    if (codec == CKPT_CODEC_ZSTD) {
-        plen = ZSTD_compressCCtx(ws->cctx, payload, ws->out_cap - CKPT_CHUNK_HDR, src, len,
-                                 level ? level : 1);
-        if (ZSTD_isError(plen))
-            plen = SIZE_MAX;
-    } else if (codec == CKPT_CODEC_LZ4) {
-        int r = LZ4_compress_default((const char *)src, (char *)payload, (int)len,
-                                     (int)(ws->out_cap - CKPT_CHUNK_HDR));
-        plen = r > 0 ? (size_t)r : SIZE_MAX;
+        plen = encode_planes(ws, codec, level, ws->filt, len, elem_size, payload, cap);
     } else {
-        plen = SIZE_MAX;
+        plen = compress_into(ws, codec, level, payload, cap, raw, len);
     }
     /* Store raw when compression saves less than 1/64: decoding raw is a
      * memcpy, so marginal gains are not worth the restore time. */
@@ -175,6 +211,62 @@ ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t
     return CKPT_OK;
 }
 
+static int decompress_into(struct ckpt_codec_ws *ws, unsigned codec, uint8_t *dst, size_t n,
+                           const uint8_t *src, size_t len, char *err)
+{
+    if (codec == CKPT_CODEC_ZSTD) {
+        size_t r = ZSTD_decompressDCtx(ws->dctx, dst, n, src, len);
+        if (ZSTD_isError(r) || r != n) {
+            ckpt__seterr(err, "zstd: %s", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
+            return -1;
+        }
+    } else if (codec == CKPT_CODEC_LZ4) {
+        int r = LZ4_decompress_safe((const char *)src, (char *)dst, (int)len, (int)n);
+        if (r < 0 || (size_t)r != n) {
+            ckpt__seterr(err, "lz4: malformed payload");
+            return -1;
+        }
+    } else {
+        if (len != n) {
+            ckpt__seterr(err, "raw payload of %zu bytes, expected %zu", len, n);
+            return -1;
+        }
+        memcpy(dst, src, n);
+    }
+    return 0;
+}
+
+static int decode_planes(struct ckpt_codec_ws *ws, unsigned codec, const uint8_t *payload,
+                         size_t pl, uint8_t *grouped, size_t n, unsigned elem, char *err)
+{
+    size_t plane = n / elem, o = 0, tail = n - plane * elem;
+    for (unsigned p = 0; p < elem; p++) {
+        uint32_t rec;
+        size_t l;
+        if (o + 4 > pl) {
+            ckpt__seterr(err, "plane %u header beyond the payload", p);
+            return -1;
+        }
+        rec = get32(payload + o);
+        l = rec & 0x7fffffffu;
+        o += 4;
+        if (l > pl - o) {
+            ckpt__seterr(err, "plane %u of %zu bytes beyond the payload", p, l);
+            return -1;
+        }
+        if (decompress_into(ws, (rec & 0x80000000u) ? CKPT_CODEC_NONE : codec,
+                            grouped + (size_t)p * plane, plane, payload + o, l, err))
+            return -1;
+        o += l;
+    }
+    if (pl - o != tail) {
+        ckpt__seterr(err, "payload has %zu trailing bytes, expected %zu", pl - o, tail);
+        return -1;
+    }
+    memcpy(grouped + plane * elem, payload + o, tail);
+    return 0;
+}
+
 ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
                                const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
                                char *err)
@@ -183,7 +275,6 @@ ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t
     uint32_t rl, pl;
     unsigned codec, filter, elem;
     uint8_t got[CKPT_ID_LEN];
-    uint8_t *dst;
     char a[CKPT_ID_HEX + 1], b[CKPT_ID_HEX + 1];
 
     if (obj_len < CKPT_CHUNK_HDR || memcmp(h, CKPT_CHUNK_MAGIC, 4) != 0) {
@@ -222,24 +313,13 @@ ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t
         ckpt__seterr(err, "chunk payload checksum mismatch");
         return CKPT_E_CORRUPT;
     }
-    dst = filter ? ws->filt : raw;
-    if (codec == CKPT_CODEC_ZSTD) {
-        size_t r = ZSTD_decompressDCtx(ws->dctx, dst, rl, payload, pl);
-        if (ZSTD_isError(r) || r != rl) {
-            ckpt__seterr(err, "zstd: %s", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
+    if (filter) {
+        if (decode_planes(ws, codec, payload, pl, ws->filt, rl, elem, err))
             return CKPT_E_CORRUPT;
-        }
-    } else if (codec == CKPT_CODEC_LZ4) {
-        int r = LZ4_decompress_safe((const char *)payload, (char *)dst, (int)pl, (int)rl);
-        if (r < 0 || (uint32_t)r != rl) {
-            ckpt__seterr(err, "lz4: malformed payload");
-            return CKPT_E_CORRUPT;
-        }
-    } else {
-        memcpy(dst, payload, rl);
-    }
-    if (filter)
         ckpt__byteungroup(ws->filt, raw, rl, elem);
+    } else if (decompress_into(ws, codec, raw, rl, payload, pl, err)) {
+        return CKPT_E_CORRUPT;
+    }
     ckpt__chunk_id(raw, rl, got);
     if (memcmp(got, id, CKPT_ID_LEN) != 0) {
         ckpt__hex(id, CKPT_ID_LEN, a);

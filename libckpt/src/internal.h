@@ -248,6 +248,7 @@ ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n);
 /* ---- run state (restore.c) -------------------------------------------------- */
 /* Read HEAD (and, with ids, the retained manifests' chunk ids) into ctx. */
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+void ckpt__run_state_free(struct ckpt_ctx *ctx); /* head, retained ids, known set */
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
                             bool *exists);
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *key,

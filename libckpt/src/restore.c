@@ -64,6 +64,18 @@ ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel, struct ck
     return st;
 }
 
+void ckpt__run_state_free(struct ckpt_ctx *ctx)
+{
+    if (ctx->retained_ids) {
+        for (size_t i = 0; i < ctx->head.n; i++)
+            free(ctx->retained_ids[i].ids);
+        free(ctx->retained_ids);
+        ctx->retained_ids = NULL;
+    }
+    ckpt__head_free(&ctx->head);
+    ckpt__idset_free(&ctx->known);
+}
+
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 {
     struct ckpt_head h;
@@ -105,13 +117,7 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 out:
     pthread_mutex_lock(&ctx->run_mu);
     if (st == CKPT_OK) {
-        if (ctx->retained_ids) {
-            for (size_t i = 0; i < ctx->head.n; i++)
-                free(ctx->retained_ids[i].ids);
-            free(ctx->retained_ids);
-        }
-        ckpt__head_free(&ctx->head);
-        ckpt__idset_free(&ctx->known);
+        ckpt__run_state_free(ctx);
         ctx->head = h;
         ctx->retained_ids = lists;
         ctx->known = known;

@@ -70,29 +70,7 @@ int ckpt__unhex(const char *in, uint8_t *out, size_t n)
  * so every store and filesystem can hold them. */
 int ckpt__name_valid(const char *name)
 {
-    size_t len, seg = 0;
-    if (!name)
-        return 0;
-    len = strlen(name);
-    if (len == 0 || len > CKPT_NAME_MAX || name[0] == '/' || name[len - 1] == '/')
-        return 0;
-    for (size_t i = 0; i <= len; i++) {
-        char c = name[i];
-        if (c == '/' || c == '\0') {
-            if (seg == 0)
-                return 0; /* "//" */
-            if ((seg == 1 && name[i - 1] == '.') ||
-                (seg == 2 && name[i - 1] == '.' && name[i - 2] == '.'))
-                return 0;
-            seg = 0;
-            continue;
-        }
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              strchr("._-+=@,", c)))
-            return 0;
-        seg++;
-    }
-    return 1;
+    return ckpt_path_valid(name, CKPT_NAME_MAX, "+=@,");
 }
 
 char *ckpt__strdup(const char *s)

@@ -1,0 +1,221 @@
+/* lease.c -- the run's lease on the store (lease.h). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lease.h"
+#include "store.h"
+
+#define LEASE_MAX_BYTES 4096
+#define WEAK_SETTLE_MS 1500
+
+struct lease {
+    struct ckpt_store *st;
+    char run[256];
+    char key[512];
+    char holder[256];
+    char etag[CKPT_ETAG_MAX];
+    uint64_t ttl_ms;
+    uint64_t epoch;
+    int64_t expires_ms;
+    int held;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int lease_is_live(const struct lease_info *li, int64_t t)
+{
+    return !li->released && li->holder[0] && li->expires_ms + LEASE_SKEW_MS > t;
+}
+
+static ckpt_status parse(const char *buf, size_t len, struct lease_info *out, char *err)
+{
+    cJSON *o = cJSON_ParseWithLength(buf, len);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "format");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "holder");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "expires_ms");
+    const cJSON *hb = cJSON_GetObjectItemCaseSensitive(o, "heartbeat_ms");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "released");
+    ckpt_status st = CKPT_E_CORRUPT;
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(o) || !cJSON_IsNumber(f) || f->valuedouble != 1 || !cJSON_IsString(h) ||
+        strlen(h->valuestring) >= sizeof out->holder || !cJSON_IsNumber(e) ||
+        e->valuedouble < 0 || e->valuedouble > 9007199254740992.0 || !cJSON_IsNumber(x) ||
+        !cJSON_IsNumber(hb) || !cJSON_IsBool(r)) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "LEASE object is malformed");
+        goto out;
+    }
+    snprintf(out->holder, sizeof out->holder, "%s", h->valuestring);
+    out->epoch = (uint64_t)e->valuedouble;
+    out->expires_ms = (int64_t)x->valuedouble;
+    out->heartbeat_ms = (int64_t)hb->valuedouble;
+    out->released = cJSON_IsTrue(r);
+    st = CKPT_OK;
+out:
+    cJSON_Delete(o);
+    return st;
+}
+
+ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info *out,
+                       char *etag, char *err)
+{
+    char key[512];
+    void *buf = NULL;
+    size_t len;
+    ckpt_status s;
+    snprintf(key, sizeof key, "%s/LEASE", run);
+    s = st->ops->get(st, key, LEASE_MAX_BYTES, &buf, &len, etag, err);
+    if (s == CKPT_OK) {
+        s = parse(buf, len, out, err);
+        free(buf);
+    }
+    return s;
+}
+
+ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms, struct lease **out)
+{
+    struct lease *l = calloc(1, sizeof *l);
+    char host[128] = "host";
+    unsigned char nonce[4] = { 0 };
+    int fd;
+    if (!l)
+        return CKPT_E_NOMEM;
+    l->st = st;
+    l->ttl_ms = ttl_ms ? ttl_ms : LEASE_DEFAULT_TTL_MS;
+    snprintf(l->run, sizeof l->run, "%s", run);
+    snprintf(l->key, sizeof l->key, "%s/LEASE", run);
+    gethostname(host, sizeof host - 1);
+    fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, nonce, sizeof nonce) != (ssize_t)sizeof nonce)
+            memset(nonce, 0, sizeof nonce);
+        close(fd);
+    }
+    /* host and pid say who; the nonce tells two runs of one pid apart */
+    snprintf(l->holder, sizeof l->holder, "%s:%d:%02x%02x%02x%02x", host, (int)getpid(), nonce[0],
+             nonce[1], nonce[2], nonce[3]);
+    *out = l;
+    return CKPT_OK;
+}
+
+static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
+                               ckpt_put_cond cond, const char *if_match, char *err)
+{
+    char body[512], etag[CKPT_ETAG_MAX];
+    int64_t t = now_ms();
+    int64_t exp = released ? 0 : t + (int64_t)l->ttl_ms;
+    struct ckpt_put_opts po = { cond, if_match, 0 };
+    ckpt_status st;
+    int n = snprintf(body, sizeof body,
+                     "{\"format\":1,\"holder\":\"%s\",\"epoch\":%llu,\"expires_ms\":%lld,"
+                     "\"heartbeat_ms\":%lld,\"released\":%s}\n",
+                     l->holder, (unsigned long long)epoch, (long long)exp, (long long)t,
+                     released ? "true" : "false");
+    if (!l->st->ops->has_conditional(l->st))
+        po.cond = CKPT_PUT_PLAIN;
+    st = l->st->ops->put(l->st, l->key, body, (size_t)n, &po, etag, err);
+    if (st == CKPT_OK) {
+        snprintf(l->etag, sizeof l->etag, "%s", etag);
+        l->epoch = epoch;
+        l->expires_ms = exp;
+    }
+    return st;
+}
+
+ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
+{
+    struct lease_info cur;
+    char etag[CKPT_ETAG_MAX] = "";
+    ckpt_status st;
+    memset(other, 0, sizeof *other);
+    st = lease_read(l->st, l->run, &cur, etag, err);
+    if (st == CKPT_E_NOENT) {
+        st = write_lease(l, 1, 0, CKPT_PUT_IF_NONE_MATCH, NULL, err);
+    } else if (st == CKPT_OK) {
+        if (lease_is_live(&cur, now_ms()) && strcmp(cur.holder, l->holder)) {
+            *other = cur;
+            return CKPT_E_EXISTS;
+        }
+        st = write_lease(l, cur.epoch + 1, 0, CKPT_PUT_IF_MATCH, etag, err);
+    } else if (st == CKPT_E_CORRUPT) {
+        /* a damaged LEASE must not wedge the run forever: take it over, with
+         * an epoch no earlier holder can have had */
+        st = write_lease(l, (uint64_t)now_ms(), 0, CKPT_PUT_IF_MATCH, etag, err);
+    }
+    if (st == CKPT_E_PRECONDITION || st == CKPT_E_NOENT) {
+        if (lease_read(l->st, l->run, &cur, NULL, NULL) == CKPT_OK)
+            *other = cur;
+        return CKPT_E_PRECONDITION;
+    }
+    if (st)
+        return st;
+    if (!l->st->ops->has_conditional(l->st)) {
+        /* No conditional writes: wait, then check that we are still the
+         * holder (last writer wins; losers see the winner here). */
+        sleep_ms(WEAK_SETTLE_MS);
+        st = lease_read(l->st, l->run, &cur, etag, err);
+        if (st)
+            return st;
+        if (strcmp(cur.holder, l->holder)) {
+            *other = cur;
+            return CKPT_E_PRECONDITION;
+        }
+    }
+    l->held = 1;
+    return CKPT_OK;
+}
+
+ckpt_status lease_renew(struct lease *l, char *err)
+{
+    ckpt_status st;
+    if (!l->held)
+        return CKPT_E_FENCED;
+    st = write_lease(l, l->epoch, 0, CKPT_PUT_IF_MATCH, l->etag, err);
+    if (st == CKPT_E_PRECONDITION || st == CKPT_E_NOENT) {
+        l->held = 0;
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "the lease was taken over by another runner");
+        return CKPT_E_FENCED;
+    }
+    return st;
+}
+
+ckpt_status lease_release(struct lease *l, char *err)
+{
+    ckpt_status st;
+    if (!l->held)
+        return CKPT_OK;
+    st = write_lease(l, l->epoch, 1, CKPT_PUT_IF_MATCH, l->etag, err);
+    if (st == CKPT_OK || st == CKPT_E_PRECONDITION)
+        l->held = 0;
+    return st == CKPT_E_PRECONDITION ? CKPT_OK : st;
+}
+
+uint64_t lease_epoch(const struct lease *l) { return l->epoch; }
+const char *lease_holder(const struct lease *l) { return l->holder; }
+int64_t lease_expires_ms(const struct lease *l) { return l->expires_ms; }
+uint64_t lease_ttl_ms(const struct lease *l) { return l->ttl_ms; }
+
+void lease_close(struct lease *l)
+{
+    free(l);
+}

@@ -1,0 +1,65 @@
+/*
+ * lease.h -- at most one live runner per run (DESIGN.md §5, docs/recover.md).
+ *
+ * <run>/LEASE is a small JSON object:
+ *   {"format":1,"holder":"host:pid:nonce","epoch":N,"expires_ms":T,
+ *    "heartbeat_ms":T,"released":false}
+ * created with a create-only write, taken over (when expired or released)
+ * and renewed with writes conditional on the etag last read. Every takeover
+ * increments the epoch; the new holder then fences HEAD (ckpt_fence), so a
+ * runner that lost its lease -- frozen, partitioned -- cannot commit.
+ * A graceful stop marks the lease released (the epoch is kept, so epochs
+ * only ever grow). On stores without conditional writes the lease is
+ * written then read back after a settle delay: it still keeps honest
+ * runners apart, but two racing within the delay could both win; fencing
+ * then still refuses all but one HEAD write only where HEAD writes are
+ * conditional. Expiry uses the writer's clock; readers allow a skew margin.
+ *
+ * Not thread-safe: one lease is used by one thread.
+ */
+#ifndef CKPTRUN_LEASE_H
+#define CKPTRUN_LEASE_H
+
+#include <stdint.h>
+#include "ckpt.h"
+
+struct ckpt_store;
+struct lease;
+
+#define LEASE_DEFAULT_TTL_MS 60000
+#define LEASE_SKEW_MS 5000 /* a lease counts as live this long past its expiry */
+
+struct lease_info {
+    char holder[256];
+    uint64_t epoch;
+    int64_t expires_ms;
+    int64_t heartbeat_ms;
+    int released;
+};
+
+/* Read <run>/LEASE. @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT, store errors.
+ * etag (CKPT_ETAG_MAX) may be NULL. */
+ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info *out,
+                       char *etag, char *err);
+/* 1 if `li` is held by a live runner at `now_ms`. */
+int lease_is_live(const struct lease_info *li, int64_t now_ms);
+
+ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms,
+                       struct lease **out);
+/* Take the lease. @return CKPT_OK (held; see lease_epoch), CKPT_E_EXISTS (a
+ * live runner holds it: *other describes it), CKPT_E_PRECONDITION (lost a
+ * race: another runner took it just now; *other filled when readable),
+ * store errors. */
+ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err);
+/* Extend the expiry. @return CKPT_OK, CKPT_E_FENCED (someone else holds it
+ * now: stop committing), store errors (transient: retry before expiry). */
+ckpt_status lease_renew(struct lease *l, char *err);
+/* Mark released (keeps the epoch). @return CKPT_OK or store errors. */
+ckpt_status lease_release(struct lease *l, char *err);
+uint64_t lease_epoch(const struct lease *l);
+const char *lease_holder(const struct lease *l);
+int64_t lease_expires_ms(const struct lease *l);
+uint64_t lease_ttl_ms(const struct lease *l);
+void lease_close(struct lease *l); /* NULL-safe; does not release */
+
+#endif

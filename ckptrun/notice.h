@@ -1,0 +1,125 @@
+/*
+ * notice.h -- preemption-notice pollers for cloud metadata services.
+ *
+ * ckptrun starts one poller per process. The poller detects (or is told) the
+ * cloud provider, polls that provider's metadata endpoint from its own
+ * thread(s) and calls back once per notice. It never blocks the caller on the
+ * network: notice_start() only reads DMI files and starts threads.
+ *
+ * Providers and what they report (details in docs/notices.md):
+ *   aws     spot/instance-action (terminate, stop), legacy
+ *           spot/termination-time -> NOTICE_TERMINATE;
+ *           events/recommendations/rebalance -> NOTICE_REBALANCE (no deadline)
+ *   gcp     instance/preempted == TRUE -> NOTICE_TERMINATE, deadline now+30 s;
+ *           instance/maintenance-event == TERMINATE_ON_HOST_MAINTENANCE ->
+ *           NOTICE_MAINTENANCE, deadline now+60 s
+ *   azure   Scheduled Events Preempt/Terminate -> NOTICE_TERMINATE,
+ *           Reboot/Redeploy -> NOTICE_MAINTENANCE; deadline = NotBefore, or
+ *           now+30 s when NotBefore is blank; ev->id = EventId (see notice_ack)
+ *   aliyun  instance/spot/termination-time -> NOTICE_TERMINATE
+ *   tencent spot/termination-time (UTC+8 local time) -> NOTICE_TERMINATE
+ *
+ * Guarantees: NOTICE_TERMINATE is delivered at most once per poller, from
+ * whichever path or event reports it first, however long it keeps being
+ * served; NOTICE_REBALANCE and NOTICE_MAINTENANCE once per distinct notice
+ * (AWS noticeTime, Azure EventId). Errors (timeouts, 5xx, refused connections, oversized or
+ * malformed replies, unparseable or stale times) are logged once per change
+ * of condition and never produce a notice. Times more than 120 s in the past
+ * are stale (a lingering document) and ignored.
+ *
+ * Threading: the callback runs on a poller thread, serialized (never two at
+ * once); it should return quickly and must not call notice_stop() or
+ * notice_ack() (an acknowledgement is a network call). notice_provider() and
+ * notice_ack() may be called from any other thread while the poller runs.
+ *
+ * In ckptrun, notice_glue.c adapts this API to the supervisor's seam
+ * (notice_sink.h); this header does not depend on the supervisor.
+ */
+#ifndef CKPT_NOTICE_H
+#define CKPT_NOTICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckpt.h"
+
+struct notice_poller;
+
+enum notice_kind {
+    NOTICE_TERMINATE = 0,  /* the instance goes away at the deadline: checkpoint and stop */
+    NOTICE_REBALANCE = 1,  /* early warning: checkpoint now, keep running */
+    NOTICE_MAINTENANCE = 2 /* host maintenance will stop or reboot the VM at the deadline */
+};
+
+struct notice_event {
+    enum notice_kind kind;
+    const char *provider;  /* "aws", "gcp", ...: static string */
+    int64_t deadline_ms;   /* absolute Unix time in ms; 0 = none given (rebalance) */
+    char id[128];          /* Azure EventId (pass to notice_ack), else "" */
+    char detail[256];      /* human-readable origin, e.g. "spot/instance-action terminate" */
+};
+
+/* Called on a poller thread; `ev` is valid only during the call. */
+typedef void (*notice_cb)(void *user, const struct notice_event *ev);
+
+struct notice_config {
+    const char *provider;     /* "auto" (NULL), "aws", "gcp", "azure", "aliyun", "tencent", "none" */
+    const char *metadata_url; /* NULL: the provider's own address; else "scheme://host[:port]"
+                                 replacing it (any path in it is ignored; provider paths kept).
+                                 For aws, NULL honours AWS_EC2_METADATA_SERVICE_ENDPOINT. */
+    const char *dmi_dir;      /* NULL: /sys/class/dmi/id (read by "auto" only) */
+    notice_cb cb;             /* required unless the provider resolves to "none" */
+    void *user;
+    ckpt_log_fn log_fn;       /* NULL: silent */
+    void *log_user;
+    long poll_interval_ms;    /* 0: provider default (aws 2000, azure 1000, aliyun/tencent 5000);
+                                 gcp long-polls and uses this only to pace retries */
+    long reserved[4];         /* zero */
+};
+#define NOTICE_CONFIG_INIT {0}
+
+/* Detects the provider (for "auto": DMI only, no network) and starts polling.
+ * Strings in `cfg` are copied. With provider "none" (or "auto" finding no
+ * known vendor, or AWS_EC2_METADATA_DISABLED=true for aws) no thread is
+ * started and *out is still a valid poller whose provider is "none".
+ * @return 0, or -1 on bad arguments (unknown provider name, missing cb,
+ *         malformed metadata_url) or when threads cannot be started. */
+int notice_start(const struct notice_config *cfg, struct notice_poller **out);
+
+/* @return the provider being polled ("aws", ..., or "none"); static string. */
+const char *notice_provider(const struct notice_poller *p);
+
+/* Acknowledges an event so the platform may proceed early. Only Azure has an
+ * acknowledgement (POST StartRequests with `event_id`); other providers: no-op
+ * returning 0. Call only after the final checkpoint committed. Blocks for at
+ * most ~5 s on the network. @return 0 on an HTTP 2xx reply, else -1. */
+int notice_ack(struct notice_poller *p, const char *event_id);
+
+/* Stops polling, joins the threads and frees p. NULL-safe. In-flight
+ * requests are aborted; returns within about 2 s (aws: the IMDS timeout). */
+void notice_stop(struct notice_poller *p);
+
+/* ---- reply parsers, exposed for unit tests and the fuzz target ----------- */
+
+/* Strict time parsers. @return 0 and *ms (Unix ms), or -1. */
+int notice_parse_iso8601(const char *s, size_t len, int64_t *ms);  /* 2017-09-18T08:22:00Z,
+                                                                      optional .fff, Z or +hh:mm */
+int notice_parse_rfc1123(const char *s, size_t len, int64_t *ms);  /* Mon, 19 Sep 2016 18:29:47 GMT */
+int notice_parse_tencent(const char *s, size_t len, int64_t *ms);  /* 2018-08-18 12:05:33 (UTC+8) */
+
+/* Each reply parser looks at one HTTP 200 body and fills *ev (kind, deadline,
+ * id, detail; not provider).
+ * @return 1 notice, 0 no notice, -1 malformed/stale (a reason is in *ev->detail). */
+int notice_parse_aws_action(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+int notice_parse_aws_termtime(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+int notice_parse_aws_rebalance(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+int notice_parse_gcp_preempted(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+int notice_parse_gcp_maintenance(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+int notice_parse_azure(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+/* As notice_parse_azure, ignoring events whose Resources do not name `vm`
+ * (NULL: accept every event; an availability set shows its peers' events). */
+int notice_parse_azure_for(const char *body, size_t len, int64_t now_ms, const char *vm,
+                           struct notice_event *ev);
+int notice_parse_aliyun(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+int notice_parse_tencent_reply(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+
+#endif

@@ -1,0 +1,59 @@
+# tests/notice.cmake -- tests of the notice module; include()d from
+# tests/CMakeLists.txt. Labels: unit, integration, fuzz.
+# Every test talks to 127.0.0.1 only (tests/tools/metadata_mock.py).
+if(NOT TARGET ckpt_notice)
+  include(${CMAKE_CURRENT_LIST_DIR}/../ckptrun/notice.cmake)
+endif()
+set(_nt ${CMAKE_CURRENT_LIST_DIR})
+
+# unit (cmocka)
+if(NOT TARGET PkgConfig::CMOCKA)
+  pkg_check_modules(CMOCKA IMPORTED_TARGET cmocka)
+endif()
+if(TARGET PkgConfig::CMOCKA)
+  add_executable(test_notice ${_nt}/unit/test_notice.c)
+  target_link_libraries(test_notice PRIVATE ckpt_notice PkgConfig::CMOCKA)
+  add_test(NAME test_notice COMMAND test_notice)
+  set_tests_properties(test_notice PROPERTIES LABELS unit TIMEOUT 60)
+else()
+  message(STATUS "ckpt: cmocka not found: test_notice not built")
+endif()
+
+# integration: one test per provider, each with its own mock server
+find_program(CKPT_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+add_executable(notice_itest ${_nt}/integration/notice_itest.c)
+target_link_libraries(notice_itest PRIVATE ckpt_notice)
+if(CKPT_PYTHON3)
+  foreach(p imds aws gcp azure aliyun tencent)
+    add_test(NAME integration_notice_${p}
+             COMMAND notice_itest ${_nt}/tools/metadata_mock.py ${p})
+    set_tests_properties(integration_notice_${p} PROPERTIES LABELS integration TIMEOUT 180)
+  endforeach()
+endif()
+
+# fuzz: the corpus replayed without an engine; the libFuzzer build with clang
+# (fuzz_notice.c carries its own replay main under FUZZ_REPLAY_MAIN)
+add_executable(fuzz_notice ${_nt}/fuzz/fuzz_notice.c)
+target_compile_definitions(fuzz_notice PRIVATE FUZZ_REPLAY_MAIN)
+target_link_libraries(fuzz_notice PRIVATE ckpt_notice)
+add_test(NAME fuzz_notice_replay COMMAND fuzz_notice ${_nt}/fuzz/corpus/notice)
+set_tests_properties(fuzz_notice_replay PROPERTIES LABELS fuzz TIMEOUT 60)
+if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND CKPT_FUZZ)
+  add_executable(fuzz_notice_libfuzzer ${_nt}/fuzz/fuzz_notice.c)
+  target_compile_options(fuzz_notice_libfuzzer PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_notice_libfuzzer PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_notice_libfuzzer PRIVATE ckpt_notice)
+endif()
+
+# manual tool
+add_executable(notice_probe ${_nt}/tools/notice_probe.c)
+target_link_libraries(notice_probe PRIVATE ckpt_notice)
+
+# end to end: ckptrun stops on a notice (only once the supervisor and its
+# notice seam are in the tree)
+if(TARGET ckptrun AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../ckptrun/notice_sink.h AND CKPT_PYTHON3)
+  add_test(NAME integration_notice_ckptrun
+           COMMAND bash ${_nt}/integration/test_notice_ckptrun.sh $<TARGET_FILE:ckptrun>
+                   ${_nt}/tools/metadata_mock.py)
+  set_tests_properties(integration_notice_ckptrun PROPERTIES LABELS integration TIMEOUT 120)
+endif()

@@ -1,0 +1,403 @@
+/*
+ * test_notice.c -- unit tests for the notice module: strict time parsers,
+ * every provider's reply parser (including hostile replies), DMI detection
+ * and lifecycle edge cases. No network: detection tests point metadata_url
+ * at a closed loopback port and stop at once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "notice.h"
+
+#define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
+#define S(x) x, strlen(x)
+
+/* ---- times ---------------------------------------------------------------- */
+
+static void iso_ok(void **state)
+{
+    int64_t ms;
+    (void)state;
+    assert_int_equal(notice_parse_iso8601(S("2017-09-18T08:22:00Z"), &ms), 0);
+    assert_int_equal(ms, T0);
+    assert_int_equal(notice_parse_iso8601(S("1970-01-01T00:00:00Z"), &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(notice_parse_iso8601(S("2017-09-18T08:22:00.250Z"), &ms), 0);
+    assert_int_equal(ms, T0 + 250);
+    assert_int_equal(notice_parse_iso8601(S("2017-09-18T08:22:00.123456789Z"), &ms), 0);
+    assert_int_equal(ms, T0 + 123);
+    assert_int_equal(notice_parse_iso8601(S("2017-09-18T10:22:00+02:00"), &ms), 0);
+    assert_int_equal(ms, T0);
+    assert_int_equal(notice_parse_iso8601(S("2017-09-18T03:22:00-05:00"), &ms), 0);
+    assert_int_equal(ms, T0);
+    assert_int_equal(notice_parse_iso8601(S("2024-02-29T00:00:00Z"), &ms), 0);
+    assert_int_equal(ms, 1709164800000LL);
+    assert_int_equal(notice_parse_iso8601(S("2000-02-29T12:00:00Z"), &ms), 0);
+    assert_int_equal(ms, 951825600000LL);
+    assert_int_equal(notice_parse_iso8601(S("2016-12-31T23:59:60Z"), &ms), 0); /* leap second */
+    assert_int_equal(ms, 1483228800000LL);
+}
+
+static void iso_bad(void **state)
+{
+    static const char *const bad[] = {
+        "", "Z", "2017-09-18", "2017-09-18T08:22:00", "2017-09-18 08:22:00Z",
+        "2017-09-18T08:22Z", "2017-9-18T08:22:00Z", "2017-13-18T08:22:00Z",
+        "2017-00-18T08:22:00Z", "2017-02-29T08:22:00Z", "1900-02-29T00:00:00Z",
+        "2017-04-31T08:22:00Z", "2017-09-18T24:00:00Z", "2017-09-18T08:60:00Z",
+        "2017-09-18T08:22:61Z", "2017-09-18T08:22:00ZZ", "2017-09-18T08:22:00Z ",
+        " 2017-09-18T08:22:00Z", "2017-09-18T08:22:00.Z", "2017-09-18T08:22:00+0200",
+        "2017-09-18T08:22:00+24:00", "+2017-09-18T08:22:00Z", "1969-12-31T23:59:59Z",
+        "2017-09-18t08:22:00z", "２017-09-18T08:22:00Z", "2017-09-18T08:22:00.1234567890Z",
+        "-017-09-18T08:22:00Z", "2017-09-18T08:22:0aZ",
+    };
+    size_t i;
+    int64_t ms = 42;
+    (void)state;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (notice_parse_iso8601(S(bad[i]), &ms) == 0)
+            fail_msg("accepted \"%s\"", bad[i]);
+    }
+    /* Embedded NUL and short lengths: only `len` bytes count. */
+    assert_int_equal(notice_parse_iso8601("2017-09-18T08:22:00Z", 19, &ms), -1);
+    assert_int_equal(notice_parse_iso8601("2017-09-18T08:22:00\0Z", 21, &ms), -1);
+    assert_int_equal(notice_parse_iso8601(NULL, 0, &ms), -1);
+}
+
+static void rfc1123_cases(void **state)
+{
+    int64_t ms;
+    (void)state;
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 18 Sep 2017 08:22:00 GMT"), &ms), 0);
+    assert_int_equal(ms, T0);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 19 Sep 2016 18:29:47 GMT"), &ms), 0);
+    assert_int_equal(ms, 1474309787000LL);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 4 Sep 2017 08:22:00 GMT"), &ms), 0);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 18 Sep 2017 08:22:00 UTC"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 18 Sep 2017 08:22:00"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Mon 18 Sep 2017 08:22:00 GMT"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Xyz, 18 Sep 2017 08:22:00 GMT"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 18 Sept 2017 08:22:00 GMT"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 31 Sep 2017 08:22:00 GMT"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Mon, 18 Sep 2017 08:22:00 GMTX"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S("Monday, 18-Sep-17 08:22:00 GMT"), &ms), -1);
+    assert_int_equal(notice_parse_rfc1123(S(""), &ms), -1);
+}
+
+static void tencent_cases(void **state)
+{
+    int64_t ms;
+    (void)state;
+    /* 2017-09-18 16:22:00 in UTC+8 is 08:22:00Z */
+    assert_int_equal(notice_parse_tencent(S("2017-09-18 16:22:00"), &ms), 0);
+    assert_int_equal(ms, T0);
+    assert_int_equal(notice_parse_tencent(S("2017-09-19 00:22:00"), &ms), 0);
+    assert_int_equal(ms, T0 + 8 * 3600000LL);
+    assert_int_equal(notice_parse_tencent(S("2017-09-18T16:22:00"), &ms), -1);
+    assert_int_equal(notice_parse_tencent(S("2017-09-18 16:22:00Z"), &ms), -1);
+    assert_int_equal(notice_parse_tencent(S("2017-09-18 16:22"), &ms), -1);
+}
+
+/* ---- replies --------------------------------------------------------------- */
+
+static void aws_action(void **state)
+{
+    struct notice_event ev;
+    int64_t now = T0 - 120000;
+    (void)state;
+    assert_int_equal(notice_parse_aws_action(S("{\"action\": \"terminate\", \"time\": "
+                                               "\"2017-09-18T08:22:00Z\"}"), now, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_TERMINATE);
+    assert_int_equal(ev.deadline_ms, T0);
+    assert_int_equal(notice_parse_aws_action(S("{\n    \"action\" : \"stop\",\n    \"time\" : "
+                                               "\"2017-09-18T08:22:00Z\"\n}\n"), now, &ev), 1);
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":\"hibernate\",\"time\":"
+                                               "\"2017-09-18T08:22:00Z\"}"), now, &ev), 0);
+    /* stale (lingering), bad time, unknown action, wrong types, bad JSON */
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":\"terminate\",\"time\":"
+                                               "\"2017-09-18T08:22:00Z\"}"), T0 + 121000, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":\"terminate\",\"time\":"
+                                               "\"2017-09-18T08:22:00Z\"}"), T0 + 60000, &ev), 1);
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":\"terminate\",\"time\":\"soon\"}"),
+                                             now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":\"explode\",\"time\":"
+                                               "\"2017-09-18T08:22:00Z\"}"), now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":1,\"time\":2}"), now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S("{\"action\":\"terminate\""), now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S("[\"terminate\"]"), now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S(""), now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(S("null"), now, &ev), -1);
+    assert_int_equal(notice_parse_aws_action(NULL, 0, now, &ev), -1);
+    assert_true(ev.detail[0] != '\0'); /* a reason for the log */
+}
+
+static void aws_termtime(void **state)
+{
+    struct notice_event ev;
+    (void)state;
+    assert_int_equal(notice_parse_aws_termtime(S("2017-09-18T08:22:00Z\n"), T0 - 1000, &ev), 1);
+    assert_int_equal(ev.deadline_ms, T0);
+    assert_int_equal(notice_parse_aws_termtime(S("2017-09-18T08:22:00Z"), T0 + 3600000, &ev), -1);
+    assert_int_equal(notice_parse_aws_termtime(S("not-a-time"), T0, &ev), -1);
+    assert_int_equal(notice_parse_aws_termtime(S("\n\n"), T0, &ev), -1);
+    assert_int_equal(notice_parse_aws_termtime(S("2017-09-18T08:22:00Z trailing"), T0, &ev), -1);
+}
+
+static void aws_rebalance(void **state)
+{
+    struct notice_event ev;
+    (void)state;
+    /* The notice time is when AWS issued it: old ones still count. */
+    assert_int_equal(notice_parse_aws_rebalance(S("{\"noticeTime\": \"2017-09-18T08:22:00Z\"}"),
+                                                T0 + 86400000, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_REBALANCE);
+    assert_int_equal(ev.deadline_ms, 0);
+    assert_int_equal(notice_parse_aws_rebalance(S("{\"noticeTime\": \"yesterday\"}"), T0, &ev), -1);
+    assert_int_equal(notice_parse_aws_rebalance(S("{}"), T0, &ev), -1);
+    assert_int_equal(notice_parse_aws_rebalance(S("{\"noticeTime\": 5}"), T0, &ev), -1);
+}
+
+static void gcp(void **state)
+{
+    struct notice_event ev;
+    (void)state;
+    assert_int_equal(notice_parse_gcp_preempted(S("FALSE"), T0, &ev), 0);
+    assert_int_equal(notice_parse_gcp_preempted(S("TRUE"), T0, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_TERMINATE);
+    assert_int_equal(ev.deadline_ms, T0 + 30000);
+    assert_int_equal(notice_parse_gcp_preempted(S("TRUE\n"), T0, &ev), 1);
+    assert_int_equal(notice_parse_gcp_preempted(S("true"), T0, &ev), -1);
+    assert_int_equal(notice_parse_gcp_preempted(S("TRUEISH"), T0, &ev), -1);
+    assert_int_equal(notice_parse_gcp_preempted(S(""), T0, &ev), -1);
+    assert_int_equal(notice_parse_gcp_maintenance(S("NONE"), T0, &ev), 0);
+    assert_int_equal(notice_parse_gcp_maintenance(S("MIGRATE_ON_HOST_MAINTENANCE"), T0, &ev), 0);
+    assert_int_equal(notice_parse_gcp_maintenance(S("TERMINATE_ON_HOST_MAINTENANCE"), T0, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_MAINTENANCE);
+    assert_int_equal(ev.deadline_ms, T0 + 60000);
+    assert_int_equal(notice_parse_gcp_maintenance(S("<html>"), T0, &ev), -1);
+}
+
+#define AZ_EV(type, nb, res)                                                              \
+    "{\"EventId\":\"602d9444-d2cd-49c7-8624-8643e7171297\",\"EventType\":\"" type "\","     \
+    "\"ResourceType\":\"VirtualMachine\",\"Resources\":[\"" res "\"],\"EventStatus\":"      \
+    "\"Scheduled\",\"NotBefore\":\"" nb "\",\"Description\":\"\",\"EventSource\":"          \
+    "\"Platform\",\"DurationInSeconds\":-1}"
+
+static void azure(void **state)
+{
+    struct notice_event ev;
+    int64_t now = T0 - 60000;
+    (void)state;
+    assert_int_equal(notice_parse_azure(S("{\"DocumentIncarnation\": 1, \"Events\": []}"), now, &ev), 0);
+    assert_int_equal(notice_parse_azure(S("{\"DocumentIncarnation\":2,\"Events\":["
+                                          AZ_EV("Preempt", "Mon, 18 Sep 2017 08:22:00 GMT", "vm0")
+                                          "]}"), now, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_TERMINATE);
+    assert_int_equal(ev.deadline_ms, T0);
+    assert_string_equal(ev.id, "602d9444-d2cd-49c7-8624-8643e7171297");
+    /* blank NotBefore: started, act now with the 30 s minimum */
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[" AZ_EV("Terminate", "", "vm0") "]}"),
+                                        now, &ev), 1);
+    assert_int_equal(ev.deadline_ms, now + 30000);
+    /* Freeze is ignored; Reboot is maintenance; Preempt wins over Reboot */
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[" AZ_EV("Freeze", "", "vm0") "]}"),
+                                        now, &ev), 0);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[" AZ_EV("Reboot", "", "vm0") "]}"),
+                                        now, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_MAINTENANCE);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[" AZ_EV("Reboot", "", "vm0") ","
+                                          AZ_EV("Preempt", "Mon, 18 Sep 2017 08:22:00 GMT", "vm0")
+                                          "]}"), now, &ev), 1);
+    assert_int_equal(ev.kind, NOTICE_TERMINATE);
+    /* other VMs' events */
+    assert_int_equal(notice_parse_azure_for(S("{\"Events\":[" AZ_EV("Preempt", "", "vm1") "]}"),
+                                            now, "vm0", &ev), 0);
+    assert_int_equal(notice_parse_azure_for(S("{\"Events\":[" AZ_EV("Preempt", "", "VM0") "]}"),
+                                            now, "vm0", &ev), 1);
+    /* hostile */
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[" AZ_EV("Preempt", "tomorrow", "vm0") "]}"),
+                                        now, &ev), -1);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[" AZ_EV("Preempt",
+                                          "Mon, 19 Sep 2016 18:29:47 GMT", "vm0") "]}"), now, &ev), -1);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[{\"EventType\":\"Preempt\"}]}"), now, &ev), -1);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":5}"), now, &ev), -1);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":[1,2,\"x\"]}"), now, &ev), -1);
+    assert_int_equal(notice_parse_azure(S("[]"), now, &ev), -1);
+    assert_int_equal(notice_parse_azure(S("{\"Events\":["), now, &ev), -1);
+    {
+        /* an EventId longer than ev->id is refused, not truncated */
+        char big[512];
+        snprintf(big, sizeof big, "{\"Events\":[{\"EventId\":\"%0200d\",\"EventType\":\"Preempt\","
+                 "\"NotBefore\":\"\"}]}", 7);
+        assert_int_equal(notice_parse_azure(S(big), now, &ev), -1);
+    }
+}
+
+static void aliyun_tencent(void **state)
+{
+    struct notice_event ev;
+    (void)state;
+    assert_int_equal(notice_parse_aliyun(S("2017-09-18T08:22:00Z"), T0 - 300000, &ev), 1);
+    assert_int_equal(ev.deadline_ms, T0);
+    assert_int_equal(notice_parse_aliyun(S("2017-09-18 08:22:00"), T0, &ev), -1);
+    assert_int_equal(notice_parse_tencent_reply(S("2017-09-18 16:22:00"), T0 - 120000, &ev), 1);
+    assert_int_equal(ev.deadline_ms, T0);
+    assert_int_equal(notice_parse_tencent_reply(S("2017-09-18T08:22:00Z"), T0 - 120000, &ev), 1);
+    assert_int_equal(ev.deadline_ms, T0);
+    assert_int_equal(notice_parse_tencent_reply(S("2017-09-18 16:22:00"), T0 + 3600000, &ev), -1);
+    assert_int_equal(notice_parse_tencent_reply(S("garbage"), T0, &ev), -1);
+}
+
+static void binary_garbage(void **state)
+{
+    /* Random bytes through every parser: no crash, never a notice. */
+    int (*const parsers[])(const char *, size_t, int64_t, struct notice_event *) = {
+        notice_parse_aws_action, notice_parse_aws_termtime, notice_parse_aws_rebalance,
+        notice_parse_gcp_preempted, notice_parse_gcp_maintenance, notice_parse_azure,
+        notice_parse_aliyun, notice_parse_tencent_reply};
+    char buf[600];
+    unsigned seed = 12345;
+    int i, k;
+    size_t j;
+    (void)state;
+    for (i = 0; i < 2000; i++) {
+        size_t n = (size_t)(i % 600);
+        struct notice_event ev;
+        for (j = 0; j < n; j++) {
+            seed = seed * 1103515245u + 12345u;
+            buf[j] = (char)(seed >> 16);
+        }
+        for (k = 0; k < 8; k++)
+            assert_true(parsers[k](buf, n, T0, &ev) <= 0 || k == 3 || k == 4);
+    }
+}
+
+/* ---- detection / lifecycle -------------------------------------------------- */
+
+static char dmi[64];
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[256];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void cb(void *user, const struct notice_event *ev)
+{
+    (void)user, (void)ev;
+}
+
+static const char *detect_with(const char *vendor, const char *product)
+{
+    static char got[16];
+    struct notice_config cfg = NOTICE_CONFIG_INIT;
+    struct notice_poller *p = NULL;
+    write_file(dmi, "sys_vendor", vendor);
+    write_file(dmi, "product_name", product);
+    cfg.provider = "auto";
+    cfg.dmi_dir = dmi;
+    cfg.metadata_url = "http://127.0.0.1:9"; /* closed loopback port: never the real address */
+    cfg.cb = cb;
+    assert_int_equal(notice_start(&cfg, &p), 0);
+    snprintf(got, sizeof got, "%s", notice_provider(p));
+    notice_stop(p);
+    return got;
+}
+
+static void detection(void **state)
+{
+    struct notice_config cfg = NOTICE_CONFIG_INIT;
+    struct notice_poller *p = NULL;
+    (void)state;
+    snprintf(dmi, sizeof dmi, "/tmp/test_notice_dmi.XXXXXX");
+    assert_non_null(mkdtemp(dmi));
+    assert_string_equal(detect_with("Amazon EC2\n", "m5.large\n"), "aws");
+    assert_string_equal(detect_with("Google\n", "Google Compute Engine\n"), "gcp");
+    assert_string_equal(detect_with("Microsoft Corporation\n", "Virtual Machine\n"), "azure");
+    assert_string_equal(detect_with("Alibaba Cloud\n", "Alibaba Cloud ECS\n"), "aliyun");
+    assert_string_equal(detect_with("Tencent Cloud\n", "CVM\n"), "tencent");
+    assert_string_equal(detect_with("Dell Inc.\n", "PowerEdge R750\n"), "none");
+    assert_string_equal(detect_with("QEMU\n", "Standard PC (Q35 + ICH9, 2009)\n"), "none");
+    /* no DMI at all */
+    cfg.provider = NULL;
+    cfg.dmi_dir = "/nonexistent/dmi";
+    assert_int_equal(notice_start(&cfg, &p), 0);
+    assert_string_equal(notice_provider(p), "none");
+    assert_int_equal(notice_ack(p, "x"), 0); /* no-op */
+    notice_stop(p);
+    {
+        char path[128];
+        snprintf(path, sizeof path, "%s/sys_vendor", dmi);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/product_name", dmi);
+        unlink(path);
+        rmdir(dmi);
+    }
+}
+
+static void bad_config(void **state)
+{
+    struct notice_config cfg = NOTICE_CONFIG_INIT;
+    struct notice_poller *p = (struct notice_poller *)&cfg;
+    (void)state;
+    cfg.provider = "oracle";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    assert_null(p);
+    cfg.provider = "gcp"; /* no callback */
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.cb = cb;
+    cfg.metadata_url = "ftp://127.0.0.1:9";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "127.0.0.1:9";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://127.0.0.1:";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://user:pw@127.0.0.1:9";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://127.0.0.1 :9";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://";
+    assert_int_equal(notice_start(&cfg, &p), -1);
+    cfg.metadata_url = "http://[::1]:9";
+    assert_int_equal(notice_start(&cfg, &p), 0);
+    notice_stop(p);
+    cfg.metadata_url = "http://127.0.0.1:9/computeMetadata/whatever";
+    assert_int_equal(notice_start(&cfg, &p), 0); /* path dropped, provider path kept */
+    assert_string_equal(notice_provider(p), "gcp");
+    notice_stop(p);
+    cfg.provider = "none";
+    assert_int_equal(notice_start(&cfg, &p), 0);
+    assert_string_equal(notice_provider(p), "none");
+    notice_stop(p);
+    notice_stop(NULL);
+    assert_string_equal(notice_provider(NULL), "none");
+    assert_int_equal(notice_ack(NULL, "x"), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(iso_ok),         cmocka_unit_test(iso_bad),
+        cmocka_unit_test(rfc1123_cases),  cmocka_unit_test(tencent_cases),
+        cmocka_unit_test(aws_action),     cmocka_unit_test(aws_termtime),
+        cmocka_unit_test(aws_rebalance),  cmocka_unit_test(gcp),
+        cmocka_unit_test(azure),          cmocka_unit_test(aliyun_tencent),
+        cmocka_unit_test(binary_garbage), cmocka_unit_test(detection),
+        cmocka_unit_test(bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

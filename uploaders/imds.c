@@ -1,0 +1,368 @@
+/*
+ * imds.c -- the process-wide AWS EC2 instance-metadata client (see imds.h).
+ *
+ * Why one client per base URL: the S3 credential chain and the spot-notice
+ * poller both talk to IMDS, and IMDSv2 wants one session token reused for its
+ * whole TTL rather than a PUT before every GET. Clients live in a small list
+ * guarded by `reg_mu` and are never freed (callers may hold them until exit).
+ *
+ * Locking: `m->mu` guards the token and the v1-fallback state only. A token
+ * PUT happens with `m->mu` held so concurrent callers wait for one PUT rather
+ * than each making their own; the GETs themselves run without the lock.
+ *
+ * Facts (SPEC.md A, AWS): PUT /latest/api/token with
+ * X-aws-ec2-metadata-token-ttl-seconds (1..21600); the token goes into
+ * X-aws-ec2-metadata-token; 401 means missing/expired token; fall back to
+ * IMDSv1 only when the PUT answers 403, 404 or 405.
+ */
+#include "imds.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define IMDS_DEFAULT_BASE "http://169.254.169.254"
+#define IMDS_BASE_MAX 256
+#define IMDS_TOKEN_MAX 1024      /* real tokens are ~56 bytes; bound hostile ones */
+#define IMDS_TTL_DEFAULT_S 21600 /* the maximum IMDS accepts */
+#define IMDS_RENEW_MARGIN_MS 60000
+#define IMDS_V1_RECHECK_MS 300000 /* re-try v2 now and then after a fallback */
+#define IMDS_ERR_MAX 512          /* CKPT_ERR_MAX in store.h */
+
+struct ckpt_imds {
+    struct ckpt_imds *next;      /* registry link, immutable after insert */
+    char base[IMDS_BASE_MAX];    /* immutable */
+    long ttl_s;                  /* immutable */
+    pthread_mutex_t mu;          /* guards the fields below */
+    char token[IMDS_TOKEN_MAX];  /* "" when none */
+    int64_t token_renew_ms;      /* monotonic time after which we renew */
+    int v1;                      /* 1: PUT answered 403/404/405, use IMDSv1 */
+    int64_t v1_until_ms;         /* monotonic time to probe v2 again */
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ckpt_imds *reg_head;
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_ok;
+
+static void curl_init_once(void)
+{
+    /* curl_global_init is reference counted and not thread-safe on older
+     * libcurl; doing it once here keeps this module self-contained. */
+    curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_err(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, IMDS_ERR_MAX, fmt, ap);
+    va_end(ap);
+}
+
+static int env_true(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcasecmp(v, "true") == 0;
+}
+
+struct ckpt_imds *ckpt_imds_shared(const char *base_url)
+{
+    struct ckpt_imds *m = NULL;
+    const char *base = base_url;
+    char norm[IMDS_BASE_MAX];
+    size_t n;
+
+    if (env_true("AWS_EC2_METADATA_DISABLED"))
+        return NULL;
+    if (!base || !*base)
+        base = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    if (!base || !*base)
+        base = IMDS_DEFAULT_BASE;
+    n = strlen(base);
+    while (n > 0 && base[n - 1] == '/')
+        n--; /* paths are appended with their own leading '/' */
+    if (n == 0 || n >= sizeof norm)
+        return NULL;
+    memcpy(norm, base, n);
+    norm[n] = '\0';
+
+    pthread_once(&curl_once, curl_init_once);
+    if (!curl_ok)
+        return NULL;
+
+    pthread_mutex_lock(&reg_mu);
+    for (m = reg_head; m; m = m->next)
+        if (strcmp(m->base, norm) == 0)
+            goto out;
+    m = calloc(1, sizeof *m);
+    if (!m)
+        goto out;
+    memcpy(m->base, norm, n + 1);
+    m->ttl_s = IMDS_TTL_DEFAULT_S;
+    {
+        /* Test hook: a short TTL exercises renewal against a mock. */
+        const char *t = getenv("CKPT_IMDS_TOKEN_TTL_S");
+        long v = t ? strtol(t, NULL, 10) : 0;
+        if (v >= 1 && v <= IMDS_TTL_DEFAULT_S)
+            m->ttl_s = v;
+    }
+    pthread_mutex_init(&m->mu, NULL);
+    m->next = reg_head;
+    reg_head = m;
+out:
+    pthread_mutex_unlock(&reg_mu);
+    return m;
+}
+
+/* ---- one HTTP exchange ---------------------------------------------------- */
+
+struct sink {
+    char *buf;
+    size_t len, cap, max;
+    int overflow;
+};
+
+static size_t sink_write(char *p, size_t sz, size_t nm, void *u)
+{
+    struct sink *s = u;
+    size_t n = sz * nm;
+    if (s->len + n > s->max) {
+        s->overflow = 1;
+        return 0; /* aborts the transfer: bodies are capped, never truncated */
+    }
+    if (s->len + n + 1 > s->cap) {
+        size_t c = s->cap ? s->cap : 256;
+        char *nb;
+        while (c < s->len + n + 1)
+            c *= 2;
+        nb = realloc(s->buf, c);
+        if (!nb)
+            return 0;
+        s->buf = nb;
+        s->cap = c;
+    }
+    memcpy(s->buf + s->len, p, n);
+    s->len += n;
+    s->buf[s->len] = '\0';
+    return n;
+}
+
+/* Performs one request. `put` selects the token PUT (empty body). */
+static ckpt_status exchange(const char *url, int put, struct curl_slist *hdrs,
+                            long timeout_ms, size_t max_len, struct sink *s,
+                            long *http_status, char *err)
+{
+    ckpt_status st = CKPT_OK;
+    CURL *c = curl_easy_init();
+    CURLcode rc;
+
+    if (!c) {
+        st = CKPT_E_NOMEM;
+        set_err(err, "imds: curl_easy_init failed");
+        goto out;
+    }
+    s->max = max_len;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    /* Metadata addresses never go through a proxy (DESIGN.md 3). */
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string form */
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* we run in threads */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1000L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+    if (put) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    if (hdrs)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    rc = curl_easy_perform(c);
+    if (rc != CURLE_OK) {
+        if (s->overflow) {
+            st = CKPT_E_CORRUPT;
+            set_err(err, "imds: reply body over %zu bytes", max_len);
+        } else if (rc == CURLE_OUT_OF_MEMORY) {
+            st = CKPT_E_NOMEM;
+            set_err(err, "imds: out of memory");
+        } else {
+            st = CKPT_E_UNREACHABLE;
+            set_err(err, "imds: %s", curl_easy_strerror(rc));
+        }
+        goto out;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, http_status);
+out:
+    if (c)
+        curl_easy_cleanup(c);
+    return st;
+}
+
+/* Makes sure m has a usable token or is in v1 mode. Called with m->mu held.
+ * @return CKPT_OK, or the failure of the PUT (the GET is not attempted). */
+static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
+{
+    ckpt_status st = CKPT_OK;
+    struct sink s = {0};
+    struct curl_slist *h = NULL, *h2;
+    char url[IMDS_BASE_MAX + 32], ttl[64];
+    long code = 0;
+    int64_t now = mono_ms();
+    size_t n;
+
+    if (m->v1 && now < m->v1_until_ms)
+        goto out;
+    if (m->token[0] && now < m->token_renew_ms)
+        goto out;
+
+    snprintf(url, sizeof url, "%s/latest/api/token", m->base);
+    snprintf(ttl, sizeof ttl, "X-aws-ec2-metadata-token-ttl-seconds: %ld", m->ttl_s);
+    h = curl_slist_append(NULL, ttl);
+    /* No Expect: 100-continue and no content type: IMDS wants a bare PUT. */
+    h2 = h ? curl_slist_append(h, "Expect:") : NULL;
+    if (!h2) {
+        st = CKPT_E_NOMEM;
+        set_err(err, "imds: out of memory");
+        goto out;
+    }
+    h = h2;
+    st = exchange(url, 1, h, timeout_ms, IMDS_TOKEN_MAX - 1, &s, &code, err);
+    if (st != CKPT_OK)
+        goto out;
+    if (code == 403 || code == 404 || code == 405) {
+        /* IMDSv2 not offered here (or forbidden): the documented fallback. */
+        m->v1 = 1;
+        m->v1_until_ms = now + IMDS_V1_RECHECK_MS;
+        m->token[0] = '\0';
+        goto out;
+    }
+    if (code != 200) {
+        st = code >= 500 ? CKPT_E_TRANSIENT : CKPT_E_AUTH;
+        set_err(err, "imds: token PUT answered HTTP %ld", code);
+        goto out;
+    }
+    n = s.len;
+    while (n > 0 && (s.buf[n - 1] == '\n' || s.buf[n - 1] == '\r' || s.buf[n - 1] == ' '))
+        n--;
+    if (n == 0 || memchr(s.buf, '\n', n) || memchr(s.buf, '\r', n)) {
+        /* A token is sent back as a header: refuse anything that would
+         * break or inject header lines. */
+        st = CKPT_E_CORRUPT;
+        set_err(err, "imds: token PUT returned an unusable token");
+        goto out;
+    }
+    memcpy(m->token, s.buf, n);
+    m->token[n] = '\0';
+    m->v1 = 0;
+    {
+        int64_t ttl_ms = (int64_t)m->ttl_s * 1000;
+        int64_t margin = ttl_ms > 2 * IMDS_RENEW_MARGIN_MS ? IMDS_RENEW_MARGIN_MS : ttl_ms / 2;
+        m->token_renew_ms = now + ttl_ms - margin;
+    }
+out:
+    curl_slist_free_all(h);
+    free(s.buf);
+    return st;
+}
+
+ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms,
+                          size_t max_len, char **body, size_t *len,
+                          long *http_status, char *err)
+{
+    ckpt_status st = CKPT_OK;
+    char url[IMDS_BASE_MAX + 1024];
+    char hdr[IMDS_TOKEN_MAX + 64];
+    struct sink s = {0};
+    struct curl_slist *h = NULL;
+    long code = 0;
+    int attempt;
+
+    if (!m || !path || path[0] != '/' || !body || !http_status ||
+        strlen(path) >= 1024) {
+        set_err(err, "imds: bad argument");
+        return CKPT_E_INVAL;
+    }
+    *body = NULL;
+    if (len)
+        *len = 0;
+    snprintf(url, sizeof url, "%s%s", m->base, path);
+
+    /* Two attempts: the second only after a 401 made us drop the token. */
+    for (attempt = 0; attempt < 2; attempt++) {
+        char used[IMDS_TOKEN_MAX];
+        pthread_mutex_lock(&m->mu);
+        st = ensure_token(m, timeout_ms, err);
+        snprintf(used, sizeof used, "%s", m->token);
+        pthread_mutex_unlock(&m->mu);
+        if (st != CKPT_OK)
+            goto out;
+
+        curl_slist_free_all(h);
+        h = NULL;
+        if (used[0]) {
+            snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", used);
+            h = curl_slist_append(NULL, hdr);
+            if (!h) {
+                st = CKPT_E_NOMEM;
+                set_err(err, "imds: out of memory");
+                goto out;
+            }
+        }
+        free(s.buf);
+        memset(&s, 0, sizeof s);
+        code = 0;
+        st = exchange(url, 0, h, timeout_ms, max_len, &s, &code, err);
+        if (st != CKPT_OK)
+            goto out;
+        if (code != 401)
+            break;
+        /* Expired or revoked token (or tokens now required after a v1
+         * fallback): drop it unless another thread already replaced it. */
+        pthread_mutex_lock(&m->mu);
+        if (strcmp(m->token, used) == 0) {
+            m->token[0] = '\0';
+            m->v1 = 0;
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    *http_status = code;
+    if (!s.buf) {
+        s.buf = calloc(1, 1); /* callers always get a string */
+        if (!s.buf) {
+            st = CKPT_E_NOMEM;
+            set_err(err, "imds: out of memory");
+            goto out;
+        }
+    }
+    *body = s.buf;
+    if (len)
+        *len = s.len;
+    s.buf = NULL;
+out:
+    curl_slist_free_all(h);
+    free(s.buf);
+    return st;
+}
