@@ -15,19 +15,26 @@ elif (( rc != 0 )); then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-args=(--steps 400 --every 7 --hidden 2048 --quiet)
+args=(--steps 600 --every 7 --hidden 2048 --quiet)
 t0=$(date +%s%N)
-CKPT_STORE="file://$work/store" CKPT_RUN=clean "$bin" "${args[@]}" --sleep-ms 3 --out "$work/clean.bin" > /dev/null
+CKPT_STORE="file://$work/store" CKPT_RUN=clean "$bin" "${args[@]}" --sleep-ms 5 --out "$work/clean.bin" > /dev/null
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 # a second uninterrupted run in another run: bit-reproducibility itself
 CKPT_STORE="file://$work/store" CKPT_RUN=clean2 "$bin" "${args[@]}" --out "$work/clean2.bin" > /dev/null
 cmp "$work/clean.bin" "$work/clean2.bin" || { echo "two uninterrupted runs differ: the trainer is not deterministic"; exit 1; }
+# Kill at random points within the first 35% of an uninterrupted run's time
+# (which includes CUDA start-up, so some kills land before any progress);
+# after 30 attempts let the run finish, so a slow start-up cannot loop forever.
 kills=0
-for ((attempt = 0; attempt < 100; attempt++)); do
-  CKPT_STORE="file://$work/store" CKPT_RUN=killed "$bin" "${args[@]}" --sleep-ms 3 \
+for ((attempt = 0; attempt < 31; attempt++)); do
+  CKPT_STORE="file://$work/store" CKPT_RUN=killed "$bin" "${args[@]}" --sleep-ms 5 \
     --out "$work/killed.bin" >> "$work/log" 2>&1 &
   pid=$!
-  d=$(( ms / 10 + RANDOM % (ms / 2 + 1) ))
+  if (( attempt == 30 )); then
+    wait "$pid"
+    break
+  fi
+  d=$(( ms / 20 + RANDOM % (ms * 3 / 10 + 1) ))
   sleep "$((d / 1000)).$(printf '%03d' $((d % 1000)))"
   if kill -9 "$pid" 2>/dev/null; then
     wait "$pid" 2>/dev/null || true
