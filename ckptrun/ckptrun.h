@@ -1,0 +1,89 @@
+/*
+ * ckptrun.h -- what the modules of ckptrun share: the parsed command line,
+ * exit codes, and each module's entry points.
+ *
+ * ckptrun is a client of libckpt's public header (ckpt.h) and of the store
+ * interface (store.h) only.
+ *
+ * Modules (one file each):
+ *   main.c       command line, environment fallbacks, help, dispatch
+ *   parse.c      pure parsing (durations, steps from names, codecs, signals)
+ *   log.c        the event log on stderr
+ *   cmds.c       save, restore, ls, verify, gc, status
+ *   commit.c     commit files/directories as one checkpoint (save + watcher)
+ *   record.c     the run record in the store (RUN, events/, files/)
+ *   watch.c      watching CKPT_DIR for completed checkpoint entries
+ *   ctlserver.c  the control socket server (docs/CONTROL.md)
+ *   supervise.c  the supervisor: child, signals, stop, event loop
+ */
+#ifndef CKPTRUN_H
+#define CKPTRUN_H
+
+#include <stdint.h>
+#include "ckpt.h"
+
+/* Exit codes, DESIGN.md §3 (sysexits.h values). */
+enum {
+    EXIT_STOPPED_OK = 75,     /* stopped, final checkpoint committed */
+    EXIT_STOPPED_LOST = 74,   /* stopped, final checkpoint not committed */
+    EXIT_USAGE = 64,          /* bad command line */
+    EXIT_CONFIG = 78,         /* bad configuration or credentials */
+    EXIT_UNAVAILABLE = 69,    /* store unreachable when starting */
+};
+
+struct opts {
+    const char *cmd;          /* "run", "save", "restore", ... */
+    const char *store;        /* NULL: library default */
+    char store_buf[1024];
+    const char *run;
+    char run_buf[160];
+    const char *dir;
+    uint64_t interval_ms;     /* 0 = off */
+    unsigned keep;
+    int sig;                  /* request signal, 0 = none */
+    uint64_t grace_ms;
+    uint64_t lead_ms;         /* SIGUSR1/SIGXCPU notice lead time */
+    uint64_t settle_ms;
+    uint64_t min_age_ms;      /* gc */
+    const char *notice;
+    const char *metadata_url;
+    const char *codec_str;    /* as given, exported to the child */
+    ckpt_codec codec;
+    int codec_level;
+    int preload;
+    int log_json;
+    int verbosity;            /* -1 quiet, 0, 1 verbose */
+    int json;                 /* ls/status --json */
+    int step_set;
+    uint64_t step;
+    const char *marker;       /* --complete-marker GLOB */
+    const char *on_complete, *on_preempt, *on_failure;
+    char **args;              /* COMMAND [ARG...] or PATH... or DIR */
+    int nargs;
+};
+
+/* Map a library/store status met while starting to an exit code:
+ * 78 for configuration/credentials, 69 for an unreachable store. */
+int exit_code_for_status(ckpt_status st);
+
+/* Fill a ckpt_config from the options (strings point into o). */
+void opts_to_config(const struct opts *o, struct ckpt_config *cfg);
+/* Open a context for administration (no control socket). On failure logs
+ * one line and @return the exit code (else 0). */
+int open_ctx(const struct opts *o, struct ckpt_ctx **ctx);
+
+/* mkdir -p with owner-only permissions for what it creates (cmds.c).
+ * @return 0 or -1 with errno. */
+int mkdir_owner(const char *path);
+
+/* Subcommands (cmds.c); each returns the process exit code. */
+int cmd_save(struct opts *o);
+int cmd_restore(struct opts *o);
+int cmd_ls(struct opts *o);
+int cmd_verify(struct opts *o);
+int cmd_gc(struct opts *o);
+int cmd_status(struct opts *o);
+/* The supervisor (supervise.c). */
+int cmd_run(struct opts *o);
+
+#endif

@@ -1,0 +1,292 @@
+/* ctlserver.c -- see ctlserver.h. */
+#include "ctlserver.h"
+#include "log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct client {
+    int fd;                   /* -1 = free slot */
+    int hello;
+    int pid;
+    size_t len;
+    char buf[CTL_MAX_LINE + 1];
+};
+
+struct ctl {
+    int lfd;
+    char dir[256];
+    char path[300];
+    struct client cl[CTL_MAX_CLIENTS];
+};
+
+int ctl_open(struct ctl **out, char *path, size_t n)
+{
+    struct ctl *c = calloc(1, sizeof *c);
+    struct sockaddr_un sa;
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    int rc = -1;
+
+    *out = NULL;
+    if (!c)
+        goto out;
+    c->lfd = -1;
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        c->cl[i].fd = -1;
+    /* A private directory: nobody else can connect, and the socket path is
+     * not predictable for a pre-planted file. */
+    if (!base || !*base || access(base, W_OK | X_OK) != 0)
+        base = getenv("TMPDIR");
+    if (!base || !*base || access(base, W_OK | X_OK) != 0)
+        base = "/tmp";
+    snprintf(c->dir, sizeof c->dir, "%s/ckptrun-XXXXXX", base);
+    if (!mkdtemp(c->dir)) {
+        log_msg(LOG_ERROR, "control", "cannot create a private directory in %s: %s", base,
+                strerror(errno));
+        c->dir[0] = '\0';
+        goto out;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if ((size_t)snprintf(c->path, sizeof c->path, "%s/ctl", c->dir) >= sizeof sa.sun_path ||
+        strlen(c->path) + 1 > n) {
+        log_msg(LOG_ERROR, "control", "socket path %s too long", c->path);
+        errno = ENAMETOOLONG;
+        goto out;
+    }
+    memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
+    c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(c->lfd, 16) != 0) {
+        log_msg(LOG_ERROR, "control", "cannot listen on %s: %s", c->path, strerror(errno));
+        goto out;
+    }
+    snprintf(path, n, "%s", c->path);
+    *out = c;
+    c = NULL;
+    rc = 0;
+out:
+    ctl_close(c);
+    return rc;
+}
+
+static void drop(struct client *cl)
+{
+    if (cl->fd >= 0)
+        close(cl->fd);
+    cl->fd = -1;
+    cl->hello = 0;
+    cl->len = 0;
+}
+
+void ctl_close(struct ctl *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        drop(&c->cl[i]);
+    if (c->lfd >= 0) {
+        close(c->lfd);
+        unlink(c->path);
+    }
+    if (c->dir[0])
+        rmdir(c->dir);
+    free(c);
+}
+
+void ctl_pollfds(struct ctl *c, struct pollfd *fds, int *n, int max)
+{
+    if (*n < max)
+        fds[(*n)++] = (struct pollfd){ .fd = c->lfd, .events = POLLIN };
+    for (int i = 0; i < CTL_MAX_CLIENTS && *n < max; i++)
+        if (c->cl[i].fd >= 0)
+            fds[(*n)++] = (struct pollfd){ .fd = c->cl[i].fd, .events = POLLIN };
+}
+
+static double jnum(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 ? v->valuedouble : 0;
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* One line from a client. Unknown types and fields are ignored (forward
+ * compatibility); a line that is not a JSON object is logged and skipped. */
+static void handle_line(struct ctl *c, int slot, const char *line, size_t len, ctl_event_fn fn,
+                        void *user)
+{
+    cJSON *j = cJSON_ParseWithLength(line, len);
+    struct ctl_event ev;
+    const char *type;
+
+    if (!cJSON_IsObject(j)) {
+        log_msg(LOG_WARN, "control", "malformed message from client %d ignored", slot);
+        goto out;
+    }
+    memset(&ev, 0, sizeof ev);
+    ev.client = slot;
+    type = jstr(j, "type");
+    ev.step = (uint64_t)jnum(j, "step");
+    if (strcmp(type, "hello") == 0) {
+        ev.type = CTL_HELLO;
+        ev.pid = (int)jnum(j, "pid");
+        ev.items = (uint64_t)jnum(j, "items");
+        c->cl[slot].hello = 1;
+        c->cl[slot].pid = ev.pid;
+    } else if (strcmp(type, "saving") == 0) {
+        ev.type = CTL_SAVING;
+    } else if (strcmp(type, "committed") == 0) {
+        ev.type = CTL_COMMITTED;
+        ev.seq = (uint64_t)jnum(j, "seq");
+        ev.bytes = (uint64_t)jnum(j, "bytes");
+        ev.stored = (uint64_t)jnum(j, "stored");
+        ev.seconds = jnum(j, "seconds");
+    } else if (strcmp(type, "failed") == 0) {
+        ev.type = CTL_FAILED;
+        ev.error = jstr(j, "error");
+        ev.detail = jstr(j, "detail");
+    } else if (strcmp(type, "file") == 0) {
+        ev.type = CTL_FILE;
+        ev.path = jstr(j, "path");
+        ev.file_event = jstr(j, "event");
+    } else {
+        goto out;
+    }
+    fn(user, &ev);
+out:
+    cJSON_Delete(j);
+}
+
+static void read_client(struct ctl *c, int slot, ctl_event_fn fn, void *user)
+{
+    struct client *cl = &c->cl[slot];
+    ssize_t r;
+
+    for (;;) {
+        r = recv(cl->fd, cl->buf + cl->len, CTL_MAX_LINE - cl->len, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (r <= 0)
+            goto gone;
+        cl->len += (size_t)r;
+        for (;;) {
+            char *nl = memchr(cl->buf, '\n', cl->len);
+            size_t ll;
+            if (!nl)
+                break;
+            ll = (size_t)(nl - cl->buf);
+            handle_line(c, slot, cl->buf, ll, fn, user);
+            if (cl->fd < 0)
+                return;
+            memmove(cl->buf, nl + 1, cl->len - ll - 1);
+            cl->len -= ll + 1;
+        }
+        if (cl->len == CTL_MAX_LINE) {
+            log_msg(LOG_WARN, "control", "client %d sent a line over %d bytes: disconnected",
+                    slot, CTL_MAX_LINE);
+            goto gone;
+        }
+    }
+    return;
+gone:
+    {
+        struct ctl_event ev = { .type = CTL_GONE, .client = slot, .pid = cl->pid };
+        int was_hello = cl->hello;
+        drop(cl);
+        if (was_hello)
+            fn(user, &ev);
+    }
+}
+
+void ctl_handle(struct ctl *c, const struct pollfd *fds, int n, ctl_event_fn fn, void *user)
+{
+    for (int k = 0; k < n; k++) {
+        if (!fds[k].revents)
+            continue;
+        if (fds[k].fd == c->lfd) {
+            int fd;
+            while ((fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                int slot = -1;
+                for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+                    if (c->cl[i].fd < 0) {
+                        slot = i;
+                        break;
+                    }
+                if (slot < 0) {
+                    log_msg(LOG_WARN, "control", "too many connections; refused one");
+                    close(fd);
+                    continue;
+                }
+                c->cl[slot].fd = fd;
+                c->cl[slot].len = 0;
+                c->cl[slot].hello = 0;
+                c->cl[slot].pid = 0;
+            }
+            continue;
+        }
+        for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+            if (c->cl[i].fd == fds[k].fd) {
+                read_client(c, i, fn, user);
+                break;
+            }
+    }
+}
+
+int ctl_connected(const struct ctl *c)
+{
+    int n = 0;
+    for (int i = 0; c && i < CTL_MAX_CLIENTS; i++)
+        n += c->cl[i].fd >= 0 && c->cl[i].hello;
+    return n;
+}
+
+int ctl_request(struct ctl *c, const char *reason, int64_t deadline_ms, const char *codec,
+                uint64_t id)
+{
+    cJSON *j = cJSON_CreateObject();
+    char *s = NULL;
+    size_t len;
+    int sent = 0;
+
+    if (!j)
+        goto out;
+    cJSON_AddStringToObject(j, "type", "request");
+    cJSON_AddStringToObject(j, "reason", reason);
+    cJSON_AddNumberToObject(j, "deadline_ms", (double)(deadline_ms > 0 ? deadline_ms : 0));
+    if (codec)
+        cJSON_AddStringToObject(j, "codec", codec);
+    cJSON_AddNumberToObject(j, "id", (double)id);
+    if (!(s = cJSON_PrintUnformatted(j)))
+        goto out;
+    len = strlen(s);
+    s[len++] = '\n'; /* replaces the NUL: the buffer is len+1 long */
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
+        struct client *cl = &c->cl[i];
+        if (cl->fd < 0 || !cl->hello)
+            continue;
+        /* Messages are tiny; a peer whose buffer is full is not reading and
+         * would not act on it anyway. */
+        if (send(cl->fd, s, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len)
+            sent++;
+        else
+            log_msg(LOG_WARN, "control", "request not delivered to client %d (pid %d): %s", i,
+                    cl->pid, strerror(errno));
+    }
+out:
+    free(s);
+    cJSON_Delete(j);
+    return sent;
+}

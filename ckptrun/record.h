@@ -1,0 +1,73 @@
+/*
+ * record.h -- the run record, kept in the store next to the checkpoints
+ * (layout and fields: docs/ckptrun.md, "Run record"):
+ *
+ *   <run>/RUN                      current state, rewritten on state change only
+ *   <run>/events/<ms>-<host>-<pid>-<seq>.json   one immutable object per event
+ *   <run>/files/<step, 20 digits>.json          "this checkpoint holds files
+ *                                               of CKPT_DIR" (restore on start)
+ *   <run>/LEASE                    reserved for recovery (not written here)
+ *
+ * Nothing that grows is ever rewritten: a long run adds small objects.
+ * Not thread-safe: used by one thread (the supervisor's loop, or a command);
+ * record_start_writer() moves the writes themselves to a thread of its own.
+ */
+#ifndef CKPTRUN_RECORD_H
+#define CKPTRUN_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "ckpt.h"
+
+struct record;
+struct ckpt_store;
+
+#define RECORD_FORMAT 1
+#define RECORD_MAX_BYTES (64 * 1024) /* bound on any record object read back */
+
+/* Open the store at `url` (NULL = default store) for run `run`.
+ * @return CKPT_OK or the store's status; detail in err (CKPT_ERR_MAX). */
+ckpt_status record_open(const char *url, const char *run, struct record **out, char *err);
+/* Drains pending writes first. NULL-safe. */
+void record_close(struct record *r);
+/* From now on, writes (RUN, events, files marks) are queued to one writer
+ * thread and return at once; a failed write is logged. @return 0 or -1. */
+int record_start_writer(struct record *r);
+struct ckpt_store *record_store(struct record *r);
+const char *record_host(struct record *r);
+
+/* Read <run>/RUN. @return CKPT_OK (*out owned by caller), CKPT_E_NOENT,
+ * CKPT_E_CORRUPT (not a JSON object of a known format), store errors. */
+ckpt_status record_read_run(struct record *r, cJSON **out);
+
+/* Rewrite <run>/RUN with `state` ("running", "preempted", "completed",
+ * "failed"). `last_step` < 0 = none yet. `preemptions` carried by caller. */
+ckpt_status record_set_state(struct record *r, const char *state, int64_t last_step,
+                             uint64_t preemptions, int64_t started_ms);
+
+/* Write one event object: {"type":type,"time_ms":..,"host":..,"pid":..,
+ * fields...}. `fields` is not consumed. */
+ckpt_status record_event(struct record *r, const char *type, const cJSON *fields);
+
+/* Read every event of the run, sorted by key (= time), into a JSON array.
+ * Unreadable or malformed event objects are skipped (counted in *skipped).
+ * At most `max` events (the newest) are returned. */
+ckpt_status record_read_events(struct record *r, size_t max, cJSON **out, size_t *skipped);
+
+/* Mark checkpoint `step` as a checkpoint of CKPT_DIR files whose top-level
+ * entries are `entries`. */
+ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,
+                              size_t n);
+/* @return 1 when `step` is marked, 0 when not, -1 on a store error. */
+int record_has_files(struct record *r, uint64_t step);
+/* Delete the marks of steps for which keep(user, step) returns 0. */
+ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_t step),
+                               void *user, uint64_t *deleted);
+
+/* Names of the runs in a store (first key segments holding a HEAD or RUN):
+ * calls fn for each, sorted. */
+ckpt_status record_list_runs(struct ckpt_store *st, void (*fn)(void *user, const char *run),
+                             void *user, char *err);
+
+#endif

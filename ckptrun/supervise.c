@@ -1,0 +1,1149 @@
+/*
+ * supervise.c -- `ckptrun [run] -- COMMAND`: restore, start the child in its
+ * own process group, and drive one event loop (signalfd, timerfd, inotify,
+ * control socket, commit results, notices) until the child is gone.
+ *
+ * Stops (SIGTERM, scheduler or cloud notice) have a deadline D: by default
+ * now + --grace, else the notice's deadline less a safety margin. The time
+ * to D is split: up to the last third (at most --grace) is the child's to
+ * exit after SIGTERM; before that, the final checkpoint is requested and
+ * awaited. SIGKILL goes to the group at D. So a child that ignores requests
+ * is still gone by D, and ckptrun always finishes before the deadline.
+ */
+#include "ckptrun.h"
+#include "commit.h"
+#include "ctlserver.h"
+#include "log.h"
+#include "notice_sink.h"
+#include "parse.h"
+#include "record.h"
+#include "store.h"
+#include "watch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The notices module is optional at link time (see notice_sink.h). */
+int ckptrun_notice_start(const struct ckptrun_notice_cfg *cfg) __attribute__((weak));
+void ckptrun_notice_stop(void) __attribute__((weak));
+
+#define STOP_MARGIN_MS 5000       /* kept free before a notice's deadline */
+#define STOP_SETTLE_MS 2000       /* settle time while a stop waits for an entry */
+#define MAX_PFDS (8 + CTL_MAX_CLIENTS + 1)
+
+enum channel { CH_NONE, CH_SIGNAL, CH_SOCKET };
+enum phase { P_RUN, P_CKPT, P_TERM, P_KILL };
+
+/* Notices posted from other threads: a tiny queue under a mutex, with an
+ * eventfd to wake the loop. */
+struct notice {
+    struct notice *next;
+    enum ckptrun_notice_kind kind;
+    int64_t deadline_ms;
+    char provider[32];
+    ckptrun_notice_ack_fn ack;
+    void *ack_user;
+};
+static pthread_mutex_t g_nmu = PTHREAD_MUTEX_INITIALIZER;
+static struct notice *g_nhead;
+static int g_nfd = -1;
+
+void ckptrun_notice_post(enum ckptrun_notice_kind kind, int64_t deadline_ms,
+                         const char *provider, ckptrun_notice_ack_fn ack, void *ack_user)
+{
+    struct notice *n = calloc(1, sizeof *n);
+    uint64_t one = 1;
+
+    if (!n)
+        return;
+    n->kind = kind;
+    n->deadline_ms = deadline_ms;
+    snprintf(n->provider, sizeof n->provider, "%s", provider ? provider : "");
+    n->ack = ack;
+    n->ack_user = ack_user;
+    pthread_mutex_lock(&g_nmu);
+    n->next = g_nhead;
+    g_nhead = n;
+    pthread_mutex_unlock(&g_nmu);
+    if (g_nfd >= 0 && write(g_nfd, &one, sizeof one) < 0)
+        (void)0; /* counter full: the loop is already woken */
+}
+
+struct sup {
+    struct opts *o;
+    char dir[PATH_MAX];
+    struct record *rec;
+    struct watch *w;
+    struct ctl *ctl;
+    char sock[300];
+    int sfd, tfd;
+    sigset_t mask;
+
+    pid_t child, pgid;
+    int child_alive;
+    int child_code;           /* exit code as a shell reports it */
+    int tty;                  /* gave the terminal to the child */
+    int resumed;
+    uint64_t restored_step;
+
+    int64_t last_step;        /* last committed step of the run, -1 none */
+    double last_commit_s;     /* duration of the last commit, for codec choice */
+    uint64_t preemptions;
+    int64_t started_ms;
+    uint64_t req_id;
+    int64_t next_periodic;    /* mono ms, 0 = off */
+    int64_t watch_due;        /* mono ms, -1 = none */
+
+    /* Stop. */
+    enum phase phase;
+    const char *stop_reason;
+    enum channel via;
+    int64_t t0, ckpt_end, deadline; /* mono ms */
+    int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
+    int ever_connected;       /* a process sent hello at some point */
+    int ever_saving;          /* the child's libckpt sends "saving" messages */
+    int child_writes;         /* the child commits checkpoints itself */
+    int final_done, final_ok;
+    int saw_saving;
+    uint64_t await_step;
+    int failed_since_stop;
+    struct notice *acks;      /* notices waiting for the final result */
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static cJSON *fields(void) { return cJSON_CreateObject(); }
+
+static void event(struct sup *s, int level, const char *name, cJSON *f, int to_record)
+{
+    log_event(level, name, f);
+    if (to_record && s->rec)
+        record_event(s->rec, name, f);
+    cJSON_Delete(f);
+}
+
+static void set_state(struct sup *s, const char *state)
+{
+    if (s->rec)
+        record_set_state(s->rec, state, s->last_step, s->preemptions, s->started_ms);
+}
+
+static void note_commit(struct sup *s, uint64_t step, double seconds)
+{
+    if ((int64_t)step > s->last_step)
+        s->last_step = (int64_t)step;
+    s->last_commit_s = seconds;
+    watch_note_step(s->w, step);
+}
+
+/* Ask the child for a checkpoint through the best channel it has. */
+static enum channel deliver_request(struct sup *s, const char *reason, int64_t deadline_unix,
+                                    const char *codec)
+{
+    enum channel ch = CH_NONE;
+    cJSON *f = fields();
+
+    s->req_id++;
+    if (ctl_connected(s->ctl) && ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id) > 0)
+        ch = CH_SOCKET;
+    else if (s->o->sig && s->child_alive && !s->ever_connected && kill(s->child, s->o->sig) == 0)
+        ch = CH_SIGNAL; /* to the child process only, not its group */
+    /* A child that connected once gets no signal after it disconnects: it
+     * closed its context (ckpt_close at the end of training), and a signal
+     * it no longer handles could kill it. */
+    if (f) {
+        cJSON_AddStringToObject(f, "reason", reason);
+        cJSON_AddStringToObject(f, "via", ch == CH_SOCKET ? "socket"
+                                         : ch == CH_SIGNAL ? signal_name(s->o->sig) : "none");
+        if (deadline_unix)
+            cJSON_AddNumberToObject(f, "deadline_ms", (double)deadline_unix);
+        if (codec)
+            cJSON_AddStringToObject(f, "codec", codec);
+    }
+    event(s, ch == CH_NONE ? LOG_DEBUG : LOG_INFO, "request", f, 0);
+    return ch;
+}
+
+static void signal_group(struct sup *s, int sig)
+{
+    if (s->pgid > 0 && kill(-s->pgid, sig) != 0 && errno != ESRCH)
+        log_msg(LOG_WARN, "signal", "kill(-%d, %s): %s", (int)s->pgid, signal_name(sig),
+                strerror(errno));
+}
+
+static void finish_acks(struct sup *s)
+{
+    while (s->acks) {
+        struct notice *n = s->acks;
+        s->acks = n->next;
+        if (n->ack)
+            n->ack(n->ack_user, s->final_ok, s->last_step < 0 ? 0 : (uint64_t)s->last_step);
+        free(n);
+    }
+}
+
+static void final_result(struct sup *s, int ok)
+{
+    if (s->final_done)
+        return;
+    s->final_done = 1;
+    s->final_ok = ok;
+    cJSON *f = fields();
+    if (f) {
+        cJSON_AddBoolToObject(f, "committed", ok);
+        if (s->last_step >= 0)
+            cJSON_AddNumberToObject(f, "step", (double)s->last_step);
+    }
+    event(s, ok ? LOG_INFO : LOG_WARN, "final", f, 0);
+    finish_acks(s);
+}
+
+static void enter_term(struct sup *s)
+{
+    if (s->phase >= P_TERM)
+        return;
+    s->phase = P_TERM;
+    if (s->child_alive) {
+        cJSON *f = fields();
+        if (f)
+            cJSON_AddNumberToObject(f, "kill_in_ms", (double)(s->deadline - mono_ms()));
+        event(s, LOG_INFO, "terminate", f, 0);
+        signal_group(s, SIGTERM);
+    }
+}
+
+/* ---- stop ---------------------------------------------------------------- */
+
+static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
+                       const char *provider)
+{
+    int64_t now = mono_ms(), d, total, killwin;
+    const char *codec = NULL;
+    cJSON *f;
+
+    if (deadline_unix > 0)
+        d = now + (deadline_unix - now_ms()) - STOP_MARGIN_MS;
+    else
+        d = now + (int64_t)s->o->grace_ms;
+    if (d < now + 1000)
+        d = now + 1000; /* a deadline already past: still give SIGTERM a second */
+    if (!s->child_alive && s->phase == P_RUN) {
+        /* The child already ended by itself; only commits are left. They
+         * get until the deadline; the outcome stays the child's. */
+        s->drain_deadline = d;
+        log_msg(LOG_INFO, "stop", "%s after the child exited: finishing commits", reason);
+        return;
+    }
+    if (s->phase != P_RUN) {
+        /* Already stopping: a nearer deadline shortens it, nothing else. */
+        if (d < s->deadline) {
+            s->deadline = d;
+            if (s->ckpt_end > d)
+                s->ckpt_end = d;
+        }
+        log_msg(LOG_INFO, "stop", "already stopping (%s)", reason);
+        return;
+    }
+    total = d - now;
+    killwin = total / 3;
+    if (killwin > (int64_t)s->o->grace_ms)
+        killwin = (int64_t)s->o->grace_ms;
+    s->t0 = now;
+    s->deadline = d;
+    s->ckpt_end = d - killwin;
+    s->stop_reason = reason;
+    s->phase = P_CKPT;
+    s->preemptions++;
+    /* A short budget takes a faster codec for this one save. */
+    if (s->o->codec != CKPT_CODEC_NONE && s->o->codec != CKPT_CODEC_LZ4) {
+        int64_t budget = s->ckpt_end - now;
+        if (budget < 3000)
+            codec = "none";
+        else if (budget < 15000 || (s->last_commit_s > 0 && s->last_commit_s * 1500 > budget))
+            codec = "lz4";
+    }
+    if ((f = fields())) {
+        cJSON_AddStringToObject(f, "reason", reason);
+        if (provider && *provider)
+            cJSON_AddStringToObject(f, "provider", provider);
+        if (deadline_unix > 0)
+            cJSON_AddNumberToObject(f, "deadline_ms", (double)deadline_unix);
+        cJSON_AddNumberToObject(f, "budget_ms", (double)total);
+        if (s->last_step >= 0)
+            cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
+    }
+    event(s, LOG_INFO, "stop", f, 1);
+    watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
+    if (codec)
+        watch_next_codec(s->w, strcmp(codec, "none") == 0 ? CKPT_CODEC_NONE : CKPT_CODEC_LZ4);
+    s->via = s->child_alive ? deliver_request(s, "stop", now_ms() + (s->ckpt_end - now), codec)
+                            : CH_NONE;
+    if (s->via == CH_NONE) {
+        /* Nothing can reach the child: the final checkpoint is what is
+         * complete already plus the commits in flight. Stop it at once. */
+        enter_term(s);
+    }
+}
+
+static void handle_notice(struct sup *s, struct notice *n)
+{
+    cJSON *f = fields();
+    if (f) {
+        cJSON_AddStringToObject(f, "kind", n->kind == CKPTRUN_NOTICE_REBALANCE ? "rebalance"
+                                          : n->kind == CKPTRUN_NOTICE_MAINTENANCE ? "maintenance"
+                                          : "preempt");
+        cJSON_AddStringToObject(f, "provider", n->provider);
+        if (n->deadline_ms)
+            cJSON_AddNumberToObject(f, "deadline_ms", (double)n->deadline_ms);
+    }
+    event(s, LOG_INFO, "notice", f, 1);
+    if (n->kind == CKPTRUN_NOTICE_REBALANCE) {
+        deliver_request(s, "rebalance", 0, NULL);
+        if (n->ack)
+            n->ack(n->ack_user, 0, s->last_step < 0 ? 0 : (uint64_t)s->last_step);
+        free(n);
+        return;
+    }
+    n->next = s->acks;
+    s->acks = n;
+    begin_stop(s, "notice", n->deadline_ms, n->provider);
+    if (s->final_done)
+        finish_acks(s);
+}
+
+/* ---- child --------------------------------------------------------------- */
+
+/* Build the child's environment: ours, with the CKPT_* variables replaced. */
+static char **child_env(struct sup *s, const char *preload)
+{
+    static const char *const ours[] = { "CKPT_SOCKET=", "CKPT_DIR=", "CKPT_STORE=", "CKPT_RUN=",
+                                        "CKPT_SIGNAL=", "CKPT_RESUMED=", "CKPT_STEP=",
+                                        "CKPT_CODEC=", "CKPT_KEEP=", "LD_PRELOAD=", NULL };
+    size_t n = 0, k = 0;
+    char **env, buf[PATH_MAX + 64];
+
+    for (char **e = environ; *e; e++)
+        n++;
+    env = calloc(n + 16, sizeof *env);
+    if (!env)
+        return NULL;
+    for (char **e = environ; *e; e++) {
+        int skip = 0;
+        for (int i = 0; ours[i]; i++)
+            if (strncmp(*e, ours[i], strlen(ours[i])) == 0)
+                skip = 1;
+        if (!skip)
+            env[k++] = *e; /* borrowed: environ outlives the fork */
+    }
+#define ADD(...)                                                                  \
+    do {                                                                          \
+        snprintf(buf, sizeof buf, __VA_ARGS__);                                   \
+        if (!(env[k++] = strdup(buf)))                                            \
+            goto oom;                                                             \
+    } while (0)
+    if (s->sock[0])
+        ADD("CKPT_SOCKET=%s", s->sock);
+    ADD("CKPT_DIR=%s", s->dir);
+    ADD("CKPT_STORE=%s", s->o->store);
+    ADD("CKPT_RUN=%s", s->o->run);
+    ADD("CKPT_SIGNAL=%s", s->o->sig ? signal_name(s->o->sig) : "none");
+    ADD("CKPT_RESUMED=%d", s->resumed);
+    if (s->resumed)
+        ADD("CKPT_STEP=%" PRIu64, s->restored_step);
+    if (s->o->codec_str)
+        ADD("CKPT_CODEC=%s", s->o->codec_str);
+    ADD("CKPT_KEEP=%u", s->o->keep);
+    if (preload) {
+        const char *old = getenv("LD_PRELOAD");
+        ADD("LD_PRELOAD=%s%s%s", preload, old && *old ? ":" : "", old && *old ? old : "");
+    }
+#undef ADD
+    return env;
+oom:
+    return NULL; /* leaks a few strings on the way to exit */
+}
+
+/* Where the preload shim lives: next to our library directory. */
+static int find_preload(char *out, size_t n)
+{
+    static const char *const rel[] = { "../lib/libckpt_preload.so", "../lib64/libckpt_preload.so",
+                                       "../lib/x86_64-linux-gnu/libckpt_preload.so",
+                                       "../lib/aarch64-linux-gnu/libckpt_preload.so", NULL };
+    char exe[PATH_MAX], *slash;
+    const char *env = getenv("CKPT_PRELOAD_LIB");
+    ssize_t l;
+    int rc = -1;
+
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        rc = access(out, R_OK) == 0 ? 0 : -1;
+        goto out;
+    }
+    if ((l = readlink("/proc/self/exe", exe, sizeof exe - 1)) < 0)
+        goto out;
+    exe[l] = '\0';
+    if (!(slash = strrchr(exe, '/')))
+        goto out;
+    *slash = '\0';
+    for (int i = 0; rel[i] && rc != 0; i++) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s/%s", exe, rel[i]);
+        if (access(p, R_OK) == 0 && realpath(p, out))
+            rc = 0;
+    }
+out:
+    return rc;
+}
+
+static int spawn(struct sup *s, char **env)
+{
+    pid_t parent = getpid(), pid;
+    int ep[2], err = 0, rc = -1;
+    sigset_t none;
+    ssize_t r;
+
+    if (pipe2(ep, O_CLOEXEC) != 0)
+        goto out;
+    sigemptyset(&none);
+    pid = fork();
+    if (pid < 0) {
+        close(ep[0]);
+        close(ep[1]);
+        goto out;
+    }
+    if (pid == 0) {
+        /* Child: async-signal-safe calls only (the parent has threads). */
+        setpgid(0, 0);
+        if (s->tty)
+            tcsetpgrp(STDIN_FILENO, getpid());
+        /* Die with ckptrun, even by SIGKILL; if it already died between
+         * fork and here, the request came too late: leave now. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP)
+                signal(sig, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvpe(s->o->args[0], s->o->args, env);
+        err = errno;
+        if (write(ep[1], &err, sizeof err) < 0)
+            (void)0;
+        _exit(127);
+    }
+    /* Parent: both sides set the group, whoever runs first. */
+    setpgid(pid, pid);
+    s->child = s->pgid = pid;
+    s->child_alive = 1;
+    if (s->tty && tcsetpgrp(STDIN_FILENO, pid) != 0)
+        log_msg(LOG_DEBUG, "tty", "tcsetpgrp: %s", strerror(errno));
+    close(ep[1]);
+    r = read(ep[0], &err, sizeof err);
+    close(ep[0]);
+    if (r == (ssize_t)sizeof err) {
+        log_error("cannot run '%s': %s", s->o->args[0], strerror(err));
+        errno = err;
+        goto out; /* the child exits 127; reaped by the loop */
+    }
+    rc = 0;
+out:
+    return rc;
+}
+
+static void reap(struct sup *s)
+{
+    int st;
+    pid_t pid;
+
+    /* Every child: ours, hooks, and (as PID 1 or subreaper) orphans. */
+    while ((pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
+        if (pid != s->child)
+            continue;
+        if (WIFSTOPPED(st)) {
+            /* Ctrl-Z stopped the child: hand the terminal back and stop
+             * ourselves so the shell sees the job stopped; on `fg` give it
+             * back and continue the child. */
+            if (s->tty) {
+                tcsetpgrp(STDIN_FILENO, getpgrp());
+                kill(getpid(), SIGSTOP);
+                tcsetpgrp(STDIN_FILENO, s->pgid);
+                signal_group(s, SIGCONT);
+            }
+            continue;
+        }
+        if (WIFCONTINUED(st))
+            continue;
+        s->child_alive = 0;
+        s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        cJSON *f = fields();
+        if (f) {
+            cJSON_AddNumberToObject(f, "pid", (double)pid);
+            cJSON_AddNumberToObject(f, "code", s->child_code);
+            if (WIFSIGNALED(st))
+                cJSON_AddStringToObject(f, "signal", signal_name(WTERMSIG(st)));
+        }
+        event(s, LOG_INFO, "child-exit", f, 0);
+        watch_set_pgid(s->w, 0);
+        if (s->tty)
+            tcsetpgrp(STDIN_FILENO, getpgrp());
+        if (s->phase == P_RUN && s->child_code == 0) {
+            /* A clean exit leaves no writer: what is still settling is done. */
+            watch_flush_pending(s->w);
+        }
+    }
+}
+
+/* ---- event sources --------------------------------------------------------- */
+
+/* The child saves through libckpt: its checkpoints are the run's, and a
+ * run has a single writer, so the watcher stands down. (The preload shim
+ * alone never saves: with it, the watcher keeps committing files.) */
+static void child_writes(struct sup *s)
+{
+    if (s->child_writes)
+        return;
+    s->child_writes = 1;
+    watch_pause(s->w);
+    log_msg(LOG_INFO, "watch", "the child commits through libckpt: entries of %s are no "
+            "longer committed by ckptrun", s->dir);
+}
+
+static void on_ctl(void *user, const struct ctl_event *ev)
+{
+    struct sup *s = user;
+    cJSON *f = fields();
+
+    switch (ev->type) {
+    case CTL_HELLO:
+        s->ever_connected = 1;
+        if (f) {
+            cJSON_AddNumberToObject(f, "pid", ev->pid);
+            cJSON_AddNumberToObject(f, "items", (double)ev->items);
+        }
+        event(s, LOG_INFO, "connect", f, 0);
+        return;
+    case CTL_GONE:
+        if (f)
+            cJSON_AddNumberToObject(f, "pid", ev->pid);
+        event(s, LOG_INFO, "disconnect", f, 0);
+        return;
+    case CTL_SAVING:
+        s->ever_saving = 1;
+        child_writes(s);
+        if (s->phase != P_RUN && !s->saw_saving) {
+            s->saw_saving = 1;
+            s->await_step = ev->step;
+        }
+        if (f)
+            cJSON_AddNumberToObject(f, "step", (double)ev->step);
+        event(s, LOG_DEBUG, "saving", f, 0);
+        return;
+    case CTL_COMMITTED:
+        child_writes(s);
+        note_commit(s, ev->step, ev->seconds);
+        if (f) {
+            cJSON_AddNumberToObject(f, "step", (double)ev->step);
+            cJSON_AddNumberToObject(f, "bytes", (double)ev->bytes);
+            cJSON_AddNumberToObject(f, "stored", (double)ev->stored);
+            cJSON_AddNumberToObject(f, "ratio", ev->stored ? (double)(int64_t)((double)ev->bytes / (double)ev->stored * 100) / 100.0 : 0);
+            cJSON_AddNumberToObject(f, "mb_s", ev->seconds > 0 ? (double)(int64_t)((double)ev->bytes / 1e6 / ev->seconds * 10) / 10.0 : 0);
+            cJSON_AddNumberToObject(f, "seconds", ev->seconds);
+            cJSON_AddStringToObject(f, "source", "socket");
+        }
+        event(s, LOG_INFO, "commit", f, 1);
+        /* The answer to the stop request is the save that started after it
+         * ("saving" after the request); a save already in flight then holds
+         * older state. Without "saving" messages, any commit after it. */
+        if (s->phase != P_RUN && s->via == CH_SOCKET &&
+            (s->saw_saving ? ev->step == s->await_step : !s->ever_saving)) {
+            final_result(s, 1);
+            enter_term(s);
+        }
+        return;
+    case CTL_FAILED:
+        if (f) {
+            cJSON_AddNumberToObject(f, "step", (double)ev->step);
+            cJSON_AddStringToObject(f, "error", ev->error);
+            cJSON_AddStringToObject(f, "detail", ev->detail);
+        }
+        event(s, LOG_WARN, "commit-failed", f, 1);
+        if (s->phase != P_RUN && s->via == CH_SOCKET &&
+            (s->saw_saving ? ev->step == s->await_step : !s->ever_saving)) {
+            final_result(s, 0);
+            enter_term(s);
+        }
+        return;
+    case CTL_FILE:
+        cJSON_Delete(f);
+        watch_file_event(s->w, ev->path, ev->file_event);
+        return;
+    }
+    cJSON_Delete(f);
+}
+
+static void on_result(struct sup *s, struct watch_result *r)
+{
+    cJSON *f;
+
+    if (r->res.st == CKPT_OK) {
+        note_commit(s, r->res.step, r->res.seconds);
+        if (s->rec)
+            record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
+        f = commit_fields(&r->res, "watch");
+        if (f)
+            cJSON_AddStringToObject(f, "entry", r->entry);
+        event(s, LOG_INFO, "commit", f, 1);
+    } else {
+        if (s->phase != P_RUN)
+            s->failed_since_stop = 1;
+        if ((f = fields())) {
+            cJSON_AddStringToObject(f, "entry", r->entry);
+            cJSON_AddNumberToObject(f, "step", (double)r->res.step);
+            cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
+            cJSON_AddStringToObject(f, "detail", r->res.detail);
+        }
+        event(s, LOG_WARN, "commit-failed", f, 1);
+    }
+    /* A signal-aware trainer's answer to the stop request: an entry written
+     * (last changed) after the request; one that was only settling then is
+     * older state. */
+    if (s->phase != P_RUN && s->via == CH_SIGNAL && r->changed_mono >= s->t0) {
+        final_result(s, r->res.st == CKPT_OK);
+        enter_term(s);
+    }
+}
+
+static void on_signal(struct sup *s, int sig)
+{
+    cJSON *f;
+
+    switch (sig) {
+    case SIGCHLD:
+        reap(s);
+        break;
+    case SIGTERM:
+        begin_stop(s, "SIGTERM", 0, NULL);
+        break;
+    case SIGUSR1:
+    case SIGXCPU:
+        /* Batch schedulers (SLURM --signal, LSF, PBS) warn this way ahead
+         * of the time limit: a stop with --lead to go. */
+        begin_stop(s, signal_name(sig), now_ms() + (int64_t)s->o->lead_ms + STOP_MARGIN_MS, NULL);
+        break;
+    case SIGUSR2:
+        deliver_request(s, "manual", 0, NULL);
+        break;
+    case SIGINT:
+    case SIGHUP:
+    case SIGQUIT:
+        if ((f = fields()))
+            cJSON_AddStringToObject(f, "signal", signal_name(sig));
+        event(s, LOG_INFO, "forward", f, 0);
+        signal_group(s, sig);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+struct newest_files {
+    struct sup *s;
+    uint64_t steps[64];
+    int n;
+};
+
+static int collect_steps(void *user, const struct ckpt_info *info)
+{
+    struct newest_files *nf = user;
+    nf->steps[nf->n++] = info->step;
+    return nf->n == (int)(sizeof nf->steps / sizeof nf->steps[0]);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int rm_rf(const char *path)
+{
+    return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Restore checkpoint `step` into a hidden staging directory inside `dir`
+ * (same file system; hidden names are never watched entries), then move
+ * each top-level entry into place. A restore that fails half-way leaves
+ * nothing behind for the trainer to trip over, and the trainer never sees a
+ * partly restored entry. An entry of the same name already there is
+ * replaced: the committed one is the truth. */
+static ckpt_status restore_staged(struct ckpt_ctx *ctx, uint64_t step, const char *dir,
+                                  uint64_t *got)
+{
+    char stage[PATH_MAX + 64], from[PATH_MAX + 320], to[PATH_MAX + 256];
+    DIR *d = NULL;
+    struct dirent *de;
+    ckpt_status st;
+
+    snprintf(stage, sizeof stage, "%s/.ckptrun-restore-XXXXXX", dir);
+    if (!mkdtemp(stage)) {
+        log_msg(LOG_WARN, "restore", "cannot create a staging directory in %s: %s", dir,
+                strerror(errno));
+        st = CKPT_E_IO;
+        goto out;
+    }
+    st = ckpt_restore_dir(ctx, step, stage, got);
+    if (st != CKPT_OK)
+        goto out;
+    if (!(d = opendir(stage))) {
+        st = CKPT_E_IO;
+        goto out;
+    }
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(from, sizeof from, "%s/%s", stage, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", dir, de->d_name);
+        if (rename(from, to) != 0) {
+            /* A non-empty directory or a file/dir mismatch is in the way. */
+            if (rm_rf(to) != 0 || rename(from, to) != 0) {
+                log_msg(LOG_WARN, "restore", "cannot move %s into place: %s", to, strerror(errno));
+                st = CKPT_E_IO;
+                goto out;
+            }
+        }
+    }
+out:
+    if (d)
+        closedir(d);
+    if (stage[0] && strstr(stage, "XXXXXX") == NULL)
+        rm_rf(stage);
+    return st;
+}
+
+/* Restore the newest committed checkpoint of files (marked in the record)
+ * into CKPT_DIR, falling back past damaged ones. @return 0 or an exit code. */
+static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
+{
+    struct newest_files nf = { .s = s };
+    ckpt_status st;
+    int rc = 0;
+
+    st = ckpt_list(ctx, collect_steps, &nf);
+    if (st != CKPT_OK) {
+        log_error("cannot list checkpoints of run %s in %s: %s %s", s->o->run, s->o->store,
+                  ckpt_strerror(st), ckpt_errmsg(ctx));
+        rc = exit_code_for_status(st);
+        goto out;
+    }
+    if (nf.n > 0)
+        s->last_step = (int64_t)nf.steps[0];
+    for (int i = 0; i < nf.n; i++) {
+        uint64_t got = 0;
+        int m = record_has_files(s->rec, nf.steps[i]);
+        if (m < 0) {
+            log_error("cannot read the run record of %s", s->o->run);
+            rc = EXIT_UNAVAILABLE;
+            goto out;
+        }
+        if (m == 0)
+            continue; /* a checkpoint of memory regions: libckpt's business */
+        st = restore_staged(ctx, nf.steps[i], s->dir, &got);
+        if (st == CKPT_OK) {
+            s->resumed = 1;
+            s->restored_step = got;
+            cJSON *f = fields();
+            if (f) {
+                cJSON_AddNumberToObject(f, "step", (double)got);
+                cJSON_AddStringToObject(f, "dir", s->dir);
+            }
+            event(s, LOG_INFO, "restore", f, 0);
+            goto out;
+        }
+        if (st == CKPT_E_UNREACHABLE) {
+            log_error("store %s unreachable while restoring: %s", s->o->store, ckpt_errmsg(ctx));
+            rc = EXIT_UNAVAILABLE;
+            goto out;
+        }
+        log_msg(LOG_WARN, "fallback", "checkpoint at step %" PRIu64 " cannot be restored (%s: %s); "
+                "trying an older one", nf.steps[i], ckpt_strerror(st), ckpt_errmsg(ctx));
+    }
+out:
+    return rc;
+}
+
+static void run_hook(struct sup *s, const char *cmd, const char *state, int code)
+{
+    char buf[32];
+    pid_t pid;
+    int st;
+
+    if (!cmd || !*cmd)
+        return;
+    /* Our own environment: we are about to exit, and the child's copy was
+     * built separately. */
+    setenv("CKPT_RUN", s->o->run, 1);
+    setenv("CKPT_STATE", state, 1);
+    if (s->last_step >= 0) {
+        snprintf(buf, sizeof buf, "%" PRId64, s->last_step);
+        setenv("CKPT_STEP", buf, 1);
+    } else {
+        unsetenv("CKPT_STEP");
+    }
+    snprintf(buf, sizeof buf, "%d", code);
+    setenv("CKPT_EXIT", buf, 1);
+    log_msg(LOG_INFO, "hook", "%s", cmd);
+    pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        log_msg(LOG_WARN, "hook", "cannot run hook: %s", strerror(errno));
+    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        log_msg(LOG_WARN, "hook", "hook exited with %d",
+                WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static void arm_timer(struct sup *s)
+{
+    int64_t due = -1, cands[4] = { s->next_periodic, s->watch_due, -1, -1 };
+    struct itimerspec its;
+
+    if (s->phase == P_CKPT)
+        cands[2] = s->ckpt_end;
+    if (s->phase == P_CKPT || s->phase == P_TERM || (s->phase == P_KILL && !s->child_alive))
+        cands[3] = s->deadline;
+    for (int i = 0; i < 4; i++)
+        if (cands[i] > 0 && (due < 0 || cands[i] < due))
+            due = cands[i];
+    if (s->drain_deadline && (due < 0 || s->drain_deadline < due))
+        due = s->drain_deadline;
+    memset(&its, 0, sizeof its);
+    if (due > 0) {
+        if (due <= mono_ms())
+            due = mono_ms() + 1; /* zero would disarm */
+        its.it_value.tv_sec = due / 1000;
+        its.it_value.tv_nsec = (due % 1000) * 1000000;
+    }
+    timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void on_timer(struct sup *s)
+{
+    int64_t now = mono_ms();
+    uint64_t ticks;
+
+    if (read(s->tfd, &ticks, sizeof ticks) < 0)
+        (void)0; /* spurious wake-up; the checks below are idempotent */
+    if (s->next_periodic > 0 && now >= s->next_periodic) {
+        if (s->phase == P_RUN && s->child_alive)
+            deliver_request(s, "periodic", 0, NULL);
+        s->next_periodic = now + (int64_t)s->o->interval_ms;
+    }
+    if (s->phase == P_CKPT && now >= s->ckpt_end) {
+        log_msg(LOG_WARN, "stop", "no checkpoint committed in time; stopping the child");
+        enter_term(s);
+    }
+    if ((s->phase == P_TERM) && now >= s->deadline) {
+        s->phase = P_KILL;
+        if (s->child_alive) {
+            log_msg(LOG_WARN, "kill", "child did not exit in time: SIGKILL to group %d",
+                    (int)s->pgid);
+            signal_group(s, SIGKILL);
+        }
+    }
+}
+
+/* Done when the child is gone and commits are finished (or, during a stop,
+ * the deadline has come). */
+static int loop_done(struct sup *s)
+{
+    if (s->child_alive)
+        return 0;
+    if (!watch_busy(s->w))
+        return 1;
+    if (s->drain_deadline && mono_ms() >= s->drain_deadline)
+        return 1;
+    return s->phase != P_RUN && mono_ms() >= s->deadline;
+}
+
+int cmd_run(struct opts *o)
+{
+    struct sup sv, *s = &sv;
+    struct ckpt_ctx *ctx = NULL;
+    struct ckpt_config cfg;
+    char err[CKPT_ERR_MAX] = "", preload[PATH_MAX];
+    char **env = NULL;
+    cJSON *prev = NULL, *f;
+    ckpt_status st;
+    int rc = 0, started = 0, notices = 0;
+    const char *state = "failed";
+
+    memset(s, 0, sizeof *s);
+    s->o = o;
+    s->sfd = s->tfd = -1;
+    s->last_step = -1;
+    s->watch_due = -1;
+    s->started_ms = now_ms();
+    if (o->nargs < 1) {
+        log_error("no command to run: ckptrun [run] [OPTIONS] -- COMMAND [ARG...]");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (o->preload && find_preload(preload, sizeof preload) != 0) {
+        log_error("--preload: libckpt_preload.so not found next to ckptrun "
+                  "(set CKPT_PRELOAD_LIB to its path)");
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    /* Block the signals we handle before anything can send them; they are
+     * read from the signalfd. The child unblocks everything before exec. */
+    sigemptyset(&s->mask);
+    sigaddset(&s->mask, SIGCHLD);
+    sigaddset(&s->mask, SIGTERM);
+    sigaddset(&s->mask, SIGINT);
+    sigaddset(&s->mask, SIGHUP);
+    sigaddset(&s->mask, SIGQUIT);
+    sigaddset(&s->mask, SIGUSR1);
+    sigaddset(&s->mask, SIGUSR2);
+    sigaddset(&s->mask, SIGXCPU);
+    if (sigprocmask(SIG_BLOCK, &s->mask, NULL) != 0 ||
+        (s->sfd = signalfd(-1, &s->mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
+        (s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
+        (g_nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+        log_error("cannot set up signals/timers: %s", strerror(errno));
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTTOU, SIG_IGN); /* tcsetpgrp from the background */
+    if (getpid() != 1)
+        prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphans of the job come to us */
+
+    if (mkdir_owner(o->dir) != 0 || access(o->dir, W_OK | X_OK) != 0) {
+        log_error("checkpoint directory %s is not usable: %s", o->dir, strerror(errno));
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    if (!realpath(o->dir, s->dir)) {
+        log_error("checkpoint directory %s: %s", o->dir, strerror(errno));
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    st = record_open(o->store, o->run, &s->rec, err);
+    if (st != CKPT_OK) {
+        log_error("cannot open store %s: %s%s%s", o->store, ckpt_strerror(st), err[0] ? ": " : "",
+                  err);
+        rc = exit_code_for_status(st);
+        goto out;
+    }
+    opts_to_config(o, &cfg);
+    st = ckpt_open(&cfg, &ctx);
+    if (st != CKPT_OK) {
+        log_error("cannot open store %s (run %s): %s", o->store, o->run, ckpt_strerror(st));
+        rc = exit_code_for_status(st);
+        goto out;
+    }
+    if ((rc = restore_latest(s, ctx)) != 0)
+        goto out;
+    if (record_start_writer(s->rec) != 0) {
+        log_error("cannot start the record writer thread");
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    if (record_read_run(s->rec, &prev) == CKPT_OK)
+        s->preemptions = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
+    if (watch_open(&s->w, s->dir, o->marker, o->settle_ms, ctx) != 0) {
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    ctx = NULL; /* owned by the watcher now */
+    if (s->last_step >= 0)
+        watch_note_step(s->w, (uint64_t)s->last_step);
+    if (ctl_open(&s->ctl, s->sock, sizeof s->sock) != 0) {
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    if (ckptrun_notice_start) {
+        struct ckptrun_notice_cfg nc = { o->notice, o->metadata_url, o->verbosity };
+        if (ckptrun_notice_start(&nc) != 0) {
+            log_error("--notice %s: cannot watch for notices", o->notice ? o->notice : "auto");
+            rc = EXIT_CONFIG;
+            goto out;
+        }
+        notices = 1;
+    }
+    if (!(env = child_env(s, o->preload ? preload : NULL))) {
+        log_error("out of memory");
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    s->tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+    set_state(s, "running");
+    if (spawn(s, env) != 0 && !s->child_alive) {
+        log_error("cannot start '%s': %s", o->args[0], strerror(errno));
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    started = 1;
+    watch_set_pgid(s->w, s->pgid);
+    if ((f = fields())) {
+        cJSON *a = cJSON_AddArrayToObject(f, "command");
+        for (int i = 0; a && i < o->nargs; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateString(o->args[i]));
+        cJSON_AddNumberToObject(f, "child_pid", (double)s->child);
+        cJSON_AddStringToObject(f, "run", o->run);
+        cJSON_AddBoolToObject(f, "resumed", s->resumed);
+        if (s->resumed)
+            cJSON_AddNumberToObject(f, "step", (double)s->restored_step);
+    }
+    event(s, LOG_INFO, "start", f, 1);
+    if (o->interval_ms)
+        s->next_periodic = mono_ms() + (int64_t)o->interval_ms;
+
+    while (!loop_done(s)) {
+        struct pollfd pf[MAX_PFDS];
+        int n = 0;
+        if (watch_dirty(s->w) || (s->watch_due >= 0 && mono_ms() >= s->watch_due))
+            s->watch_due = watch_tick(s->w);
+        if (loop_done(s))
+            break;
+        arm_timer(s);
+        pf[n++] = (struct pollfd){ .fd = s->sfd, .events = POLLIN };
+        pf[n++] = (struct pollfd){ .fd = s->tfd, .events = POLLIN };
+        pf[n++] = (struct pollfd){ .fd = watch_inotify_fd(s->w), .events = POLLIN };
+        pf[n++] = (struct pollfd){ .fd = watch_result_fd(s->w), .events = POLLIN };
+        pf[n++] = (struct pollfd){ .fd = g_nfd, .events = POLLIN };
+        int nbase = n;
+        ctl_pollfds(s->ctl, pf, &n, MAX_PFDS);
+        if (poll(pf, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_msg(LOG_ERROR, "poll", "%s", strerror(errno));
+            break;
+        }
+        if (pf[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(s->sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                on_signal(s, (int)si.ssi_signo);
+        }
+        if (pf[2].revents)
+            watch_handle_inotify(s->w);
+        if (pf[3].revents) {
+            struct watch_result *r;
+            while ((r = watch_take_result(s->w)) != NULL) {
+                on_result(s, r);
+                watch_result_free(r);
+            }
+        }
+        if (pf[4].revents) {
+            uint64_t cnt;
+            struct notice *list;
+            if (read(g_nfd, &cnt, sizeof cnt) < 0)
+                (void)0;
+            pthread_mutex_lock(&g_nmu);
+            list = g_nhead;
+            g_nhead = NULL;
+            pthread_mutex_unlock(&g_nmu);
+            while (list) {
+                struct notice *nx = list->next;
+                handle_notice(s, list);
+                list = nx;
+            }
+        }
+        ctl_handle(s->ctl, pf + nbase, n - nbase, on_ctl, s);
+        if (pf[1].revents)
+            on_timer(s);
+    }
+
+    /* Outcome. */
+    if (s->phase >= P_TERM) {
+        if (!s->final_done)
+            final_result(s, s->via == CH_NONE && !s->failed_since_stop && !watch_busy(s->w) &&
+                                s->last_step >= 0);
+        rc = s->final_ok ? EXIT_STOPPED_OK : EXIT_STOPPED_LOST;
+        state = "preempted";
+    } else {
+        rc = s->child_code;
+        state = rc == 0 ? "completed" : "failed";
+        if (s->phase != P_RUN && !s->final_done)
+            final_result(s, 0);
+    }
+    if (watch_busy(s->w))
+        log_msg(LOG_WARN, "exit", "a commit was still in flight at the deadline; abandoned");
+    if ((f = fields())) {
+        cJSON_AddStringToObject(f, "state", state);
+        cJSON_AddNumberToObject(f, "code", rc);
+        if (s->phase != P_RUN)
+            cJSON_AddStringToObject(f, "stop", s->stop_reason);
+        if (s->last_step >= 0)
+            cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
+    }
+    event(s, LOG_INFO, "exit", f, 1);
+    set_state(s, state);
+out:
+    finish_acks(s);
+    /* The record lands before hooks run: a hook may read it (ckptrun
+     * status) or power the machine off. */
+    record_close(s->rec);
+    s->rec = NULL;
+    if (started) {
+        if (strcmp(state, "completed") == 0)
+            run_hook(s, o->on_complete, state, rc);
+        else if (strcmp(state, "preempted") == 0)
+            run_hook(s, o->on_preempt, state, rc);
+        else
+            run_hook(s, o->on_failure, state, rc);
+    }
+    if (ckptrun_notice_stop && notices)
+        ckptrun_notice_stop();
+    ctl_close(s->ctl);
+    if (s->w)
+        watch_close(s->w, !watch_busy(s->w));
+    ckpt_close(ctx);
+    record_close(s->rec);
+    cJSON_Delete(prev);
+    if (env) {
+        /* Only our strdup'd entries are freed (the rest belong to environ). */
+        for (char **e = env; *e; e++)
+            if (strncmp(*e, "CKPT_", 5) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+                int ours = 1;
+                for (char **g = environ; *g; g++)
+                    if (*g == *e)
+                        ours = 0;
+                if (ours)
+                    free(*e);
+            }
+        free(env);
+    }
+    if (s->sfd >= 0)
+        close(s->sfd);
+    if (s->tfd >= 0)
+        close(s->tfd);
+    return rc;
+}

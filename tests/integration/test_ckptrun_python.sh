@@ -1,0 +1,108 @@
+#!/bin/bash
+# The PyTorch example under the real ckptrun: stopped with SIGTERM (as on a
+# preemption) twice, its local checkpoint directory wiped each time (a new
+# instance has an empty disk), resumed from the store by ckptrun, it must end
+# with the bytes of an uninterrupted run. Variants:
+#   signal   train.py,        --signal SIGUSR1           (way 2)
+#   preload  train_helper.py, --preload --signal SIGUSR1 (helper + shim)
+#   nosignal train.py,        --preload, no signal: the newest complete
+#            checkpoint-N/ is the final one (stopped after a new one appeared)
+#
+#   CKPT_BIN=build/bin CKPT_SRC=. bash tests/integration/test_ckptrun_python.sh [variant...]
+#
+# Exit 0 ok, 1 failure, 77 skip (no torch or no ckptrun).
+set -u
+SRC=${CKPT_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${CKPT_BIN:-$SRC/build/bin}
+PY=/usr/bin/python3
+CKPTRUN=$BIN/ckptrun
+STEPS=6000
+EVERY=1000
+
+[ -x "$CKPTRUN" ] || { echo "SKIP: no $CKPTRUN"; exit 77; }
+$PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY cannot import torch"; exit 77; }
+
+WORK=$(mktemp -d /tmp/ckpt-e2e-python-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+# Nothing from a surrounding ckptrun may leak in.
+unset CKPT_SOCKET CKPT_DIR CKPT_STORE CKPT_RUN CKPT_SIGNAL CKPT_STEP CKPT_RESUMED LD_PRELOAD
+
+$PY "$SRC/examples/python/train.py" --steps $STEPS --every $EVERY \
+    --out "$WORK/ref.bin" --dir "$WORK/refck" 2>/dev/null || { echo "FAIL: reference run"; exit 1; }
+
+max_step() {
+    ls "$1" 2>/dev/null | sed -n 's/^checkpoint-\([0-9]*\)$/\1/p' | sort -n | tail -1
+}
+
+# run_variant NAME TRAINER WAIT OPTIONS...: WAIT=1 stops only once the trainer
+# wrote a checkpoint newer than any before (without a signal, ckptrun cannot
+# ask for one: a stop before the first would rightly exit 74).
+run_variant() {
+    local name=$1 trainer=$2 waitck=$3; shift 3
+    local dir=$WORK/$name
+    mkdir -p "$dir"
+    local stops=0 rc prev=-1
+    for attempt in 1 2 3 4 5 6; do
+        "$CKPTRUN" --store "file://$dir/store" --run "$name" --dir "$dir/ck" --grace 20s "$@" -- \
+            $PY "$SRC/examples/python/$trainer" --steps $STEPS --every $EVERY \
+            --out "$dir/out.bin" >>"$dir/log" 2>&1 &
+        local pid=$!
+        if [ $stops -lt 2 ]; then
+            if [ "$waitck" = 1 ]; then
+                for _ in $(seq 600); do
+                    m=$(max_step "$dir/ck")
+                    [ -n "$m" ] && [ "$m" -gt "$prev" ] && break
+                    kill -0 $pid 2>/dev/null || break
+                    sleep 0.1
+                done
+                sleep 0.5 # past the rename: ckptrun has seen it
+                prev=$(max_step "$dir/ck")
+                prev=${prev:--1}
+            else
+                # Any moment: during the import, training or a save.
+                sleep $((3 + stops * 2))
+            fi
+            kill -TERM $pid 2>/dev/null
+        fi
+        wait $pid
+        rc=$?
+        if [ $rc -eq 0 ]; then
+            break
+        fi
+        if [ $rc -ne 75 ]; then
+            echo "FAIL[$name]: ckptrun exited $rc (want 75 after a stop)"
+            cat "$dir/log"
+            return 1
+        fi
+        stops=$((stops + 1))
+        # A new instance: its local disk is empty, the store is all it has.
+        rm -rf "$dir/ck"
+    done
+    if [ $rc -ne 0 ]; then
+        echo "FAIL[$name]: did not finish"
+        cat "$dir/log"
+        return 1
+    fi
+    if ! cmp -s "$WORK/ref.bin" "$dir/out.bin"; then
+        echo "FAIL[$name]: output differs from the uninterrupted run"
+        cat "$dir/log"
+        return 1
+    fi
+    local resumed
+    resumed=$(grep -c 'resumed at step' "$dir/log")
+    echo "ok[$name]: $stops stops (exit 75), resumed $resumed times from the store, identical output"
+    [ $stops -eq 0 ] || [ "$resumed" -gt 0 ] || { echo "FAIL[$name]: never resumed"; return 1; }
+}
+
+variants=("$@")
+[ ${#variants[@]} -gt 0 ] || variants=(signal preload nosignal)
+fail=0
+for v in "${variants[@]}"; do
+    case $v in
+    signal)   run_variant signal train.py 0 --signal SIGUSR1 || fail=1 ;;
+    preload)  run_variant preload train_helper.py 0 --preload --signal SIGUSR1 || fail=1 ;;
+    nosignal) run_variant nosignal train.py 1 --preload || fail=1 ;;
+    *) echo "unknown variant $v"; fail=1 ;;
+    esac
+done
+exit $fail

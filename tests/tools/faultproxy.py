@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""faultproxy.py -- an HTTP/1.1 forwarding proxy that breaks a share of the
+requests passing through it, for the object-store fault tests.
+
+    faultproxy.py --upstream 127.0.0.1:PORT [--rate 0.15] [--seed 1]
+                  [--faults 500,503,reset,stall,truncate] [--stall-s 3]
+
+Listens on a free loopback port and prints "PORT <n>" on stdout. The client
+talks to it as if it were the store (point the endpoint at it). Each request
+is, with probability --rate, answered with one fault picked at random:
+  500       500 InternalError (S3 XML body and x-ms-error-code)
+  503       503 SlowDown / ServerBusy
+  reset     the connection is reset (RST) before any reply
+  stall     nothing is sent for --stall-s seconds, then the connection closes
+  truncate  the request is forwarded, the reply cut in the middle of its body
+Other requests are forwarded unchanged (one upstream connection each).
+Only loopback addresses are accepted as upstream. Stdlib only.
+"""
+import argparse
+import random
+import signal
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+
+LOCK = threading.Lock()
+STATS = {"forwarded": 0}
+
+
+def read_head(f):
+    lines = []
+    while True:
+        line = f.readline(65537)
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            return lines
+        lines.append(line)
+
+
+def content_length(lines):
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
+    return 0
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def pick(self):
+        with LOCK:
+            if self.server.rng.random() < self.server.rate:
+                return self.server.rng.choice(self.server.faults)
+        return None
+
+    def count(self, what):
+        with LOCK:
+            STATS[what] = STATS.get(what, 0) + 1
+
+    def error_reply(self, status, reason, code):
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s</Code>"
+                "<Message>injected by faultproxy</Message></Error>" % code).encode()
+        head = ("HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\n"
+                "x-ms-error-code: %s\r\nContent-Length: %d\r\n\r\n"
+                % (status, reason, code.replace("SlowDown", "ServerBusy"), len(body)))
+        self.wfile.write(head.encode() + body)
+        self.wfile.flush()
+
+    def reset(self):
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                   struct.pack("ii", 1, 0))
+        self.connection.close()
+
+    def forward(self, head, body):
+        up = socket.create_connection(self.server.upstream, timeout=30)
+        try:
+            out = [head[0]]
+            for line in head[1:]:
+                if line.split(b":", 1)[0].strip().lower() in (b"connection", b"keep-alive"):
+                    continue
+                out.append(line)
+            out.append(b"Connection: close\r\n\r\n")
+            up.sendall(b"".join(out) + body)
+            chunks = []
+            while True:
+                data = up.recv(1 << 16)
+                if not data:
+                    break
+                chunks.append(data)
+            return b"".join(chunks)
+        finally:
+            up.close()
+
+    def handle(self):
+        while True:
+            head = read_head(self.rfile)
+            if not head:
+                return
+            body = self.rfile.read(content_length(head))
+            fault = self.pick()
+            if fault:
+                self.count(fault)
+            if fault == "500":
+                self.error_reply(500, "Internal Server Error", "InternalError")
+                continue
+            if fault == "503":
+                self.error_reply(503, "Slow Down", "SlowDown")
+                continue
+            if fault == "reset":
+                self.reset()
+                return
+            if fault == "stall":
+                time.sleep(self.server.stall_s)
+                self.connection.close()
+                return
+            reply = self.forward(head, body)
+            if fault == "truncate":
+                sep = reply.find(b"\r\n\r\n")
+                cut = len(reply) // 2 if sep < 0 else sep + 4 + (len(reply) - sep - 4) // 2
+                if cut >= len(reply):
+                    cut = max(0, sep)   # no body: cut inside the headers
+                self.wfile.write(reply[:cut])
+                self.wfile.flush()
+                self.reset()
+                return
+            self.count("forwarded")
+            self.wfile.write(reply)
+            self.wfile.flush()
+            # Upstream answered "Connection: close"; so does the client's reply.
+            return
+
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--rate", type=float, default=0.15)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--faults", default="500,503,reset,stall,truncate")
+    ap.add_argument("--stall-s", type=float, default=3.0)
+    ap.add_argument("--port", type=int, default=0)
+    a = ap.parse_args()
+    host, _, port = a.upstream.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        sys.exit("faultproxy: upstream must be a loopback address")
+    srv = Server(("127.0.0.1", a.port), Handler)
+    srv.upstream = (host, int(port))
+    srv.rate = a.rate
+    srv.rng = random.Random(a.seed)
+    srv.faults = [f for f in a.faults.split(",") if f]
+    srv.stall_s = a.stall_s
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print("PORT %d" % srv.server_address[1], flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("faultproxy: %s" % STATS, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

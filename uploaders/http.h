@@ -1,0 +1,79 @@
+/*
+ * http.h -- the libcurl transport shared by the S3 and Azure backends.
+ *
+ * A `ckpt_http` owns a pool of curl easy handles. Each handle keeps its own
+ * connection cache, so a handle taken back from the pool reuses its TLS
+ * connection; the pool holds at most `max_handles` of them and a caller that
+ * finds none free waits for one. ckpt_http_do() is therefore thread-safe and
+ * the number of open connections is bounded by `max_handles`.
+ *
+ * Policy fixed here (not per request):
+ *  - TLS peer and host verification always on; the CA bundle comes from
+ *    AWS_CA_BUNDLE, else SSL_CERT_FILE, else curl's built-in default.
+ *  - Proxies: curl's own handling of HTTPS_PROXY/HTTP_PROXY/NO_PROXY.
+ *  - Connect timeout 10 s; a transfer that moves no byte for the stall time
+ *    (30 s, CKPT_HTTP_STALL_MS) is aborted as a timeout, so a hung peer never
+ *    blocks a worker for ever while a slow-but-moving big upload is fine.
+ *  - Upload rate cap: `max_rate_bps` for the whole pool, paced by one token
+ *    bucket that every handle's upload draws from.
+ *  - Response bodies are bounded by the request's `max_body`; response
+ *    headers by 64 KiB.
+ *  - No redirects are followed (S3 region discovery reads the 301 itself).
+ */
+#ifndef CKPT_HTTP_H
+#define CKPT_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckpt.h"
+
+struct ckpt_http;
+
+struct ckpt_http_opts {
+    unsigned max_handles;     /* pool size = max parallel connections (0 = 16) */
+    uint64_t max_rate_bps;    /* upload cap for the whole pool (0 = none) */
+};
+
+struct ckpt_http_req {
+    const char *method;       /* "GET", "PUT", "POST", "DELETE", "HEAD" */
+    const char *url;          /* fully encoded URL */
+    const char *const *headers; /* "Name: value" lines, `nheaders` of them */
+    size_t nheaders;
+    const void *body;         /* request body for PUT/POST (may be NULL) */
+    size_t body_len;
+    size_t max_body;          /* largest response body accepted (0 = 1 MiB) */
+};
+
+struct ckpt_http_resp {
+    long status;              /* HTTP status of the final reply; 0 = none */
+    int curl_code;            /* CURLcode of the transfer (0 = CURLE_OK) */
+    int body_overflow;        /* 1: the body exceeded max_body (transfer cut) */
+    char *body;               /* malloc'd, NUL-terminated (may be NULL) */
+    size_t len;
+    char *hdrs;               /* raw header block of the final reply */
+    size_t hdrs_len;
+    char errmsg[256];         /* curl's message when curl_code != 0 */
+};
+
+/* @return a new transport, or NULL on allocation failure. Call once per store
+ * at open time (curl_global_init is done here, once per process). */
+struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts);
+/* NULL-safe; no transfer may be in flight. */
+void ckpt_http_free(struct ckpt_http *h);
+
+/* Run one transfer. `resp` is zeroed first and must be released with
+ * ckpt_http_resp_free() whatever the result.
+ * @return CKPT_OK when an HTTP reply arrived (any status: check resp->status),
+ *         CKPT_E_TRANSIENT / CKPT_E_UNREACHABLE / CKPT_E_CONFIG when it did
+ *         not (resp->curl_code says why), CKPT_E_NOMEM. The caller classifies
+ *         with ckpt_retry_classify() either way. */
+ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
+                         struct ckpt_http_resp *resp);
+void ckpt_http_resp_free(struct ckpt_http_resp *resp);
+
+/* Copy the value of response header `name` (case-insensitive, first one,
+ * trimmed) into out. @return 1 if found (and it fit), else 0. */
+int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,
+                     char *out, size_t outlen);
+
+#endif
