@@ -41,6 +41,10 @@
  * chunk_bytes (read, filter and compression buffers).
  * With a cap, ckpt_save() blocks while the pool is full, until workers free
  * blocks; the stall then grows, memory does not.
+ * Device regions are staged in host memory the same way (they count in
+ * "the protected regions"), plus a pinned pool of at most `pinned_max_bytes`
+ * (default 64 MiB, at least two slots of 64 KiB) while a device region is
+ * protected.
  *
  * Threads
  * -------
@@ -167,7 +171,7 @@ struct ckpt_config {
     ckpt_log_level log_level;  /* used with log_fn; default INFO */
     int no_control;            /* 1: ignore CKPT_SOCKET (do not talk to ckptrun) */
     uint64_t epoch;            /* lease epoch recorded in manifests (CKPT_EPOCH), 0 = none */
-    size_t pinned_max_bytes;   /* CUDA pinned staging cap, 0 = 64 MiB */
+    size_t pinned_max_bytes;   /* CUDA pinned staging pool, 0 = 64 MiB (docs/cuda.md) */
     void *reserved[8];         /* zero: room to grow without breaking callers */
 };
 #define CKPT_CONFIG_INIT                                                      \
@@ -209,11 +213,28 @@ CKPT_API ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name,
 /* As ckpt_protect() with an element type hint (enables byte grouping). */
 CKPT_API ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name,
                                      void *ptr, size_t size, ckpt_elem elem);
-/* Register a CUDA device region. ckpt_save() captures it after all work
- * previously submitted to the device completes (it synchronizes the device),
- * through a bounded pinned staging pool.
- * @return CKPT_OK, CKPT_E_UNSUPPORTED when this build has no CUDA support or no
- *         driver is present (host regions keep working), CKPT_E_CUDA. */
+/* Register a CUDA device region (cudaMalloc'ed or managed memory) under a
+ * unique name, as ckpt_protect() does for host memory: never copied here, it
+ * must stay allocated and the same size until ckpt_close()/ckpt_unprotect().
+ * ckpt_save() captures it after all work previously submitted to its device
+ * completes, on any stream (it calls cudaDeviceSynchronize() on that device
+ * once per save), then copies it through a bounded pinned staging pool
+ * (`pinned_max_bytes`, reserved here) on the library's own non-blocking
+ * stream; it returns once the device state is in host staging memory, so
+ * kernels launched after it may modify the region. ckpt_restore() writes the
+ * region and its copies are complete when it returns. Work that other threads
+ * submit to the device while ckpt_save() or ckpt_restore() runs is not
+ * ordered with them. All device regions of a context must be on one device;
+ * the application's current device is left as it was.
+ * The CUDA runtime is loaded at the first call (dlopen: libcudart.so.13, .12,
+ * then libcudart.so, or the path in CKPT_CUDA_RUNTIME); libckpt never links
+ * it. See docs/cuda.md.
+ * @return CKPT_OK; CKPT_E_UNSUPPORTED when this build has no CUDA support, no
+ *         runtime can be loaded or no device is usable (ckpt_errmsg says which;
+ *         host regions keep working), or the region is on another device than
+ *         the context's others; CKPT_E_INVAL (bad name, NULL with size > 0,
+ *         not device memory); CKPT_E_EXISTS; CKPT_E_CUDA (pinned memory or
+ *         stream could not be created). */
 CKPT_API ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name,
                                          void *dev_ptr, size_t size);
 /* Register a file: its bytes are read by the workers during the background

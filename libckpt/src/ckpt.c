@@ -296,11 +296,20 @@ ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name, void *de
                                 size_t size)
 {
     char err[CKPT_ERR_MAX] = "";
+    ckpt_status st;
     if (!ctx)
         return CKPT_E_INVAL;
     if (!ckpt__cuda_available(err)) {
         ckpt__set_ctx_err(ctx, "device region '%s': %s", name ? name : "?", err);
         return CKPT_E_UNSUPPORTED;
+    }
+    if (!ckpt__name_valid(name) || (!dev_ptr && size))
+        return CKPT_E_INVAL;
+    ckpt_wait(ctx); /* the pinned pool is not resized under a save in flight */
+    st = ckpt__cuda_protect(ctx, dev_ptr, size, err);
+    if (st) {
+        ckpt__set_ctx_err(ctx, "device region '%s': %s", name, err);
+        return st;
     }
     return add_item(ctx, name, CKPT_ITEM_DEVICE, dev_ptr, size, 0, NULL);
 }
@@ -379,6 +388,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
     if (ctx->control)
         ckpt__control_close(ctx->control);
     ckpt__pool_stop(ctx);
+    ckpt__cuda_release(ctx);
     ckpt__blocks_free(ctx);
     for (it = ctx->items; it; it = next) {
         next = it->next;

@@ -219,6 +219,7 @@ struct ckpt_ctx {
     uint64_t last_save_mono_ns;
 
     struct ckpt_control *control;  /* control.c, NULL without ckptrun */
+    struct ckpt_cuda *cuda;        /* cuda.c, NULL until a device region */
 
     pthread_mutex_t err_mu;
     char errmsg[CKPT_ERR_MAX];
@@ -277,10 +278,26 @@ void ckpt__control_close(struct ckpt_control *c);
 void ckpt__control_send(struct ckpt_control *c, const char *json_line);
 
 /* ---- cuda.c ------------------------------------------------------------------- */
-/* 1 if CUDA device regions can be used in this process. */
+/* The CUDA runtime is dlopen'ed at first use (CKPT_CUDA_RUNTIME overrides the
+ * search); see docs/cuda.md. */
+struct ckpt_cuda;  /* per-context stream and pinned pool, ctx->cuda */
+/* 1 if CUDA device regions can be used in this process, else 0 with why. */
 int ckpt__cuda_available(char *err);
-/* Copy device memory to host (synchronizes the device first when sync). */
-ckpt_status ckpt__cuda_d2h(void *host, const void *dev, size_t len, int sync, char *err);
-ckpt_status ckpt__cuda_h2d(void *dev, const void *host, size_t len, char *err);
+/* Check a region about to be protected (device memory, one device per
+ * context) and grow the pinned pool for it. */
+ckpt_status ckpt__cuda_protect(struct ckpt_ctx *ctx, void *dev, size_t size, char *err);
+/* Free the stream and pinned pool (ckpt_close). NULL-state safe. */
+void ckpt__cuda_release(struct ckpt_ctx *ctx);
+/* Save, training thread: copy [off, off+len) of device item `it` into dst.
+ * Must be called for every chunk of every device item in list order; the
+ * first call of a save synchronizes the device and starts the pipelined
+ * device -> pinned copies. */
+ckpt_status ckpt__cuda_snapshot_chunk(struct ckpt_ctx *ctx, const struct ckpt_item *it,
+                                      uint64_t off, size_t len, void *dst, char *err);
+/* End of a save's snapshot (also after a failure): drains queued copies. */
+void ckpt__cuda_snapshot_end(struct ckpt_ctx *ctx);
+/* Restore, any worker: host -> pinned -> device; done when it returns. */
+ckpt_status ckpt__cuda_h2d(struct ckpt_ctx *ctx, void *dev, const void *host, size_t len,
+                           char *err);
 
 #endif

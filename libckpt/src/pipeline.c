@@ -865,10 +865,11 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
                 }
                 if (it->kind == CKPT_ITEM_DEVICE) {
                     char err[CKPT_ERR_MAX];
-                    st = ckpt__cuda_d2h(j->blk->data, (const uint8_t *)it->ptr + off, len,
-                                        off == 0, err);
+                    st = ckpt__cuda_snapshot_chunk(ctx, it, off, len, j->blk->data, err);
                     if (st) {
                         ckpt__set_ctx_err(ctx, "device region %s: %s", it->name, err);
+                        /* first failure wins: keeps the detail for ckpt_errmsg */
+                        save_fail(sv, st, "device region %s: %s", it->name, err);
                         block_put(ctx, j->blk);
                         free(j);
                         break;
@@ -891,6 +892,7 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
             }
         }
     }
+    ckpt__cuda_snapshot_end(ctx); /* device state captured (or the save failed) */
     if (st)
         save_fail(sv, st, "snapshot failed: %s", ckpt_strerror(st));
     if (hold)

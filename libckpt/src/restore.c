@@ -197,7 +197,7 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws, u
     } else {
         st = ckpt__fetch_chunk(ctx, ws, j->c, scratch, err);
         if (st == CKPT_OK && j->kind == CKPT_ITEM_DEVICE) {
-            st = ckpt__cuda_h2d((uint8_t *)j->dev + j->off, scratch, j->c->raw_len, err);
+            st = ckpt__cuda_h2d(ctx, (uint8_t *)j->dev + j->off, scratch, j->c->raw_len, err);
         } else if (st == CKPT_OK) {
             size_t done = 0;
             while (done < j->c->raw_len) {
