@@ -1,44 +1,56 @@
 #!/usr/bin/env bash
 # make demo: a real preempt-and-resume on the default file:// store.
 #
-# 1. train the C trainer uninterrupted (the reference);
-# 2. train it again and kill it with SIGKILL mid-run (a reclaimed instance);
-# 3. start it again: it resumes from its last committed checkpoint;
-# 4. compare: the final parameters are byte-identical to the reference.
+# 1. the C trainer, uninterrupted: the reference result;
+# 2. the same training under ckptrun, preempted with SIGTERM (what
+#    Kubernetes, systemd and a spot shutdown send): ckptrun asks the trainer
+#    for a checkpoint over its control socket, commits it, stops the trainer
+#    and exits 75, "preempted, resumable";
+# 3. resumed under ckptrun, then killed with SIGKILL (a reclaimed instance
+#    that gives no warning at all);
+# 4. resumed again, on "a new machine" (fresh HOME and CKPT_DIR, same store),
+#    to completion;
+# 5. the final parameters are byte-identical to the reference.
 set -euo pipefail
 build=${1:-build}
-bin="$build/bin"
+bin="$(cd "$build/bin" && pwd)"
 store_dir="${XDG_DATA_HOME:-$HOME/.local/share}/ckpt"
 export CKPT_STORE="file://$store_dir"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-steps=400 every=25
-args=(--steps $steps --every $every --hidden 2048 --quiet)
+trainer=("$bin/c_trainer" --steps 400 --every 50 --hidden 2048 --quiet --sleep-ms 5)
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 rm -rf "$store_dir/ckpt-demo" "$store_dir/ckpt-demo-ref"
 
-say "1. reference: $steps steps uninterrupted (run ckpt-demo-ref)"
-t0=$(date +%s.%N)
-CKPT_RUN=ckpt-demo-ref "$bin/c_trainer" "${args[@]}" --out "$out/ref.bin"
-t1=$(date +%s.%N)
-secs=$(echo "$t1 - $t0" | bc 2>/dev/null || echo 2)
+say "1. reference: 400 steps, uninterrupted (run ckpt-demo-ref)"
+CKPT_RUN=ckpt-demo-ref "${trainer[@]}" --out "$out/ref.bin"
 
-say "2. the same training, killed with SIGKILL part-way (run ckpt-demo)"
-CKPT_RUN=ckpt-demo "$bin/c_trainer" "${args[@]}" --sleep-ms 5 --out "$out/demo.bin" &
+say "2. under ckptrun, preempted with SIGTERM after 2 s (run ckpt-demo)"
+(cd "$out" && exec "$bin/ckptrun" --run ckpt-demo --grace 20s -- "${trainer[@]}" --out "$out/demo.bin") &
 pid=$!
-sleep 2.5
-kill -9 "$pid"
+sleep 2
+kill -TERM "$pid"
+rc=0; wait "$pid" || rc=$?
+echo "ckptrun exited $rc (75 = preempted, final checkpoint committed, resumable)"
+[[ $rc == 75 ]] || { echo "expected 75"; exit 1; }
+"$bin/ckptrun" ls --run ckpt-demo
+
+say "3. resumed under ckptrun, then killed with SIGKILL (no warning at all)"
+(cd "$out" && exec "$bin/ckptrun" --run ckpt-demo -- "${trainer[@]}" --out "$out/demo.bin") &
+pid=$!
+sleep 1.5
+kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
-echo "killed pid $pid (no chance to save anything on the way out)"
-if [[ -x "$bin/ckptrun" ]]; then
-  echo "committed checkpoints:"; "$bin/ckptrun" ls --run ckpt-demo || true
-fi
+echo "ckptrun and its trainer were SIGKILLed (the trainer dies with its supervisor)"
 
-say "3. start again: it resumes from the newest committed checkpoint"
-CKPT_RUN=ckpt-demo "$bin/c_trainer" "${args[@]}" --out "$out/demo.bin"
+say "4. a new machine: fresh HOME and CKPT_DIR, same store; runs to the end"
+mkdir -p "$out/newhome"
+(cd "$out" && HOME="$out/newhome" CKPT_DIR="$out/newhome/checkpoints" \
+  "$bin/ckptrun" --run ckpt-demo -- "${trainer[@]}" --out "$out/demo.bin")
+"$bin/ckptrun" status --run ckpt-demo | head -20
 
-say "4. compare with the uninterrupted run"
+say "5. compare with the uninterrupted run"
 if cmp -s "$out/ref.bin" "$out/demo.bin"; then
   echo "IDENTICAL: $(stat -c %s "$out/demo.bin") bytes of parameters match the uninterrupted run"
 else
@@ -46,4 +58,4 @@ else
 fi
 echo
 echo "Checkpoints live in $store_dir (runs ckpt-demo, ckpt-demo-ref)."
-echo "Next: README.md, 'Three ways in'."
+echo "Try: $bin/ckptrun ls --run ckpt-demo; $bin/ckptrun verify --run ckpt-demo"
