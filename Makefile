@@ -15,7 +15,7 @@ deps:
 build:
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
 	@grep -E '^-- ckpt:' $(BUILD).configure.log || true
-	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS)
+	@MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS)
 
 demo: deps build
 	@bash examples/demo.sh $(BUILD)
@@ -38,7 +38,7 @@ test-fast: build
 
 test-asan:
 	@cmake -S . -B $(ASAN) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) > $(ASAN).configure.log 2>&1 || { cat $(ASAN).configure.log; exit 1; }
-	@MAKEFLAGS= cmake --build $(ASAN) -j $(JOBS)
+	@MAKEFLAGS=--no-print-directory cmake --build $(ASAN) -j $(JOBS)
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) -LE nosan
 
