@@ -31,6 +31,12 @@
  * instant leaves the previous committed checkpoint restorable. The byte
  * formats are in docs/FORMAT.md.
  *
+ * A run has one writer at a time. Commits are conditional on the HEAD a
+ * writer last read, so a second context (or process) committing to the same
+ * run has its commit refused with CKPT_E_FENCED rather than interleaving;
+ * the refused writer re-reads the run and its next save may commit.
+ * Under ckptrun, the lease makes "one writer" hold across machines.
+ *
  * Memory
  * ------
  * ckpt_save() copies every protected host region into a staging pool of
