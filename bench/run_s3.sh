@@ -35,9 +35,9 @@ down_ckpt=$(ms "$bin/ckptrun" restore --store s3://bench/ckpt --run b -q "$work/
 cmp "$work/in/state.bin" "$work/out-ckpt/state.bin"
 rss_ckpt=$(rss "$bin/ckptrun" save --store s3://bench/ckpt --run b2 --codec none -q --step 1 "$work/in/state.bin")
 sync
-up_curl=$(ms curl -sf -T "$work/in/state.bin" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
+up_curl=$(ms curl -sf -T "$work/in/state.bin" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
   "http://127.0.0.1:$port/bench/curl/state.bin")
-down_curl=$(ms curl -sf -o "$work/out-curl.bin" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
+down_curl=$(ms curl -sf -o "$work/out-curl.bin" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
   "http://127.0.0.1:$port/bench/curl/state.bin")
 aws_bin=$(command -v aws || true)
 if [[ -n "$aws_bin" ]]; then
