@@ -167,7 +167,8 @@ struct ckpt_config {
     ckpt_codec codec;          /* (CKPT_CODEC = zstd[:LEVEL]|lz4|none) */
     int codec_level;           /* zstd level, 0 = 1 */
     size_t chunk_bytes;        /* (CKPT_CHUNK_BYTES) default 4 MiB; 64 KiB..64 MiB */
-    unsigned workers;          /* compression/upload threads (CKPT_WORKERS); 0 = min(ncpu, 8) */
+    unsigned workers;          /* compression/upload threads (CKPT_WORKERS); 0 = min(ncpu, 8)
+                                  for file://, at least 8 for object stores */
     size_t staging_max_bytes;  /* cap on the staging pool, 0 = no cap */
     unsigned keep;             /* committed checkpoints retained (CKPT_KEEP), 0 = 3 */
     ckpt_busy_policy on_busy;  /* ckpt_save() while a save is in flight */

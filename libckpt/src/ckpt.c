@@ -135,12 +135,6 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     ctx->workers = cfg->workers;
     if (!ctx->workers && env_u64("CKPT_WORKERS", &v) > 0)
         ctx->workers = (unsigned)v;
-    if (!ctx->workers) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        ctx->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
-    }
-    if (ctx->workers > 64)
-        ctx->workers = 64;
     ctx->staging_max = cfg->staging_max_bytes;
     ctx->keep = cfg->keep;
     if (!ctx->keep && env_u64("CKPT_KEEP", &v) > 0)
@@ -194,6 +188,18 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
         goto fail;
     }
     ctx->store_url = ckpt__strdup(ctx->store->url);
+    if (!ctx->workers) {
+        /* A local store is CPU-bound: one worker per core. An object store
+         * is latency-bound: each worker waits on its PUT most of the time,
+         * so more requests in flight than cores (memory: workers x 3 x
+         * chunk_bytes). */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ctx->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
+        if (strcmp(ctx->store->ops->scheme, "file") != 0 && ctx->workers < 8)
+            ctx->workers = 8;
+    }
+    if (ctx->workers > 64)
+        ctx->workers = 64;
     if (!ctx->run || !ctx->store_url) {
         st = CKPT_E_NOMEM;
         goto fail;
