@@ -267,12 +267,22 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
         ctx->items = it;
     ctx->items_tail = it;
     ctx->nitems++;
+    if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size) {
+        /* a private stage for the region, mapped and touched now so the
+         * first save stalls only for its copy */
+        it->stage = ckpt__arena_new(ctx->chunk_bytes,
+                                    (size + ctx->chunk_bytes - 1) / ctx->chunk_bytes);
+        if (!it->stage)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
+                      "cannot reserve %zu MiB of staging for %s now; saves will use "
+                      "shared blocks", size >> 20, name);
+    }
     if (kind != CKPT_ITEM_FILE) {
-        /* staging for every chunk of every region, reserved now so the first
-         * save stalls only for its copy */
+        /* shared staging blocks for the regions without a stage of their
+         * own, reserved now for the same reason */
         size_t blocks = 0;
         for (struct ckpt_item *i = ctx->items; i; i = i->next)
-            if (i->kind != CKPT_ITEM_FILE)
+            if (i->kind != CKPT_ITEM_FILE && !i->stage)
                 blocks += (i->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes;
         if (ckpt__blocks_reserve(ctx, blocks) != CKPT_OK)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
@@ -340,6 +350,7 @@ ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)
         *pp = it->next;
         if (ctx->items_tail == it)
             ctx->items_tail = prev;
+        ckpt__arena_free(it->stage);
         free(it->name);
         free(it->path);
         free(it);
@@ -398,6 +409,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
     ckpt__blocks_free(ctx);
     for (it = ctx->items; it; it = next) {
         next = it->next;
+        ckpt__arena_free(it->stage);
         free(it->name);
         free(it->path);
         free(it);

@@ -144,6 +144,7 @@ void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t e
                         char *out, size_t n);
 
 /* ---- the context -------------------------------------------------------- */
+struct ckpt_arena;
 struct ckpt_item {
     char *name;
     int kind;
@@ -151,6 +152,9 @@ struct ckpt_item {
     size_t size;
     unsigned elem_size;
     char *path;            /* files */
+    struct ckpt_arena *stage; /* host regions without a staging cap: a private
+                              copy of the whole region, so a save is one
+                              large memcpy (streaming stores) per region */
     struct ckpt_item *next;
 };
 
@@ -244,6 +248,9 @@ void ckpt__blocks_free(struct ckpt_ctx *ctx);
 /* Make sure `n` staging blocks exist (within the cap), mapped and touched,
  * so the first save does not pay page faults inside its copy. */
 ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n);
+/* A mapping of n chunk-sized blocks, asked for huge pages and touched. */
+struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n);
+void ckpt__arena_free(struct ckpt_arena *a);
 
 /* ---- run state (restore.c) -------------------------------------------------- */
 /* Read HEAD (and, with ids, the retained manifests' chunk ids) into ctx. */

@@ -185,7 +185,7 @@ ckpt_status ckpt__batch_wait(struct ckpt_batch *b)
  * and touched once when reserved (at ckpt_protect time): on virtual machines
  * first-touch faults can cost more than the copy itself, and they must not
  * land inside ckpt_save()'s stall. */
-static struct ckpt_arena *arena_new(size_t chunk, size_t n)
+struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n)
 {
     struct ckpt_arena *a = calloc(1, sizeof *a);
     if (!a)
@@ -224,7 +224,7 @@ ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n)
     pthread_mutex_unlock(&ctx->blk_mu);
     if (!n)
         return CKPT_OK;
-    a = arena_new(ctx->chunk_bytes, n);
+    a = ckpt__arena_new(ctx->chunk_bytes, n);
     if (!a)
         return CKPT_E_NOMEM;
     pthread_mutex_lock(&ctx->blk_mu);
@@ -251,7 +251,7 @@ static struct ckpt_block *block_get(struct ckpt_ctx *ctx)
         if (!ctx->staging_max || (ctx->blk_total + 1) * ctx->chunk_bytes <= ctx->staging_max ||
             ctx->blk_total == 0) {
             /* not reserved (a region grew?): take one more, faults and all */
-            struct ckpt_arena *a = arena_new(ctx->chunk_bytes, 1);
+            struct ckpt_arena *a = ckpt__arena_new(ctx->chunk_bytes, 1);
             if (a) {
                 a->next = ctx->arenas;
                 ctx->arenas = a;
@@ -277,14 +277,21 @@ static void block_put(struct ckpt_ctx *ctx, struct ckpt_block *b)
     pthread_mutex_unlock(&ctx->blk_mu);
 }
 
+void ckpt__arena_free(struct ckpt_arena *a)
+{
+    if (!a)
+        return;
+    munmap(a->base, a->len);
+    free(a->blocks);
+    free(a);
+}
+
 void ckpt__blocks_free(struct ckpt_ctx *ctx)
 {
     struct ckpt_arena *a, *n;
     for (a = ctx->arenas; a; a = n) {
         n = a->next;
-        munmap(a->base, a->len);
-        free(a->blocks);
-        free(a);
+        ckpt__arena_free(a);
     }
     ctx->arenas = NULL;
     ctx->blk_free = NULL;
@@ -313,7 +320,8 @@ struct chunk_job {
     size_t item, chunk;
     uint64_t off;
     size_t len;
-    struct ckpt_block *blk;
+    struct ckpt_block *blk;   /* staging block (capped staging, devices) */
+    const uint8_t *raw;       /* or the chunk inside the region's own stage */
 };
 
 static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
@@ -392,6 +400,8 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
     }
     if (j->blk) {
         raw = j->blk->data;
+    } else if (j->raw) {
+        raw = j->raw;
     } else {
         st = read_file_chunk(sv->paths[j->item], j->off, j->len, scratch, err);
         if (st) {
@@ -838,6 +848,11 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
         ckpt__pool_hold(ctx, 1);
     for (it = ctx->items, i = 0; it && !st; it = it->next, i++) {
         struct ckpt_mitem *mi = &sv->m.items[i];
+        /* One copy of the whole region: large enough for memcpy's streaming
+         * stores, where chunk-sized copies would read every destination
+         * line first and take up to twice as long. */
+        if (it->stage)
+            memcpy(it->stage->base, it->ptr, it->size);
         for (size_t c = 0; c < mi->nchunks; c++) {
             uint64_t off = (uint64_t)c * ctx->chunk_bytes;
             size_t len = (size_t)(mi->size - off < ctx->chunk_bytes ? mi->size - off
@@ -852,7 +867,9 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
             j->chunk = c;
             j->off = off;
             j->len = len;
-            if (it->kind != CKPT_ITEM_FILE) {
+            if (it->stage) {
+                j->raw = (const uint8_t *)it->stage->base + off;
+            } else if (it->kind != CKPT_ITEM_FILE) {
                 /* With a cap and jobs held, waiting for a block would wait
                  * forever: release the held jobs first. */
                 if (hold && ctx->staging_max)
