@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@
 
 /* `recover` belongs to the recovery module; when it is not linked in,
  * ckptrun says so instead of failing to link. */
+/* --signal or CKPT_SIGNAL given (even "none"): --preload then keeps it. */
+static int sig_explicit;
+
 int cmd_recover(struct opts *o) __attribute__((weak));
 
 enum {
@@ -106,7 +110,8 @@ static void help(const char *cmd)
             "  --dir DIR          trainer's checkpoint directory [CKPT_DIR] (./checkpoints)\n"
             "  --interval D       ask for a checkpoint every D [CKPT_INTERVAL] (off)\n"
             "  --signal SIG|none  signal sent to the child (not its group) to ask for a\n"
-            "                     checkpoint when it is not on the socket [CKPT_SIGNAL] (none)\n"
+            "                     checkpoint when it is not on the socket [CKPT_SIGNAL]\n"
+            "                     (none; USR1 with --preload, which makes it safe)\n"
             "  --grace D          whole time budget of a stop without its own deadline:\n"
             "                     checkpoint, SIGTERM to the group, SIGKILL at the end (30s)\n"
             "  --lead D           deadline of a SIGUSR1/SIGXCPU scheduler notice (60s)\n"
@@ -265,6 +270,8 @@ static int set_defaults_from_env(struct opts *o)
         }
         o->keep = (unsigned)n;
     }
+    if ((v = getenv("CKPT_SIGNAL")) && *v)
+        sig_explicit = 1;
     if ((v = getenv("CKPT_SIGNAL")) && *v && parse_signal(v, &o->sig) != 0) {
         log_error("CKPT_SIGNAL='%s' is not a signal name (USR1, SIGTERM, 10, none)", v);
         rc = EXIT_CONFIG;
@@ -379,6 +386,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->step_set = 1;
             break;
         case O_SIGNAL:
+            sig_explicit = 1;
             if (parse_signal(optarg, &o->sig) != 0) {
                 log_error("--signal '%s' is not a signal (USR1, SIGUSR1, 10, none)", optarg);
                 rc = EXIT_USAGE;
@@ -440,6 +448,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     o->args = argv + optind;
     o->nargs = argc - optind;
+    /* The shim makes SIGUSR1 safe for any program (it installs a handler
+     * when the program has none), so with --preload a request can always be
+     * sent: default to it unless a signal was chosen. */
+    if (o->preload && !sig_explicit)
+        o->sig = SIGUSR1;
 out:
     return rc;
 }

@@ -4,8 +4,9 @@
 # instance has an empty disk), resumed from the store by ckptrun, it must end
 # with the bytes of an uninterrupted run. Variants:
 #   signal   train.py,        --signal SIGUSR1           (way 2)
-#   preload  train_helper.py, --preload --signal SIGUSR1 (helper + shim)
-#   nosignal train.py,        --preload, no signal: the newest complete
+#   preload  train_helper.py, --preload (helper + shim; the request signal
+#            defaults to SIGUSR1 with --preload)
+#   nosignal train.py,        --preload --signal none: the newest complete
 #            checkpoint-N/ is the final one (stopped after a new one appeared)
 #
 #   CKPT_BIN=build/bin CKPT_SRC=. bash tests/integration/test_ckptrun_python.sh [variant...]
@@ -100,8 +101,8 @@ fail=0
 for v in "${variants[@]}"; do
     case $v in
     signal)   run_variant signal train.py 0 --signal SIGUSR1 || fail=1 ;;
-    preload)  run_variant preload train_helper.py 0 --preload --signal SIGUSR1 || fail=1 ;;
-    nosignal) run_variant nosignal train.py 1 --preload || fail=1 ;;
+    preload)  run_variant preload train_helper.py 0 --preload || fail=1 ;;
+    nosignal) run_variant nosignal train.py 1 --preload --signal none || fail=1 ;;
     *) echo "unknown variant $v"; fail=1 ;;
     esac
 done
