@@ -1051,9 +1051,9 @@ static void check_throughput(struct doctor *d)
     share = left_ms(d) * 2 / 5;
     nobj = (unsigned)(cap / obj);
     {
-        /* Parallel uploads are at least as fast as one: sizing by the single
-         * rate errs on the short side. */
-        double fit = first_bps * MAX_THREADS * ((double)share / 1000.0) / 2.0 / (double)obj;
+        /* Sized as if parallel uploads were no faster than one (a shared
+         * uplink): the probe then ends inside its share, or early. */
+        double fit = first_bps * ((double)share / 1000.0) / (double)obj;
         if (fit < nobj)
             nobj = fit < 1 ? 1 : (unsigned)fit;
     }
@@ -1090,9 +1090,12 @@ static void check_throughput(struct doctor *d)
     x.deadline = mono() + left_ms(d) * 2 / 3;
     secs = run_xfer(&x);
     d->received += (uint64_t)atomic_load(&x.done) * obj;
-    if (atomic_load(&x.failed) || atomic_load(&x.done) == 0)
+    if (atomic_load(&x.failed))
         add(d, "download", V_WARN, store_advice(x.first_err), "download failed: %s",
             ckpt_strerror(x.first_err));
+    else if (atomic_load(&x.done) == 0)
+        add(d, "download", V_WARN, "rerun with a larger --budget",
+            "not measured: the budget was spent");
     else {
         d->down_bps = (double)atomic_load(&x.done) * (double)obj / (secs > 0.001 ? secs : 0.001);
         add(d, "download", V_OK, NULL, "%s/s (%u objects, %.1f s)", mb(d->down_bps, b1, sizeof b1),
