@@ -264,7 +264,9 @@ static void check_notice(struct doctor *d)
     }
     if (strcmp(r.provider, "aws") == 0 || strcmp(r.provider, "aliyun") == 0) {
         int aws = r.provider[1] == 'w';
-        if (r.token == 1)
+        if (!r.reachable && r.token != 1)
+            add(d, "imds-token", V_SKIP, NULL, "not judged: the endpoint is unreachable");
+        else if (r.token == 1)
             add(d, "imds-token", V_OK, NULL, "%s token obtained",
                 aws ? "IMDSv2 session" : "hardened-mode metadata");
         else if (r.token == 0)
