@@ -843,6 +843,11 @@ static void check_store(struct doctor *d)
 
     cap_env_ms("CKPT_RETRY_BUDGET_MS", left_ms(d) / 4 > 2000 ? left_ms(d) / 4 : 2000);
     cap_env_ms("CKPT_HTTP_STALL_MS", left_ms(d) / 4 > 2000 ? left_ms(d) / 4 : 2000);
+    /* The retry budget is only checked after the minimum number of
+     * attempts, whose backoff alone could outlast ours: fewer attempts and
+     * shorter sleeps (a diagnosis needs to know, not to ride it out). */
+    cap_env_ms("CKPT_RETRY_ATTEMPTS", 5);
+    cap_env_ms("CKPT_RETRY_CAP_MS", 2000);
     memset(&cfg, 0, sizeof cfg);
     cfg.connections = 16;
     cfg.log_fn = log_lib;
@@ -863,8 +868,6 @@ static void check_store(struct doctor *d)
     host[sizeof host - 1] = '\0';
     if (name_sanitize(host, hs, sizeof hs) != 0)
         snprintf(hs, sizeof hs, "host");
-    snprintf(d->prefix, sizeof d->prefix, "%s/.doctor/", d->o->run);
-    clean_prefix(d, d->prefix);
     snprintf(d->prefix, sizeof d->prefix, "%s/.doctor/%.60s-%ld/", d->o->run, hs, (long)getpid());
 
     /* Write, read back, delete, and check it is gone. */
@@ -909,6 +912,10 @@ static void check_store(struct doctor *d)
     d->store_ok = 1;
     add(d, "store-rw", V_OK, NULL, "wrote, read back and deleted %sprobe (put %.0f ms)",
         d->prefix, d->rtt_ms);
+    /* Only now that the store answers (a dead one would spend the budget
+     * twice): remove what an interrupted doctor left under RUN/.doctor/. */
+    snprintf(key, sizeof key, "%s/.doctor/", d->o->run);
+    clean_prefix(d, key);
 
     /* Conditional writes: what the backend says, then checked. */
     if (!d->st->ops->has_conditional(d->st)) {

@@ -185,6 +185,12 @@ badcreds)
     grep -q '^fail  store-rw .*refused the credentials from environment' "$TMP/out" ||
         fail "no human fail line"
     echo "refused credentials: fail line names the source, exit 1"
+    # A store that does not answer: fail, quickly.
+    AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key' \
+        AWS_ENDPOINT_URL="http://127.0.0.1:9" doctor 1 --state-bytes 16MiB --budget 20s
+    jcheck "c['store-rw']['status'] == 'fail' and 'unreachable' in c['store-rw']['message']"
+    jcheck "j['elapsed_ms'] < 20000 and c['upload']['status'] == 'skip'"
+    echo "unreachable store: fail in $("$PY" -c "import json;print(json.load(open('$TMP/out'))['elapsed_ms'])") ms"
     ;;
 
 slow)
