@@ -185,6 +185,13 @@ badcreds)
     grep -q '^fail  store-rw .*refused the credentials from environment' "$TMP/out" ||
         fail "no human fail line"
     echo "refused credentials: fail line names the source, exit 1"
+    # Instance-role credentials (IMDSv2 on a second mock): the role is named.
+    start "$TMP/s3role" "$PY" "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test --imds
+    AWS_EC2_METADATA_DISABLED=false AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:$PORT" \
+        AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" doctor 0 --state-bytes 16MiB --budget 20s \
+        --interval 10m
+    jcheck "'instance role' in c['store']['message'] and c['store-rw']['status'] == 'ok'"
+    echo "instance role: named"
     # A store that does not answer: fail, quickly.
     AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key' \
         AWS_ENDPOINT_URL="http://127.0.0.1:9" doctor 1 --state-bytes 16MiB --budget 20s
