@@ -173,7 +173,8 @@ static void help(const char *cmd)
             "CPU, free space in --dir, and estimates the time from notice to a committed\n"
             "full and incremental checkpoint. State size: --state-bytes (e.g. 7GiB), else\n"
             "the newest entry in --dir. One ok/warn/fail line per check (--json: one\n"
-            "object). Exit: 0 everything fits, 1 something fails. See docs/doctor.md.\n";
+            "object). Exit: 0 everything fits, 1 something fails. See docs/doctor.md.\n"
+            "Also read: --dir, --notice, --metadata-url, --grace, --lead, --interval, as for run.\n";
     else if (strcmp(cmd, "recover") == 0)
         h = "ckptrun recover [OPTIONS] -- COMMAND [ARG...]\n\n"
             "Cron/systemd entry point: resumes the run unless it is completed or another\n"
