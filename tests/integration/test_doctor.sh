@@ -265,6 +265,8 @@ disk)
     doctor 0 --dir "$TMP/ck" --budget 20s --interval 10m
     jcheck "j['estimate']['state_bytes'] == 6000000 and 'checkpoint-200' in c['state']['message']"
     echo "disk: override fails/warns; --dir sizes the newest entry"
+    # Nothing left behind in the file store (probe objects and their dirs).
+    [ -z "$(ls -A "$TMP/store" 2>/dev/null)" ] || fail "left in the store: $(find "$TMP/store")"
     ;;
 *)
     echo "unknown case $CASE"; exit 64 ;;
