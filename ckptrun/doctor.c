@@ -400,7 +400,7 @@ static void check_state(struct doctor *d)
         snprintf(d->state_src, sizeof d->state_src, "--state-bytes, synthetic fp32/bf16 weights");
         add(d, "state", V_OK, NULL, "%s (%s)", fmt_bytes(d->state_bytes, b1, sizeof b1),
             d->state_src);
-        return;
+        goto out;
     }
     dir = opendir(o->dir);
     while (dir && (e = readdir(dir))) {
@@ -431,6 +431,8 @@ static void check_state(struct doctor *d)
             "no checkpoint in %s: assuming %s", o->dir,
             fmt_bytes(d->state_bytes, b1, sizeof b1));
     }
+out:
+    return;
 }
 
 /* The mount holding `path` from /proc/self/mountinfo: mount point, type and
@@ -527,7 +529,7 @@ static void check_disk(struct doctor *d)
     if (statvfs(real, &vs) != 0) {
         add(d, "disk", V_FAIL, "check --dir / CKPT_DIR", "cannot stat %s: %s", real,
             strerror(errno));
-        return;
+        goto out;
     }
     avail = (uint64_t)vs.f_bavail * vs.f_frsize;
     /* Test hook (docs/doctor.md): pretend the filesystem has this much free. */
@@ -571,6 +573,8 @@ static void check_disk(struct doctor *d)
         add(d, "disk-survival", V_OK, NULL,
             "cannot tell whether %s (%s%s%s) outlives the instance: count on the store only",
             mnt, type, src[0] ? " on " : "", src);
+out:
+    return;
 }
 
 /* ---- codec -------------------------------------------------------------------- */
@@ -753,19 +757,19 @@ static void check_codec(struct doctor *d)
         d->scratch[0] = '\0';
         add(d, "codec", V_WARN, "set TMPDIR to a writable directory",
             "cannot create a scratch directory: %s", strerror(errno));
-        return;
+        goto out;
     }
     d->sample = malloc(cap);
     if (!d->sample) {
         add(d, "codec", V_WARN, NULL, "out of memory for a %zu-byte sample", cap);
-        return;
+        goto out;
     }
     d->sample_bytes = fill_sample(d, d->sample, cap, &d->bf16_bytes);
     st = measure(d, "doctor", d->o->codec, d->o->codec_level, &m, &what);
     if (st != CKPT_OK) {
         add(d, "codec", V_WARN, NULL, "codec measurement failed (%s): %s", what,
             ckpt_strerror(st));
-        return;
+        goto out;
     }
     d->t_full_s = m.t_full_s;
     d->t_same_s = m.t_same_s;
@@ -778,6 +782,8 @@ static void check_codec(struct doctor *d)
         d->sample_dir[0] ? "from --dir" : "synthetic fp32/bf16",
         mb((double)d->sample_bytes / (d->t_same_s > 0.0005 ? d->t_same_s : 0.0005), b3,
            sizeof b3));
+out:
+    return;
 }
 
 /* ---- store ---------------------------------------------------------------------- */
@@ -883,7 +889,7 @@ static void check_store(struct doctor *d)
         add(d, "store", V_FAIL, store_advice(st), "cannot open %s: %s (%s)", d->o->store,
             err[0] ? err : ckpt_strerror(st), ckpt_strerror(st));
         d->st = NULL;
-        return;
+        goto out;
     }
     src = d->st->cred_source[0] ? d->st->cred_source : "none needed";
     add(d, "store", V_OK, NULL, "%s%s%s, credentials: %s", d->o->store,
@@ -933,7 +939,7 @@ static void check_store(struct doctor *d)
         else
             add(d, "store-rw", V_FAIL, store_advice(st), "write/read/delete of %s failed: %s (%s)",
                 key, err[0] ? err : "-", ckpt_strerror(st));
-        return;
+        goto out;
     }
     d->store_ok = 1;
     add(d, "store-rw", V_OK, NULL, "wrote, read back and deleted %sprobe (put %.0f ms)",
@@ -950,7 +956,7 @@ static void check_store(struct doctor *d)
             "exclude a race); for MinIO and other enforcing services set CKPT_S3_CONDITIONAL=1",
             "not enforced by this store: the lease is best effort and HEAD fencing cannot stop "
             "a runner that lost its lease");
-        return;
+        goto out;
     }
     snprintf(key, sizeof key, "%scond", d->prefix);
     st = ckpt_store_put(d->st, key, small, 16, &cond, etag, err);
@@ -975,6 +981,8 @@ static void check_store(struct doctor *d)
         add(d, "conditional", V_WARN, store_advice(st), "conditional write failed: %s (%s)",
             err, ckpt_strerror(st));
     }
+out:
+    return;
 }
 
 /* ---- throughput ----------------------------------------------------------------- */
@@ -1054,7 +1062,7 @@ static void check_throughput(struct doctor *d)
 
     if (!d->store_ok) {
         add(d, "upload", V_SKIP, NULL, "not measured: the store does not work");
-        return;
+        goto out;
     }
     /* A smaller bound may be asked for (tests, metered links); never more. */
     if (ov && *ov && parse_size(ov, &cap) == 0 && cap > PROBE_MAX)
@@ -1066,7 +1074,7 @@ static void check_throughput(struct doctor *d)
     buf = malloc(obj);
     if (!buf) {
         add(d, "upload", V_WARN, NULL, "out of memory for the probe");
-        return;
+        goto out;
     }
     fill_random(buf, obj, 0x5eed ^ (uint64_t)getpid()); /* incompressible, like chunks */
 
@@ -1204,7 +1212,7 @@ static void check_estimate(struct doctor *d, cJSON *ej)
             d->store_ok ? "rerun with a larger --budget" : "make the store work first",
             "no estimate: %s", !d->codec_ok ? "the codec was not measured"
                                             : "the upload was not measured");
-        return;
+        goto out;
     }
     m.t_full_s = d->t_full_s;
     m.t_same_s = d->t_same_s;
@@ -1259,6 +1267,8 @@ static void check_estimate(struct doctor *d, cJSON *ej)
     if (d->down_bps > 0)
         cJSON_AddNumberToObject(ej, "restore_download_s",
                                 rnd1((double)d->state_bytes * d->ratio / d->down_bps));
+out:
+    return;
 }
 
 /* ---- entry ---------------------------------------------------------------------- */
