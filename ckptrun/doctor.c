@@ -1115,9 +1115,14 @@ static void check_throughput(struct doctor *d)
     x.deadline = mono() + share;
     secs = run_xfer(&x);
     d->sent += (uint64_t)atomic_load(&x.done) * obj;
-    if (atomic_load(&x.failed) || atomic_load(&x.done) == 0) {
+    if (atomic_load(&x.failed)) {
         add(d, "upload", V_FAIL, store_advice(x.first_err), "parallel upload failed: %s",
             ckpt_strerror(x.first_err));
+        goto cleanup;
+    }
+    if (atomic_load(&x.done) == 0) {
+        add(d, "upload", V_WARN, "rerun with a larger --budget",
+            "not measured: the budget was spent");
         goto cleanup;
     }
     d->up_bps = (double)atomic_load(&x.done) * (double)obj / (secs > 0.001 ? secs : 0.001);

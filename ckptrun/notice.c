@@ -888,6 +888,12 @@ int notice_probe(const struct notice_config *cfg, long timeout_ms,
     ret = 0;
     if (strcmp(prov, "none") == 0)
         goto out; /* never touch the network without a provider */
+    if (strcmp(prov, "aws") == 0 && getenv("AWS_EC2_METADATA_DISABLED") &&
+        strcasecmp(getenv("AWS_EC2_METADATA_DISABLED"), "true") == 0) {
+        /* notice_start() polls nothing then, whatever the URL: say so. */
+        snprintf(r->detail, sizeof r->detail, "AWS_EC2_METADATA_DISABLED=true: not polled");
+        goto out;
+    }
     if (cfg->metadata_url) {
         if (base_of(cfg->metadata_url, r->base, sizeof r->base)) {
             snprintf(r->detail, sizeof r->detail, "--metadata-url is not http(s)://host[:port]");
@@ -895,11 +901,6 @@ int notice_probe(const struct notice_config *cfg, long timeout_ms,
         }
     } else if (strcmp(prov, "aws") == 0) {
         const char *e = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-        if (getenv("AWS_EC2_METADATA_DISABLED") &&
-            strcasecmp(getenv("AWS_EC2_METADATA_DISABLED"), "true") == 0) {
-            snprintf(r->detail, sizeof r->detail, "AWS_EC2_METADATA_DISABLED=true");
-            goto out;
-        }
         if (!e || !*e || base_of(e, r->base, sizeof r->base))
             snprintf(r->base, sizeof r->base, "http://169.254.169.254");
     } else {

@@ -88,6 +88,7 @@ doctor() { # doctor EXPECTED_RC ARGS... (output in $TMP/out)
 
 case $CASE in
 providers)
+    export AWS_EC2_METADATA_DISABLED=false   # only loopback mocks are named below
     for p in aws gcp azure aliyun tencent; do
         case $p in
         aws) v="Amazon EC2"; w=120 ;;
@@ -128,7 +129,10 @@ providers)
     CKPT_DMI_DIR="$TMP/nodmi" doctor 1 --notice aws --metadata-url "http://127.0.0.1:9" \
         --state-bytes 16MiB --budget 20s
     jcheck "c['metadata']['status'] == 'fail' and 'unreachable' in c['metadata']['message']"
-    echo "forced provider: named; unreachable endpoint: fail"
+    AWS_EC2_METADATA_DISABLED=true CKPT_DMI_DIR="$TMP/dmi-aws" doctor 1 \
+        --metadata-url "http://127.0.0.1:$PORT" --state-bytes 16MiB --budget 20s
+    jcheck "c['metadata']['status'] == 'fail' and 'AWS_EC2_METADATA_DISABLED' in c['metadata']['message']"
+    echo "forced provider: named; unreachable or disabled endpoint: fail"
 
     # No provider: nothing contacted (the mock counts every request).
     dmi "$TMP/dmi-qemu" "QEMU" "Standard PC"
@@ -209,6 +213,7 @@ slow)
     export AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" AWS_REGION=us-east-1 \
         AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key'
     start "$TMP/md" "$PY" "$SRC/tests/tools/metadata_mock.py" --provider aws
+    export AWS_EC2_METADATA_DISABLED=false   # keys come from the environment
     dmi "$TMP/dmi" "Amazon EC2"
     STORE="s3://ckpt-test/doc"
     t0=$(date +%s%N)
