@@ -15,6 +15,7 @@
  *   watch.c      watching CKPT_DIR for completed checkpoint entries
  *   ctlserver.c  the control socket server (docs/CONTROL.md)
  *   supervise.c  the supervisor: child, signals, stop, event loop
+ *   doctor.c     `ckptrun doctor`: notice, store, throughput, disk checks
  */
 #ifndef CKPTRUN_H
 #define CKPTRUN_H
@@ -58,6 +59,8 @@ struct opts {
     uint64_t step;
     const char *marker;       /* --complete-marker GLOB */
     const char *on_complete, *on_preempt, *on_failure;
+    const char *state_bytes;  /* doctor --state-bytes SIZE, as given */
+    uint64_t budget_ms;       /* doctor --budget (0 = default) */
     char **args;              /* COMMAND [ARG...] or PATH... or DIR */
     int nargs;
 };
@@ -83,6 +86,8 @@ int cmd_ls(struct opts *o);
 int cmd_verify(struct opts *o);
 int cmd_gc(struct opts *o);
 int cmd_status(struct opts *o);
+/* Pre-flight checks of this instance, store and codec (doctor.c). */
+int cmd_doctor(struct opts *o);
 /* The supervisor (supervise.c). */
 int cmd_run(struct opts *o);
 

@@ -30,6 +30,7 @@ enum {
     O_STORE = 256, O_RUN, O_DIR, O_INTERVAL, O_KEEP, O_SIGNAL, O_GRACE, O_NOTICE,
     O_METADATA_URL, O_CODEC, O_PRELOAD, O_LOG_JSON, O_VERSION, O_STEP, O_JSON,
     O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
+    O_STATE_BYTES, O_BUDGET,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +59,8 @@ static const struct option long_opts[] = {
     { "on-preempt", required_argument, NULL, O_ON_PREEMPT },
     { "on-failure", required_argument, NULL, O_ON_FAILURE },
     { "min-age", required_argument, NULL, O_MIN_AGE },
+    { "state-bytes", required_argument, NULL, O_STATE_BYTES },
+    { "budget", required_argument, NULL, O_BUDGET },
     { NULL, 0, NULL, 0 },
 };
 
@@ -89,7 +92,8 @@ static void help(const char *cmd)
                "  ckptrun ls      [OPTIONS]                     runs of a store / checkpoints of a run\n"
                "  ckptrun status  [OPTIONS]                     run record: state, preemptions, bytes\n"
                "  ckptrun verify  [OPTIONS] [--step N]          check every chunk's checksum\n"
-               "  ckptrun gc      [OPTIONS] --keep N            apply retention, delete unused chunks\n\n"
+               "  ckptrun gc      [OPTIONS] --keep N            apply retention, delete unused chunks\n"
+               "  ckptrun doctor  [OPTIONS] [--state-bytes N]   will a checkpoint make it in time?\n\n"
                "`ckptrun COMMAND --help` explains one command.\n\n%s\n%s",
                CKPT_VERSION_FULL, common_help, exit_help);
         return;
@@ -164,6 +168,18 @@ static void help(const char *cmd)
             "Keeps the newest N committed checkpoints (never the newest that verifies),\n"
             "deletes the others and every chunk no kept checkpoint uses that is older\n"
             "than --min-age (default 15m, so a save running elsewhere is spared).\n";
+    else if (strcmp(cmd, "doctor") == 0)
+        h = "ckptrun doctor [OPTIONS] [--state-bytes SIZE | --dir DIR] [--budget D] [--json]\n\n"
+            "Checks, in at most --budget (default 30s), that this instance can save in\n"
+            "time: provider and notice endpoint (--notice, --metadata-url), the window\n"
+            "(--grace on Kubernetes, --lead under SLURM), the store's credentials and a\n"
+            "write/read/delete under RUN/.doctor/, conditional writes, upload and\n"
+            "download speed (at most 32 MiB each way), --codec speed and ratio on this\n"
+            "CPU, free space in --dir, and estimates the time from notice to a committed\n"
+            "full and incremental checkpoint. State size: --state-bytes (e.g. 7GiB), else\n"
+            "the newest entry in --dir. One ok/warn/fail line per check (--json: one\n"
+            "object). Exit: 0 everything fits, 1 something fails. See docs/doctor.md.\n"
+            "Also read: --dir, --notice, --metadata-url, --grace, --lead, --interval, as for run.\n";
     else if (strcmp(cmd, "recover") == 0)
         h = "ckptrun recover [OPTIONS] -- COMMAND [ARG...]\n\n"
             "Cron/systemd entry point: resumes the run unless it is completed or another\n"
@@ -173,7 +189,7 @@ static void help(const char *cmd)
 }
 
 static const char *const commands[] = {
-    "run", "recover", "save", "restore", "ls", "status", "verify", "gc", NULL,
+    "run", "recover", "save", "restore", "ls", "status", "verify", "gc", "doctor", NULL,
 };
 
 int exit_code_for_status(ckpt_status st)
@@ -363,6 +379,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
                 goto out;
             }
             break;
+        case O_STATE_BYTES: o->state_bytes = optarg; break;
+        case O_BUDGET:
+            if (parse_duration_ms(optarg, &o->budget_ms) != 0 || o->budget_ms == 0) {
+                rc = bad_duration("--budget", optarg);
+                goto out;
+            }
+            break;
         case O_MIN_AGE:
             if (parse_duration_ms(optarg, &o->min_age_ms) != 0) {
                 rc = bad_duration("--min-age", optarg);
@@ -530,6 +553,8 @@ int main(int argc, char **argv)
         rc = cmd_status(&o);
     else if (strcmp(o.cmd, "verify") == 0)
         rc = cmd_verify(&o);
+    else if (strcmp(o.cmd, "doctor") == 0)
+        rc = cmd_doctor(&o);
     else
         rc = cmd_gc(&o);
 out:

@@ -603,7 +603,9 @@ static void read_dmi(const char *dir, const char *name, char *out, size_t cap)
     out[n > 0 ? n : 0] = '\0';
 }
 
-static const char *detect(const char *dir, ckpt_log_fn log_fn, void *log_user)
+/* `how` (may be NULL) receives which DMI string decided, for diagnostics. */
+static const char *detect(const char *dir, ckpt_log_fn log_fn, void *log_user, char *how,
+                          size_t how_cap)
 {
     char vendor[256], product[256], bios[256], biosver[256], asset[256], msg[512];
     const char *prov = "none";
@@ -626,6 +628,15 @@ static const char *detect(const char *dir, ckpt_log_fn log_fn, void *log_user)
         prov = "aliyun";
     else if (strcasestr(vendor, "Tencent") || strcasestr(product, "Tencent"))
         prov = "tencent";
+    if (how) {
+        if (!vendor[0] && !product[0])
+            snprintf(how, how_cap, "no DMI information in %.120s", dir);
+        else if (strcmp(prov, "none") == 0)
+            snprintf(how, how_cap, "DMI sys_vendor \"%.60s\" product \"%.60s\": no known provider",
+                     vendor, product);
+        else
+            snprintf(how, how_cap, "DMI sys_vendor \"%.60s\" product \"%.60s\"", vendor, product);
+    }
     if (log_fn) {
         snprintf(msg, sizeof msg, "auto: DMI vendor \"%.60s\" product \"%.60s\" -> %s",
                  vendor, product, prov);
@@ -689,7 +700,7 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
     prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
     if (strcmp(prov, "auto") == 0)
         prov = detect(cfg->dmi_dir ? cfg->dmi_dir : "/sys/class/dmi/id", cfg->log_fn,
-                      cfg->log_user);
+                      cfg->log_user, NULL, 0);
     /* Normalize to a static string we own. */
     if (strcmp(prov, "aws") == 0) prov = "aws";
     else if (strcmp(prov, "gcp") == 0) prov = "gcp";
@@ -837,4 +848,138 @@ void notice_stop(struct notice_poller *p)
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->deliver_mu);
     free(p);
+}
+
+/* ---- one-shot probe (ckptrun doctor) ---------------------------------------- */
+
+int notice_probe(const struct notice_config *cfg, long timeout_ms,
+                 struct notice_probe_result *r)
+{
+    struct notice_poller p;   /* only what http() reads: the stop flag */
+    struct reply rep;
+    char url[BASE_MAX + 160], tokh[600];
+    const char *prov, *hdrs[3] = {NULL, NULL, NULL}, *path = NULL;
+    const char *tok_hdr = NULL, *tok_ttl = NULL;
+    int64_t t0;
+    int ret = -1;
+
+    if (!cfg || !r)
+        return -1;
+    memset(r, 0, sizeof *r);
+    memset(&p, 0, sizeof p);
+    atomic_init(&p.stop, 0);
+    r->token = -2;
+    prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
+    if (strcmp(prov, "auto") == 0) {
+        prov = detect(cfg->dmi_dir ? cfg->dmi_dir : "/sys/class/dmi/id", NULL, NULL, r->how,
+                      sizeof r->how);
+    } else {
+        snprintf(r->how, sizeof r->how, "forced by --notice %s", prov);
+    }
+    if (strcmp(prov, "aws") == 0) prov = "aws";
+    else if (strcmp(prov, "gcp") == 0) prov = "gcp";
+    else if (strcmp(prov, "azure") == 0) prov = "azure";
+    else if (strcmp(prov, "aliyun") == 0) prov = "aliyun";
+    else if (strcmp(prov, "tencent") == 0) prov = "tencent";
+    else if (strcmp(prov, "none") == 0) prov = "none";
+    else
+        goto out;
+    r->provider = prov;
+    ret = 0;
+    if (strcmp(prov, "none") == 0)
+        goto out; /* never touch the network without a provider */
+    if (strcmp(prov, "aws") == 0 && getenv("AWS_EC2_METADATA_DISABLED") &&
+        strcasecmp(getenv("AWS_EC2_METADATA_DISABLED"), "true") == 0) {
+        /* notice_start() polls nothing then, whatever the URL: say so. */
+        snprintf(r->detail, sizeof r->detail, "AWS_EC2_METADATA_DISABLED=true: not polled");
+        goto out;
+    }
+    if (cfg->metadata_url) {
+        if (base_of(cfg->metadata_url, r->base, sizeof r->base)) {
+            snprintf(r->detail, sizeof r->detail, "--metadata-url is not http(s)://host[:port]");
+            goto out;
+        }
+    } else if (strcmp(prov, "aws") == 0) {
+        const char *e = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+        if (!e || !*e || base_of(e, r->base, sizeof r->base))
+            snprintf(r->base, sizeof r->base, "http://169.254.169.254");
+    } else {
+        snprintf(r->base, sizeof r->base, "%s",
+                 strcmp(prov, "gcp") == 0      ? "http://metadata.google.internal"
+                 : strcmp(prov, "azure") == 0  ? "http://169.254.169.254"
+                 : strcmp(prov, "aliyun") == 0 ? "http://100.100.100.200"
+                                               : "http://metadata.tencentyun.com");
+    }
+    pthread_once(&curl_once, curl_init_once);
+    if (!curl_ok) {
+        snprintf(r->detail, sizeof r->detail, "libcurl could not be initialised");
+        goto out;
+    }
+    if (strcmp(prov, "aws") == 0) {
+        tok_hdr = "X-aws-ec2-metadata-token";
+        tok_ttl = "X-aws-ec2-metadata-token-ttl-seconds: 60";
+        path = "/latest/meta-data/spot/instance-action";
+    } else if (strcmp(prov, "aliyun") == 0) {
+        tok_hdr = "X-aliyun-ecs-metadata-token";
+        tok_ttl = "X-aliyun-ecs-metadata-token-ttl-seconds: 60";
+        path = "/latest/meta-data/instance/spot/termination-time";
+    } else if (strcmp(prov, "gcp") == 0) {
+        hdrs[0] = "Metadata-Flavor: Google";
+        path = "/computeMetadata/v1/instance/preempted";
+    } else if (strcmp(prov, "azure") == 0) {
+        hdrs[0] = "Metadata: true";
+        path = "/metadata/scheduledevents?api-version=2020-07-01";
+    } else {
+        path = "/latest/meta-data/spot/termination-time";
+    }
+    if (tok_hdr) {
+        const char *th[2] = {tok_ttl, NULL};
+        /* A short-lived token: the probe needs it for one GET. */
+        snprintf(url, sizeof url, "%s/latest/api/token", r->base);
+        if (http(&p, "PUT", url, th, NULL, timeout_ms, 1024, &rep)) {
+            r->token = -1;
+            snprintf(r->detail, sizeof r->detail, "token PUT: %s", rep.err);
+        } else {
+            size_t n = rep.len;
+            r->token_status = rep.status;
+            while (n > 0 && (rep.body[n - 1] == '\n' || rep.body[n - 1] == '\r'))
+                n--;
+            if (rep.status == 200 && n > 0 && n < 512 && !memchr(rep.body, '\n', n) &&
+                !memchr(rep.body, '\r', n)) {
+                r->token = 1;
+                snprintf(tokh, sizeof tokh, "%s: %.*s", tok_hdr, (int)n, rep.body);
+                hdrs[0] = tokh;
+            } else if (rep.status == 403 || rep.status == 404 || rep.status == 405) {
+                r->token = 0;
+            } else {
+                r->token = -1;
+            }
+            free(rep.body);
+        }
+    }
+    snprintf(url, sizeof url, "%s%s", r->base, path);
+    t0 = mono_ms();
+    if (http(&p, "GET", url, hdrs, NULL, timeout_ms, BODY_MAX_AZURE, &rep)) {
+        r->latency_ms = (long)(mono_ms() - t0);
+        snprintf(r->detail, sizeof r->detail, "%s: %s", path, rep.err);
+        goto out;
+    }
+    r->latency_ms = (long)(mono_ms() - t0);
+    r->reachable = 1;
+    r->status = rep.status;
+    if (rep.status == 200) {
+        struct notice_event ev;
+        int64_t now = now_ms();
+        int k = strcmp(prov, "aws") == 0      ? notice_parse_aws_action(rep.body, rep.len, now, &ev)
+                : strcmp(prov, "gcp") == 0    ? notice_parse_gcp_preempted(rep.body, rep.len, now, &ev)
+                : strcmp(prov, "azure") == 0  ? notice_parse_azure(rep.body, rep.len, now, &ev)
+                : strcmp(prov, "aliyun") == 0 ? notice_parse_aliyun(rep.body, rep.len, now, &ev)
+                                              : notice_parse_tencent_reply(rep.body, rep.len, now, &ev);
+        r->pending = k > 0;
+        if (k != 0)
+            snprintf(r->detail, sizeof r->detail, "%s", ev.detail);
+    }
+    free(rep.body);
+out:
+    return ret;
 }

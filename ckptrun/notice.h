@@ -98,6 +98,31 @@ int notice_ack(struct notice_poller *p, const char *event_id);
  * requests are aborted; returns within about 2 s (aws: the IMDS timeout). */
 void notice_stop(struct notice_poller *p);
 
+/* ---- one-shot diagnostics (`ckptrun doctor`) ------------------------------ */
+
+struct notice_probe_result {
+    const char *provider;    /* resolved provider, static string ("none" if none) */
+    char how[200];           /* how it was chosen: "DMI sys_vendor \"Amazon EC2\"",
+                                "forced by --notice", "DMI names no known provider (...)" */
+    char base[256];          /* scheme://host[:port] contacted ("" when none) */
+    int reachable;           /* 1: the notice path answered with HTTP (any status) */
+    long status;             /* HTTP status of the notice path */
+    long latency_ms;         /* of the notice-path request */
+    int token;               /* aws/aliyun token PUT: 1 obtained, 0 refused with
+                                403/404/405 (IMDSv1 fallback), -1 failed, -2 n/a */
+    long token_status;       /* HTTP status of the token PUT (0: no reply) */
+    int pending;             /* 1: a notice is being served right now */
+    char detail[256];        /* what failed, or the notice path's body summary */
+};
+
+/* Detects the provider as notice_start() would (DMI only for "auto") and,
+ * unless it resolves to "none", sends the provider's token PUT (aws, aliyun)
+ * and one GET of its notice path, each with `timeout_ms`. Touches no
+ * network when the provider is "none". Blocking; no thread, no callback.
+ * @return 0 (see *r, also for an unreachable endpoint), -1 on bad arguments. */
+int notice_probe(const struct notice_config *cfg, long timeout_ms,
+                 struct notice_probe_result *r);
+
 /* ---- reply parsers, exposed for unit tests and the fuzz target ----------- */
 
 /* Strict time parsers. @return 0 and *ms (Unix ms), or -1. */

@@ -1095,6 +1095,14 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
     }
     if (st != CKPT_OK)
         goto out;
+    /* For diagnostics: the source and the kind of secret, never its value. */
+    snprintf(a->base.cred_source, sizeof(a->base.cred_source), "%s, account '%.64s', %s",
+             cs && *cs ? "connection string (AZURE_STORAGE_CONNECTION_STRING)"
+                       : a->key_b64 ? "environment (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY)"
+                                    : "environment (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_SAS_TOKEN)",
+             a->account, a->key_b64 ? "shared key" : "SAS token");
+    snprintf(a->base.endpoint, sizeof(a->base.endpoint), "%.10s://%.150s%.80s", a->ep_scheme,
+             a->ep_host, a->ep_path);
 
     a->block_size = 8 * MIB;
     v = getenv("CKPT_AZ_BLOCK_SIZE");

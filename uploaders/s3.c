@@ -120,6 +120,8 @@ static void wipe_free(char *p)
 struct profile {
     char *ak, *sk, *token, *region, *endpoint, *s3_endpoint;
     int path_style;
+    char name[128];          /* profile name, for diagnostics */
+    char ak_file[256];       /* the file the key pair came from */
 };
 
 static void profile_free(struct profile *p)
@@ -197,8 +199,11 @@ static void read_ini(const char *file, const char *want, struct profile *p)
                 set_once(&p->s3_endpoint, v);
             continue;
         }
-        if (strcmp(k, "aws_access_key_id") == 0)
+        if (strcmp(k, "aws_access_key_id") == 0) {
+            if (!p->ak && *v)
+                snprintf(p->ak_file, sizeof(p->ak_file), "%s", file);
             set_once(&p->ak, v);
+        }
         else if (strcmp(k, "aws_secret_access_key") == 0)
             set_once(&p->sk, v);
         else if (strcmp(k, "aws_session_token") == 0)
@@ -223,6 +228,7 @@ static void load_profile(struct profile *p)
 
     if (!name || !*name)
         name = "default";
+    snprintf(p->name, sizeof(p->name), "%s", name);
     if (cf && *cf) {
         read_ini(cf, name, p);
     } else if (home) {
@@ -280,6 +286,8 @@ static ckpt_status imds_creds(struct s3 *s, char *err)
         goto out;
     }
     snprintf(role, sizeof(role), "%.*s", (int)strcspn(body, "\r\n"), body);
+    snprintf(s->base.cred_source, sizeof(s->base.cred_source),
+             "instance role '%.100s' (IMDSv2)", role);
     free(body);
     body = NULL;
     snprintf(path, sizeof(path), "/latest/meta-data/iam/security-credentials/%s", role);
@@ -1414,6 +1422,8 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
     if (gcs && getenv("GOOGLE_ACCESS_KEY_ID") && getenv("GOOGLE_SECRET_ACCESS_KEY")) {
         s->ak = strdup(getenv("GOOGLE_ACCESS_KEY_ID"));
         s->sk = strdup(getenv("GOOGLE_SECRET_ACCESS_KEY"));
+        snprintf(s->base.cred_source, sizeof(s->base.cred_source),
+                 "environment (GOOGLE_ACCESS_KEY_ID)");
     } else if (getenv("AWS_ACCESS_KEY_ID") && *getenv("AWS_ACCESS_KEY_ID") &&
                getenv("AWS_SECRET_ACCESS_KEY")) {
         s->ak = strdup(getenv("AWS_ACCESS_KEY_ID"));
@@ -1421,7 +1431,11 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
         v = getenv("AWS_SESSION_TOKEN");
         if (v && *v)
             s->token = strdup(v);
+        snprintf(s->base.cred_source, sizeof(s->base.cred_source),
+                 "environment (AWS_ACCESS_KEY_ID%s)", s->token ? ", AWS_SESSION_TOKEN" : "");
     } else if (prof.ak && prof.sk) {
+        snprintf(s->base.cred_source, sizeof(s->base.cred_source), "profile '%.100s' in %.120s",
+                 prof.name, prof.ak_file);
         s->ak = prof.ak;
         s->sk = prof.sk;
         s->token = prof.token;
@@ -1533,6 +1547,12 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
         st = CKPT_E_NOMEM;
         goto out;
     }
+    if (s->default_ep)
+        snprintf(s->base.endpoint, sizeof(s->base.endpoint), "https://s3.%.64s.amazonaws.com "
+                 "(region %.64s)", s->region, s->region);
+    else
+        snprintf(s->base.endpoint, sizeof(s->base.endpoint), "%s://%.150s%.60s (region %.30s)",
+                 s->ep_scheme, s->ep_host, s->ep_path, s->region);
     slog(s, CKPT_LOG_DEBUG, "%s: bucket %s prefix '%s' region %s %s-style%s",
          gcs ? "gs" : "s3", s->bucket, s->prefix, s->region,
          s->path_style ? "path" : "virtual-host",

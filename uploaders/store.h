@@ -88,6 +88,15 @@ struct ckpt_store_ops {
 struct ckpt_store {
     const struct ckpt_store_ops *ops;
     char *url;                 /* as given, without credentials */
+    /* Where the backend found its credentials, for diagnostics (`ckptrun
+     * doctor`): e.g. "environment (AWS_ACCESS_KEY_ID)", "profile 'x' in
+     * /home/u/.aws/credentials", "instance role 'r' (IMDSv2)", "connection
+     * string (AZURE_STORAGE_CONNECTION_STRING, account key)". Never holds key
+     * material. "" when the store needs none (file://). Set at open. */
+    char cred_source[256];
+    /* The endpoint requests go to ("http://127.0.0.1:9000", "https://
+     * s3.eu-west-1.amazonaws.com"), without credentials; "" for file://. */
+    char endpoint[256];
 };
 
 /* Options for opening a store (all optional; zero = defaults / environment). */

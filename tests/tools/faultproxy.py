@@ -14,6 +14,10 @@ is, with probability --rate, answered with one fault picked at random:
   stall     nothing is sent for --stall-s seconds, then the connection closes
   truncate  the request is forwarded, the reply cut in the middle of its body
 Other requests are forwarded unchanged (one upstream connection each).
+A slow link can be added to every forwarded request (ckptrun doctor tests):
+  --delay-ms N     N ms of extra latency per request
+  --upload-bps N   request bodies pass through one shared link of N bytes/s
+                   (parallel uploads share it, as they share a real uplink)
 Only loopback addresses are accepted as upstream. Stdlib only.
 """
 import argparse
@@ -74,7 +78,19 @@ class Handler(socketserver.StreamRequestHandler):
                                    struct.pack("ii", 1, 0))
         self.connection.close()
 
+    def slow_link(self, nbytes):
+        """Latency, then the body's turn on the shared uplink."""
+        if self.server.delay_s:
+            time.sleep(self.server.delay_s)
+        if self.server.upload_bps and nbytes:
+            with LOCK:
+                start = max(time.time(), self.server.link_free)
+                self.server.link_free = start + nbytes / self.server.upload_bps
+                until = self.server.link_free
+            time.sleep(max(0.0, until - time.time()))
+
     def forward(self, head, body):
+        self.slow_link(len(body))
         up = socket.create_connection(self.server.upstream, timeout=30)
         try:
             out = [head[0]]
@@ -146,6 +162,8 @@ def main():
     ap.add_argument("--faults", default="500,503,reset,stall,truncate")
     ap.add_argument("--stall-s", type=float, default=3.0)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay-ms", type=float, default=0.0)
+    ap.add_argument("--upload-bps", type=float, default=0.0)
     a = ap.parse_args()
     host, _, port = a.upstream.rpartition(":")
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -156,6 +174,9 @@ def main():
     srv.rng = random.Random(a.seed)
     srv.faults = [f for f in a.faults.split(",") if f]
     srv.stall_s = a.stall_s
+    srv.delay_s = a.delay_ms / 1000.0
+    srv.upload_bps = a.upload_bps
+    srv.link_free = 0.0
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print("PORT %d" % srv.server_address[1], flush=True)
     try:

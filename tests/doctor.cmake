@@ -1,0 +1,24 @@
+# tests/doctor.cmake -- `ckptrun doctor` against loopback mocks (issue 9);
+# include()d from tests/CMakeLists.txt. Label: integration.
+#   doctor_providers  each provider via metadata_mock.py + a fake DMI dir,
+#                     forced / none / Kubernetes / SLURM windows
+#   doctor_badcreds   mock_s3.py refusing the key: fail line names the source
+#   doctor_slow       mock_s3.py behind faultproxy.py at 2 MB/s: does not fit
+#   doctor_disk       1 MiB tmpfs (when mountable) and CKPT_DOCTOR_DISK_FREE
+if(NOT TARGET ckptrun)
+  return()
+endif()
+set(_doctor_cases disk)
+if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
+  list(APPEND _doctor_cases providers) # the notice module needs libcurl
+endif()
+if(CKPT_WITH_S3)
+  list(APPEND _doctor_cases badcreds slow)
+endif()
+foreach(c ${_doctor_cases})
+  add_test(NAME doctor_${c}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/integration/test_doctor.sh
+            $<TARGET_FILE:ckptrun> ${CMAKE_SOURCE_DIR} ${c})
+  set_tests_properties(doctor_${c} PROPERTIES LABELS integration TIMEOUT 120
+    SKIP_RETURN_CODE 77)
+endforeach()

@@ -1,0 +1,279 @@
+#!/bin/bash
+# test_doctor.sh -- `ckptrun doctor` against loopback mocks.
+#
+#   test_doctor.sh CKPTRUN SOURCE_DIR CASE
+#   CASE: providers | badcreds | slow | disk
+#
+# providers  each provider through tests/tools/metadata_mock.py with a fake
+#            DMI directory (CKPT_DMI_DIR), plus --notice forced, no provider
+#            (the mock must see no request), Kubernetes and SLURM windows
+# badcreds   tests/tools/mock_s3.py refusing the key: fail line naming the
+#            credential source, exit 1 (environment and profile)
+# slow       mock_s3.py behind faultproxy.py with a 2 MB/s uplink: the
+#            estimate says the checkpoint does not fit, exit 1, and the
+#            whole run stays inside --budget
+# disk       a 1 MiB tmpfs mounted in a private mount namespace (skipped with
+#            a message when that is not allowed), and the documented
+#            CKPT_DOCTOR_DISK_FREE override: the disk line fails
+# Loopback only. Exit 77 (ctest: skipped) when python3 is missing.
+set -u
+
+CKPTRUN=$1
+SRC=$2
+CASE=$3
+PY=/usr/bin/python3
+[ -x "$PY" ] || { echo "no python3: skipped"; exit 77; }
+
+TMP=$(mktemp -d)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+fail() { echo "FAIL: $*"; [ -f "$TMP/out" ] && cat "$TMP/out"; exit 1; }
+
+# Keep the user's cloud configuration out of the test.
+export HOME="$TMP/home"
+mkdir -p "$HOME"
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_CONFIG_FILE \
+    AWS_SHARED_CREDENTIALS_FILE AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION \
+    AWS_DEFAULT_REGION AWS_ENDPOINT_URL AZURE_STORAGE_CONNECTION_STRING \
+    AZURE_STORAGE_ACCOUNT AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN \
+    KUBERNETES_SERVICE_HOST SLURM_JOB_ID CKPT_STORE CKPT_RUN CKPT_DIR CKPT_NOTICE \
+    CKPT_INTERVAL CKPT_CODEC 2>/dev/null
+export AWS_EC2_METADATA_DISABLED=true
+export CKPT_RETRY_BASE_MS=10
+
+# Starts a server that prints "PORT n"; sets PORT and appends to PIDS.
+start() {
+    local log=$1; shift
+    "$@" >"$log" 2>"$log.err" &
+    PIDS="$PIDS $!"
+    for _ in $(seq 100); do
+        grep -q PORT "$log" 2>/dev/null && break
+        sleep 0.1
+    done
+    PORT=$(awk '/PORT/{print $2}' "$log")
+    [ -n "$PORT" ] || fail "$* did not start: $(cat "$log.err")"
+}
+
+# jq-free assertions on the --json output: python expressions over `j`
+# (the object) and `c` (checks by name).
+jcheck() {
+    "$PY" - "$TMP/out" "$1" <<'EOF' || fail "assertion: $1"
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = {x["name"]: x for x in j["checks"]}
+if not eval(sys.argv[2]):
+    sys.exit(1)
+EOF
+}
+
+dmi() { # dmi DIR VENDOR [PRODUCT]
+    mkdir -p "$1"
+    printf '%s\n' "$2" >"$1/sys_vendor"
+    printf '%s\n' "${3:-}" >"$1/product_name"
+}
+
+STORE="file://$TMP/store"
+doctor() { # doctor EXPECTED_RC ARGS... (output in $TMP/out)
+    local want=$1; shift
+    "$CKPTRUN" doctor --store "$STORE" --run dtest --json "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ "$rc" = "$want" ] || { cat "$TMP/err"; fail "doctor $* exited $rc, expected $want"; }
+}
+
+case $CASE in
+providers)
+    export AWS_EC2_METADATA_DISABLED=false   # only loopback mocks are named below
+    for p in aws gcp azure aliyun tencent; do
+        case $p in
+        aws) v="Amazon EC2"; w=120 ;;
+        gcp) v="Google"; w=30 ;;
+        azure) v="Microsoft Corporation"; prod="Virtual Machine"; w=30 ;;
+        aliyun) v="Alibaba Cloud"; w=300 ;;
+        tencent) v="Tencent Cloud"; w=120 ;;
+        esac
+        dmi "$TMP/dmi-$p" "$v" "${prod:-}"
+        start "$TMP/md-$p" "$PY" "$SRC/tests/tools/metadata_mock.py" --provider "$p"
+        CKPT_DMI_DIR="$TMP/dmi-$p" doctor 0 --metadata-url "http://127.0.0.1:$PORT" \
+            --state-bytes 64MiB --budget 20s
+        jcheck "j['provider'] == '$p' and c['provider']['status'] == 'ok'"
+        jcheck "'DMI sys_vendor \"$v\"' in c['provider']['message']"
+        jcheck "c['metadata']['status'] == 'ok' and '127.0.0.1:$PORT' in c['metadata']['message']"
+        jcheck "j['estimate']['window_s'] == $w and c['window']['status'] == 'ok'"
+        jcheck "c['estimate-full']['status'] == 'ok'"
+        if [ $p = aws ]; then
+            jcheck "c['imds-token']['status'] == 'ok'"
+        fi
+        echo "$p: provider, metadata and ${w}s window right"
+    done
+
+    # A pending notice shows up as a warning.
+    curl -s "http://127.0.0.1:$PORT/_mock/notice?kind=terminate&in=100" >/dev/null 2>&1 ||
+        "$PY" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1]).read()" \
+            "http://127.0.0.1:$PORT/_mock/notice?kind=terminate&in=100"
+    CKPT_DMI_DIR="$TMP/dmi-tencent" doctor 0 --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 16MiB --budget 20s
+    jcheck "c['metadata']['status'] == 'warn' and 'pending' in c['metadata']['message']"
+    echo "pending notice: warned"
+
+    # Forced provider, no DMI at all; then an unreachable endpoint fails.
+    start "$TMP/md-gcp2" "$PY" "$SRC/tests/tools/metadata_mock.py" --provider gcp
+    CKPT_DMI_DIR="$TMP/nodmi" doctor 0 --notice gcp --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 16MiB --budget 20s
+    jcheck "j['provider'] == 'gcp' and 'forced by --notice' in c['provider']['message']"
+    CKPT_DMI_DIR="$TMP/nodmi" doctor 1 --notice aws --metadata-url "http://127.0.0.1:9" \
+        --state-bytes 16MiB --budget 20s
+    jcheck "c['metadata']['status'] == 'fail' and 'unreachable' in c['metadata']['message']"
+    AWS_EC2_METADATA_DISABLED=true CKPT_DMI_DIR="$TMP/dmi-aws" doctor 1 \
+        --metadata-url "http://127.0.0.1:$PORT" --state-bytes 16MiB --budget 20s
+    jcheck "c['metadata']['status'] == 'fail' and 'AWS_EC2_METADATA_DISABLED' in c['metadata']['message']"
+    echo "forced provider: named; unreachable or disabled endpoint: fail"
+
+    # No provider: nothing contacted (the mock counts every request).
+    dmi "$TMP/dmi-qemu" "QEMU" "Standard PC"
+    before=$("$PY" -c "import json,urllib.request,sys; print(json.load(urllib.request.urlopen(sys.argv[1]))['counters'].get('requests',0))" "http://127.0.0.1:$PORT/_mock/state")
+    CKPT_DMI_DIR="$TMP/dmi-qemu" doctor 0 --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 16MiB --budget 20s
+    after=$("$PY" -c "import json,urllib.request,sys; print(json.load(urllib.request.urlopen(sys.argv[1]))['counters'].get('requests',0))" "http://127.0.0.1:$PORT/_mock/state")
+    [ "$before" = "$after" ] || fail "no provider, yet the metadata mock got requests"
+    jcheck "j['provider'] == 'none' and c['metadata']['status'] == 'skip'"
+    jcheck "c['window']['status'] == 'warn' and '--interval' in c['window']['advice']"
+    CKPT_DMI_DIR="$TMP/dmi-qemu" doctor 0 --interval 30m --state-bytes 16MiB --budget 20s
+    jcheck "c['window']['status'] == 'ok' and 'periodic' in c['window']['message']"
+    echo "no provider: nothing contacted, --interval advised"
+
+    # Kubernetes -> --grace, SLURM -> --lead.
+    KUBERNETES_SERVICE_HOST=10.0.0.1 CKPT_DMI_DIR="$TMP/dmi-qemu" doctor 0 --grace 20s \
+        --state-bytes 16MiB --budget 20s
+    jcheck "j['estimate']['window_s'] == 20 and 'Kubernetes' in c['window']['message']"
+    SLURM_JOB_ID=42 CKPT_DMI_DIR="$TMP/dmi-qemu" doctor 0 --lead 90s \
+        --state-bytes 16MiB --budget 20s
+    jcheck "j['estimate']['window_s'] == 90 and 'SLURM' in c['window']['message']"
+    echo "kubernetes and slurm windows right"
+    ;;
+
+badcreds)
+    start "$TMP/s3" "$PY" "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test \
+        --access-key MOCKAK --secret-key 'mock/secret+key'
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" AWS_REGION=us-east-1
+    dmi "$TMP/dmi" "QEMU"
+    export CKPT_DMI_DIR="$TMP/dmi"
+    STORE="s3://ckpt-test/doc"
+    # Right key first: everything works.
+    AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key' \
+        doctor 0 --state-bytes 16MiB --budget 20s --interval 10m
+    jcheck "c['store-rw']['status'] == 'ok' and 'environment (AWS_ACCESS_KEY_ID)' in c['store']['message']"
+    grep -q 'mock/secret' "$TMP/out" "$TMP/err" && fail "the secret key was printed"
+    # Wrong key from the environment.
+    AWS_ACCESS_KEY_ID=WRONGKEY AWS_SECRET_ACCESS_KEY=wrongsecret \
+        doctor 1 --state-bytes 16MiB --budget 20s
+    jcheck "c['store-rw']['status'] == 'fail' and 'environment (AWS_ACCESS_KEY_ID)' in c['store-rw']['message']"
+    jcheck "'refused the credentials' in c['store-rw']['message'] and 'advice' in c['store-rw']"
+    jcheck "not j['ok']"
+    grep -q wrongsecret "$TMP/out" "$TMP/err" && fail "the secret key was printed"
+    # Wrong key from a profile: the profile and its file are named.
+    printf '[ckpt]\naws_access_key_id = WRONGKEY\naws_secret_access_key = wrongsecret\n' \
+        >"$TMP/creds"
+    AWS_PROFILE=ckpt AWS_SHARED_CREDENTIALS_FILE="$TMP/creds" \
+        doctor 1 --state-bytes 16MiB --budget 20s
+    jcheck "c['store-rw']['status'] == 'fail' and \"profile 'ckpt' in $TMP/creds\" in c['store-rw']['message']"
+    # The human form says the same on one line, exit 1.
+    AWS_ACCESS_KEY_ID=WRONGKEY AWS_SECRET_ACCESS_KEY=wrongsecret \
+        "$CKPTRUN" doctor --store "$STORE" --run dtest --state-bytes 16MiB --budget 20s \
+        >"$TMP/out" 2>&1 && fail "human form exited 0"
+    grep -q '^fail  store-rw .*refused the credentials from environment' "$TMP/out" ||
+        fail "no human fail line"
+    echo "refused credentials: fail line names the source, exit 1"
+    # Instance-role credentials (IMDSv2 on a second mock): the role is named.
+    start "$TMP/s3role" "$PY" "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test --imds
+    AWS_EC2_METADATA_DISABLED=false AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:$PORT" \
+        AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" doctor 0 --state-bytes 16MiB --budget 20s \
+        --interval 10m
+    jcheck "'instance role' in c['store']['message'] and c['store-rw']['status'] == 'ok'"
+    echo "instance role: named"
+    # A store that does not answer: fail, quickly.
+    AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key' \
+        AWS_ENDPOINT_URL="http://127.0.0.1:9" doctor 1 --state-bytes 16MiB --budget 20s
+    jcheck "c['store-rw']['status'] == 'fail' and 'unreachable' in c['store-rw']['message']"
+    jcheck "j['elapsed_ms'] < 20000 and c['upload']['status'] == 'skip'"
+    echo "unreachable store: fail in $("$PY" -c "import json;print(json.load(open('$TMP/out'))['elapsed_ms'])") ms"
+    ;;
+
+slow)
+    start "$TMP/s3" "$PY" "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test \
+        --access-key MOCKAK --secret-key 'mock/secret+key'
+    up=$PORT
+    start "$TMP/proxy" "$PY" "$SRC/tests/tools/faultproxy.py" --upstream "127.0.0.1:$up" \
+        --rate 0 --delay-ms 20 --upload-bps 2000000
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" AWS_REGION=us-east-1 \
+        AWS_ACCESS_KEY_ID=MOCKAK AWS_SECRET_ACCESS_KEY='mock/secret+key'
+    start "$TMP/md" "$PY" "$SRC/tests/tools/metadata_mock.py" --provider aws
+    export AWS_EC2_METADATA_DISABLED=false   # keys come from the environment
+    dmi "$TMP/dmi" "Amazon EC2"
+    STORE="s3://ckpt-test/doc"
+    t0=$(date +%s%N)
+    CKPT_DMI_DIR="$TMP/dmi" doctor 1 --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 40GiB --budget 15s
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    jcheck "c['estimate-full']['status'] == 'fail' and 'NOT fit' in c['estimate-full']['message']"
+    jcheck "c['estimate-incremental']['status'] == 'fail'"
+    jcheck "'upload-bound' in c['estimate-full']['advice']"
+    jcheck "j['estimate']['upload_bps'] < 4000000 and not j['estimate']['fits_full']"
+    jcheck "j['bytes_sent'] <= 34 * 1024 * 1024"
+    [ "$ms" -le 17000 ] || fail "took ${ms} ms with --budget 15s"
+    # A smaller state on the same link: full does not fit, incremental does.
+    CKPT_DMI_DIR="$TMP/dmi" doctor 0 --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 2GiB --budget 15s
+    jcheck "c['estimate-full']['status'] == 'warn' and c['estimate-incremental']['status'] == 'ok'"
+    echo "slow store: estimate fails (${ms} ms, inside the budget); smaller state: warn"
+    ;;
+
+disk)
+    dmi "$TMP/dmi" "QEMU"
+    export CKPT_DMI_DIR="$TMP/dmi"
+    mkdir -p "$TMP/small"
+    # A real small filesystem when a private mount namespace is allowed.
+    if unshare -m true 2>/dev/null; then
+        unshare -m sh -c "mount -t tmpfs -o size=1m tmpfs '$TMP/small' &&
+            '$CKPTRUN' doctor --store '$STORE' --run dtest --json --dir '$TMP/small' \
+                --state-bytes 64MiB --budget 20s --interval 10m" >"$TMP/out" 2>"$TMP/err"
+        rc=$?
+        if [ -s "$TMP/out" ]; then
+            [ $rc = 1 ] || fail "tmpfs: exit $rc"
+            jcheck "c['disk']['status'] == 'fail' and 'tmpfs' in c['disk']['message']"
+            jcheck "'in memory' in c['disk-survival']['message']"
+            echo "1 MiB tmpfs: disk line fails, survival says in memory"
+        else
+            echo "tmpfs cannot be mounted here ($(cat "$TMP/err")): tmpfs part skipped"
+        fi
+    else
+        echo "no private mount namespace here: tmpfs part skipped"
+    fi
+    # The documented override: a nearly full filesystem.
+    CKPT_DOCTOR_DISK_FREE=1MiB doctor 1 --dir "$TMP/small" --state-bytes 64MiB --budget 20s \
+        --interval 10m
+    jcheck "c['disk']['status'] == 'fail' and 'needs' in c['disk']['message']"
+    CKPT_DOCTOR_DISK_FREE=100MiB doctor 0 --dir "$TMP/small" --state-bytes 64MiB --budget 20s \
+        --interval 10m
+    jcheck "c['disk']['status'] == 'warn'"
+    # State from --dir: the newest entry is measured and sampled.
+    mkdir -p "$TMP/ck/checkpoint-100" "$TMP/ck/checkpoint-200"
+    head -c 3000000 /dev/urandom >"$TMP/ck/checkpoint-100/model.bin"
+    sleep 1
+    head -c 5000000 /dev/zero >"$TMP/ck/checkpoint-200/model.bin"
+    head -c 1000000 /dev/urandom >"$TMP/ck/checkpoint-200/optim.bin"
+    doctor 0 --dir "$TMP/ck" --budget 20s --interval 10m
+    jcheck "j['estimate']['state_bytes'] == 6000000 and 'checkpoint-200' in c['state']['message']"
+    echo "disk: override fails/warns; --dir sizes the newest entry"
+    # Nothing left behind in the file store (probe objects and their dirs).
+    [ -z "$(ls -A "$TMP/store" 2>/dev/null)" ] || fail "left in the store: $(find "$TMP/store")"
+    ;;
+*)
+    echo "unknown case $CASE"; exit 64 ;;
+esac
+exit 0
