@@ -609,9 +609,8 @@ int cmd_status(struct opts *o)
             if (l) {
                 int live = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "live"));
                 int rel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released"));
-                printf("lease        %s by %s, epoch %.0f\n",
-                       live ? "live" : rel ? "released" : "expired", str(l, "holder", "?"),
-                       num(l, "epoch", 0));
+                printf("lease        %s, epoch %.0f, %s\n", str(l, "holder", "?"),
+                       num(l, "epoch", 0), live ? "live" : rel ? "released" : "expired");
                 printf("heartbeat    %s\n",
                        iso_time((int64_t)num(l, "heartbeat_ms", 0), a, sizeof a));
                 if (!rel)
