@@ -175,7 +175,7 @@ class RecoverTest(unittest.TestCase):
         a.wait()
         killed = time.time()
         # the lease is still live: recover names the holder and does nothing
-        rc, _, err = self.ckptrun(cmd[:4] + ["--", "false"], env, home)
+        rc, _, err = self.ckptrun(cmd[:5] + ["--", "false"], env, home)
         self.assertEqual(rc, 0, err)
         self.assertRegex(err, r"held by \S+ \(epoch 1\), last heartbeat")
         # cron: every second until one takes over
