@@ -116,6 +116,7 @@ struct sup {
     struct renewer rn;
     uint64_t epoch;
     int lease_lost;           /* stop committing: another runner holds the run */
+    int lease_told;           /* the `lease acquired` event was logged */
     char dir[PATH_MAX];
     struct record *rec;
     struct watch *w;
@@ -1289,6 +1290,7 @@ int supervise(struct opts *o, enum sup_mode mode)
         cJSON_AddNumberToObject(f, "ttl_ms", (double)lease_ttl_ms(s->lease));
     }
     event(s, LOG_INFO, "lease", f, 1);
+    s->lease_told = 1;
     if (record_read_run(s->rec, &prev) == CKPT_OK)
         s->preemptions = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
     if (watch_open(&s->w, s->dir, o->marker, o->settle_ms, ctx) != 0) {
@@ -1444,7 +1446,8 @@ out:
             cJSON_AddStringToObject(f, "action", st == CKPT_OK ? "released" : "release-failed");
             cJSON_AddNumberToObject(f, "epoch", (double)s->epoch);
         }
-        event(s, LOG_INFO, "lease", f, 1);
+        /* a start that failed early says only why it failed */
+        event(s, s->lease_told ? LOG_INFO : LOG_DEBUG, "lease", f, s->lease_told);
     }
     lease_close(s->lease);
     s->lease = NULL;
