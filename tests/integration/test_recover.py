@@ -2,7 +2,8 @@
 """Integration tests of `ckptrun recover`, leases and fencing (issue 6).
 
 Drives the real ckptrun and c_trainer on loopback only:
-  a) 4 `recover` started at once, 10 rounds: exactly one runs the command,
+  a) 4 `recover` started at once, 10 rounds on file:// (5 on Azurite when
+     tests/npm is installed): exactly one runs the command,
      the others exit 0 naming the holder;
   b) the runner killed with SIGKILL: once its lease (--lease 3s) expires,
      another `recover` takes over and resumes; output identical;
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -163,6 +165,46 @@ class RecoverTest(unittest.TestCase):
         rc, _, err = self.ckptrun(["recover", "--", "true"], env, home)
         self.assertEqual(rc, 64)
         self.assertIn("--run NAME or CKPT_RUN", err)
+
+    def test_a_four_at_once_azurite(self):
+        npm = os.path.join(SRC, "tests/npm/node_modules/azurite/dist/src/blob/main.js")
+        node = shutil.which("node")
+        if not node or not os.path.exists(npm):
+            self.skipTest("node or tests/npm/node_modules missing (cd tests/npm && npm ci)")
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+        data = os.path.join(self.tmp, "azurite")
+        os.makedirs(data)
+        az = subprocess.Popen([node, npm, "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                               "-l", data, "--skipApiVersionCheck", "--disableTelemetry",
+                               "--silent"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 1).close()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            env, home = self.machine("m", "az://ckpt-test/recover")
+            # the well-known Azurite development account (public, local only)
+            env.update(CKPT_AZ_CREATE_CONTAINER="1", AZURE_STORAGE_CONNECTION_STRING=(
+                "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="
+                "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
+                "KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:%d/devstoreaccount1;" % port))
+            for rnd in range(5):
+                run = "race%d" % rnd
+                mark = os.path.join(home, run + ".mark")
+                cmd = ["recover", "--run", run, "--lease", "5s", "--",
+                       "sh", "-c", "echo ran >> '%s'; sleep 1" % mark]
+                ps = [self.start(cmd, env, home, "%s-%d" % (run, i)) for i in range(4)]
+                codes = [p.wait(60) for p in ps]
+                self.assertEqual(codes, [0, 0, 0, 0], [p.stderr() for p in ps])
+                with open(mark) as f:
+                    self.assertEqual(f.read().count("ran"), 1, "round %d" % rnd)
+        finally:
+            az.kill()
+            az.wait()
 
     # ---- b) SIGKILL -------------------------------------------------------
     def test_b_sigkill_then_takeover(self):
