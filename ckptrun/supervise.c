@@ -253,10 +253,12 @@ static void *renew_main(void *arg)
         if (st == CKPT_E_FENCED || now_ms() >= lease_expires_ms(r->l)) {
             /* Refused, or no renewal got through before expiry: another
              * runner may hold the run now, so ours must stop committing. */
-            snprintf(r->why, sizeof r->why, "%s%s%s",
-                     st == CKPT_E_FENCED ? "another runner took it over"
-                                         : "it expired before a renewal got through",
-                     err[0] ? ": " : "", err);
+            if (st == CKPT_E_FENCED)
+                snprintf(r->why, sizeof r->why, "%s",
+                         err[0] ? err : "the lease was taken over by another runner");
+            else
+                snprintf(r->why, sizeof r->why, "it expired before a renewal got through (%s%s%s)",
+                         ckpt_strerror(st), err[0] ? ": " : "", err);
             r->lost = 1;
             wake_loop();
             break;
@@ -376,8 +378,8 @@ static void lease_lost(struct sup *s, const char *why)
     if (s->lease_lost)
         return;
     s->lease_lost = 1;
-    log_msg(LOG_ERROR, "lease", "lease on run %s (epoch %" PRIu64 ") lost: %s; another runner "
-            "may hold the run now: committing nothing more, stopping the child, exit %d",
+    log_msg(LOG_ERROR, "lease", "lease on run %s (epoch %" PRIu64 ") lost: %s; committing "
+            "nothing more, stopping the child, exit %d",
             s->o->run, s->epoch, why, EXIT_STOPPED_LOST);
     if ((f = fields())) {
         cJSON_AddStringToObject(f, "action", "lost");

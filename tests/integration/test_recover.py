@@ -266,10 +266,15 @@ class RecoverTest(unittest.TestCase):
         self.assertIsNotNone(taker, "nobody took over")
         self.assertRegex(taker.stderr(), r"lease action=acquired .*epoch=2")
         time.sleep(1)  # B is committing now
+        # A's child wakes first and tries to commit (every 10 steps of 20 ms):
+        # fenced, every time; then A's ckptrun wakes and learns it lost
         os.killpg(child, signal.SIGCONT)
+        time.sleep(1)
         os.kill(a.p.pid, signal.SIGCONT)
         self.assertEqual(a.wait(30), 74, a.stderr())
-        self.assertRegex(a.stderr(), r"lease on run c \(epoch 1\) lost")
+        self.assertRegex(a.stderr(), r"lease on run c \(epoch 1\) lost: .*exit 74")
+        # (ckpt_strerror(CKPT_E_FENCED))
+        self.assertRegex(a.stderr(), r"commit-failed .*error=\"another runner took over")
         self.assertEqual(taker.wait(60), 0, taker.stderr())
         with open(out_b, "rb") as f:
             self.assertEqual(f.read(), self.reference(300))
