@@ -2,9 +2,10 @@
 """Integration tests of `ckptrun recover`, leases and fencing (issue 6).
 
 Drives the real ckptrun and c_trainer on loopback only:
-  a) 4 `recover` started at once, 10 rounds on file:// (5 on Azurite when
-     tests/npm is installed): exactly one runs the command,
-     the others exit 0 naming the holder;
+  a) 4 `recover` started at once, 10 rounds on file:// (and, when tests/npm
+     is installed, 5 on Azurite and 3 on s3rver, which has no conditional
+     writes: the weak lease): exactly one runs the command, the others exit
+     0 naming the holder;
   b) the runner killed with SIGKILL: once its lease (--lease 3s) expires,
      another `recover` takes over and resumes; output identical;
   c) a runner frozen (SIGSTOP, ckptrun and child) past its lease, then
@@ -137,16 +138,14 @@ class RecoverTest(unittest.TestCase):
     def trainer_cmd(self, steps, out, sleep_ms):
         return [TRAINER, "--steps", str(steps), "--out", out, "--sleep-ms", str(sleep_ms)] + TARGS
 
-    # ---- a) races ---------------------------------------------------------
-    def test_a_four_at_once(self):
-        env, home = self.machine("m", "file://" + os.path.join(self.tmp, "store"))
-        for rnd in range(10):
+    def race(self, env, home, rounds):
+        for rnd in range(rounds):
             run = "race%d" % rnd
             mark = os.path.join(home, run + ".mark")
             cmd = ["recover", "--run", run, "--lease", "5s", "--",
                    "sh", "-c", "echo ran >> '%s'; sleep 1" % mark]
             ps = [self.start(cmd, env, home, "%s-%d" % (run, i)) for i in range(4)]
-            codes = [p.wait(30) for p in ps]
+            codes = [p.wait(60) for p in ps]
             self.assertEqual(codes, [0, 0, 0, 0], [p.stderr() for p in ps])
             with open(mark) as f:
                 self.assertEqual(f.read().count("ran"), 1, "round %d" % rnd)
@@ -155,6 +154,33 @@ class RecoverTest(unittest.TestCase):
             for p in losers:
                 self.assertRegex(p.stderr(), r"(held by \S+:\d+:[0-9a-f]+ \(epoch \d+\), last "
                                              r"heartbeat|taken by another runner|is completed)")
+
+    def npm_peer(self, args):
+        node = shutil.which("node")
+        mod = os.path.join(SRC, "tests/npm/node_modules", args[0])
+        if not node or not os.path.exists(mod):
+            self.skipTest("node or tests/npm/node_modules missing (cd tests/npm && npm ci)")
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+        data = os.path.join(self.tmp, "peer")
+        os.makedirs(data)
+        argv = [node] + args[1:]
+        argv = [a.replace("MOD", mod).replace("PORT", str(port)).replace("DATA", data)
+                for a in argv]
+        peer = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        return peer, port
+
+    # ---- a) races ---------------------------------------------------------
+    def test_a_four_at_once(self):
+        env, home = self.machine("m", "file://" + os.path.join(self.tmp, "store"))
+        self.race(env, home, 10)
         # a completed run: further recover calls do nothing, at once
         t0 = time.time()
         rc, _, err = self.ckptrun(["recover", "--run", "race0", "--", "false"], env, home)
@@ -167,44 +193,35 @@ class RecoverTest(unittest.TestCase):
         self.assertIn("--run NAME or CKPT_RUN", err)
 
     def test_a_four_at_once_azurite(self):
-        npm = os.path.join(SRC, "tests/npm/node_modules/azurite/dist/src/blob/main.js")
-        node = shutil.which("node")
-        if not node or not os.path.exists(npm):
-            self.skipTest("node or tests/npm/node_modules missing (cd tests/npm && npm ci)")
-        with socket.socket() as so:
-            so.bind(("127.0.0.1", 0))
-            port = so.getsockname()[1]
-        data = os.path.join(self.tmp, "azurite")
-        os.makedirs(data)
-        az = subprocess.Popen([node, npm, "--blobHost", "127.0.0.1", "--blobPort", str(port),
-                               "-l", data, "--skipApiVersionCheck", "--disableTelemetry",
-                               "--silent"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peer, port = self.npm_peer(["azurite", "MOD/dist/src/blob/main.js", "--blobHost",
+                                    "127.0.0.1", "--blobPort", "PORT", "-l", "DATA",
+                                    "--skipApiVersionCheck", "--disableTelemetry", "--silent"])
         try:
-            for _ in range(100):
-                try:
-                    socket.create_connection(("127.0.0.1", port), 1).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
             env, home = self.machine("m", "az://ckpt-test/recover")
             # the well-known Azurite development account (public, local only)
             env.update(CKPT_AZ_CREATE_CONTAINER="1", AZURE_STORAGE_CONNECTION_STRING=(
                 "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="
                 "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
                 "KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:%d/devstoreaccount1;" % port))
-            for rnd in range(5):
-                run = "race%d" % rnd
-                mark = os.path.join(home, run + ".mark")
-                cmd = ["recover", "--run", run, "--lease", "5s", "--",
-                       "sh", "-c", "echo ran >> '%s'; sleep 1" % mark]
-                ps = [self.start(cmd, env, home, "%s-%d" % (run, i)) for i in range(4)]
-                codes = [p.wait(60) for p in ps]
-                self.assertEqual(codes, [0, 0, 0, 0], [p.stderr() for p in ps])
-                with open(mark) as f:
-                    self.assertEqual(f.read().count("ran"), 1, "round %d" % rnd)
+            self.race(env, home, 5)
         finally:
-            az.kill()
-            az.wait()
+            peer.kill()
+            peer.wait()
+
+    def test_a_four_at_once_s3rver_weak(self):
+        # s3rver has no conditional writes: the weak lease (write, settle,
+        # read back) still lets exactly one of four simultaneous starts run
+        peer, port = self.npm_peer(["s3rver", "--openssl-legacy-provider",
+                                    "MOD/bin/s3rver.js", "-d", "DATA", "-a", "127.0.0.1",
+                                    "-p", "PORT", "--configure-bucket", "ckpt-test"])
+        try:
+            env, home = self.machine("m", "s3://ckpt-test/recover")
+            env.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                       AWS_REGION="us-east-1", AWS_ENDPOINT_URL="http://127.0.0.1:%d" % port)
+            self.race(env, home, 3)
+        finally:
+            peer.kill()
+            peer.wait()
 
     # ---- b) SIGKILL -------------------------------------------------------
     def test_b_sigkill_then_takeover(self):
