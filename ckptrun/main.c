@@ -152,7 +152,8 @@ static void help(const char *cmd)
     else if (strcmp(cmd, "status") == 0)
         h = "ckptrun status [OPTIONS] [--json]\n\n"
             "The run record: state (running, preempted, completed, failed), last update,\n"
-            "host and pid, preemptions, checkpoints, bytes committed, running time, and an\n"
+            "host and pid, the lease (holder, epoch, live/expired/released, last heartbeat,\n"
+            "expiry), preemptions, checkpoints, bytes committed, running time, and an\n"
             "estimate of the work lost to stops (time from the last commit to each stop).\n";
     else if (strcmp(cmd, "verify") == 0)
         h = "ckptrun verify [OPTIONS] [--step N]\n\n"
