@@ -106,6 +106,7 @@ struct renewer {
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* on CLOCK_MONOTONIC */
     int running, stop, lost;
+    int64_t next;             /* mono ms of the next renewal */
     char why[CKPT_ERR_MAX];
 };
 
@@ -223,12 +224,12 @@ static void *renew_main(void *arg)
 {
     struct renewer *r = arg;
     const int64_t every = (int64_t)lease_ttl_ms(r->l) / 3;
-    int64_t next = mono_ms() + every;
     char err[CKPT_ERR_MAX];
 
     pthread_mutex_lock(&r->mu);
+    r->next = mono_ms() + every;
     while (!r->stop) {
-        int64_t now = mono_ms();
+        int64_t now = mono_ms(), next = r->next;
         ckpt_status st;
         if (now < next) {
             struct timespec ts;
@@ -247,7 +248,7 @@ static void *renew_main(void *arg)
         st = lease_renew(r->l, err);
         pthread_mutex_lock(&r->mu);
         if (st == CKPT_OK) {
-            next = mono_ms() + every;
+            r->next = mono_ms() + every;
             continue;
         }
         if (st == CKPT_E_FENCED || now_ms() >= lease_expires_ms(r->l)) {
@@ -266,7 +267,7 @@ static void *renew_main(void *arg)
         /* Transient: retry soon, until expiry. */
         log_msg(LOG_WARN, "lease", "renewal failed (%s%s%s); retrying", ckpt_strerror(st),
                 err[0] ? ": " : "", err);
-        next = mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
+        r->next = mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -306,6 +307,19 @@ static void renewer_stop(struct renewer *r)
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     r->running = 0;
+}
+
+/* Renew now: a commit was refused as fenced, which a takeover does -- but
+ * so does a `ckptrun gc` rewriting HEAD. The renewal tells them apart:
+ * refused means the lease is gone. */
+static void renewer_kick(struct renewer *r)
+{
+    if (!r->running)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->next = 0;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
 }
 
 static int renewer_lost(struct renewer *r, char *why, size_t n)
@@ -758,7 +772,7 @@ static void on_ctl(void *user, const struct ctl_event *ev)
         }
         event(s, LOG_WARN, "commit-failed", f, 1);
         if (ev->error && strcmp(ev->error, ckpt_strerror(CKPT_E_FENCED)) == 0)
-            lease_lost(s, "the child's commit was refused: the run was fenced by another runner");
+            renewer_kick(&s->rn); /* a takeover? the renewal says */
         if (s->phase != P_RUN && s->via == CH_SOCKET &&
             (s->saw_saving ? ev->step == s->await_step : !s->ever_saving)) {
             final_result(s, 0);
@@ -796,7 +810,7 @@ static void on_result(struct sup *s, struct watch_result *r)
         }
         event(s, LOG_WARN, "commit-failed", f, 1);
         if (r->res.st == CKPT_E_FENCED)
-            lease_lost(s, "a commit was refused: the run was fenced by another runner");
+            renewer_kick(&s->rn); /* a takeover? the renewal says */
     }
     /* A signal-aware trainer's answer to the stop request: an entry written
      * (last changed) after the request; one that was only settling then is

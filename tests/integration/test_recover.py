@@ -302,6 +302,26 @@ class RecoverTest(unittest.TestCase):
         self.assertEqual(st["state"], "completed", out)
         self.assertEqual((st["lease"]["epoch"], st["lease"]["released"]), (2, True), out)
 
+    def test_c2_gc_is_not_a_takeover(self):
+        # gc rewrites HEAD: the runner's next commit is refused as fenced,
+        # but its lease renews fine, so it carries on (and `run` refuses a
+        # second runner meanwhile, exit 78)
+        env, home = self.machine("m", "file://" + os.path.join(self.tmp, "store"))
+        out = os.path.join(home, "g.bin")
+        a = self.start(["run", "--run", "g", "--lease", "3s", "--"]
+                       + self.trainer_cmd(200, out, 20), env, home, "a")
+        self.wait_step(env, home, "g", 40)
+        rc, _, err = self.ckptrun(["run", "--run", "g", "--", "true"], env, home)
+        self.assertEqual(rc, 78, err)
+        self.assertRegex(err, r"held by .*refusing to start a second runner")
+        rc, _, err = self.ckptrun(["gc", "--run", "g", "--keep", "1", "--min-age", "1h"],
+                                  env, home)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(a.wait(60), 0, a.stderr())
+        self.assertNotIn("lost", a.stderr())
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), self.reference(200))
+
     # ---- d) end to end: notice on A, cron on B ----------------------------
     def e2e(self, store, extra_env=None):
         env_a, home_a = self.machine("A", store)
