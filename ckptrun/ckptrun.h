@@ -14,7 +14,8 @@
  *   record.c     the run record in the store (RUN, events/, files/)
  *   watch.c      watching CKPT_DIR for completed checkpoint entries
  *   ctlserver.c  the control socket server (docs/CONTROL.md)
- *   supervise.c  the supervisor: child, signals, stop, event loop
+ *   supervise.c  the supervisor: child, signals, stop, event loop, lease
+ *   recover.c    `recover`: the cron/systemd entry point (lease.c: the lease)
  *   doctor.c     `ckptrun doctor`: notice, store, throughput, disk checks
  */
 #ifndef CKPTRUN_H
@@ -46,6 +47,7 @@ struct opts {
     uint64_t lead_ms;         /* SIGUSR1/SIGXCPU notice lead time */
     uint64_t settle_ms;
     uint64_t min_age_ms;      /* gc */
+    uint64_t lease_ms;        /* run/recover: lease duration, 0 = default (60 s) */
     const char *notice;
     const char *metadata_url;
     const char *codec_str;    /* as given, exported to the child */
@@ -90,5 +92,13 @@ int cmd_status(struct opts *o);
 int cmd_doctor(struct opts *o);
 /* The supervisor (supervise.c). */
 int cmd_run(struct opts *o);
+/* Exit code of `run` when another live runner holds the run's lease. */
+#define EXIT_LEASE_HELD EXIT_CONFIG
+enum sup_mode { SUP_RUN, SUP_RECOVER };
+/* cmd_run is supervise(o, SUP_RUN). SUP_RECOVER exits 0 without running
+ * anything when the run is completed or its lease is held elsewhere. */
+int supervise(struct opts *o, enum sup_mode mode);
+/* `recover` (recover.c). */
+int cmd_recover(struct opts *o);
 
 #endif

@@ -466,7 +466,7 @@ static void summarize(const cJSON *events, struct history *h)
     const cJSON *ev;
     char cur[128] = "";
     int64_t start = 0, last = 0, last_commit = 0;
-    int open = 0;
+    int open = 0, had_start = 0;
 
     memset(h, 0, sizeof *h);
     /* Events are sorted by time; sessions do not overlap (one live runner),
@@ -476,14 +476,18 @@ static void summarize(const cJSON *events, struct history *h)
         const char *type = str(ev, "type", "");
         int64_t t = (int64_t)num(ev, "time_ms", 0);
         snprintf(id, sizeof id, "%s/%.0f", str(ev, "host", "?"), num(ev, "pid", 0));
-        if (strcmp(type, "start") == 0 || strcmp(id, cur) != 0) {
+        /* (a runner's `lease` event comes before its `start`: same session) */
+        if ((strcmp(type, "start") == 0 && had_start) || strcmp(id, cur) != 0) {
             if (open)
                 h->run_ms += (uint64_t)(last - start);
             snprintf(cur, sizeof cur, "%s", id);
             start = last = last_commit = t;
             open = 1;
+            had_start = 0;
             h->sessions++;
         }
+        if (strcmp(type, "start") == 0)
+            had_start = 1;
         last = t;
         if (strcmp(type, "commit") == 0) {
             h->commits++;
@@ -493,7 +497,8 @@ static void summarize(const cJSON *events, struct history *h)
         } else if (strcmp(type, "stop") == 0) {
             h->stops++;
             h->lost_ms += (uint64_t)(t - last_commit);
-        } else if (strcmp(type, "exit") == 0 && strcmp(str(ev, "state", ""), "failed") == 0) {
+        } else if (strcmp(type, "exit") == 0 && (strcmp(str(ev, "state", ""), "failed") == 0 ||
+                                                 strcmp(str(ev, "state", ""), "lost") == 0)) {
             h->failures++;
             h->lost_ms += (uint64_t)(t - last_commit);
         }
@@ -562,6 +567,7 @@ int cmd_status(struct opts *o)
                 cJSON_AddStringToObject(l, "holder", li.holder);
                 cJSON_AddNumberToObject(l, "epoch", (double)li.epoch);
                 cJSON_AddNumberToObject(l, "expires_ms", (double)li.expires_ms);
+                cJSON_AddNumberToObject(l, "heartbeat_ms", (double)li.heartbeat_ms);
                 cJSON_AddBoolToObject(l, "released", li.released);
                 cJSON_AddBoolToObject(l, "live", lease_is_live(&li, now_ms()));
             }
@@ -600,13 +606,17 @@ int cmd_status(struct opts *o)
                    num(run, "pid", 0));
         {
             const cJSON *l = cJSON_GetObjectItemCaseSensitive(out, "lease");
-            if (l)
-                printf("lease        %s, epoch %.0f, %s until %s\n", str(l, "holder", "?"),
-                       num(l, "epoch", 0),
-                       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "live")) ? "live"
-                       : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released")) ? "released"
-                       : "expired",
-                       iso_time((int64_t)num(l, "expires_ms", 0), b, sizeof b));
+            if (l) {
+                int live = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "live"));
+                int rel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released"));
+                printf("lease        %s, epoch %.0f, %s\n", str(l, "holder", "?"),
+                       num(l, "epoch", 0), live ? "live" : rel ? "released" : "expired");
+                printf("heartbeat    %s\n",
+                       iso_time((int64_t)num(l, "heartbeat_ms", 0), a, sizeof a));
+                if (!rel)
+                    printf("expiry       %s\n",
+                           iso_time((int64_t)num(l, "expires_ms", 0), b, sizeof b));
+            }
             else
                 printf("lease        none\n");
         }

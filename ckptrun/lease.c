@@ -184,12 +184,32 @@ ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
     return CKPT_OK;
 }
 
+/* Without conditional writes a renewal or release would overwrite whatever
+ * is there, a new holder's lease included: read first, and give way when it
+ * is no longer ours. (A takeover between this read and the write still goes
+ * unnoticed until the next renewal: the weak guarantee, docs/recover.md.)
+ * @return CKPT_OK, CKPT_E_PRECONDITION (not ours), store errors. */
+static ckpt_status weak_still_ours(struct lease *l, char *err)
+{
+    struct lease_info cur;
+    ckpt_status st;
+    if (l->st->ops->has_conditional(l->st))
+        return CKPT_OK;
+    st = lease_read(l->st, l->run, &cur, NULL, err);
+    if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT ||
+        (st == CKPT_OK && (strcmp(cur.holder, l->holder) != 0 || cur.epoch != l->epoch)))
+        st = CKPT_E_PRECONDITION;
+    return st;
+}
+
 ckpt_status lease_renew(struct lease *l, char *err)
 {
     ckpt_status st;
     if (!l->held)
         return CKPT_E_FENCED;
-    st = write_lease(l, l->epoch, 0, CKPT_PUT_IF_MATCH, l->etag, err);
+    st = weak_still_ours(l, err);
+    if (st == CKPT_OK)
+        st = write_lease(l, l->epoch, 0, CKPT_PUT_IF_MATCH, l->etag, err);
     if (st == CKPT_E_PRECONDITION || st == CKPT_E_NOENT) {
         l->held = 0;
         if (err)
@@ -204,7 +224,9 @@ ckpt_status lease_release(struct lease *l, char *err)
     ckpt_status st;
     if (!l->held)
         return CKPT_OK;
-    st = write_lease(l, l->epoch, 1, CKPT_PUT_IF_MATCH, l->etag, err);
+    st = weak_still_ours(l, err);
+    if (st == CKPT_OK)
+        st = write_lease(l, l->epoch, 1, CKPT_PUT_IF_MATCH, l->etag, err);
     if (st == CKPT_OK || st == CKPT_E_PRECONDITION)
         l->held = 0;
     return st == CKPT_E_PRECONDITION ? CKPT_OK : st;

@@ -10,7 +10,8 @@
  * runner that lost its lease -- frozen, partitioned -- cannot commit.
  * A graceful stop marks the lease released (the epoch is kept, so epochs
  * only ever grow). On stores without conditional writes the lease is
- * written then read back after a settle delay: it still keeps honest
+ * written then read back after a settle delay (renewals and the release
+ * read it first and give way to another holder): it still keeps honest
  * runners apart, but two racing within the delay could both win; fencing
  * then still refuses all but one HEAD write only where HEAD writes are
  * conditional. Expiry uses the writer's clock; readers allow a skew margin.

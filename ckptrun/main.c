@@ -31,6 +31,7 @@ enum {
     O_METADATA_URL, O_CODEC, O_PRELOAD, O_LOG_JSON, O_VERSION, O_STEP, O_JSON,
     O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
     O_STATE_BYTES, O_BUDGET,
+    O_LEASE,
 };
 
 static const struct option long_opts[] = {
@@ -61,6 +62,7 @@ static const struct option long_opts[] = {
     { "min-age", required_argument, NULL, O_MIN_AGE },
     { "state-bytes", required_argument, NULL, O_STATE_BYTES },
     { "budget", required_argument, NULL, O_BUDGET },
+    { "lease", required_argument, NULL, O_LEASE },
     { NULL, 0, NULL, 0 },
 };
 
@@ -125,6 +127,8 @@ static void help(const char *cmd)
             "  --notice P         auto|aws|gcp|azure|aliyun|tencent|none [CKPT_NOTICE]\n"
             "  --metadata-url URL replace scheme/host/port of the metadata service\n"
             "  --preload          inject libckpt_preload.so into the command\n"
+            "  --lease D          lease on the run, renewed every D/3 (60s); a run whose\n"
+            "                     lease another live runner holds is refused (exit 78)\n"
             "  --on-complete CMD, --on-preempt CMD, --on-failure CMD\n"
             "                     run `sh -c CMD` at the end, with CKPT_RUN, CKPT_STATE,\n"
             "                     CKPT_STEP, CKPT_EXIT set; e.g. --on-preempt 'shutdown -h now'\n\n"
@@ -133,7 +137,8 @@ static void help(const char *cmd)
             "and keeps running; SIGINT and SIGHUP are forwarded to the child.\n\n"
             "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
             "the run completed), 75 stopped with the final checkpoint committed,\n"
-            "74 stopped without it, 64 / 78 / 69 as below.\n";
+            "74 stopped without it or lease lost, 78 also when another runner holds the\n"
+            "lease, 64 / 69 as below.\n";
     else if (strcmp(cmd, "save") == 0)
         h = "ckptrun save [OPTIONS] --step N PATH...\n\n"
             "Commits files and directories as one checkpoint at step N. Items are named\n"
@@ -156,7 +161,8 @@ static void help(const char *cmd)
     else if (strcmp(cmd, "status") == 0)
         h = "ckptrun status [OPTIONS] [--json]\n\n"
             "The run record: state (running, preempted, completed, failed), last update,\n"
-            "host and pid, preemptions, checkpoints, bytes committed, running time, and an\n"
+            "host and pid, the lease (holder, epoch, live/expired/released, last heartbeat,\n"
+            "expiry), preemptions, checkpoints, bytes committed, running time, and an\n"
             "estimate of the work lost to stops (time from the last commit to each stop).\n";
     else if (strcmp(cmd, "verify") == 0)
         h = "ckptrun verify [OPTIONS] [--step N]\n\n"
@@ -182,8 +188,14 @@ static void help(const char *cmd)
             "Also read: --dir, --notice, --metadata-url, --grace, --lead, --interval, as for run.\n";
     else if (strcmp(cmd, "recover") == 0)
         h = "ckptrun recover [OPTIONS] -- COMMAND [ARG...]\n\n"
-            "Cron/systemd entry point: resumes the run unless it is completed or another\n"
-            "live instance holds its lease. Requires --run or CKPT_RUN.\n";
+            "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
+            "the run is completed or another live instance holds its lease (naming it);\n"
+            "otherwise takes the lease and supervises COMMAND exactly as `run` does\n"
+            "(a run that does not exist yet is started). Requires --run or CKPT_RUN.\n"
+            "Takes the options of `run`, and:\n"
+            "  --lease D          lease duration, renewed every D/3 (60s)\n"
+            "See docs/recover.md for crontab, systemd and cloud-init recipes.\n"
+            "Exit: 0 nothing to do, else as `run`; 74 also when the lease was lost.\n";
     if (h)
         printf("%s\n%s\n%s", h, common_help, exit_help);
 }
@@ -392,6 +404,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
                 goto out;
             }
             break;
+        case O_LEASE:
+            if (parse_duration_ms(optarg, &o->lease_ms) != 0 || o->lease_ms < 1000) {
+                log_error("--lease '%s' is not a duration of at least 1s (e.g. 60s)", optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            break;
         case O_KEEP:
             if (parse_u64(optarg, &n) != 0 || n < 1 || n > 1000000) {
                 log_error("--keep '%s' is not a count >= 1", optarg);
@@ -505,6 +524,12 @@ static int resolve(struct opts *o)
         }
     } else if (strcmp(o->cmd, "ls") == 0) {
         o->run = NULL; /* ls without a run lists the runs of the store */
+    } else if (strcmp(o->cmd, "recover") == 0) {
+        /* cron and systemd start us in $HOME or /: a name from the working
+         * directory would silently start a different run */
+        log_error("recover needs the run's name: --run NAME or CKPT_RUN");
+        rc = EXIT_USAGE;
+        goto out;
     } else {
         if (!getcwd(cwd, sizeof cwd) || name_sanitize(basename(cwd), o->run_buf,
                                                        sizeof o->run_buf) != 0) {

@@ -26,6 +26,7 @@ struct record {
     pid_t pid;
     uint64_t seq;     /* event sequence of this process: keys stay unique
                          even for two events in the same millisecond */
+    uint64_t epoch;   /* lease epoch of this runner, written into RUN */
 
     /* Asynchronous writes (record_start_writer): the supervisor's loop must
      * never wait on an object store's latency or retries during a stop.
@@ -109,20 +110,27 @@ int record_start_writer(struct record *r)
     return 0;
 }
 
+void record_drain(struct record *r)
+{
+    if (!r || !r->async)
+        return;
+    /* The final RUN state and exit event must land. */
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thr, NULL);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    r->async = 0;
+    r->stop = 0;
+}
+
 void record_close(struct record *r)
 {
     if (!r)
         return;
-    if (r->async) {
-        /* Drain: the final RUN state and exit event must land. */
-        pthread_mutex_lock(&r->mu);
-        r->stop = 1;
-        pthread_cond_signal(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->thr, NULL);
-        pthread_mutex_destroy(&r->mu);
-        pthread_cond_destroy(&r->cv);
-    }
+    record_drain(r);
     ckpt_store_close(r->st);
     free(r);
 }
@@ -212,6 +220,11 @@ out:
     return st;
 }
 
+void record_set_epoch(struct record *r, uint64_t epoch)
+{
+    r->epoch = epoch;
+}
+
 ckpt_status record_set_state(struct record *r, const char *state, int64_t last_step,
                              uint64_t preemptions, int64_t started_ms)
 {
@@ -228,7 +241,7 @@ ckpt_status record_set_state(struct record *r, const char *state, int64_t last_s
     cJSON_AddNumberToObject(j, "started_ms", (double)started_ms);
     cJSON_AddStringToObject(j, "host", r->host);
     cJSON_AddNumberToObject(j, "pid", (double)r->pid);
-    cJSON_AddNumberToObject(j, "epoch", 0);
+    cJSON_AddNumberToObject(j, "epoch", (double)r->epoch);
     if (last_step >= 0)
         cJSON_AddNumberToObject(j, "last_step", (double)last_step);
     else

@@ -6,7 +6,7 @@
  *   <run>/events/<ms>-<host>-<pid>-<seq>.json   one immutable object per event
  *   <run>/files/<step, 20 digits>.json          "this checkpoint holds files
  *                                               of CKPT_DIR" (restore on start)
- *   <run>/LEASE                    reserved for recovery (not written here)
+ *   <run>/LEASE                    the lease (lease.c, not written here)
  *
  * Nothing that grows is ever rewritten: a long run adds small objects.
  * Not thread-safe: used by one thread (the supervisor's loop, or a command);
@@ -31,6 +31,9 @@ struct ckpt_store;
 ckpt_status record_open(const char *url, const char *run, struct record **out, char *err);
 /* Drains pending writes first. NULL-safe. */
 void record_close(struct record *r);
+/* Wait until every queued write has landed and stop the writer thread;
+ * later writes are synchronous. NULL-safe. */
+void record_drain(struct record *r);
 /* From now on, writes (RUN, events, files marks) are queued to one writer
  * thread and return at once; a failed write is logged. @return 0 or -1. */
 int record_start_writer(struct record *r);
@@ -40,6 +43,9 @@ const char *record_host(struct record *r);
 /* Read <run>/RUN. @return CKPT_OK (*out owned by caller), CKPT_E_NOENT,
  * CKPT_E_CORRUPT (not a JSON object of a known format), store errors. */
 ckpt_status record_read_run(struct record *r, cJSON **out);
+
+/* The lease epoch written into RUN from now on (0 = none). */
+void record_set_epoch(struct record *r, uint64_t epoch);
 
 /* Rewrite <run>/RUN with `state` ("running", "preempted", "completed",
  * "failed"). `last_step` < 0 = none yet. `preemptions` carried by caller. */

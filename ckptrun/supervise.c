@@ -9,10 +9,18 @@
  * exit after SIGTERM; before that, the final checkpoint is requested and
  * awaited. SIGKILL goes to the group at D. So a child that ignores requests
  * is still gone by D, and ckptrun always finishes before the deadline.
+ *
+ * Lease (docs/recover.md): before anything else the supervisor takes the
+ * run's lease, fences HEAD at the new epoch, and hands the epoch to the
+ * child (CKPT_EPOCH) and to its own commit context. A thread renews the
+ * lease every TTL/3; when renewal is refused (another runner took the run)
+ * or cannot succeed before expiry, the loop stops committing, stops the
+ * child and exits 74. A normal end releases the lease.
  */
 #include "ckptrun.h"
 #include "commit.h"
 #include "ctlserver.h"
+#include "lease.h"
 #include "log.h"
 #include "notice_sink.h"
 #include "parse.h"
@@ -88,8 +96,28 @@ void ckptrun_notice_post(enum ckptrun_notice_kind kind, int64_t deadline_ms,
         (void)0; /* counter full: the loop is already woken */
 }
 
+/* The lease renewal thread: the loop must never wait on a store's latency
+ * or retries, and a renewal must not wait on the loop. It owns the lease
+ * while it runs (lease.h: one thread at a time); the loop learns of a loss
+ * through `lost` and a wake-up of the notice eventfd. */
+struct renewer {
+    struct lease *l;
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* on CLOCK_MONOTONIC */
+    int running, stop, lost;
+    int64_t next;             /* mono ms of the next renewal */
+    char why[CKPT_ERR_MAX];
+};
+
 struct sup {
     struct opts *o;
+    enum sup_mode mode;
+    struct lease *lease;
+    struct renewer rn;
+    uint64_t epoch;
+    int lease_lost;           /* stop committing: another runner holds the run */
+    int lease_told;           /* the `lease acquired` event was logged */
     char dir[PATH_MAX];
     struct record *rec;
     struct watch *w;
@@ -183,6 +211,130 @@ static enum channel deliver_request(struct sup *s, const char *reason, int64_t d
     return ch;
 }
 
+/* ---- lease ------------------------------------------------------------- */
+
+static void wake_loop(void)
+{
+    uint64_t one = 1;
+    if (g_nfd >= 0 && write(g_nfd, &one, sizeof one) < 0)
+        (void)0; /* counter full: the loop is already woken */
+}
+
+static void *renew_main(void *arg)
+{
+    struct renewer *r = arg;
+    const int64_t every = (int64_t)lease_ttl_ms(r->l) / 3;
+    char err[CKPT_ERR_MAX];
+
+    pthread_mutex_lock(&r->mu);
+    r->next = mono_ms() + every;
+    while (!r->stop) {
+        int64_t now = mono_ms(), next = r->next;
+        ckpt_status st;
+        if (now < next) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += (next - now) / 1000;
+            ts.tv_nsec += ((next - now) % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&r->mu);
+        err[0] = '\0';
+        st = lease_renew(r->l, err);
+        pthread_mutex_lock(&r->mu);
+        if (st == CKPT_OK) {
+            r->next = mono_ms() + every;
+            continue;
+        }
+        if (st == CKPT_E_FENCED || now_ms() >= lease_expires_ms(r->l)) {
+            /* Refused, or no renewal got through before expiry: another
+             * runner may hold the run now, so ours must stop committing. */
+            if (st == CKPT_E_FENCED)
+                snprintf(r->why, sizeof r->why, "%s",
+                         err[0] ? err : "the lease was taken over by another runner");
+            else
+                snprintf(r->why, sizeof r->why, "it expired before a renewal got through (%s%s%s)",
+                         ckpt_strerror(st), err[0] ? ": " : "", err);
+            r->lost = 1;
+            wake_loop();
+            break;
+        }
+        /* Transient: retry soon, until expiry. */
+        log_msg(LOG_WARN, "lease", "renewal failed (%s%s%s); retrying", ckpt_strerror(st),
+                err[0] ? ": " : "", err);
+        r->next = mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static int renewer_start(struct renewer *r, struct lease *l)
+{
+    pthread_condattr_t ca;
+    int rc = -1;
+
+    r->l = l;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&r->thr, NULL, renew_main, r) != 0) {
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
+        goto out;
+    }
+    r->running = 1;
+    rc = 0;
+out:
+    return rc;
+}
+
+static void renewer_stop(struct renewer *r)
+{
+    if (!r->running)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thr, NULL);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    r->running = 0;
+}
+
+/* Renew now: a commit was refused as fenced, which a takeover does -- but
+ * so does a `ckptrun gc` rewriting HEAD. The renewal tells them apart:
+ * refused means the lease is gone. */
+static void renewer_kick(struct renewer *r)
+{
+    if (!r->running)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->next = 0;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int renewer_lost(struct renewer *r, char *why, size_t n)
+{
+    int lost = 0;
+    if (!r->running)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    lost = r->lost;
+    if (lost)
+        snprintf(why, n, "%s", r->why);
+    pthread_mutex_unlock(&r->mu);
+    return lost;
+}
+
 static void signal_group(struct sup *s, int sig)
 {
     if (s->pgid > 0 && kill(-s->pgid, sig) != 0 && errno != ESRCH)
@@ -229,6 +381,36 @@ static void enter_term(struct sup *s)
         event(s, LOG_INFO, "terminate", f, 0);
         signal_group(s, SIGTERM);
     }
+}
+
+/* The run now belongs to another runner: commit nothing more (fencing
+ * refuses it anyway), leave its record alone, stop the child now. */
+static void lease_lost(struct sup *s, const char *why)
+{
+    cJSON *f;
+
+    if (s->lease_lost)
+        return;
+    s->lease_lost = 1;
+    log_msg(LOG_ERROR, "lease", "lease on run %s (epoch %" PRIu64 ") lost: %s; committing "
+            "nothing more, stopping the child, exit %d",
+            s->o->run, s->epoch, why, EXIT_STOPPED_LOST);
+    if ((f = fields())) {
+        cJSON_AddStringToObject(f, "action", "lost");
+        cJSON_AddNumberToObject(f, "epoch", (double)s->epoch);
+        cJSON_AddStringToObject(f, "detail", why);
+    }
+    event(s, LOG_DEBUG, "lease", f, 1);
+    if (s->w)
+        watch_pause(s->w);
+    if (s->phase == P_RUN) {
+        s->t0 = mono_ms();
+        s->deadline = s->t0 + (int64_t)s->o->grace_ms;
+        s->stop_reason = "lease-lost";
+    } else if (s->deadline > mono_ms() + (int64_t)s->o->grace_ms) {
+        s->deadline = mono_ms() + (int64_t)s->o->grace_ms;
+    }
+    enter_term(s);
 }
 
 /* ---- stop ---------------------------------------------------------------- */
@@ -337,7 +519,8 @@ static char **child_env(struct sup *s, const char *preload)
 {
     static const char *const ours[] = { "CKPT_SOCKET=", "CKPT_DIR=", "CKPT_STORE=", "CKPT_RUN=",
                                         "CKPT_SIGNAL=", "CKPT_RESUMED=", "CKPT_STEP=",
-                                        "CKPT_CODEC=", "CKPT_KEEP=", "LD_PRELOAD=", NULL };
+                                        "CKPT_CODEC=", "CKPT_KEEP=", "LD_PRELOAD=",
+                                        "CKPT_EPOCH=", NULL };
     size_t n = 0, k = 0;
     char **env, buf[PATH_MAX + 64];
 
@@ -372,6 +555,8 @@ static char **child_env(struct sup *s, const char *preload)
     if (s->o->codec_str)
         ADD("CKPT_CODEC=%s", s->o->codec_str);
     ADD("CKPT_KEEP=%u", s->o->keep);
+    if (s->epoch)
+        ADD("CKPT_EPOCH=%" PRIu64, s->epoch); /* the child's commits carry our lease epoch */
     if (preload) {
         const char *old = getenv("LD_PRELOAD");
         ADD("LD_PRELOAD=%s%s%s", preload, old && *old ? ":" : "", old && *old ? old : "");
@@ -586,6 +771,8 @@ static void on_ctl(void *user, const struct ctl_event *ev)
             cJSON_AddStringToObject(f, "detail", ev->detail);
         }
         event(s, LOG_WARN, "commit-failed", f, 1);
+        if (ev->error && strcmp(ev->error, ckpt_strerror(CKPT_E_FENCED)) == 0)
+            renewer_kick(&s->rn); /* a takeover? the renewal says */
         if (s->phase != P_RUN && s->via == CH_SOCKET &&
             (s->saw_saving ? ev->step == s->await_step : !s->ever_saving)) {
             final_result(s, 0);
@@ -622,6 +809,8 @@ static void on_result(struct sup *s, struct watch_result *r)
             cJSON_AddStringToObject(f, "detail", r->res.detail);
         }
         event(s, LOG_WARN, "commit-failed", f, 1);
+        if (r->res.st == CKPT_E_FENCED)
+            renewer_kick(&s->rn); /* a takeover? the renewal says */
     }
     /* A signal-aware trainer's answer to the stop request: an entry written
      * (last changed) after the request; one that was only settling then is
@@ -892,12 +1081,126 @@ static int loop_done(struct sup *s)
     return s->phase != P_RUN && mono_ms() >= s->deadline;
 }
 
+static const char *fmt_ms(int64_t ms, char *buf, size_t n)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms <= 0 || !gmtime_r(&t, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, n, "never");
+    return buf;
+}
+
+/* recover: a completed run needs nothing (one GET). @return 1 when the
+ * caller must exit with *rc, 0 to go on. */
+static int check_completed(struct sup *s, int *rc)
+{
+    cJSON *run = NULL;
+    ckpt_status st = record_read_run(s->rec, &run);
+    const cJSON *state, *step;
+    char t[40];
+    int done = 0;
+
+    if (st == CKPT_OK) {
+        state = cJSON_GetObjectItemCaseSensitive(run, "state");
+        step = cJSON_GetObjectItemCaseSensitive(run, "last_step");
+        if (cJSON_IsString(state) && strcmp(state->valuestring, "completed") == 0) {
+            char sb[32] = "none";
+            if (cJSON_IsNumber(step))
+                snprintf(sb, sizeof sb, "%.0f", step->valuedouble);
+            log_msg(LOG_INFO, "recover", "run %s is completed (last step %s, at %s): nothing "
+                    "to do", s->o->run, sb,
+                    fmt_ms((int64_t)cJSON_GetNumberValue(
+                               cJSON_GetObjectItemCaseSensitive(run, "updated_ms")), t, sizeof t));
+            *rc = 0;
+            done = 1;
+        }
+    } else if (st != CKPT_E_NOENT && st != CKPT_E_CORRUPT) {
+        /* NOENT: a new run, started below; CORRUPT: the lease decides */
+        log_error("cannot read the run record of %s in %s: %s", s->o->run, s->o->store,
+                  ckpt_strerror(st));
+        *rc = exit_code_for_status(st);
+        done = 1;
+    }
+    cJSON_Delete(run);
+    return done;
+}
+
+/* Take the run's lease. @return 1 when the caller must exit with *rc (held
+ * elsewhere: recover 0, run EXIT_LEASE_HELD; store errors), 0 when held. */
+static int take_lease(struct sup *s, int *rc)
+{
+    struct lease_info other;
+    char err[CKPT_ERR_MAX] = "", hb[40], ex[40], desc[700];
+    int64_t now;
+    ckpt_status st;
+    int stop = 1;
+
+    if (lease_open(record_store(s->rec), s->o->run, s->o->lease_ms, &s->lease) != CKPT_OK) {
+        log_error("out of memory");
+        *rc = EXIT_CONFIG;
+        goto out;
+    }
+    st = lease_acquire(s->lease, &other, err);
+    if (st == CKPT_E_EXISTS || st == CKPT_E_PRECONDITION) {
+        now = now_ms();
+        if (other.holder[0])
+            snprintf(desc, sizeof desc, "held by %s (epoch %" PRIu64 "), last heartbeat %s "
+                     "(%llds ago), expires %s", other.holder, other.epoch,
+                     fmt_ms(other.heartbeat_ms, hb, sizeof hb),
+                     (long long)((now - other.heartbeat_ms) / 1000),
+                     fmt_ms(other.expires_ms, ex, sizeof ex));
+        else
+            snprintf(desc, sizeof desc, "taken by another runner just now");
+        if (s->mode == SUP_RECOVER) {
+            log_msg(LOG_INFO, "recover", "run %s is %s: nothing to do", s->o->run, desc);
+            *rc = 0;
+        } else {
+            log_error("run %s is %s: refusing to start a second runner; stop that one, wait "
+                      "for its lease to expire, or use `ckptrun recover`", s->o->run, desc);
+            *rc = EXIT_LEASE_HELD;
+        }
+        goto out;
+    }
+    if (st != CKPT_OK) {
+        log_error("cannot take the lease of run %s in %s: %s%s%s", s->o->run, s->o->store,
+                  ckpt_strerror(st), err[0] ? ": " : "", err);
+        *rc = exit_code_for_status(st);
+        goto out;
+    }
+    s->epoch = lease_epoch(s->lease);
+    stop = 0;
+out:
+    return stop;
+}
+
+/* Rewrite HEAD at our epoch so that the previous holder, should it still
+ * be alive (frozen, partitioned), can no longer commit. */
+static int fence_run(struct sup *s, struct ckpt_ctx *ctx, int *rc)
+{
+    ckpt_status st = CKPT_E_PRECONDITION;
+
+    /* HEAD changing under us: a stale writer's last commit; try again */
+    for (int i = 0; i < 5 && st == CKPT_E_PRECONDITION; i++)
+        st = ckpt_fence(ctx, s->epoch);
+    if (st != CKPT_OK) {
+        log_error("cannot fence run %s at epoch %" PRIu64 ": %s %s", s->o->run, s->epoch,
+                  ckpt_strerror(st), ckpt_errmsg(ctx));
+        *rc = exit_code_for_status(st);
+    }
+    return st != CKPT_OK;
+}
+
 int cmd_run(struct opts *o)
+{
+    return supervise(o, SUP_RUN);
+}
+
+int supervise(struct opts *o, enum sup_mode mode)
 {
     struct sup sv, *s = &sv;
     struct ckpt_ctx *ctx = NULL;
     struct ckpt_config cfg;
-    char err[CKPT_ERR_MAX] = "", preload[PATH_MAX];
+    char err[CKPT_ERR_MAX] = "", preload[PATH_MAX], why[CKPT_ERR_MAX];
     char **env = NULL;
     cJSON *prev = NULL, *f;
     ckpt_status st;
@@ -906,6 +1209,7 @@ int cmd_run(struct opts *o)
 
     memset(s, 0, sizeof *s);
     s->o = o;
+    s->mode = mode;
     s->sfd = s->tfd = -1;
     s->last_step = -1;
     s->watch_due = -1;
@@ -945,6 +1249,23 @@ int cmd_run(struct opts *o)
     if (getpid() != 1)
         prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphans of the job come to us */
 
+    st = record_open(o->store, o->run, &s->rec, err);
+    if (st != CKPT_OK) {
+        log_error("cannot open store %s: %s%s%s", o->store, ckpt_strerror(st), err[0] ? ": " : "",
+                  err);
+        rc = exit_code_for_status(st);
+        goto out;
+    }
+    /* recover with nothing to do costs a GET of RUN and one of LEASE, and
+     * touches nothing (not even CKPT_DIR): it runs every minute. */
+    if (mode == SUP_RECOVER && check_completed(s, &rc))
+        goto out;
+    if (take_lease(s, &rc))
+        goto out;
+    /* The run may have completed between our look and the lease. */
+    if (mode == SUP_RECOVER && check_completed(s, &rc))
+        goto out;
+    record_set_epoch(s->rec, s->epoch);
     if (mkdir_owner(o->dir) != 0 || access(o->dir, W_OK | X_OK) != 0) {
         log_error("checkpoint directory %s is not usable: %s", o->dir, strerror(errno));
         rc = EXIT_CONFIG;
@@ -955,18 +1276,20 @@ int cmd_run(struct opts *o)
         rc = EXIT_CONFIG;
         goto out;
     }
-    st = record_open(o->store, o->run, &s->rec, err);
-    if (st != CKPT_OK) {
-        log_error("cannot open store %s: %s%s%s", o->store, ckpt_strerror(st), err[0] ? ": " : "",
-                  err);
-        rc = exit_code_for_status(st);
-        goto out;
-    }
     opts_to_config(o, &cfg);
+    cfg.epoch = s->epoch; /* our own commits carry the epoch too */
     st = ckpt_open(&cfg, &ctx);
     if (st != CKPT_OK) {
         log_error("cannot open store %s (run %s): %s", o->store, o->run, ckpt_strerror(st));
         rc = exit_code_for_status(st);
+        goto out;
+    }
+    if (fence_run(s, ctx, &rc))
+        goto out;
+    /* Renew from now on: a restore or a long start must not let it lapse. */
+    if (renewer_start(&s->rn, s->lease) != 0) {
+        log_error("cannot start the lease renewal thread");
+        rc = EXIT_CONFIG;
         goto out;
     }
     if ((rc = restore_latest(s, ctx)) != 0)
@@ -976,6 +1299,14 @@ int cmd_run(struct opts *o)
         rc = EXIT_CONFIG;
         goto out;
     }
+    if ((f = fields())) {
+        cJSON_AddStringToObject(f, "action", "acquired");
+        cJSON_AddStringToObject(f, "holder", lease_holder(s->lease));
+        cJSON_AddNumberToObject(f, "epoch", (double)s->epoch);
+        cJSON_AddNumberToObject(f, "ttl_ms", (double)lease_ttl_ms(s->lease));
+    }
+    event(s, LOG_INFO, "lease", f, 1);
+    s->lease_told = 1;
     if (record_read_run(s->rec, &prev) == CKPT_OK)
         s->preemptions = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
     if (watch_open(&s->w, s->dir, o->marker, o->settle_ms, ctx) != 0) {
@@ -1075,6 +1406,8 @@ int cmd_run(struct opts *o)
                 handle_notice(s, list);
                 list = nx;
             }
+            if (renewer_lost(&s->rn, why, sizeof why))
+                lease_lost(s, why);
         }
         ctl_handle(s->ctl, pf + nbase, n - nbase, on_ctl, s);
         if (pf[1].revents)
@@ -1082,7 +1415,13 @@ int cmd_run(struct opts *o)
     }
 
     /* Outcome. */
-    if (s->phase >= P_TERM) {
+    if (!s->lease_lost && renewer_lost(&s->rn, why, sizeof why))
+        lease_lost(s, why);
+    if (s->lease_lost) {
+        /* Whatever the child did, the run is another runner's now. */
+        rc = EXIT_STOPPED_LOST;
+        state = "lost";
+    } else if (s->phase >= P_TERM) {
         if (!s->final_done)
             final_result(s, s->via == CH_NONE && !s->failed_since_stop && !watch_busy(s->w) &&
                                 s->last_step >= 0);
@@ -1105,11 +1444,29 @@ int cmd_run(struct opts *o)
             cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
     }
     event(s, LOG_INFO, "exit", f, 1);
-    set_state(s, state);
+    if (!s->lease_lost)
+        set_state(s, state); /* RUN is the new holder's to write */
 out:
     finish_acks(s);
-    /* The record lands before hooks run: a hook may read it (ckptrun
-     * status) or power the machine off. */
+    renewer_stop(&s->rn);
+    /* The record lands before the lease is released (a recover that takes
+     * it over must see `completed`), and both before hooks run: a hook may
+     * read the record (ckptrun status) or power the machine off. */
+    record_drain(s->rec);
+    if (s->epoch && !s->lease_lost) {
+        st = lease_release(s->lease, err);
+        if (st != CKPT_OK)
+            log_msg(LOG_WARN, "lease", "cannot release the lease of run %s (it expires by "
+                    "itself): %s %s", o->run, ckpt_strerror(st), err);
+        if ((f = fields())) {
+            cJSON_AddStringToObject(f, "action", st == CKPT_OK ? "released" : "release-failed");
+            cJSON_AddNumberToObject(f, "epoch", (double)s->epoch);
+        }
+        /* a start that failed early says only why it failed */
+        event(s, s->lease_told ? LOG_INFO : LOG_DEBUG, "lease", f, s->lease_told);
+    }
+    lease_close(s->lease);
+    s->lease = NULL;
     record_close(s->rec);
     s->rec = NULL;
     if (started) {

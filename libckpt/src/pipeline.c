@@ -613,6 +613,18 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
             have_lock = 1;
         }
     }
+    /* A writer with a lease epoch refuses to commit over a HEAD fenced at a
+     * newer one: another runner holds the lease now. (HEAD's etag alone
+     * refuses only the first save after the fence, since a refused save
+     * reloads the run.) Writers without an epoch (libckpt alone) hold no
+     * lease and are not checked. */
+    if (ctx->epoch && ctx->have_head && ctx->head.epoch > ctx->epoch) {
+        snprintf(err, sizeof err, "run %s was fenced at epoch %" PRIu64 " (this writer has "
+                 "epoch %" PRIu64 "): another runner holds its lease; this save is refused",
+                 ctx->run, ctx->head.epoch, ctx->epoch);
+        st = CKPT_E_FENCED;
+        goto out;
+    }
     /* 2. manifest */
     gethostname(host, sizeof host - 1);
     snprintf(line, sizeof line, "%s:%d", host, (int)getpid());

@@ -98,6 +98,51 @@ static void test_race(void **state)
     }
 }
 
+/* A store without conditional writes (s3rver): the file store with its
+ * conditions switched off. */
+static struct ckpt_store_ops g_weak_ops;
+static int no_conditional(struct ckpt_store *st) { (void)st; return 0; }
+
+static struct ckpt_store *weak_store(void)
+{
+    struct ckpt_store *st = store();
+    g_weak_ops = *st->ops;
+    g_weak_ops.has_conditional = no_conditional;
+    st->ops = &g_weak_ops;
+    return st;
+}
+
+/* Weak mode: a runner whose lease was taken over notices at its next
+ * renewal instead of overwriting the new holder's lease, and its release
+ * leaves the new holder's lease alone. */
+static void test_weak_takeover(void **state)
+{
+    struct ckpt_store *st = weak_store();
+    struct lease *a, *b;
+    struct lease_info other, li;
+    char err[CKPT_ERR_MAX];
+    (void)state;
+    assert_int_equal(lease_open(st, "w", 300, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "w", 300, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
+    usleep((300 + LEASE_SKEW_MS + 200) * 1000);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    assert_int_equal(lease_epoch(b), 2);
+    assert_int_equal(lease_renew(a, err), CKPT_E_FENCED);
+    assert_int_equal(lease_release(a, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "w", &li, NULL, err), CKPT_OK);
+    assert_string_equal(li.holder, lease_holder(b));
+    assert_false(li.released);
+    assert_int_equal(lease_renew(b, err), CKPT_OK);
+    assert_int_equal(lease_release(b, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "w", &li, NULL, err), CKPT_OK);
+    assert_true(li.released);
+    lease_close(a);
+    lease_close(b);
+    ckpt_store_close(st);
+}
+
 /* After a fence, a writer that read HEAD before cannot commit. */
 static void test_fence(void **state)
 {
@@ -153,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_damaged_lease),
         cmocka_unit_test(test_race),
         cmocka_unit_test(test_fence),
+        cmocka_unit_test(test_weak_takeover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -418,6 +418,39 @@ static void test_fencing(void **state)
     ckpt_close(b);
 }
 
+/* A writer with a lease epoch cannot commit over a HEAD fenced at a newer
+ * epoch (ckpt_fence by the lease's new holder): not at once (HEAD's etag)
+ * and not after it re-read the run either (the epoch check). */
+static void test_fence_epoch(void **state)
+{
+    uint32_t x = 1, y = 2;
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *a = NULL, *b = NULL;
+    (void)state;
+    cfg.store = g_url;
+    cfg.run = "fence-epoch";
+    cfg.no_control = 1;
+    cfg.epoch = 1;
+    assert_int_equal(ckpt_open(&cfg, &a), CKPT_OK);
+    cfg.epoch = 2;
+    assert_int_equal(ckpt_open(&cfg, &b), CKPT_OK);
+    ckpt_protect(a, "x", &x, 4);
+    ckpt_protect(b, "x", &y, 4);
+    assert_int_equal(ckpt_save(a, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(a), CKPT_OK);
+    assert_int_equal(ckpt_fence(b, 2), CKPT_OK);
+    assert_int_equal(ckpt_save(a, 2), CKPT_OK);
+    assert_int_equal(ckpt_wait(a), CKPT_E_FENCED);
+    assert_int_equal(ckpt_save(a, 3), CKPT_OK);
+    assert_int_equal(ckpt_wait(a), CKPT_E_FENCED);
+    assert_non_null(strstr(ckpt_errmsg(a), "epoch"));
+    /* the holder commits */
+    assert_int_equal(ckpt_save(b, 4), CKPT_OK);
+    assert_int_equal(ckpt_wait(b), CKPT_OK);
+    ckpt_close(a);
+    ckpt_close(b);
+}
+
 static void test_bad_stores(void **state)
 {
     struct ckpt_config cfg = CKPT_CONFIG_INIT;
@@ -478,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_files_and_restore_dir),
         cmocka_unit_test(test_staging_cap_and_busy),
         cmocka_unit_test(test_fencing),
+        cmocka_unit_test(test_fence_epoch),
         cmocka_unit_test(test_bad_stores),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

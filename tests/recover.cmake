@@ -1,0 +1,19 @@
+# tests/recover.cmake -- `ckptrun recover`, leases and fencing (issue 6);
+# include()d from tests/CMakeLists.txt.
+#   unit:        test_lease (tests/CMakeLists.txt) -- ckptrun/lease.c alone
+#   integration: recover_integration -- tests/integration/test_recover.py
+#                drives the real ckptrun and c_trainer: races of `recover`,
+#                SIGKILL and SIGSTOP of a runner, and a preemption by a mock
+#                metadata notice resumed by a cron-like loop, on file:// and
+#                (S3 builds) tests/tools/mock_s3.py. Loopback only.
+if(NOT TARGET ckptrun OR NOT TARGET c_trainer)
+  return()
+endif()
+find_program(CKPT_RECOVER_PY NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT CKPT_RECOVER_PY)
+  return()
+endif()
+add_test(NAME recover_integration
+  COMMAND ${CKPT_RECOVER_PY} ${CMAKE_CURRENT_LIST_DIR}/integration/test_recover.py)
+set_tests_properties(recover_integration PROPERTIES LABELS integration TIMEOUT 400
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
