@@ -8,8 +8,9 @@
 #    and exits 75, "preempted, resumable";
 # 3. resumed under ckptrun, then killed with SIGKILL (a reclaimed instance
 #    that gives no warning at all);
-# 4. resumed again, on "a new machine" (fresh HOME and CKPT_DIR, same store),
-#    to completion;
+# 4. "a new machine" (fresh HOME and CKPT_DIR, same store) runs
+#    `ckptrun recover` every second, as cron would: it waits for the dead
+#    runner's lease to expire, takes it over and trains to completion;
 # 5. the final parameters are byte-identical to the reference.
 set -euo pipefail
 build=${1:-build}
@@ -37,17 +38,23 @@ echo "ckptrun exited $rc (75 = preempted, final checkpoint committed, resumable)
 "$bin/ckptrun" ls --run ckpt-demo
 
 say "3. resumed under ckptrun, then killed with SIGKILL (no warning at all)"
-(cd "$out" && exec "$bin/ckptrun" --run ckpt-demo -- "${trainer[@]}" --out "$out/demo.bin") &
+(cd "$out" && exec "$bin/ckptrun" --run ckpt-demo --lease 4s -- "${trainer[@]}" --out "$out/demo.bin") &
 pid=$!
 sleep 1.5
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 echo "ckptrun and its trainer were SIGKILLed (the trainer dies with its supervisor)"
 
-say "4. a new machine: fresh HOME and CKPT_DIR, same store; runs to the end"
+say "4. a new machine (fresh HOME and CKPT_DIR, same store): 'ckptrun recover' every second, as cron would"
 mkdir -p "$out/newhome"
-(cd "$out" && HOME="$out/newhome" CKPT_DIR="$out/newhome/checkpoints" \
-  "$bin/ckptrun" --run ckpt-demo -- "${trainer[@]}" --out "$out/demo.bin")
+for i in $(seq 30); do
+  (cd "$out" && HOME="$out/newhome" CKPT_DIR="$out/newhome/checkpoints" \
+    "$bin/ckptrun" recover --run ckpt-demo --lease 4s -- "${trainer[@]}" --out "$out/demo.bin") || true
+  [[ -f "$out/demo.bin" ]] && break
+  sleep 1
+done
+echo "and once more, as the next cron tick would:"
+"$bin/ckptrun" recover --run ckpt-demo -- false
 "$bin/ckptrun" status --run ckpt-demo | head -20
 
 say "5. compare with the uninterrupted run"
