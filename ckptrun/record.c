@@ -330,7 +330,7 @@ static ckpt_status list_keys(struct record *r, const char *prefix, struct keys *
     ckpt_status st = r->st->ops->list(r->st, prefix, keys_cb, k, err);
     if (st == CKPT_OK && k->oom)
         st = CKPT_E_NOMEM;
-    if (st == CKPT_OK)
+    if (st == CKPT_OK && k->n) /* qsort's base must not be NULL, even for 0 */
         qsort(k->v, k->n, sizeof *k->v, cmp_str);
     return st;
 }
@@ -467,7 +467,8 @@ ckpt_status record_list_runs(struct ckpt_store *st, void (*fn)(void *user, const
     if (s == CKPT_OK && rc.k.oom)
         s = CKPT_E_NOMEM;
     if (s == CKPT_OK) {
-        qsort(rc.k.v, rc.k.n, sizeof *rc.k.v, cmp_str);
+        if (rc.k.n)
+            qsort(rc.k.v, rc.k.n, sizeof *rc.k.v, cmp_str);
         for (size_t i = 0; i < rc.k.n; i++)
             fn(user, rc.k.v[i]);
     }

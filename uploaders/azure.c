@@ -177,7 +177,8 @@ char *ckpt_az_string_to_sign(const char *account, const char *method,
         xs[nx].k = k;
         xs[nx++].v = (char *)h[i].value;
     }
-    qsort(xs, nx, sizeof(*xs), kvcmp);
+    if (nx)
+        qsort(xs, nx, sizeof(*xs), kvcmp);
     for (i = 0; i < nx; i++) {
         sb_put(&b, xs[i].k);
         sb_put(&b, ":");
