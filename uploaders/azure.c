@@ -618,17 +618,12 @@ static ckpt_status az_put(struct ckpt_store *st_, const char *key, const void *b
     memset(&resp, 0, sizeof(resp));
     if (!opts)
         opts = &plain;
-    st = key_check(key, err);
+    st = ckpt_store_prefixed_key(a->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
     if (opts->cond == CKPT_PUT_IF_MATCH && (!opts->if_match || !*opts->if_match)) {
         st = CKPT_E_INVAL;
         seterr(err, "If-Match put without an etag");
-        goto out;
-    }
-    fk = full_key(a, key);
-    if (!fk) {
-        st = CKPT_E_NOMEM;
         goto out;
     }
     if (len > a->block_min) {
@@ -664,14 +659,9 @@ static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_le
     memset(&resp, 0, sizeof(resp));
     *buf_out = NULL;
     *len_out = 0;
-    st = key_check(key, err);
+    st = ckpt_store_prefixed_key(a->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
-    fk = full_key(a, key);
-    if (!fk) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
     {
         struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1, 1, NULL };
         st = az_call(a, &rq, &resp, err);
@@ -685,17 +675,7 @@ static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_le
     }
     if (etag_out && !ckpt_http_header(&resp, "ETag", etag_out, CKPT_ETAG_MAX))
         etag_out[0] = '\0';
-    if (!resp.body) {
-        resp.body = malloc(1);
-        if (!resp.body) {
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
-        resp.body[0] = '\0';
-    }
-    *buf_out = resp.body;
-    *len_out = resp.len;
-    resp.body = NULL;
+    st = ckpt_http_resp_take_body(&resp, buf_out, len_out);
 out:
     ckpt_http_resp_free(&resp);
     free(fk);
@@ -711,14 +691,9 @@ static ckpt_status az_head(struct ckpt_store *st_, const char *key, uint64_t *si
     char *fk = NULL, cl[64];
 
     memset(&resp, 0, sizeof(resp));
-    st = key_check(key, err);
+    st = ckpt_store_prefixed_key(a->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
-    fk = full_key(a, key);
-    if (!fk) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
     {
         struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
         st = az_call(a, &rq, &resp, err);

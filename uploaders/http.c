@@ -427,3 +427,19 @@ int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,
 out:
     return found;
 }
+
+ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
+                                     size_t *len_out)
+{
+    if (!resp->body) {
+        resp->body = malloc(1);
+        if (!resp->body)
+            return CKPT_E_NOMEM;
+        resp->body[0] = '\0';
+        resp->len = 0;
+    }
+    *buf_out = resp->body;
+    *len_out = resp->len;
+    resp->body = NULL;
+    return CKPT_OK;
+}

@@ -70,6 +70,10 @@ void ckpt_http_free(struct ckpt_http *h);
 ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
                          struct ckpt_http_resp *resp);
 void ckpt_http_resp_free(struct ckpt_http_resp *resp);
+/* Hand the body to the caller (malloc'd, NUL-terminated; an empty body is
+ * "", never NULL) and clear it from resp. @return CKPT_OK or CKPT_E_NOMEM. */
+ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
+                                     size_t *len_out);
 
 /* Copy the value of response header `name` (case-insensitive, first one,
  * trimmed) into out. @return 1 if found (and it fit), else 0. */

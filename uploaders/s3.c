@@ -871,17 +871,12 @@ static ckpt_status s3_put(struct ckpt_store *st_, const char *key, const void *b
     memset(&resp, 0, sizeof(resp));
     if (!opts)
         opts = &plain;
-    st = key_check(key, err);
+    st = ckpt_store_prefixed_key(s->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
     if (opts->cond == CKPT_PUT_IF_MATCH && (!opts->if_match || !*opts->if_match)) {
         st = CKPT_E_INVAL;
         seterr(err, "If-Match put without an etag");
-        goto out;
-    }
-    fk = full_key(s, key);
-    if (!fk) {
-        st = CKPT_E_NOMEM;
         goto out;
     }
     if (len > s->mp_min) {
@@ -919,14 +914,9 @@ static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_le
     memset(&resp, 0, sizeof(resp));
     *buf_out = NULL;
     *len_out = 0;
-    st = key_check(key, err);
+    st = ckpt_store_prefixed_key(s->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
-    fk = full_key(s, key);
-    if (!fk) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
     {
         /* Error replies are small; a body bigger than max_len is refused
          * rather than buffered. */
@@ -942,17 +932,7 @@ static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_le
         goto out;
     }
     etag_from(s, &resp, etag_out);
-    if (!resp.body) {
-        resp.body = malloc(1);
-        if (!resp.body) {
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
-        resp.body[0] = '\0';
-    }
-    *buf_out = resp.body;
-    *len_out = resp.len;
-    resp.body = NULL;
+    st = ckpt_http_resp_take_body(&resp, buf_out, len_out);
 out:
     ckpt_http_resp_free(&resp);
     free(fk);
@@ -968,14 +948,9 @@ static ckpt_status s3_head(struct ckpt_store *st_, const char *key, uint64_t *si
     char *fk = NULL, cl[64];
 
     memset(&resp, 0, sizeof(resp));
-    st = key_check(key, err);
+    st = ckpt_store_prefixed_key(s->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
-    fk = full_key(s, key);
-    if (!fk) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
     {
         struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
         st = s3_call(s, &rq, &resp, err);

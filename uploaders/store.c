@@ -36,6 +36,25 @@ int ckpt_key_valid(const char *key)
     return ckpt_path_valid(key, 1024, NULL);
 }
 
+ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **out, char *err)
+{
+    size_t pl, kl;
+    *out = NULL;
+    if (!key || !ckpt_key_valid(key)) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "invalid key");
+        return CKPT_E_INVAL;
+    }
+    pl = prefix ? strlen(prefix) : 0;
+    kl = strlen(key);
+    *out = malloc(pl + kl + 1);
+    if (!*out)
+        return CKPT_E_NOMEM;
+    memcpy(*out, prefix ? prefix : "", pl);
+    memcpy(*out + pl, key, kl + 1);
+    return CKPT_OK;
+}
+
 char *ckpt_store_default_url(char *buf, size_t len)
 {
     const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");

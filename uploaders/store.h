@@ -145,6 +145,9 @@ int ckpt_key_valid(const char *key);
 /* A relative '/'-separated path of at most `max` bytes of [A-Za-z0-9._-]
  * plus the characters in `extra`, without empty, "." or ".." segments. */
 int ckpt_path_valid(const char *p, size_t max, const char *extra);
+/* Validate `key` and return prefix+key, malloc'd, in *out (caller frees).
+ * @return CKPT_OK, CKPT_E_INVAL (invalid key, detail in err), CKPT_E_NOMEM. */
+ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **out, char *err);
 
 /* Backend constructors (each in its own file). */
 ckpt_status ckpt_store_file_open(const char *path, const struct ckpt_store_config *cfg,

@@ -1,29 +1,11 @@
 /* test_cuda.c -- device regions end to end on the file store. Needs a GPU:
  * without one it prints why and exits 77 (ctest SKIP_RETURN_CODE). */
 #include <cuda_runtime_api.h>
+#define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "internal.h"
 
 #define CU(call) assert_int_equal((int)(call), (int)cudaSuccess)
-
-static char *g_dir;
-static char g_url[700];
-
-static int setup(void **state)
-{
-    (void)state;
-    g_dir = test_tmpdir();
-    snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_rmrf(g_dir);
-    free(g_dir);
-    return 0;
-}
 
 static struct ckpt_ctx *open_run(const char *run, size_t chunk, size_t pinned, ckpt_codec codec)
 {
@@ -271,11 +253,11 @@ static void test_current_device_kept(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_size_mismatch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_damage_falls_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_current_device_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip, store_setup, store_teardown),
+        cmocka_unit_test_setup_teardown(test_not_device, store_setup, store_teardown),
+        cmocka_unit_test_setup_teardown(test_size_mismatch, store_setup, store_teardown),
+        cmocka_unit_test_setup_teardown(test_damage_falls_back, store_setup, store_teardown),
+        cmocka_unit_test_setup_teardown(test_current_device_kept, store_setup, store_teardown),
     };
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);

@@ -6,11 +6,10 @@
  * slot before its copy completed, or snapshotting before earlier application
  * work finished, gives wrong bytes here. test_cuda.c covers a real GPU. */
 #include <dlfcn.h>
+#define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "internal.h"
 
-static char *g_dir;
-static char g_url[700];
 
 static void *(*dev_alloc)(size_t);
 static void (*dev_free)(void *);
@@ -18,22 +17,6 @@ static void (*app_write)(void *, int, size_t);
 static void (*fail_copy_after)(long);
 static void (*clear_error)(void);
 static void (*stats)(long *, long *);
-
-static int setup(void **state)
-{
-    (void)state;
-    g_dir = test_tmpdir();
-    snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_rmrf(g_dir);
-    free(g_dir);
-    return 0;
-}
 
 static struct ckpt_ctx *open_run(const char *run, size_t chunk, size_t pinned, size_t cap)
 {
@@ -188,8 +171,8 @@ static void test_fake_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_fake_roundtrip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fake_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_roundtrip, store_setup, store_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_errors, store_setup, store_teardown),
     };
     const char *path = getenv("CKPT_CUDA_RUNTIME");
     void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;

@@ -1,27 +1,9 @@
 /* test_save_restore.c -- the library end to end on the file store. */
 #include <sys/mount.h>
 #include <sys/stat.h>
+#define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "internal.h"
-
-static char *g_dir;
-static char g_url[700];
-
-static int setup(void **state)
-{
-    (void)state;
-    g_dir = test_tmpdir();
-    snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_rmrf(g_dir);
-    free(g_dir);
-    return 0;
-}
 
 static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)
 {
@@ -514,5 +496,5 @@ int main(void)
         cmocka_unit_test(test_fence_epoch),
         cmocka_unit_test(test_bad_stores),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, store_setup, store_teardown);
 }

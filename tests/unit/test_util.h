@@ -45,4 +45,26 @@ static inline void test_fill_weights(float *w, size_t n, uint64_t seed)
         w[i] = acc * 0.05f;
     }
 }
+#ifdef TEST_STORE_FIXTURE
+/* One private directory per test group with a file:// store at <dir>/store:
+ * cmocka_run_group_tests(tests, store_setup, store_teardown). */
+static char *g_dir;
+static char g_url[700];
+
+static int store_setup(void **state)
+{
+    (void)state;
+    g_dir = test_tmpdir();
+    snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
+    return 0;
+}
+
+static int store_teardown(void **state)
+{
+    (void)state;
+    test_rmrf(g_dir);
+    free(g_dir);
+    return 0;
+}
+#endif
 #endif
