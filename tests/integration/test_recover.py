@@ -281,6 +281,11 @@ class RecoverTest(unittest.TestCase):
             except subprocess.TimeoutExpired:
                 taker = p
         self.assertIsNotNone(taker, "nobody took over")
+        # a slow start (sanitizers) may not have logged the lease yet
+        for _ in range(200):
+            if re.search(r"lease action=acquired .*epoch=2", taker.stderr()):
+                break
+            time.sleep(0.1)
         self.assertRegex(taker.stderr(), r"lease action=acquired .*epoch=2")
         time.sleep(1)  # B is committing now
         # A's child wakes first and tries to commit (every 10 steps of 20 ms):
