@@ -71,12 +71,12 @@ struct vjob {
     size_t *bad;
 };
 
-static void vjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws, uint8_t *scratch)
+static void vjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     struct vjob *j = arg;
     char err[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 400] = "";
-    ckpt_status st = ws && scratch ? ckpt__fetch_chunk(ctx, ws, &j->c, scratch, err)
-                                   : CKPT_E_NOMEM;
+    uint8_t *scratch = ws ? ckpt__codec_ws_scratch(ws, j->c.raw_len) : NULL;
+    ckpt_status st = scratch ? ckpt__fetch_chunk(ctx, ws, &j->c, scratch, err) : CKPT_E_NOMEM;
     if (st) {
         snprintf(msg, sizeof msg, "step %" PRIu64 ", item %s, chunk %zu: %s", j->step, j->item,
                  j->idx, err);

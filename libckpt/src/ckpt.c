@@ -70,11 +70,10 @@ static ckpt_status parse_duration_ms(const char *s, uint64_t *out)
     return CKPT_OK;
 }
 
-static void load_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws, uint8_t *scratch)
+static void load_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     (void)arg;
     (void)ws;
-    (void)scratch;
     ckpt__load_run(ctx, true);
 }
 

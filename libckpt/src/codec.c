@@ -18,6 +18,7 @@ struct ckpt_codec_ws {
     uint8_t *filt;        /* byte-grouped copy of the input */
     uint8_t *out;         /* header + compressed payload */
     size_t out_cap;
+    uint8_t *scratch;     /* one raw chunk, for jobs that need a staging copy */
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
 };
@@ -38,9 +39,10 @@ struct ckpt_codec_ws *ckpt__codec_ws_new(size_t chunk_bytes)
     ws->out_cap = out_bound(chunk_bytes);
     ws->filt = malloc(chunk_bytes);
     ws->out = malloc(ws->out_cap);
+    ws->scratch = malloc(chunk_bytes);
     ws->cctx = ZSTD_createCCtx();
     ws->dctx = ZSTD_createDCtx();
-    if (!ws->filt || !ws->out || !ws->cctx || !ws->dctx) {
+    if (!ws->filt || !ws->out || !ws->scratch || !ws->cctx || !ws->dctx) {
         ckpt__codec_ws_free(ws);
         return NULL;
     }
@@ -53,9 +55,47 @@ void ckpt__codec_ws_free(struct ckpt_codec_ws *ws)
         return;
     free(ws->filt);
     free(ws->out);
+    free(ws->scratch);
     ZSTD_freeCCtx(ws->cctx);
     ZSTD_freeDCtx(ws->dctx);
     free(ws);
+}
+
+/* A checkpoint written with a larger chunk size than this process uses (the
+ * writer set CKPT_CHUNK_BYTES, the reader did not) is still readable: the
+ * buffers grow to the chunk being read, never past CKPT_MAX_CHUNK. */
+ckpt_status ckpt__codec_ws_reserve(struct ckpt_codec_ws *ws, size_t chunk_bytes)
+{
+    uint8_t *filt, *out, *scratch;
+    size_t cap;
+    if (chunk_bytes <= ws->chunk)
+        return CKPT_OK;
+    if (chunk_bytes > CKPT_MAX_CHUNK)
+        return CKPT_E_INVAL;
+    cap = out_bound(chunk_bytes);
+    filt = malloc(chunk_bytes);
+    out = malloc(cap);
+    scratch = malloc(chunk_bytes);
+    if (!filt || !out || !scratch) {
+        free(filt);
+        free(out);
+        free(scratch);
+        return CKPT_E_NOMEM;
+    }
+    free(ws->filt);
+    free(ws->out);
+    free(ws->scratch);
+    ws->filt = filt;
+    ws->out = out;
+    ws->scratch = scratch;
+    ws->out_cap = cap;
+    ws->chunk = chunk_bytes;
+    return CKPT_OK;
+}
+
+uint8_t *ckpt__codec_ws_scratch(struct ckpt_codec_ws *ws, size_t need)
+{
+    return ckpt__codec_ws_reserve(ws, need) == CKPT_OK ? ws->scratch : NULL;
 }
 
 void ckpt__chunk_id(const void *raw, size_t len, uint8_t id[CKPT_ID_LEN])
@@ -296,11 +336,15 @@ ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t
                      h[4], codec, filter);
         return CKPT_E_CORRUPT;
     }
-    if (rl != raw_len || (size_t)pl != obj_len - CKPT_CHUNK_HDR || rl > ws->chunk ||
+    if (rl != raw_len || (size_t)pl != obj_len - CKPT_CHUNK_HDR || rl > CKPT_MAX_CHUNK ||
         (codec == CKPT_CODEC_NONE && pl != rl)) {
         ckpt__seterr(err, "chunk sizes wrong: raw %u (expected %zu), payload %u of %zu",
                      rl, raw_len, pl, obj_len - CKPT_CHUNK_HDR);
         return CKPT_E_CORRUPT;
+    }
+    if (ckpt__codec_ws_reserve(ws, rl) != CKPT_OK) {
+        ckpt__seterr(err, "no memory for a %u-byte chunk", rl);
+        return CKPT_E_NOMEM;
     }
     if (memcmp(h + 24, id, CKPT_ID_LEN) != 0) {
         ckpt__hex(id, CKPT_ID_LEN, a);

@@ -68,6 +68,12 @@ enum { CKPT_FILTER_NONE = 0, CKPT_FILTER_BYTEGROUP = 1 };
 struct ckpt_codec_ws; /* per-thread compression workspace */
 struct ckpt_codec_ws *ckpt__codec_ws_new(size_t chunk_bytes);
 void ckpt__codec_ws_free(struct ckpt_codec_ws *ws);
+/* Grow the workspace to chunks of `chunk_bytes` (<= CKPT_MAX_CHUNK); decode
+ * does this itself for chunks written with a larger chunk size. */
+ckpt_status ckpt__codec_ws_reserve(struct ckpt_codec_ws *ws, size_t chunk_bytes);
+/* The workspace's raw-chunk buffer, grown to `need` bytes; NULL without memory.
+ * Valid until the next reserve or scratch call on this workspace. */
+uint8_t *ckpt__codec_ws_scratch(struct ckpt_codec_ws *ws, size_t need);
 /* Encode one chunk. *obj points into ws (valid until the next call). */
 ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
                                const uint8_t id[CKPT_ID_LEN], ckpt_codec codec,
@@ -233,12 +239,11 @@ void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* ---- pipeline.c ----------------------------------------------------------- */
-typedef void (*ckpt_job_fn)(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
-                            uint8_t *scratch);
+typedef void (*ckpt_job_fn)(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws);
 ckpt_status ckpt__pool_start(struct ckpt_ctx *ctx);
 void ckpt__pool_stop(struct ckpt_ctx *ctx);
-/* Queue a job; runs on a worker with that worker's codec workspace and a
- * chunk-sized scratch buffer. */
+/* Queue a job; runs on a worker with that worker's codec workspace (NULL if
+ * it could not be allocated: the job reports NOMEM). */
 ckpt_status ckpt__pool_submit(struct ckpt_ctx *ctx, ckpt_job_fn fn, void *arg);
 /* Submit many jobs held back so far (used by save to release them at once). */
 void ckpt__pool_hold(struct ckpt_ctx *ctx, int hold);

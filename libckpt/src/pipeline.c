@@ -43,7 +43,6 @@ static void *worker_main(void *arg)
 {
     struct ckpt_pool *p = arg;
     struct ckpt_codec_ws *ws = ckpt__codec_ws_new(p->ctx->chunk_bytes);
-    uint8_t *scratch = malloc(p->ctx->chunk_bytes);
     for (;;) {
         struct qjob *j;
         pthread_mutex_lock(&p->mu);
@@ -59,11 +58,10 @@ static void *worker_main(void *arg)
             p->tail = NULL;
         pthread_mutex_unlock(&p->mu);
         /* A worker without its buffers still runs jobs: they report NOMEM. */
-        j->fn(p->ctx, j->arg, ws, scratch);
+        j->fn(p->ctx, j->arg, ws);
         free(j);
     }
     ckpt__codec_ws_free(ws);
-    free(scratch);
     return NULL;
 }
 
@@ -324,8 +322,7 @@ struct chunk_job {
     const uint8_t *raw;       /* or the chunk inside the region's own stage */
 };
 
-static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
-                       uint8_t *scratch);
+static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws);
 
 static void save_fail(struct ckpt_save *sv, ckpt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -350,7 +347,7 @@ static void save_unref(struct ckpt_ctx *ctx, struct ckpt_save *sv)
     last = --sv->pending == 0;
     pthread_mutex_unlock(&sv->mu);
     if (last && ckpt__pool_submit(ctx, commit_job, sv) != CKPT_OK)
-        commit_job(ctx, sv, NULL, NULL); /* cannot queue: commit (fail) here */
+        commit_job(ctx, sv, NULL); /* cannot queue: commit (fail) here */
 }
 
 static ckpt_status read_file_chunk(const char *path, uint64_t off, size_t len, uint8_t *dst,
@@ -379,8 +376,7 @@ static ckpt_status read_file_chunk(const char *path, uint64_t off, size_t len, u
     return st;
 }
 
-static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
-                         uint8_t *scratch)
+static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     struct chunk_job *j = arg;
     struct ckpt_save *sv = j->sv;
@@ -394,7 +390,7 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
 
     if (sv->st) /* already failed: do no more work */
         goto out;
-    if (!ws || !scratch) {
+    if (!ws) {
         save_fail(sv, CKPT_E_NOMEM, "worker has no buffers");
         goto out;
     }
@@ -403,9 +399,11 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
     } else if (j->raw) {
         raw = j->raw;
     } else {
-        st = read_file_chunk(sv->paths[j->item], j->off, j->len, scratch, err);
+        uint8_t *scratch = ckpt__codec_ws_scratch(ws, j->len);
+        st = scratch ? read_file_chunk(sv->paths[j->item], j->off, j->len, scratch, err)
+                     : CKPT_E_NOMEM;
         if (st) {
-            save_fail(sv, st, "item %s: %s", it->name, err);
+            save_fail(sv, st, "item %s: %s", it->name, scratch ? err : "no memory");
             goto out;
         }
         raw = scratch;
@@ -563,8 +561,7 @@ out:
     ckpt__idset_free(&live);
 }
 
-static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws,
-                       uint8_t *scratch)
+static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     struct ckpt_save *sv = arg;
     struct ckpt_manifest *m = &sv->m;
@@ -581,7 +578,6 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     int have_lock = 0;
     double secs;
     (void)ws;
-    (void)scratch;
 
     if (st) {
         snprintf(err, sizeof err, "%s", sv->err);

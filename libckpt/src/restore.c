@@ -181,14 +181,17 @@ struct rjob {
     uint64_t off;
 };
 
-static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws, uint8_t *scratch)
+static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     struct rjob *j = arg;
     char err[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 300];
     ckpt_status st = CKPT_OK;
+    uint8_t *scratch = NULL;
     if (j->b->st) /* already failed: skip */
         goto out;
-    if (!ws || !scratch) {
+    if (ws && j->kind != CKPT_ITEM_MEM)
+        scratch = ckpt__codec_ws_scratch(ws, j->c->raw_len);
+    if (!ws || (j->kind != CKPT_ITEM_MEM && !scratch)) {
         st = CKPT_E_NOMEM;
         goto out;
     }

@@ -332,6 +332,58 @@ static void test_files_and_restore_dir(void **state)
     ckpt_close(ctx);
 }
 
+/* A checkpoint written with a larger chunk size than the reader's (the writer
+ * set CKPT_CHUNK_BYTES, the new machine did not) restores and verifies: into
+ * memory, into a protected file and into a directory. */
+static void test_reader_smaller_chunks(void **state)
+{
+    size_t n = (3 << 20) + 12345;
+    uint8_t *a = malloc(n), *copy = malloc(n);
+    char src[800], out[800], p[900];
+    uint64_t step = 0;
+    FILE *f;
+    (void)state;
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint8_t)((i * 2654435761u) >> 13);
+    memcpy(copy, a, n);
+    snprintf(src, sizeof src, "%s/big.bin", g_dir);
+    f = fopen(src, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(a, 1, n, f), n);
+    fclose(f);
+    struct ckpt_ctx *ctx = open_run("bigchunks", CKPT_CODEC_ZSTD, 2 << 20, 3);
+    assert_int_equal(ckpt_protect(ctx, "mem", a, n), CKPT_OK);
+    assert_int_equal(ckpt_protect_file(ctx, "file.bin", src), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 7), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    ckpt_close(ctx);
+    memset(a, 0, n);
+    assert_int_equal(unlink(src), 0);
+    ctx = open_run("bigchunks", CKPT_CODEC_DEFAULT, 64 << 10, 3);
+    assert_int_equal(ckpt_protect(ctx, "mem", a, n), CKPT_OK);
+    assert_int_equal(ckpt_protect_file(ctx, "file.bin", src), CKPT_OK);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 7);
+    assert_memory_equal(a, copy, n);
+    assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+    snprintf(out, sizeof out, "%s/bigout", g_dir);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    ckpt_close(ctx);
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s", k ? src : out);
+        if (!k)
+            strncat(p, "/file.bin", sizeof p - strlen(p) - 1);
+        memset(a, 0, n);
+        f = fopen(p, "r");
+        assert_non_null(f);
+        assert_int_equal(fread(a, 1, n, f), n);
+        fclose(f);
+        assert_memory_equal(a, copy, n);
+    }
+    free(a);
+    free(copy);
+}
+
 static void test_staging_cap_and_busy(void **state)
 {
     size_t n = 3 << 20;
@@ -491,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_damage_falls_back),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_files_and_restore_dir),
+        cmocka_unit_test(test_reader_smaller_chunks),
         cmocka_unit_test(test_staging_cap_and_busy),
         cmocka_unit_test(test_fencing),
         cmocka_unit_test(test_fence_epoch),
