@@ -83,7 +83,7 @@ ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info
     size_t len;
     ckpt_status s;
     snprintf(key, sizeof key, "%s/LEASE", run);
-    s = st->ops->get(st, key, LEASE_MAX_BYTES, &buf, &len, etag, err);
+    s = st->ops->get(st, key, LEASE_MAX_BYTES, 0, &buf, &len, etag, err);
     if (s == CKPT_OK) {
         s = parse(buf, len, out, err);
         free(buf);

@@ -649,7 +649,8 @@ out:
 }
 
 static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_len,
-                          void **buf_out, size_t *len_out, char *etag_out, char *err)
+                          unsigned flags, void **buf_out, size_t *len_out, char *etag_out,
+                          char *err)
 {
     struct az *a = (struct az *)st_;
     ckpt_status st;
@@ -663,7 +664,8 @@ static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_le
     if (st != CKPT_OK)
         goto out;
     {
-        struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1, 1, NULL };
+        struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1,
+                            !(flags & CKPT_GET_SELF_CHECKED), NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)

@@ -266,9 +266,10 @@ static ckpt_status fput(struct ckpt_store *s, const char *key, const void *buf, 
     return CKPT_OK;
 }
 
-static ckpt_status fget(struct ckpt_store *s, const char *key, size_t max_len, void **buf,
-                        size_t *len, char *etag_out, char *err)
+static ckpt_status fget(struct ckpt_store *s, const char *key, size_t max_len, unsigned flags,
+                        void **buf, size_t *len, char *etag_out, char *err)
 {
+    (void)flags; /* a local read has no transfer to check */
     struct file_store *fs = (struct file_store *)s;
     char path[4096];
     ckpt_status st;

@@ -904,7 +904,8 @@ out:
 }
 
 static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_len,
-                          void **buf_out, size_t *len_out, char *etag_out, char *err)
+                          unsigned flags, void **buf_out, size_t *len_out, char *etag_out,
+                          char *err)
 {
     struct s3 *s = (struct s3 *)st_;
     ckpt_status st;
@@ -921,7 +922,8 @@ static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_le
         /* Error replies are small; a body bigger than max_len is refused
          * rather than buffered. */
         struct s3_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0,
-                            max_len ? max_len : 1, 0, s->verify_md5, NULL };
+                            max_len ? max_len : 1, 0,
+                            s->verify_md5 && !(flags & CKPT_GET_SELF_CHECKED), NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)

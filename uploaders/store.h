@@ -53,6 +53,13 @@ typedef int (*ckpt_list_cb)(void *user, const struct ckpt_obj_info *obj);
 
 struct ckpt_store;
 
+/* get() flags. Object stores check a GET body against the digest the server
+ * reports (an MD5 ETag, Azure's Content-MD5) and retry a damaged transfer.
+ * SELF_CHECKED: the caller verifies the bytes itself (chunk objects carry
+ * XXH64 and XXH3-128 checksums and are fetched again on a mismatch), so the
+ * store skips that digest, the largest CPU cost of a download. */
+enum { CKPT_GET_SELF_CHECKED = 1u << 0 };
+
 struct ckpt_store_ops {
     const char *scheme;        /* "file", "s3", "gs", "az" */
     /* Write `len` bytes at `key`, durably on return (unless opts->deferred).
@@ -62,10 +69,11 @@ struct ckpt_store_ops {
                        size_t len, const struct ckpt_put_opts *opts,
                        char *etag_out, char *err);
     /* Read a whole object into a malloc'd buffer (caller frees) of at most
-     * `max_len` bytes (CKPT_E_CORRUPT if larger). CKPT_E_NOENT if missing. */
+     * `max_len` bytes (CKPT_E_CORRUPT if larger). CKPT_E_NOENT if missing.
+     * `flags`: CKPT_GET_* below. */
     ckpt_status (*get)(struct ckpt_store *, const char *key, size_t max_len,
-                       void **buf_out, size_t *len_out, char *etag_out,
-                       char *err);
+                       unsigned flags, void **buf_out, size_t *len_out,
+                       char *etag_out, char *err);
     /* Size and etag of an object; CKPT_E_NOENT if missing. */
     ckpt_status (*head)(struct ckpt_store *, const char *key, uint64_t *size,
                         char *etag_out, char *err);
@@ -136,7 +144,7 @@ static inline ckpt_status ckpt_store_get(struct ckpt_store *st, const char *key,
                                          size_t max_len, void **buf, size_t *len,
                                          char *etag, char *err)
 {
-    return st->ops->get(st, key, max_len, buf, len, etag, err);
+    return st->ops->get(st, key, max_len, 0, buf, len, etag, err);
 }
 
 /* Key validation shared by backends: [A-Za-z0-9._-/], no "..", no "//",

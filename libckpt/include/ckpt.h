@@ -166,7 +166,8 @@ struct ckpt_config {
     const char *run;           /* run name (CKPT_RUN; default basename of cwd) */
     ckpt_codec codec;          /* (CKPT_CODEC = zstd[:LEVEL]|lz4|none) */
     int codec_level;           /* zstd level, 0 = 1 */
-    size_t chunk_bytes;        /* (CKPT_CHUNK_BYTES) default 4 MiB; 64 KiB..64 MiB */
+    size_t chunk_bytes;        /* (CKPT_CHUNK_BYTES) default 4 MiB on file://, 8 MiB on
+                                  object stores; 64 KiB..64 MiB */
     unsigned workers;          /* compression/upload threads (CKPT_WORKERS); 0 = min(ncpu, 8)
                                   for file://, at least 8 for object stores */
     size_t staging_max_bytes;  /* cap on the staging pool, 0 = no cap */

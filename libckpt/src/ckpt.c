@@ -123,9 +123,10 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     ctx->chunk_bytes = cfg->chunk_bytes;
     if (!ctx->chunk_bytes) {
         int r = env_u64("CKPT_CHUNK_BYTES", &v);
-        ctx->chunk_bytes = r > 0 ? (size_t)v : CKPT_DEFAULT_CHUNK;
+        ctx->chunk_bytes = r > 0 ? (size_t)v : 0; /* 0: by store, once it is open */
     }
-    if (ctx->chunk_bytes < CKPT_MIN_CHUNK || ctx->chunk_bytes > CKPT_MAX_CHUNK) {
+    if (ctx->chunk_bytes &&
+        (ctx->chunk_bytes < CKPT_MIN_CHUNK || ctx->chunk_bytes > CKPT_MAX_CHUNK)) {
         ckpt__set_ctx_err(ctx, "chunk size %zu outside [%u, %u]", ctx->chunk_bytes,
                           CKPT_MIN_CHUNK, CKPT_MAX_CHUNK);
         st = CKPT_E_CONFIG;
@@ -187,6 +188,14 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
         goto fail;
     }
     ctx->store_url = ckpt__strdup(ctx->store->url);
+    if (!ctx->chunk_bytes) {
+        /* Object stores pay per request, in time (a first byte after tens of
+         * ms; per-request CPU on the server) and in fees: 8 MiB there, in
+         * the range the providers recommend for parallel transfers, still
+         * within the dedup bound (docs/FORMAT.md). 4 MiB on a local disk. */
+        ctx->chunk_bytes = strcmp(ctx->store->ops->scheme, "file") == 0
+                               ? CKPT_DEFAULT_CHUNK : CKPT_DEFAULT_CHUNK_REMOTE;
+    }
     if (!ctx->workers) {
         /* A local store is CPU-bound: one worker per core. An object store
          * is latency-bound: each worker waits on its PUT most of the time,

@@ -16,7 +16,8 @@
 #define CKPT_ID_LEN 16              /* chunk id: XXH3-128 of the raw bytes */
 #define CKPT_ID_HEX (CKPT_ID_LEN * 2)
 #define CKPT_NAME_MAX 255
-#define CKPT_DEFAULT_CHUNK (4u << 20)
+#define CKPT_DEFAULT_CHUNK (4u << 20)        /* file:// */
+#define CKPT_DEFAULT_CHUNK_REMOTE (8u << 20) /* s3://, gs://, az:// */
 #define CKPT_MIN_CHUNK (64u << 10)
 #define CKPT_MAX_CHUNK (64u << 20)
 #define CKPT_MANIFEST_MAX (256u << 20) /* largest manifest we accept */

@@ -3,7 +3,7 @@
 requests passing through it, for the object-store fault tests.
 
     faultproxy.py --upstream 127.0.0.1:PORT [--rate 0.15] [--seed 1]
-                  [--faults 500,503,reset,stall,truncate] [--stall-s 3]
+                  [--faults 500,503,reset,stall,truncate,flip] [--stall-s 3]
 
 Listens on a free loopback port and prints "PORT <n>" on stdout. The client
 talks to it as if it were the store (point the endpoint at it). Each request
@@ -13,7 +13,13 @@ is, with probability --rate, answered with one fault picked at random:
   reset     the connection is reset (RST) before any reply
   stall     nothing is sent for --stall-s seconds, then the connection closes
   truncate  the request is forwarded, the reply cut in the middle of its body
+  flip      an object GET's 200 reply (one with an ETag) arrives whole, with
+            one byte of its body changed: what the client's own checks (the
+            MD5 ETag, Content-MD5, chunk checksums) must catch and fetch again
 Other requests are forwarded unchanged (one upstream connection each).
+--flip-once replaces the random draw: the first GET of each path that can be
+flipped is, later ones pass (every object is damaged exactly once: a
+deterministic test that each one is fetched again).
 A slow link can be added to every forwarded request (ckptrun doctor tests):
   --delay-ms N     N ms of extra latency per request
   --upload-bps N   request bodies pass through one shared link of N bytes/s
@@ -51,6 +57,19 @@ def content_length(lines):
         if name.strip().lower() == b"content-length":
             return int(value.strip())
     return 0
+
+
+def flip_body(head, reply):
+    """One byte of an object GET's 200 body changed; other replies as they are."""
+    sep = reply.find(b"\r\n\r\n")
+    if not head[0].startswith(b"GET ") or sep < 0 or sep + 4 >= len(reply):
+        return reply
+    lines = reply[:sep].split(b"\r\n")
+    if b" 200 " not in lines[0] + b" " or not any(
+            l.split(b":", 1)[0].strip().lower() == b"etag" for l in lines[1:]):
+        return reply
+    at = sep + 4 + (len(reply) - sep - 4) // 2
+    return reply[:at] + bytes([reply[at] ^ 0x20]) + reply[at + 1:]
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -116,7 +135,7 @@ class Handler(socketserver.StreamRequestHandler):
             if not head:
                 return
             body = self.rfile.read(content_length(head))
-            fault = self.pick()
+            fault = None if self.server.flip_once else self.pick()
             if fault:
                 self.count(fault)
             if fault == "500":
@@ -142,6 +161,20 @@ class Handler(socketserver.StreamRequestHandler):
                 self.wfile.flush()
                 self.reset()
                 return
+            if self.server.flip_once:
+                path = head[0].split(b" ")[1] if head[0].startswith(b"GET ") else None
+                with LOCK:
+                    if path is not None and path not in self.server.flipped:
+                        fault = "flip"
+                if fault:
+                    flipped = flip_body(head, reply)
+                    if flipped is not reply:
+                        with LOCK:
+                            self.server.flipped.add(path)
+                        self.count("flip")
+                    reply = flipped
+            elif fault == "flip":
+                reply = flip_body(head, reply)
             self.count("forwarded")
             self.wfile.write(reply)
             self.wfile.flush()
@@ -159,9 +192,10 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--rate", type=float, default=0.15)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--faults", default="500,503,reset,stall,truncate")
+    ap.add_argument("--faults", default="500,503,reset,stall,truncate,flip")
     ap.add_argument("--stall-s", type=float, default=3.0)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--flip-once", action="store_true")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--upload-bps", type=float, default=0.0)
     a = ap.parse_args()
@@ -174,6 +208,8 @@ def main():
     srv.rng = random.Random(a.seed)
     srv.faults = [f for f in a.faults.split(",") if f]
     srv.stall_s = a.stall_s
+    srv.flip_once = a.flip_once
+    srv.flipped = set()
     srv.delay_s = a.delay_ms / 1000.0
     srv.upload_bps = a.upload_bps
     srv.link_free = 0.0
