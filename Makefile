@@ -42,7 +42,8 @@ test-asan:
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) -LE nosan
 
-bench: deps build
+bench: deps build test-peers
+	@bash scripts/deps.sh --bench
 	@bash bench/run.sh $(BUILD)
 
 install: build

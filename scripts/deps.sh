@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian packages ckpt needs, only those missing. As root this
 # runs apt-get; otherwise it prints the exact command to run.
+#   scripts/deps.sh          build and test dependencies
+#   scripts/deps.sh --bench  also the benchmark peers (awscli, GNU time)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libzstd-dev liblz4-dev libxxhash-dev libcjson-dev libssl-dev
-      libcurl4-openssl-dev libexpat1-dev libcmocka-dev
+      libcurl4-openssl-dev libexpat1-dev libcmocka-dev libisal-dev
       zstd lz4 curl python3 python3-torch python3-numpy)
+[[ "${1:-}" == --bench ]] && pkgs+=(awscli time)
 missing=()
 # Node.js and npm (for the s3rver/azurite test peers): any install will do,
 # e.g. a nodejs package that bundles npm; take Debian's only when absent.

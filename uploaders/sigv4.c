@@ -5,6 +5,9 @@
 #include "sigv4.h"
 
 #include <ctype.h>
+#ifdef CKPT_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
@@ -126,6 +129,34 @@ void ckpt_md5_base64(const void *buf, size_t len, char out[25])
 
     EVP_Digest(buf, len, md, &n, EVP_md5(), NULL);
     EVP_EncodeBlock((unsigned char *)out, md, 16);
+}
+
+int ckpt_crc32c_base64(const void *buf, size_t len, char out[9])
+{
+#ifdef CKPT_HAVE_ISAL
+    const unsigned char *p = buf;
+    unsigned int crc = 0xffffffffu;
+    unsigned char be[4];
+    /* crc32_iscsi takes an int length: feed at most 1 GiB at a time */
+    while (len > 0) {
+        size_t n = len > (1u << 30) ? (1u << 30) : len;
+        crc = crc32_iscsi((unsigned char *)p, (int)n, crc);
+        p += n;
+        len -= n;
+    }
+    crc ^= 0xffffffffu;
+    be[0] = (unsigned char)(crc >> 24);
+    be[1] = (unsigned char)(crc >> 16);
+    be[2] = (unsigned char)(crc >> 8);
+    be[3] = (unsigned char)crc;
+    EVP_EncodeBlock((unsigned char *)out, be, 4);
+    return 1;
+#else
+    (void)buf;
+    (void)len;
+    (void)out;
+    return 0;
+#endif
 }
 
 void ckpt_md5_hex(const void *buf, size_t len, char out[33])

@@ -62,6 +62,10 @@ void ckpt_sha256_hex(const void *buf, size_t len, char out[65]);
  * (out: 33 bytes) for comparing with S3 single-part ETags. */
 void ckpt_md5_base64(const void *buf, size_t len, char out[25]);
 void ckpt_md5_hex(const void *buf, size_t len, char out[33]);
+/* Base64 of the big-endian CRC32C (Castagnoli) of a buffer (out: 9 bytes),
+ * for x-amz-checksum-crc32c. @return 1, or 0 when built without ISA-L
+ * (out untouched). */
+int ckpt_crc32c_base64(const void *buf, size_t len, char out[9]);
 /* "YYYYMMDDTHHMMSSZ" for time t (UTC). out: 17 bytes. */
 void ckpt_sigv4_amz_date(long long t, char out[17]);
 

@@ -9,7 +9,9 @@ Unlike s3rver it:
   - verifies every request's Signature V4 with its own implementation
     (canonical request rebuilt from what arrived on the wire), the
     x-amz-content-sha256 against the body, Content-MD5 on PUT and
-    POST ?delete, and x-amz-security-token when --token is given;
+    POST ?delete, x-amz-checksum-crc32c on PUT, and x-amz-security-token
+    when --token is given; a body sent UNSIGNED-PAYLOAD must carry one of
+    the two checksums (ckpt's contract: never an unchecked body);
   - answers a request signed for another region with 400
     AuthorizationHeaderMalformed and x-amz-bucket-region (region discovery);
   - enforces If-None-Match: * and If-Match on PUT and
@@ -52,6 +54,28 @@ ARGS = None
 
 def q(s, safe="-_.~"):
     return urllib.parse.quote(s, safe=safe)
+
+
+def _crc32c_table():
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC32C (Castagnoli), as x-amz-checksum-crc32c carries it."""
+    c = 0xFFFFFFFF
+    t = CRC32C_TABLE
+    for b in data:
+        c = t[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 
 
 def hmac256(key, msg):
@@ -152,8 +176,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def check_md5(self, body, required):
         md5 = self.headers.get("Content-MD5")
+        crc = self.headers.get("x-amz-checksum-crc32c")
+        if crc is not None:
+            if base64.b64encode(crc32c(body).to_bytes(4, "big")).decode() != crc:
+                self.error(400, "BadDigest")
+                return False
+            if md5 is None and not required:
+                return True
         if md5 is None:
-            if required:
+            unchecked = body and self.headers.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD"
+            if required or (unchecked and crc is None):
                 self.error(400, "InvalidRequest")
                 return False
             return True

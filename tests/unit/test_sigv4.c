@@ -289,6 +289,26 @@ static void test_encode_and_digests(void **state)
     assert_string_equal(hexmd5, "d41d8cd98f00b204e9800998ecf8427e");
 }
 
+/* CRC32C (x-amz-checksum-crc32c): the check value of the Castagnoli CRC and
+ * RFC 3720's 32 zero bytes, big-endian, base64. */
+static void test_crc32c(void **state)
+{
+    char crc[9] = "";
+    unsigned char zeros[32] = { 0 };
+    (void)state;
+#ifdef CKPT_HAVE_ISAL
+    assert_int_equal(ckpt_crc32c_base64("123456789", 9, crc), 1);
+    assert_string_equal(crc, "4waSgw==");
+    assert_int_equal(ckpt_crc32c_base64(zeros, sizeof zeros, crc), 1);
+    assert_string_equal(crc, "ipE2qg==");
+    assert_int_equal(ckpt_crc32c_base64("", 0, crc), 1);
+    assert_string_equal(crc, "AAAAAA==");
+#else
+    assert_int_equal(ckpt_crc32c_base64(zeros, sizeof zeros, crc), 0);
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_s3_list_objects),
         cmocka_unit_test(test_s3_no_normalisation),
         cmocka_unit_test(test_encode_and_digests),
+        cmocka_unit_test(test_crc32c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
