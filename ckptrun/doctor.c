@@ -52,7 +52,8 @@
 
 #define MIB (1024.0 * 1024.0)
 #define PROBE_MAX (32u << 20)       /* throughput probe bound, each way */
-#define PROBE_OBJ (4u << 20)        /* one chunk, as real commits write */
+#define PROBE_OBJ (4u << 20)        /* one chunk, as real commits write: file:// */
+#define PROBE_OBJ_REMOTE (8u << 20) /* ... and on object stores (libckpt's defaults) */
 #define SAMPLE_MAX (64u << 20)      /* codec sample */
 #define SAMPLE_MIN (4u << 20)
 #define DEFAULT_BUDGET_MS 30000
@@ -1049,7 +1050,7 @@ static double run_xfer(struct xfer *x)
 static void check_throughput(struct doctor *d)
 {
     uint8_t *buf = NULL;
-    size_t obj = PROBE_OBJ;
+    size_t obj = strcmp(d->st->ops->scheme, "file") == 0 ? PROBE_OBJ : PROBE_OBJ_REMOTE;
     uint64_t cap = PROBE_MAX;
     const char *ov = getenv("CKPT_DOCTOR_PROBE_BYTES");
     char key[512], err[CKPT_ERR_MAX], b1[32], b2[32];

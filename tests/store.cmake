@@ -86,6 +86,11 @@ if(CKPT_WITH_S3)
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
             $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock tls)
   set_tests_properties(store_mock_tls PROPERTIES LABELS integration TIMEOUT 150)
+  # gs:// (GCS XML API, HMAC keys) against the mock's GCS mode.
+  add_test(NAME store_mock_gcs
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:store_conformance> ${CMAKE_SOURCE_DIR} mock gcs)
+  set_tests_properties(store_mock_gcs PROPERTIES LABELS integration TIMEOUT 150)
 endif()
 
 # Azure with an account SAS instead of the account key.

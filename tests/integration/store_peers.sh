@@ -2,7 +2,7 @@
 # store_peers.sh -- run the store conformance program against a local peer.
 #
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR s3rver|azurite|mock [plain|faults]
-#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR mock role|tls
+#   store_peers.sh CONFORMANCE_BIN SOURCE_DIR mock role|tls|gcs
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR azurite sas
 #   store_peers.sh C_TRAINER_BIN SOURCE_DIR s3rver|azurite|mock trainer
 #   store_peers.sh CKPTRUN_BIN SOURCE_DIR s3rver|azurite|mock flip
@@ -80,10 +80,14 @@ mock)
         openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" \
             -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
         margs="--token tok/en+1 --tls-cert $TMP/cert.pem --tls-key $TMP/key.pem"
+    elif [ "$MODE" = gcs ]; then
+        margs="--gcs --skew-once 7200"
     else
         margs="--token tok/en+1 --skew-once 7200"
     fi
-    python3 "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test --region eu-central-1 \
+    mregion=eu-central-1
+    [ "$MODE" = gcs ] && mregion=auto
+    python3 "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test --region $mregion \
         --access-key MOCKAK --secret-key 'mock/secret+key' $margs \
         --page 250 --complete-error-once >"$TMP/mock.out" 2>"$TMP/peer.log" &
     PEER_PID=$!
@@ -188,6 +192,16 @@ mock)
     fi
     URL="s3://ckpt-test/conf/$MODE"
     ARGS=${ARGS:---many 600 --rate}
+    if [ "$MODE" = gcs ]; then
+        # gs://: the GCS XML API with HMAC keys, as the mock's --gcs mode
+        # answers it (generations, x-goog-if-generation-match, no batch
+        # delete). Conditions are enforced there, as on GCS itself.
+        unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_ENDPOINT_URL
+        export GOOGLE_ACCESS_KEY_ID=MOCKAK GOOGLE_SECRET_ACCESS_KEY='mock/secret+key' \
+            CKPT_GS_ENDPOINT="http://127.0.0.1:$TARGET" CKPT_S3_CONDITIONAL=1
+        URL="gs://ckpt-test/conf/gcs"
+        ARGS="--many 300"
+    fi
     ;;
 azurite)
     # The well-known Azurite development account (public, local only).

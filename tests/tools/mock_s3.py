@@ -25,7 +25,12 @@ Unlike s3rver it:
   - with --imds, also serves IMDSv2 role credentials under /latest/ whose
     session token changes at every fetch and expires --role-ttl seconds
     later (requests with an unknown or expired token are refused);
-  - with --tls-cert/--tls-key, speaks HTTPS.
+  - with --tls-cert/--tls-key, speaks HTTPS;
+  - with --gcs, behaves as the GCS XML API does where it differs (start it
+    with --region auto): conditional writes only through
+    x-goog-if-generation-match (0 = must not exist, N = generation N),
+    S3's If-None-Match/If-Match refused, every object carries a
+    generation (x-goog-generation), no multi-object delete.
 Stdlib only; loopback only.
 """
 import argparse
@@ -47,6 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 OBJECTS = {}      # key -> (bytes, etag, mtime)
 UPLOADS = {}      # upload id -> {part number: bytes}
+GENERATIONS = {}  # key -> generation of its current version (--gcs)
 STATE = {"skew_pending": False, "complete_error_pending": False, "uploads": 0,
          "role_fetches": 0, "role_tokens": {}}
 ARGS = None
@@ -54,6 +60,13 @@ ARGS = None
 
 def q(s, safe="-_.~"):
     return urllib.parse.quote(s, safe=safe)
+
+
+def new_generation(key):
+    """A new version of key (GCS generation numbers grow); caller holds LOCK."""
+    STATE["generation"] = STATE.get("generation", 1000) + 1
+    GENERATIONS[key] = STATE["generation"]
+    return STATE["generation"]
 
 
 def _crc32c_table():
@@ -197,6 +210,16 @@ class Handler(BaseHTTPRequestHandler):
     def conditions(self, key):
         """412/404 per If-None-Match / If-Match; None when they pass."""
         cur = OBJECTS.get(key)
+        if ARGS.gcs:
+            if self.headers.get("If-None-Match") or self.headers.get("If-Match"):
+                return (400, "InvalidArgument")
+            want = self.headers.get("x-goog-if-generation-match")
+            if want is None:
+                return None
+            have = GENERATIONS.get(key, 0) if cur is not None else 0
+            if not want.isdigit() or int(want) != have:
+                return (412, "PreconditionFailed")
+            return None
         inm = self.headers.get("If-None-Match")
         im = self.headers.get("If-Match")
         if inm == "*" and cur is not None:
@@ -250,7 +273,7 @@ class Handler(BaseHTTPRequestHandler):
         if not key:
             if cmd == "GET" and params.get("list-type") == "2":
                 return self.list(params)
-            if cmd == "POST" and "delete" in params:
+            if cmd == "POST" and "delete" in params and not ARGS.gcs:
                 return self.delete_many(body)
             return self.error(400, "InvalidRequest")
         if cmd == "PUT" and "uploadId" in params:
@@ -271,7 +294,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self.error(*bad)
                 etag = '"%s"' % hashlib.md5(body).hexdigest()
                 OBJECTS[key] = (body, etag, self.now())
-            return self.send(200, headers={"ETag": etag})
+                gen = new_generation(key)
+            return self.send(200, headers={"ETag": etag, "x-goog-generation": str(gen)})
         if cmd == "POST" and "uploads" in params:
             with LOCK:
                 STATE["uploads"] += 1
@@ -290,9 +314,11 @@ class Handler(BaseHTTPRequestHandler):
         if cmd in ("GET", "HEAD"):
             with LOCK:
                 cur = OBJECTS.get(key)
+                gen = GENERATIONS.get(key, 0)
             if cur is None:
                 return self.error(404, "NoSuchKey")
-            return self.send(200, cur[0], {"ETag": cur[1]}, head_only=cmd == "HEAD")
+            return self.send(200, cur[0], {"ETag": cur[1], "x-goog-generation": str(gen)},
+                             head_only=cmd == "HEAD")
         if cmd == "DELETE":
             with LOCK:
                 OBJECTS.pop(key, None)
@@ -323,6 +349,7 @@ class Handler(BaseHTTPRequestHandler):
             etag = '"%s-%d"' % (hashlib.md5(b"".join(
                 hashlib.md5(up[n]).digest() for n in nums)).hexdigest(), len(nums))
             OBJECTS[key] = (data, etag, self.now())
+            new_generation(key)
             del UPLOADS[uid]
         return self.send(200, xml_reply(
             "<CompleteMultipartUploadResult><Key>%s</Key><ETag>%s</ETag>"
@@ -386,6 +413,8 @@ def main():
     ap.add_argument("--role-ttl", type=int, default=303)
     ap.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
     ap.add_argument("--tls-key")
+    ap.add_argument("--gcs", action="store_true",
+                    help="GCS XML API conditions and generations (with --region auto)")
     ARGS = ap.parse_args()
     STATE["skew_pending"] = ARGS.skew_once != 0
     STATE["complete_error_pending"] = ARGS.complete_error_once
