@@ -31,7 +31,7 @@ enum {
     O_METADATA_URL, O_CODEC, O_PRELOAD, O_LOG_JSON, O_VERSION, O_STEP, O_JSON,
     O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
     O_STATE_BYTES, O_BUDGET,
-    O_LEASE,
+    O_LEASE, O_STORAGE_CLASS, O_SSE, O_SSE_KMS, O_MAX_RATE, O_CONNECTIONS,
 };
 
 static const struct option long_opts[] = {
@@ -63,6 +63,11 @@ static const struct option long_opts[] = {
     { "state-bytes", required_argument, NULL, O_STATE_BYTES },
     { "budget", required_argument, NULL, O_BUDGET },
     { "lease", required_argument, NULL, O_LEASE },
+    { "storage-class", required_argument, NULL, O_STORAGE_CLASS },
+    { "sse", required_argument, NULL, O_SSE },
+    { "sse-kms-key-id", required_argument, NULL, O_SSE_KMS },
+    { "max-rate", required_argument, NULL, O_MAX_RATE },
+    { "connections", required_argument, NULL, O_CONNECTIONS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -73,6 +78,14 @@ static const char common_help[] =
     "  --run NAME         run inside the store [CKPT_RUN] (default: basename of cwd)\n"
     "  --codec C          zstd[:LEVEL] | lz4 | none [CKPT_CODEC] (default zstd:1)\n"
     "  --keep N           committed checkpoints to retain [CKPT_KEEP] (default 3)\n"
+    "Object stores (set for the trainer too; docs/stores.md):\n"
+    "  --connections N    parallel requests [CKPT_CONNECTIONS] (default 8; memory is\n"
+    "                     about N x 3 x chunk size: 8 MiB chunks on object stores)\n"
+    "  --max-rate RATE    upload cap in bytes/s, e.g. 50M [CKPT_MAX_RATE] (default none)\n"
+    "  --storage-class C  S3 storage class, e.g. STANDARD_IA, INTELLIGENT_TIERING,\n"
+    "                     GLACIER_IR [CKPT_S3_STORAGE_CLASS] (GLACIER, DEEP_ARCHIVE refused)\n"
+    "  --sse AES256|aws:kms  S3 server-side encryption [CKPT_S3_SSE]\n"
+    "  --sse-kms-key-id ID   KMS key for aws:kms (implies it) [CKPT_S3_SSE_KMS_KEY_ID]\n"
     "  --log-json         one JSON object per log line on stderr\n"
     "  -q, --quiet        only warnings and errors;  -v, --verbose  debug lines\n"
     "  -h, --help         this help;  --version  print the version\n"
@@ -453,6 +466,35 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->notice = optarg;
             break;
         case O_METADATA_URL: o->metadata_url = optarg; break;
+        /* Object-store settings travel in the environment: every store this
+         * process opens reads them (uploaders/store.h), and so does a
+         * libckpt trainer started under ckptrun. */
+        case O_STORAGE_CLASS: setenv("CKPT_S3_STORAGE_CLASS", optarg, 1); break;
+        case O_SSE:
+            if (strcmp(optarg, "AES256") != 0 && strcmp(optarg, "aws:kms") != 0) {
+                log_error("--sse '%s' is not AES256 (SSE-S3) or aws:kms (SSE-KMS)", optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            setenv("CKPT_S3_SSE", optarg, 1);
+            break;
+        case O_SSE_KMS: setenv("CKPT_S3_SSE_KMS_KEY_ID", optarg, 1); break;
+        case O_MAX_RATE:
+            if (ckpt_store_parse_size(optarg) == 0) {
+                log_error("--max-rate '%s' is not a rate in bytes/s (e.g. 50M, 1G)", optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            setenv("CKPT_MAX_RATE", optarg, 1);
+            break;
+        case O_CONNECTIONS:
+            if (parse_u64(optarg, &n) != 0 || n < 1 || n > 256) {
+                log_error("--connections '%s' is not a count from 1 to 256", optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            setenv("CKPT_CONNECTIONS", optarg, 1);
+            break;
         case O_PRELOAD: o->preload = 1; break;
         case O_LOG_JSON: o->log_json = 1; log_setup(1, o->verbosity); break;
         case 'q': o->verbosity = -1; break;

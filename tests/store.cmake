@@ -121,6 +121,14 @@ if(TARGET c_trainer)
   endforeach()
 endif()
 
+# Storage class, SSE-KMS, --connections and --max-rate through ckptrun.
+if(TARGET ckptrun AND CKPT_WITH_S3)
+  add_test(NAME store_mock_options
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/store_peers.sh
+            $<TARGET_FILE:ckptrun> ${CMAKE_SOURCE_DIR} mock options)
+  set_tests_properties(store_mock_options PROPERTIES LABELS integration TIMEOUT 150)
+endif()
+
 # A byte changed in every object's first GET (faultproxy --flip-once):
 # ckptrun save/restore still byte-exact, each chunk fetched again.
 if(TARGET ckptrun)

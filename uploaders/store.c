@@ -1,4 +1,5 @@
 /* store.c -- store URL dispatch and helpers shared by every backend. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,11 +69,117 @@ char *ckpt_store_default_url(char *buf, size_t len)
     return n > 0 && (size_t)n < len ? buf : NULL;
 }
 
-ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg,
+/* "50M", "1.5G", "800k", "1048576": bytes (per second for rates); K/M/G are
+ * powers of 1024, an optional trailing "B" or "iB" is accepted. 0 on error. */
+uint64_t ckpt_store_parse_size(const char *s)
+{
+    char *end;
+    double v;
+    uint64_t mul = 1;
+    if (!s || !*s || *s == '-')
+        return 0;
+    v = strtod(s, &end);
+    if (end == s || !(v > 0))
+        return 0;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (mul > 1 && *end == 'i')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v * (double)mul > 1e18)
+        return 0;
+    return (uint64_t)(v * (double)mul);
+}
+
+/* Storage classes whose objects cannot be read back without a restore
+ * request first: a checkpoint there is not a checkpoint. */
+static int class_unreadable(const char *c)
+{
+    return !strcmp(c, "GLACIER") || !strcmp(c, "DEEP_ARCHIVE");
+}
+
+/* Zero/NULL fields of `in` from the environment (ckptrun's --storage-class,
+ * --sse, --sse-kms-key-id, --max-rate and --connections set these for
+ * itself and for the trainer it starts), checked. */
+static ckpt_status config_from_env(const struct ckpt_store_config *in,
+                                   struct ckpt_store_config *c, char *err)
+{
+    const char *v;
+    if (in)
+        *c = *in;
+    else
+        memset(c, 0, sizeof *c);
+    if (!c->storage_class && (v = getenv("CKPT_S3_STORAGE_CLASS")) && *v)
+        c->storage_class = v;
+    if (!c->sse && (v = getenv("CKPT_S3_SSE")) && *v)
+        c->sse = v;
+    if (!c->sse_kms_key_id && (v = getenv("CKPT_S3_SSE_KMS_KEY_ID")) && *v)
+        c->sse_kms_key_id = v;
+    if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
+        !(c->max_rate_bps = ckpt_store_parse_size(v))) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "CKPT_MAX_RATE='%.40s': expected bytes per second "
+                                        "like 50M or 1G", v);
+        return CKPT_E_CONFIG;
+    }
+    if (!c->connections && (v = getenv("CKPT_CONNECTIONS")) && *v) {
+        char *end;
+        unsigned long n = strtoul(v, &end, 10);
+        if (*end || n < 1 || n > 256) {
+            if (err)
+                snprintf(err, CKPT_ERR_MAX, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
+            return CKPT_E_CONFIG;
+        }
+        c->connections = (unsigned)n;
+    }
+    if (c->storage_class) {
+        size_t i, n = strlen(c->storage_class);
+        for (i = 0; i < n; i++)
+            if (!(isupper((unsigned char)c->storage_class[i]) || c->storage_class[i] == '_'))
+                break;
+        if (n == 0 || n > 40 || i < n || class_unreadable(c->storage_class)) {
+            if (err)
+                snprintf(err, CKPT_ERR_MAX, "storage class '%.40s': %s", c->storage_class,
+                         i < n || n == 0 || n > 40
+                             ? "expected an S3 class name like STANDARD_IA or "
+                               "INTELLIGENT_TIERING"
+                             : "objects there must be restored before they can be read; "
+                               "use GLACIER_IR for instant retrieval");
+            return CKPT_E_CONFIG;
+        }
+    }
+    if (c->sse_kms_key_id && !c->sse)
+        c->sse = "aws:kms"; /* a key id means SSE-KMS */
+    if (c->sse && strcmp(c->sse, "AES256") && strcmp(c->sse, "aws:kms")) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "server-side encryption '%.40s': expected AES256 "
+                                        "(SSE-S3) or aws:kms (SSE-KMS)", c->sse);
+        return CKPT_E_CONFIG;
+    }
+    if (c->sse_kms_key_id && strcmp(c->sse, "aws:kms")) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
+        return CKPT_E_CONFIG;
+    }
+    return CKPT_OK;
+}
+
+ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg_in,
                             struct ckpt_store **out, char *err)
 {
     char def[4096];
+    struct ckpt_store_config cfgv;
+    const struct ckpt_store_config *cfg = &cfgv;
+    ckpt_status cst;
     *out = NULL;
+    cst = config_from_env(cfg_in, &cfgv, err);
+    if (cst)
+        return cst;
     if (!url || !*url) {
         url = ckpt_store_default_url(def, sizeof def);
         if (!url) {

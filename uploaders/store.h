@@ -107,7 +107,11 @@ struct ckpt_store {
     char endpoint[256];
 };
 
-/* Options for opening a store (all optional; zero = defaults / environment). */
+/* Options for opening a store (all optional). Zero/NULL fields come from the
+ * environment, then defaults: CKPT_CONNECTIONS, CKPT_MAX_RATE (bytes/s, "50M"),
+ * CKPT_S3_STORAGE_CLASS, CKPT_S3_SSE (AES256 | aws:kms), CKPT_S3_SSE_KMS_KEY_ID
+ * (implies aws:kms). Checked at open: CKPT_E_CONFIG with the reason (GLACIER
+ * and DEEP_ARCHIVE are refused: their objects cannot be read back at once). */
 struct ckpt_store_config {
     unsigned connections;      /* parallel connections for object stores (0 = 16) */
     uint64_t max_rate_bps;     /* upload rate cap, bytes/s (0 = none) */
@@ -118,6 +122,10 @@ struct ckpt_store_config {
     void *log_user;
     ckpt_log_level log_level;
 };
+
+/* Sizes and rates as users write them: "50M", "1.5G", "800k", "1048576"
+ * (K/M/G = 1024^n; "B"/"iB" suffix accepted). @return bytes, 0 if invalid. */
+uint64_t ckpt_store_parse_size(const char *s);
 
 /* Open the store named by `url` (file:///abs, s3://bucket/prefix,
  * gs://bucket/prefix, az://container/prefix). `url` NULL or "" = the default

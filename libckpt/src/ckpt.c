@@ -203,8 +203,13 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
          * chunk_bytes). */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         ctx->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
-        if (strcmp(ctx->store->ops->scheme, "file") != 0 && ctx->workers < 8)
-            ctx->workers = 8;
+        if (strcmp(ctx->store->ops->scheme, "file") != 0) {
+            /* one request in flight per connection: --connections sets both */
+            const char *cn = getenv("CKPT_CONNECTIONS");
+            unsigned long c = cn && *cn ? strtoul(cn, NULL, 10) : 0;
+            ctx->workers = c ? (unsigned)(c > 64 ? 64 : c) : ctx->workers < 8 ? 8
+                                                                               : ctx->workers;
+        }
     }
     if (ctx->workers > 64)
         ctx->workers = 64;

@@ -6,6 +6,7 @@
 #   store_peers.sh CONFORMANCE_BIN SOURCE_DIR azurite sas
 #   store_peers.sh C_TRAINER_BIN SOURCE_DIR s3rver|azurite|mock trainer
 #   store_peers.sh CKPTRUN_BIN SOURCE_DIR s3rver|azurite|mock flip
+#   store_peers.sh CKPTRUN_BIN SOURCE_DIR mock options
 #
 # Starts s3rver 3.7.1 or Azurite (tests/npm, installed with `npm ci`) or
 # tests/tools/mock_s3.py (a strict S3: signatures, conditions) on a
@@ -256,6 +257,49 @@ if [ "$MODE" = trainer ]; then
             echo "$PEER: trainer never finished or differs"; cat "$TMP/trainer.log"; rc=1
         fi
     fi
+elif [ "$MODE" = options ]; then
+    # What S3 users set, through ckptrun's flags: storage class and SSE-KMS
+    # on every object written (the mock records the headers), at most
+    # --connections requests in flight, --max-rate pacing the upload, bad
+    # values refused with the right exit code.
+    mkdir -p "$TMP/in"
+    head -c 12582912 /dev/urandom >"$TMP/in/data.bin"
+    export CKPT_CHUNK_BYTES=1048576
+    "$CONF" save --store "$URL" --run opt --step 1 --storage-class STANDARD_IA \
+        --sse-kms-key-id key-1 --connections 2 "$TMP/in/data.bin" >"$TMP/save.log" 2>&1 ||
+        { echo "save failed"; cat "$TMP/save.log"; rc=1; }
+    state=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+        "http://127.0.0.1:$PORT/__mock/state")
+    echo "$state" | python3 -c '
+import json, sys
+st = json.load(sys.stdin)
+objs = {k: v for k, v in st["objects"].items() if "/opt/" in k}
+bad = [k for k, v in objs.items()
+       if v != {"class": "STANDARD_IA", "sse": "aws:kms", "kms": "key-1"}]
+chunks = [k for k in objs if "/chunks/" in k]
+print("options: %d objects, %d chunks, max in flight %d" % (len(objs), len(chunks), st["max_inflight"]))
+sys.exit(1 if bad or len(chunks) != 12 or not 1 <= st["max_inflight"] <= 2 else 0)' || {
+        echo "storage class / SSE / connections not as asked: $state" | cut -c1-600; rc=1; }
+    t0=$(date +%s%N)
+    "$CONF" save --store "$URL" --run rate --step 1 --max-rate 4M "$TMP/in/data.bin" \
+        >"$TMP/rate.log" 2>&1 || { echo "rate save failed"; cat "$TMP/rate.log"; rc=1; }
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    # 12 MiB at 4 MiB/s is 3 s (less a 100 ms burst)
+    if [ "$ms" -lt 2700 ]; then echo "--max-rate 4M: 12 MiB went up in $ms ms"; rc=1; fi
+    echo "options: 12 MiB at --max-rate 4M took $ms ms"
+    unset CKPT_CHUNK_BYTES
+    "$CONF" restore --store "$URL" --run opt "$TMP/out" >"$TMP/restore.log" 2>&1 &&
+        cmp "$TMP/in/data.bin" "$TMP/out/data.bin" || { echo "restore failed"; rc=1; }
+    for bad in "--storage-class GLACIER:78" "--storage-class lower:78" "--sse AES:64" \
+               "--max-rate fast:64" "--connections 0:64" "--sse AES256 --sse-kms-key-id k:78"; do
+        code=0
+        # shellcheck disable=SC2086
+        "$CONF" save --store "$URL" --run bad --step 1 ${bad%:*} "$TMP/in/data.bin" \
+            >"$TMP/bad.log" 2>&1 || code=$?
+        if [ "$code" != "${bad##*:}" ]; then
+            echo "'${bad%:*}': exit $code, expected ${bad##*:}"; cat "$TMP/bad.log"; rc=1
+        fi
+    done
 elif [ "$MODE" = flip ]; then
     # Every object's first GET arrives with one byte changed (the proxy's
     # --flip-once). Small objects (HEAD, manifest) are caught by the store's

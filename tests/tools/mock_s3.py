@@ -26,6 +26,9 @@ Unlike s3rver it:
     session token changes at every fetch and expires --role-ttl seconds
     later (requests with an unknown or expired token are refused);
   - with --tls-cert/--tls-key, speaks HTTPS;
+  - records each object's x-amz-storage-class and server-side encryption
+    headers, and the most requests it ever had in flight at once; an
+    unsigned GET /__mock/state returns them as JSON (for the tests);
   - with --gcs, behaves as the GCS XML API does where it differs (start it
     with --region auto): conditional writes only through
     x-goog-if-generation-match (0 = must not exist, N = generation N),
@@ -38,6 +41,7 @@ import base64
 import calendar
 import hashlib
 import hmac
+import json
 import re
 import signal
 import ssl
@@ -52,6 +56,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 OBJECTS = {}      # key -> (bytes, etag, mtime)
 UPLOADS = {}      # upload id -> {part number: bytes}
+ATTRS = {}        # key -> {"class": ..., "sse": ..., "kms": ...} as last PUT
+INFLIGHT = {"now": 0, "max": 0}
 GENERATIONS = {}  # key -> generation of its current version (--gcs)
 STATE = {"skew_pending": False, "complete_error_pending": False, "uploads": 0,
          "role_fetches": 0, "role_tokens": {}}
@@ -294,6 +300,7 @@ class Handler(BaseHTTPRequestHandler):
                     return self.error(*bad)
                 etag = '"%s"' % hashlib.md5(body).hexdigest()
                 OBJECTS[key] = (body, etag, self.now())
+                self.attrs(key)
                 gen = new_generation(key)
             return self.send(200, headers={"ETag": etag, "x-goog-generation": str(gen)})
         if cmd == "POST" and "uploads" in params:
@@ -301,6 +308,7 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["uploads"] += 1
                 uid = base64.b64encode(b"up+/%d=" % STATE["uploads"]).decode() + "+/="
                 UPLOADS[uid] = {}
+                self.attrs(key)
             return self.send(200, xml_reply(
                 "<InitiateMultipartUploadResult><Bucket>%s</Bucket><Key>%s</Key>"
                 "<UploadId>%s</UploadId></InitiateMultipartUploadResult>"
@@ -394,7 +402,27 @@ class Handler(BaseHTTPRequestHandler):
         return self.send(200, xml_reply(
             "<DeleteResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"></DeleteResult>"))
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = route
+    def counted(self):
+        if self.path == "/__mock/state" and self.command == "GET":
+            with LOCK:
+                doc = json.dumps({"objects": ATTRS, "max_inflight": INFLIGHT["max"]})
+            return self.send(200, doc.encode())
+        with LOCK:
+            INFLIGHT["now"] += 1
+            INFLIGHT["max"] = max(INFLIGHT["max"], INFLIGHT["now"])
+        try:
+            return self.route()
+        finally:
+            with LOCK:
+                INFLIGHT["now"] -= 1
+
+    def attrs(self, key):
+        """Remember the storage class and encryption a PUT asked for."""
+        ATTRS[key] = {"class": self.headers.get("x-amz-storage-class"),
+                      "sse": self.headers.get("x-amz-server-side-encryption"),
+                      "kms": self.headers.get("x-amz-server-side-encryption-aws-kms-key-id")}
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = counted
 
 
 def main():
