@@ -183,6 +183,29 @@ static void note_commit(struct sup *s, uint64_t step, double seconds)
     watch_note_step(s->w, step);
 }
 
+/* Whether process `pid` has a handler for `sig` (SigCgt in /proc/PID/status).
+ * A Python trainer has none while it is still importing and none again once
+ * the interpreter is finalizing: the signal would kill it. 1 when unknown. */
+static int child_catches(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    FILE *f;
+    int r = 1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return 1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long mask;
+        if (sscanf(line, "SigCgt: %llx", &mask) == 1) {
+            r = sig >= 1 && sig <= 64 ? (int)((mask >> (sig - 1)) & 1) : 1;
+            break;
+        }
+    }
+    fclose(f);
+    return r;
+}
+
 /* Ask the child for a checkpoint through the best channel it has. */
 static enum channel deliver_request(struct sup *s, const char *reason, int64_t deadline_unix,
                                     const char *codec)
@@ -193,6 +216,10 @@ static enum channel deliver_request(struct sup *s, const char *reason, int64_t d
     s->req_id++;
     if (ctl_connected(s->ctl) && ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id) > 0)
         ch = CH_SOCKET;
+    else if (s->o->sig && s->child_alive && !s->ever_connected &&
+             !child_catches(s->child, s->o->sig))
+        log_msg(LOG_WARN, "request", "the command does not handle %s now (still starting, "
+                "or exiting): not sent, it would kill it", signal_name(s->o->sig));
     else if (s->o->sig && s->child_alive && !s->ever_connected && kill(s->child, s->o->sig) == 0)
         ch = CH_SIGNAL; /* to the child process only, not its group */
     /* A child that connected once gets no signal after it disconnects: it

@@ -462,6 +462,18 @@ class SignalAware(Case):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref)
 
+    def test_signal_not_sent_to_a_command_without_a_handler(self):
+        # A Python trainer has no SIGUSR1 handler while it imports, nor once it
+        # is exiting: the request signal would kill it (exit 138, not 74/75).
+        p = self.start(["--signal", "USR1", "--grace", "3s", "--", "sleep", "30"])
+        p.wait_line(r" start command=")
+        time.sleep(0.3)
+        p.p.send_signal(signal.SIGTERM)
+        rc = p.wait()
+        self.assertEqual(rc, 74, p.text())
+        self.assertIn("does not handle SIGUSR1 now", p.text())
+        self.assertIn("signal=SIGTERM", p.text())  # stopped, not killed by USR1
+
     def test_child_ignoring_requests_is_stopped_in_time(self):
         mark = os.path.join(self.work, "hook")
         p = self.start(["--signal", "USR1", "--settle", "200ms", "--grace", "3s",

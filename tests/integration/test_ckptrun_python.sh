@@ -31,6 +31,25 @@ unset CKPT_SOCKET CKPT_DIR CKPT_STORE CKPT_RUN CKPT_SIGNAL CKPT_STEP CKPT_RESUME
 $PY "$SRC/examples/python/train.py" --steps $STEPS --every $EVERY \
     --out "$WORK/ref.bin" --dir "$WORK/refck" 2>/dev/null || { echo "FAIL: reference run"; exit 1; }
 
+# catches PID: PID has a handler for SIGUSR1 (bit 10 of SigCgt).
+catches() {
+    local m
+    m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) || return 1
+    [ -n "$m" ] && [ $(( (0x$m >> 9) & 1 )) -eq 1 ]
+}
+
+# child_of PID: one child process of PID (from /proc, no procps needed).
+child_of() {
+    local want=$1 f st
+    for f in /proc/[0-9]*/stat; do
+        read -r st < "$f" 2>/dev/null || continue
+        st=${st##*) }          # the fields after the command name
+        set -- $st             # $1 state, $2 parent pid
+        if [ "$2" = "$want" ]; then f=${f#/proc/}; echo "${f%/stat}"; return 0; fi
+    done
+    return 1
+}
+
 max_step() {
     ls "$1" 2>/dev/null | sed -n 's/^checkpoint-\([0-9]*\)$/\1/p' | sort -n | tail -1
 }
@@ -60,8 +79,16 @@ run_variant() {
                 prev=$(max_step "$dir/ck")
                 prev=${prev:--1}
             else
-                # Any moment: during the import, training or a save.
-                sleep $((3 + stops * 2))
+                # Any moment of training or a save, once the trainer handles
+                # the signal (before that, while Python imports torch,
+                # ckptrun rightly does not send it: see the nosignal case).
+                for _ in $(seq 600); do
+                    child=$(child_of $pid)
+                    [ -n "$child" ] && catches "$child" && break
+                    kill -0 $pid 2>/dev/null || break
+                    sleep 0.1
+                done
+                sleep $((1 + stops))
             fi
             kill -TERM $pid 2>/dev/null
         fi
