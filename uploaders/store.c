@@ -106,7 +106,7 @@ static int class_unreadable(const char *c)
 /* Zero/NULL fields of `in` from the environment (ckptrun's --storage-class,
  * --sse, --sse-kms-key-id, --max-rate and --connections set these for
  * itself and for the trainer it starts), checked. */
-static ckpt_status config_from_env(const struct ckpt_store_config *in,
+static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
                                    struct ckpt_store_config *c, char *err)
 {
     const char *v;
@@ -114,12 +114,16 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in,
         *c = *in;
     else
         memset(c, 0, sizeof *c);
-    if (!c->storage_class && (v = getenv("CKPT_S3_STORAGE_CLASS")) && *v)
-        c->storage_class = v;
-    if (!c->sse && (v = getenv("CKPT_S3_SSE")) && *v)
-        c->sse = v;
-    if (!c->sse_kms_key_id && (v = getenv("CKPT_S3_SSE_KMS_KEY_ID")) && *v)
-        c->sse_kms_key_id = v;
+    if (!s3) { /* the S3 settings mean nothing elsewhere: not read, not checked */
+        c->storage_class = c->sse = c->sse_kms_key_id = NULL;
+    } else {
+        if (!c->storage_class && (v = getenv("CKPT_S3_STORAGE_CLASS")) && *v)
+            c->storage_class = v;
+        if (!c->sse && (v = getenv("CKPT_S3_SSE")) && *v)
+            c->sse = v;
+        if (!c->sse_kms_key_id && (v = getenv("CKPT_S3_SSE_KMS_KEY_ID")) && *v)
+            c->sse_kms_key_id = v;
+    }
     if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
         !(c->max_rate_bps = ckpt_store_parse_size(v))) {
         if (err)
@@ -177,7 +181,8 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     const struct ckpt_store_config *cfg = &cfgv;
     ckpt_status cst;
     *out = NULL;
-    cst = config_from_env(cfg_in, &cfgv, err);
+    cst = config_from_env(cfg_in, url && (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5)),
+                          &cfgv, err);
     if (cst)
         return cst;
     if (!url || !*url) {

@@ -300,6 +300,9 @@ sys.exit(1 if bad or len(chunks) != 12 or not 1 <= st["max_inflight"] <= 2 else 
             echo "'${bad%:*}': exit $code, expected ${bad##*:}"; cat "$TMP/bad.log"; rc=1
         fi
     done
+    # S3 settings in the environment do not concern (nor break) a file store.
+    CKPT_S3_STORAGE_CLASS=GLACIER CKPT_S3_SSE=bogus "$CONF" ls --store "file://$TMP/fs" \
+        >"$TMP/fs.log" 2>&1 || { echo "S3 settings broke a file store"; cat "$TMP/fs.log"; rc=1; }
 elif [ "$MODE" = flip ]; then
     # Every object's first GET arrives with one byte changed (the proxy's
     # --flip-once). Small objects (HEAD, manifest) are caught by the store's
