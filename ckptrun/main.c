@@ -354,6 +354,7 @@ static int bad_duration(const char *opt, const char *v)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     int c, rc = 0, first = 1, want_help = 0, want_version = 0;
+    const char *s3_flag = NULL; /* an S3-only option given: warned about below if unused */
     uint64_t n;
     /* `run` stops at the first non-option: the rest is the command. */
     const char *short_opts;
@@ -469,16 +470,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
         /* Object-store settings travel in the environment: every store this
          * process opens reads them (uploaders/store.h), and so does a
          * libckpt trainer started under ckptrun. */
-        case O_STORAGE_CLASS: setenv("CKPT_S3_STORAGE_CLASS", optarg, 1); break;
+        case O_STORAGE_CLASS:
+            s3_flag = "--storage-class";
+            setenv("CKPT_S3_STORAGE_CLASS", optarg, 1);
+            break;
         case O_SSE:
             if (strcmp(optarg, "AES256") != 0 && strcmp(optarg, "aws:kms") != 0) {
                 log_error("--sse '%s' is not AES256 (SSE-S3) or aws:kms (SSE-KMS)", optarg);
                 rc = EXIT_USAGE;
                 goto out;
             }
+            s3_flag = "--sse";
             setenv("CKPT_S3_SSE", optarg, 1);
             break;
-        case O_SSE_KMS: setenv("CKPT_S3_SSE_KMS_KEY_ID", optarg, 1); break;
+        case O_SSE_KMS:
+            s3_flag = "--sse-kms-key-id";
+            setenv("CKPT_S3_SSE_KMS_KEY_ID", optarg, 1);
+            break;
         case O_MAX_RATE:
             if (ckpt_store_parse_size(optarg) == 0) {
                 log_error("--max-rate '%s' is not a rate in bytes/s (e.g. 50M, 1G)", optarg);
@@ -532,6 +540,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     o->args = argv + optind;
     o->nargs = argc - optind;
+    {
+        const char *url = o->store && *o->store ? o->store : getenv("CKPT_STORE");
+        if (s3_flag && (!url || (strncmp(url, "s3://", 5) && strncmp(url, "gs://", 5))))
+            log_msg(LOG_WARN, "options", "%s applies to s3:// (and gs://) stores only: "
+                    "ignored for %s", s3_flag, url && *url ? url : "the default file store");
+    }
     /* The shim makes SIGUSR1 safe for any program (it installs a handler
      * when the program has none), so with --preload a request can always be
      * sent: default to it unless a signal was chosen. */

@@ -670,7 +670,8 @@ static size_t object_headers(struct s3 *s, char lines[4][300])
     size_t n = 0;
 
     if (s->storage_class && *s->storage_class)
-        snprintf(lines[n++], 300, "x-amz-storage-class: %s", s->storage_class);
+        snprintf(lines[n++], 300, "%s: %s",
+                 s->gcs ? "x-goog-storage-class" : "x-amz-storage-class", s->storage_class);
     if (s->sse && *s->sse)
         snprintf(lines[n++], 300, "x-amz-server-side-encryption: %s", s->sse);
     if (s->kms_key && *s->kms_key)
@@ -1557,6 +1558,12 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
         s->log_fn = cfg->log_fn;
         s->log_user = cfg->log_user;
         s->log_level = cfg->log_level;
+    }
+    if (gcs && s->sse) {
+        seterr(err, "server-side encryption settings (--sse, CKPT_S3_SSE) are for s3://; "
+                    "GCS encrypts every object with Google-managed or bucket default keys");
+        st = CKPT_E_CONFIG;
+        goto out;
     }
     /* With SSE-KMS the ETag is not the MD5 of the content. */
     s->verify_md5 = !(s->sse && strcmp(s->sse, "aws:kms") == 0) && !gcs;

@@ -65,14 +65,7 @@ static ckpt_status open_url(const char *url, struct ckpt_store **st, char *err)
     cfg.log_fn = log_cb;
     cfg.log_level = CKPT_LOG_DEBUG;
     cfg.connections = 8;
-#ifdef CKPT_WITH_S3
-    if (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5))
-        return ckpt_store_s3_open(url, &cfg, st, err);
-#endif
-#ifdef CKPT_WITH_AZURE
-    if (!strncmp(url, "az://", 5))
-        return ckpt_store_az_open(url, &cfg, st, err);
-#endif
+    /* the public entry point: it also reads the CKPT_* store settings */
     return ckpt_store_open(url, &cfg, st, err);
 }
 

@@ -199,7 +199,8 @@ mock)
         # delete). Conditions are enforced there, as on GCS itself.
         unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_ENDPOINT_URL
         export GOOGLE_ACCESS_KEY_ID=MOCKAK GOOGLE_SECRET_ACCESS_KEY='mock/secret+key' \
-            CKPT_GS_ENDPOINT="http://127.0.0.1:$TARGET" CKPT_S3_CONDITIONAL=1
+            CKPT_GS_ENDPOINT="http://127.0.0.1:$TARGET" CKPT_S3_CONDITIONAL=1 \
+            CKPT_S3_STORAGE_CLASS=NEARLINE
         URL="gs://ckpt-test/conf/gcs"
         ARGS="--many 300"
     fi
@@ -300,9 +301,13 @@ sys.exit(1 if bad or len(chunks) != 12 or not 1 <= st["max_inflight"] <= 2 else 
             echo "'${bad%:*}': exit $code, expected ${bad##*:}"; cat "$TMP/bad.log"; rc=1
         fi
     done
-    # S3 settings in the environment do not concern (nor break) a file store.
+    # S3 settings in the environment do not concern (nor break) a file store;
+    # given as flags there, they are named as ignored.
     CKPT_S3_STORAGE_CLASS=GLACIER CKPT_S3_SSE=bogus "$CONF" ls --store "file://$TMP/fs" \
         >"$TMP/fs.log" 2>&1 || { echo "S3 settings broke a file store"; cat "$TMP/fs.log"; rc=1; }
+    "$CONF" ls --store "file://$TMP/fs" --storage-class STANDARD_IA >"$TMP/fs.log" 2>&1 &&
+        grep -q "applies to s3://" "$TMP/fs.log" ||
+        { echo "--storage-class on a file store: no warning"; cat "$TMP/fs.log"; rc=1; }
 elif [ "$MODE" = flip ]; then
     # Every object's first GET arrives with one byte changed (the proxy's
     # --flip-once). Small objects (HEAD, manifest) are caught by the store's
@@ -343,6 +348,16 @@ elif [ "$MODE" = tls ]; then
     AWS_CA_BUNDLE="$TMP/cert.pem" "$CONF" "$URL" --many 1100 --big 0 || rc=$?
 else
     "$CONF" "$URL" $ARGS || rc=$?
+    if [ "$MODE" = gcs ] && [ $rc -eq 0 ]; then
+        # every object went up in the storage class asked for (x-goog-storage-class)
+        python3 -c '
+import json, sys, urllib.request
+st = json.loads(urllib.request.urlopen(sys.argv[1]).read())
+objs = st["objects"]
+bad = [k for k, v in objs.items() if v["class"] != "NEARLINE" or v["sse"]]
+print("gcs: %d objects written, %d without storage class NEARLINE" % (len(objs), len(bad)))
+sys.exit(1 if bad or not objs else 0)' "http://127.0.0.1:$PORT/__mock/state" || rc=1
+    fi
 fi
 if [ -n "$PROXY_PID" ]; then
     kill "$PROXY_PID" 2>/dev/null || true

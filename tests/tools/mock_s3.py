@@ -418,7 +418,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def attrs(self, key):
         """Remember the storage class and encryption a PUT asked for."""
-        ATTRS[key] = {"class": self.headers.get("x-amz-storage-class"),
+        ATTRS[key] = {"class": self.headers.get("x-goog-storage-class" if ARGS.gcs
+                                                else "x-amz-storage-class"),
                       "sse": self.headers.get("x-amz-server-side-encryption"),
                       "kms": self.headers.get("x-amz-server-side-encryption-aws-kms-key-id")}
 
