@@ -14,7 +14,8 @@
  *    object PUTs (CKPT_S3_CHECKSUM), so the store rejects a body damaged in
  *    flight, for one digest of CPU instead of two;
  *  - GET bodies are checked against the ETag when it is a plain MD5 (single
- *    part upload, no SSE-KMS) and re-fetched on mismatch;
+ *    part upload, no SSE-KMS) and re-fetched on mismatch, except where the
+ *    caller checks them itself (CKPT_GET_SELF_CHECKED: chunks);
  *  - objects above the multipart threshold (64 MiB, CKPT_S3_MULTIPART_MIN)
  *    go up in parts of 8 MiB (CKPT_S3_PART_SIZE, at least 5 MiB on AWS),
  *    sequentially in the caller's thread (callers bring the parallelism);
