@@ -281,6 +281,53 @@ static ckpt_status fget(struct ckpt_store *s, const char *key, size_t max_len, u
     return st;
 }
 
+static ckpt_status fget_range(struct ckpt_store *s, const char *key, uint64_t off, size_t len,
+                              unsigned flags, void **buf, char *err)
+{
+    struct file_store *fs = (struct file_store *)s;
+    char path[4096];
+    ckpt_status st = CKPT_OK;
+    uint8_t *p;
+    size_t got = 0;
+    int fd;
+    (void)flags;
+    *buf = NULL;
+    if (!ckpt_key_valid(key) || path_of(fs, key, path, sizeof path) || len == 0 ||
+        off > (uint64_t)INT64_MAX - len)
+        return CKPT_E_INVAL;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errno, "open", path);
+    p = malloc(len);
+    if (!p) {
+        close(fd);
+        return CKPT_E_NOMEM;
+    }
+    while (got < len) {
+        ssize_t r = pread(fd, p + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            st = fail(err, errno, "read", path);
+            break;
+        }
+        if (r == 0) {
+            if (err)
+                snprintf(err, CKPT_ERR_MAX, "%.400s ends before byte %llu", path,
+                         (unsigned long long)(off + len));
+            st = CKPT_E_CORRUPT;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (st)
+        free(p);
+    else
+        *buf = p;
+    return st;
+}
+
 static ckpt_status fhead(struct ckpt_store *s, const char *key, uint64_t *size, char *etag_out,
                          char *err)
 {
@@ -409,7 +456,7 @@ static void fclose_store(struct ckpt_store *s)
 }
 
 static const struct ckpt_store_ops file_ops = {
-    "file", fput, fget, fhead, flist, fdel, fbarrier, fcond, fclose_store,
+    "file", fput, fget, fget_range, fhead, flist, fdel, fbarrier, fcond, fclose_store,
 };
 
 ckpt_status ckpt_store_file_open(const char *path, const struct ckpt_store_config *cfg,

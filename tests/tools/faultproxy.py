@@ -13,12 +13,12 @@ is, with probability --rate, answered with one fault picked at random:
   reset     the connection is reset (RST) before any reply
   stall     nothing is sent for --stall-s seconds, then the connection closes
   truncate  the request is forwarded, the reply cut in the middle of its body
-  flip      an object GET's 200 reply (one with an ETag) arrives whole, with
+  flip      an object GET's 200 or 206 reply (one with an ETag) arrives whole, with
             one byte of its body changed: what the client's own checks (the
             MD5 ETag, Content-MD5, chunk checksums) must catch and fetch again
 Other requests are forwarded unchanged (one upstream connection each).
---flip-once replaces the random draw: the first GET of each path that can be
-flipped is, later ones pass (every object is damaged exactly once: a
+--flip-once replaces the random draw: the first GET of each path (and range)
+that can be flipped is, later ones pass (every object is damaged exactly once: a
 deterministic test that each one is fetched again).
 A slow link can be added to every forwarded request (ckptrun doctor tests):
   --delay-ms N     N ms of extra latency per request
@@ -60,12 +60,13 @@ def content_length(lines):
 
 
 def flip_body(head, reply):
-    """One byte of an object GET's 200 body changed; other replies as they are."""
+    """One byte of an object GET's 200 or 206 body changed; other replies as
+    they are."""
     sep = reply.find(b"\r\n\r\n")
     if not head[0].startswith(b"GET ") or sep < 0 or sep + 4 >= len(reply):
         return reply
     lines = reply[:sep].split(b"\r\n")
-    if b" 200 " not in lines[0] + b" " or not any(
+    if (b" 200 " not in lines[0] + b" " and b" 206 " not in lines[0] + b" ") or not any(
             l.split(b":", 1)[0].strip().lower() == b"etag" for l in lines[1:]):
         return reply
     at = sep + 4 + (len(reply) - sep - 4) // 2
@@ -163,6 +164,10 @@ class Handler(socketserver.StreamRequestHandler):
                 return
             if self.server.flip_once:
                 path = head[0].split(b" ")[1] if head[0].startswith(b"GET ") else None
+                if path is not None:  # each range of an object is its own read
+                    path += b"".join(b" " + l.split(b":", 1)[1].strip() for l in head[1:]
+                                     if l.split(b":", 1)[0].strip().lower()
+                                     in (b"range", b"x-ms-range"))
                 with LOCK:
                     if path is not None and path not in self.server.flipped:
                         fault = "flip"

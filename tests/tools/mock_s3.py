@@ -28,7 +28,8 @@ Unlike s3rver it:
   - with --tls-cert/--tls-key, speaks HTTPS;
   - records each object's x-amz-storage-class and server-side encryption
     headers, and the most requests it ever had in flight at once; an
-    unsigned GET /__mock/state returns them as JSON (for the tests);
+    unsigned GET /__mock/state returns them as JSON (for the tests),
+    with the number of ranged GETs (Range: bytes=A-B, answered 206);
   - with --gcs, behaves as the GCS XML API does where it differs (start it
     with --region auto): conditional writes only through
     x-goog-if-generation-match (0 = must not exist, N = generation N),
@@ -325,6 +326,21 @@ class Handler(BaseHTTPRequestHandler):
                 gen = GENERATIONS.get(key, 0)
             if cur is None:
                 return self.error(404, "NoSuchKey")
+            rng = self.headers.get("Range")
+            if cmd == "GET" and rng:
+                # "bytes=A-B" only (what ckpt sends); past the end: 416
+                m = re.fullmatch(r"bytes=(\d+)-(\d+)", rng.strip())
+                if not m or int(m.group(1)) > int(m.group(2)):
+                    return self.error(400, "InvalidArgument")
+                a, b = int(m.group(1)), int(m.group(2))
+                if a >= len(cur[0]):
+                    return self.error(416, "InvalidRange")
+                b = min(b, len(cur[0]) - 1)
+                with LOCK:
+                    STATE["range_gets"] = STATE.get("range_gets", 0) + 1
+                return self.send(206, cur[0][a:b + 1], {
+                    "ETag": cur[1], "x-goog-generation": str(gen),
+                    "Content-Range": "bytes %d-%d/%d" % (a, b, len(cur[0]))})
             return self.send(200, cur[0], {"ETag": cur[1], "x-goog-generation": str(gen)},
                              head_only=cmd == "HEAD")
         if cmd == "DELETE":
@@ -405,7 +421,8 @@ class Handler(BaseHTTPRequestHandler):
     def counted(self):
         if self.path == "/__mock/state" and self.command == "GET":
             with LOCK:
-                doc = json.dumps({"objects": ATTRS, "max_inflight": INFLIGHT["max"]})
+                doc = json.dumps({"objects": ATTRS, "max_inflight": INFLIGHT["max"],
+                                  "range_gets": STATE.get("range_gets", 0)})
             return self.send(200, doc.encode())
         with LOCK:
             INFLIGHT["now"] += 1
