@@ -62,33 +62,6 @@ ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
 }
 
 /* ---- verify ------------------------------------------------------------------------ */
-struct vjob {
-    struct ckpt_batch *b;
-    struct ckpt_chunk_ref c;
-    char item[CKPT_NAME_MAX + 1];
-    size_t idx;
-    uint64_t step;
-    size_t *bad;
-};
-
-static void vjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
-{
-    struct vjob *j = arg;
-    char err[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 400] = "";
-    uint8_t *scratch = ws ? ckpt__codec_ws_scratch(ws, j->c.raw_len) : NULL;
-    ckpt_status st = scratch ? ckpt__fetch_chunk(ctx, ws, &j->c, scratch, err) : CKPT_E_NOMEM;
-    if (st) {
-        snprintf(msg, sizeof msg, "step %" PRIu64 ", item %s, chunk %zu: %s", j->step, j->item,
-                 j->idx, err);
-        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", msg);
-        pthread_mutex_lock(&j->b->mu);
-        (*j->bad)++;
-        pthread_mutex_unlock(&j->b->mu);
-    }
-    ckpt__batch_done(j->b, st, msg);
-    free(j);
-}
-
 ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
 {
     struct ckpt_head h;
@@ -110,7 +83,6 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
     ckpt__idset_init(&seen);
     for (size_t i = 0; i < h.n; i++) {
         struct ckpt_manifest m;
-        struct ckpt_batch b;
         if (step == CKPT_STEP_LATEST ? i > 0
                                      : (step != CKPT_STEP_ALL && h.entries[i].step != step))
             continue;
@@ -122,39 +94,15 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
             bad++;
             continue;
         }
-        ckpt__batch_init(&b);
-        b.pending = 1;
-        for (size_t k = 0; k < m.nitems; k++)
-            for (size_t c = 0; c < m.items[k].nchunks; c++) {
-                struct vjob *j;
-                if (ckpt__idset_get(&seen, m.items[k].chunks[c].id, NULL))
-                    continue; /* checked already (shared with a newer checkpoint) */
-                ckpt__idset_put(&seen, m.items[k].chunks[c].id, 1);
-                j = calloc(1, sizeof *j);
-                if (!j)
-                    continue;
-                j->b = &b;
-                j->c = m.items[k].chunks[c];
-                snprintf(j->item, sizeof j->item, "%s", m.items[k].name);
-                j->idx = c;
-                j->step = m.step;
-                j->bad = &bad;
-                pthread_mutex_lock(&b.mu);
-                b.pending++;
-                pthread_mutex_unlock(&b.mu);
-                if (ckpt__pool_submit(ctx, vjob_fn, j)) {
-                    free(j);
-                    ckpt__batch_done(&b, CKPT_E_NOMEM, "queue");
-                }
+        {
+            char err[CKPT_ERR_MAX] = "";
+            st = ckpt__verify_manifest(ctx, &m, &seen, &bad, err);
+            if (st) {
+                ckpt__set_ctx_err(ctx, "%s", err);
+                if (!result)
+                    result = st;
             }
-        ckpt__batch_done(&b, CKPT_OK, NULL);
-        st = ckpt__batch_wait(&b);
-        if (st) {
-            ckpt__set_ctx_err(ctx, "%s", b.err);
-            if (!result)
-                result = st;
         }
-        ckpt__batch_destroy(&b);
         ckpt__manifest_free(&m);
     }
     ckpt__idset_free(&seen);
@@ -242,7 +190,7 @@ ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, ui
     char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", prefix[1024], hkey[1024];
     bool exists;
     ckpt_status st;
-    struct objlist chunks = { 0 }, mans = { 0 };
+    struct objlist objs[2] = { { 0 }, { 0 } }, mans = { 0 }; /* chunks, packs */
     struct ckpt_idset live;
     char **victims = NULL;
     size_t nv = 0, keepn;
@@ -258,11 +206,14 @@ ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, ui
     st = ckpt__read_head(ctx, &h, etag, &exists);
     if (st)
         goto out;
-    snprintf(prefix, sizeof prefix, "%s/chunks/", ctx->run);
-    st = ctx->store->ops->list(ctx->store, prefix, collect, &chunks, err);
-    if (st) {
-        ckpt__set_ctx_err(ctx, "listing %s: %s", prefix, err);
-        goto out;
+    for (int kind = 0; kind < 2; kind++) {
+        snprintf(prefix, sizeof prefix, "%s/%s/", ctx->run,
+                 kind == CKPT_OBJ_PACK ? "packs" : "chunks");
+        st = ctx->store->ops->list(ctx->store, prefix, collect, &objs[kind], err);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "listing %s: %s", prefix, err);
+            goto out;
+        }
     }
     snprintf(prefix, sizeof prefix, "%s/manifests/", ctx->run);
     st = ctx->store->ops->list(ctx->store, prefix, collect, &mans, err);
@@ -271,46 +222,44 @@ ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, ui
         goto out;
     }
     {
-        /* present chunks, for the "restorable" check below */
-        struct ckpt_idset present;
-        ckpt__idset_init(&present);
-        for (size_t i = 0; i < chunks.n; i++) {
-            uint8_t id[CKPT_ID_LEN];
-            if (!key_id(chunks.keys[i], id))
-                ckpt__idset_put(&present, id, chunks.size[i]);
-        }
+        /* present objects, for the "restorable" check below */
+        struct ckpt_idset present[2];
+        ckpt__idset_init(&present[0]);
+        ckpt__idset_init(&present[1]);
+        for (int kind = 0; kind < 2; kind++)
+            for (size_t i = 0; i < objs[kind].n; i++) {
+                uint8_t id[CKPT_ID_LEN];
+                if (!key_id(objs[kind].keys[i], id))
+                    ckpt__idset_put(&present[kind], id, objs[kind].size[i]);
+            }
         ids = calloc(h.n ? h.n : 1, sizeof *ids);
         ok = calloc(h.n ? h.n : 1, sizeof *ok);
         if (!ids || !ok) {
-            ckpt__idset_free(&present);
+            ckpt__idset_free(&present[0]);
+            ckpt__idset_free(&present[1]);
             st = CKPT_E_NOMEM;
             goto out;
         }
         /* A retained checkpoint counts as restorable when its manifest reads
-         * and every chunk it names is present with the recorded size (full
-         * byte verification is `ckptrun verify`). */
+         * and every object it names (chunks, packs) is present with the
+         * recorded size (full byte verification is `ckptrun verify`). */
         for (size_t i = 0; i < h.n; i++) {
             struct ckpt_manifest m;
             if (ckpt__read_manifest(ctx, h.entries[i].manifest, &m) != CKPT_OK)
                 continue;
-            ok[i] = 1;
-            size_t total = 0, n = 0;
-            for (size_t k = 0; k < m.nitems; k++)
-                total += m.items[k].nchunks;
-            ids[i].ids = total ? malloc(total * CKPT_ID_LEN) : NULL;
-            for (size_t k = 0; k < m.nitems; k++)
-                for (size_t c = 0; c < m.items[k].nchunks; c++) {
+            if (ckpt__manifest_objects(&m, &ids[i]) == 0) {
+                ok[i] = 1;
+                for (size_t k = 0; k < ids[i].n; k++) {
                     uint64_t sz;
-                    const struct ckpt_chunk_ref *r = &m.items[k].chunks[c];
-                    if (!ckpt__idset_get(&present, r->id, &sz) || sz != r->stored_len)
+                    if (!ckpt__idset_get(&present[ids[i].kind[k]], ids[i].ids[k], &sz) ||
+                        sz != ids[i].size[k])
                         ok[i] = 0;
-                    if (ids[i].ids)
-                        memcpy(ids[i].ids[n++], r->id, CKPT_ID_LEN);
                 }
-            ids[i].n = n;
+            }
             ckpt__manifest_free(&m);
         }
-        ckpt__idset_free(&present);
+        ckpt__idset_free(&present[0]);
+        ckpt__idset_free(&present[1]);
     }
     /* choose what to keep: the newest `keep`, plus the newest restorable one
      * if none of those is */
@@ -361,9 +310,12 @@ ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, ui
         }
     }
     for (size_t i = 0; i < keepn; i++)
-        for (size_t k = 0; k < ids[i].n; k++)
-            ckpt__idset_put(&live, ids[i].ids[k], 1);
-    victims = malloc((chunks.n + mans.n + 1) * sizeof *victims);
+        for (size_t k = 0; k < ids[i].n; k++) {
+            uint64_t bits = 0;
+            ckpt__idset_get(&live, ids[i].ids[k], &bits);
+            ckpt__idset_put(&live, ids[i].ids[k], bits | 1u << ids[i].kind[k]);
+        }
+    victims = malloc((objs[0].n + objs[1].n + mans.n + 1) * sizeof *victims);
     if (!victims) {
         st = CKPT_E_NOMEM;
         goto out;
@@ -388,18 +340,21 @@ ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, ui
     st = delete_keys(ctx, victims, nv, &ndel);
     if (st)
         goto out;
-    /* 3. chunks nobody retained names, old enough not to be a save in flight */
+    /* 3. chunks and packs no retained checkpoint uses, old enough not to
+     * be a save in flight */
     nv = 0;
-    for (size_t i = 0; i < chunks.n; i++) {
-        uint8_t id[CKPT_ID_LEN];
-        if (key_id(chunks.keys[i], id))
-            continue; /* not ours: leave it */
-        if (ckpt__idset_get(&live, id, NULL))
-            continue;
-        if ((uint64_t)(now - chunks.mtime[i]) < min_age_ms)
-            continue;
-        victims[nv++] = chunks.keys[i];
-    }
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = 0; i < objs[kind].n; i++) {
+            uint8_t id[CKPT_ID_LEN];
+            uint64_t bits = 0;
+            if (key_id(objs[kind].keys[i], id))
+                continue; /* not ours: leave it */
+            if (ckpt__idset_get(&live, id, &bits) && (bits & (1u << kind)))
+                continue;
+            if ((uint64_t)(now - objs[kind].mtime[i]) < min_age_ms)
+                continue;
+            victims[nv++] = objs[kind].keys[i];
+        }
     st = delete_keys(ctx, victims, nv, &ndel);
     if (st == CKPT_OK) {
         ckpt__log(&ctx->log, CKPT_LOG_INFO, "gc", "kept %zu checkpoints, deleted %" PRIu64
@@ -412,11 +367,12 @@ out:
         *deleted = ndel;
     if (ids)
         for (size_t i = 0; i < h.n; i++)
-            free(ids[i].ids);
+            ckpt__idlist_free(&ids[i]);
     free(ids);
     free(ok);
     free(victims);
-    objlist_free(&chunks);
+    objlist_free(&objs[0]);
+    objlist_free(&objs[1]);
     objlist_free(&mans);
     ckpt__idset_free(&live);
     ckpt__head_free(&h);

@@ -101,7 +101,9 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     pthread_mutex_init(&ctx->run_mu, NULL);
     pthread_cond_init(&ctx->run_cv, NULL);
     pthread_mutex_init(&ctx->err_mu, NULL);
-    ckpt__idset_init(&ctx->known);
+    pthread_mutex_init(&ctx->pk_mu, NULL);
+    pthread_cond_init(&ctx->pk_cv, NULL);
+    ckpt__index_init(&ctx->idx);
     ckpt__logger_init(&ctx->log, cfg->log_fn, cfg->log_user, cfg->log_level);
     *out = ctx; /* from here on, ckpt_close() cleans up; reset on failure */
 
@@ -213,6 +215,25 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     }
     if (ctx->workers > 64)
         ctx->workers = 64;
+    /* Packs: on object stores, chunks travel in objects of about 32 MiB
+     * (docs/FORMAT.md: a request costs time and fees, small objects waste
+     * both); a local disk gains nothing from them. CKPT_PACK_BYTES=0 turns
+     * them off. At most 4 packs upload at once (memory: 5 x pack size). */
+    {
+        const char *pb = getenv("CKPT_PACK_BYTES");
+        ctx->pack_bytes = strcmp(ctx->store->ops->scheme, "file") == 0 ? 0 : CKPT_DEFAULT_PACK;
+        if (pb && *pb) {
+            uint64_t b = strcmp(pb, "0") == 0 ? 0 : ckpt_store_parse_size(pb);
+            if (strcmp(pb, "0") != 0 && (b < (1u << 20) || b > CKPT_MAX_PACK)) {
+                ckpt__set_ctx_err(ctx, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "
+                                       "from 1M to 1G", pb);
+                st = CKPT_E_CONFIG;
+                goto fail;
+            }
+            ctx->pack_bytes = (size_t)b;
+        }
+        ctx->pack_inflight = ctx->workers < 4 ? ctx->workers : 4;
+    }
     if (!ctx->run || !ctx->store_url) {
         st = CKPT_E_NOMEM;
         goto fail;
@@ -230,9 +251,9 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "control",
                       "cannot connect to ckptrun at %s: running standalone", s);
     }
-    ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open", "store %s run %s codec %s chunk %zu workers %u",
-              ctx->store_url, ctx->run, ckpt__codec_name(ctx->codec), ctx->chunk_bytes,
-              ctx->workers);
+    ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open",
+              "store %s run %s codec %s chunk %zu pack %zu workers %u", ctx->store_url, ctx->run,
+              ckpt__codec_name(ctx->codec), ctx->chunk_bytes, ctx->pack_bytes, ctx->workers);
     return CKPT_OK;
 fail:
     ckpt__log(&ctx->log, CKPT_LOG_ERROR, "open", "%s", ctx->errmsg);
@@ -428,6 +449,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
         free(it);
     }
     ckpt__run_state_free(ctx);
+    ckpt__packbufs_free(ctx);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);
     free(ctx->run);
@@ -436,5 +458,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
     pthread_mutex_destroy(&ctx->run_mu);
     pthread_cond_destroy(&ctx->run_cv);
     pthread_mutex_destroy(&ctx->err_mu);
+    pthread_mutex_destroy(&ctx->pk_mu);
+    pthread_cond_destroy(&ctx->pk_cv);
     free(ctx);
 }

@@ -237,7 +237,7 @@ ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t
         plen = len;
     }
     memcpy(hdr, CKPT_CHUNK_MAGIC, 4);
-    hdr[4] = CKPT_FORMAT_VERSION;
+    hdr[4] = CKPT_CHUNK_VERSION;
     hdr[5] = (uint8_t)codec;
     hdr[6] = (uint8_t)filter;
     hdr[7] = (uint8_t)(filter ? elem_size : 0);
@@ -330,7 +330,7 @@ ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t
     elem = h[7];
     rl = get32(h + 8);
     pl = get32(h + 12);
-    if (h[4] != CKPT_FORMAT_VERSION || codec < CKPT_CODEC_NONE || codec > CKPT_CODEC_LZ4 ||
+    if (h[4] != CKPT_CHUNK_VERSION || codec < CKPT_CODEC_NONE || codec > CKPT_CODEC_LZ4 ||
         filter > CKPT_FILTER_BYTEGROUP || (filter && elem != 2 && elem != 4)) {
         ckpt__seterr(err, "chunk header names unknown version/codec/filter (%u/%u/%u)",
                      h[4], codec, filter);

@@ -26,6 +26,66 @@ void ckpt__chunk_key(const char *run, const uint8_t id[CKPT_ID_LEN], char *out, 
     snprintf(out, n, "%s/chunks/%.2s/%s", run, hex, hex);
 }
 
+void ckpt__object_key(const char *run, int kind, const uint8_t id[CKPT_ID_LEN], char *out,
+                      size_t n)
+{
+    char hex[CKPT_ID_HEX + 1];
+    ckpt__hex(id, CKPT_ID_LEN, hex);
+    snprintf(out, n, "%s/%s/%.2s/%s", run, kind == CKPT_OBJ_PACK ? "packs" : "chunks", hex, hex);
+}
+
+void ckpt__idlist_free(struct ckpt_idlist *l)
+{
+    if (!l)
+        return;
+    free(l->ids);
+    free(l->kind);
+    free(l->size);
+    memset(l, 0, sizeof *l);
+}
+
+int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *out)
+{
+    size_t total = m->npacks, n = 0;
+    struct ckpt_idset seen;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < m->nitems; i++)
+        total += m->items[i].nchunks;
+    if (!total)
+        return 0;
+    out->ids = malloc(total * CKPT_ID_LEN);
+    out->kind = malloc(total);
+    out->size = malloc(total * sizeof *out->size);
+    if (!out->ids || !out->kind || !out->size) {
+        ckpt__idlist_free(out);
+        return -1;
+    }
+    /* packs: those some chunk lives in (a manifest names no others) */
+    for (size_t p = 0; p < m->npacks; p++) {
+        memcpy(out->ids[n], m->packs[p].id, CKPT_ID_LEN);
+        out->kind[n] = CKPT_OBJ_PACK;
+        out->size[n++] = m->packs[p].size;
+    }
+    ckpt__idset_init(&seen);
+    for (size_t i = 0; i < m->nitems; i++)
+        for (size_t c = 0; c < m->items[i].nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+            if (r->pack || ckpt__idset_get(&seen, r->id, NULL))
+                continue;
+            if (ckpt__idset_put(&seen, r->id, 1)) {
+                ckpt__idset_free(&seen);
+                ckpt__idlist_free(out);
+                return -1;
+            }
+            memcpy(out->ids[n], r->id, CKPT_ID_LEN);
+            out->kind[n] = CKPT_OBJ_CHUNK;
+            out->size[n++] = r->stored_len;
+        }
+    ckpt__idset_free(&seen);
+    out->n = n;
+    return 0;
+}
+
 void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
                         char *out, size_t n)
 {
@@ -140,6 +200,7 @@ void ckpt__manifest_free(struct ckpt_manifest *m)
         free(m->items[i].chunks);
     }
     free(m->items);
+    free(m->packs);
     free(m->writer);
     free(m->parent);
     memset(m, 0, sizeof *m);
@@ -152,7 +213,9 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
     char *text = NULL;
     int ok = root != NULL;
 
-    ok = ok && add_num(root, "format", CKPT_FORMAT_VERSION);
+    /* Format 2 only when chunks live in packs: a manifest without packs
+     * stays readable by format-1 readers. */
+    ok = ok && add_num(root, "format", m->npacks ? 2 : CKPT_FORMAT_UNPACKED);
     ok = ok && cJSON_AddStringToObject(root, "kind", "manifest");
     ok = ok && add_u64s(root, "step", m->step) && add_u64s(root, "seq", m->seq) &&
          add_u64s(root, "epoch", m->epoch);
@@ -163,6 +226,18 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
     ok = ok && cJSON_AddStringToObject(root, "writer", m->writer ? m->writer : "");
     if (ok && m->parent)
         ok = cJSON_AddStringToObject(root, "parent", m->parent) != NULL;
+    if (ok && m->npacks) {
+        cJSON *packs = cJSON_AddArrayToObject(root, "packs");
+        ok = packs != NULL;
+        for (size_t p = 0; ok && p < m->npacks; p++) {
+            char hex[CKPT_ID_HEX + 1];
+            cJSON *a = cJSON_CreateArray();
+            ckpt__hex(m->packs[p].id, CKPT_ID_LEN, hex);
+            ok = a && cJSON_AddItemToArray(packs, a);
+            ok = ok && cJSON_AddItemToArray(a, cJSON_CreateString(hex)) &&
+                 cJSON_AddItemToArray(a, cJSON_CreateNumber((double)m->packs[p].size));
+        }
+    }
     items = ok ? cJSON_AddArrayToObject(root, "items") : NULL;
     ok = ok && items;
     for (size_t i = 0; ok && i < m->nitems; i++) {
@@ -183,6 +258,9 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
             ok = ok && cJSON_AddItemToArray(a, cJSON_CreateString(hex)) &&
                  cJSON_AddItemToArray(a, cJSON_CreateNumber(it->chunks[c].raw_len)) &&
                  cJSON_AddItemToArray(a, cJSON_CreateNumber(it->chunks[c].stored_len));
+            if (ok && it->chunks[c].pack)
+                ok = cJSON_AddItemToArray(a, cJSON_CreateNumber(it->chunks[c].pack - 1)) &&
+                     cJSON_AddItemToArray(a, cJSON_CreateNumber((double)it->chunks[c].off));
         }
     }
     if (!ok)
@@ -199,9 +277,10 @@ out:
     return st;
 }
 
-static ckpt_status decode_item(const cJSON *o, uint64_t chunk_bytes, struct ckpt_mitem *it,
-                               char *err)
+static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
+                               struct ckpt_mitem *it, char *err)
 {
+    uint64_t chunk_bytes = m->chunk_bytes;
     const cJSON *chunks, *a;
     const char *name = get_str(o, "name");
     double size, elem, mode;
@@ -238,8 +317,24 @@ static ckpt_status decode_item(const cJSON *o, uint64_t chunk_bytes, struct ckpt
     cJSON_ArrayForEach(a, chunks)
     {
         const cJSON *h = cJSON_GetArrayItem(a, 0), *r = cJSON_GetArrayItem(a, 1),
-                    *s = cJSON_GetArrayItem(a, 2);
-        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3 || !cJSON_IsString(h) ||
+                    *s = cJSON_GetArrayItem(a, 2), *p = cJSON_GetArrayItem(a, 3),
+                    *po = cJSON_GetArrayItem(a, 4);
+        int na = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+        /* [id, raw, stored] (own object) or, format 2, [id, raw, stored,
+         * pack index, offset in the pack] */
+        if (na == 5) {
+            if (m->version < 2 || !m->npacks || !cJSON_IsNumber(p) || !cJSON_IsNumber(po) ||
+                p->valuedouble < 0 || p->valuedouble >= (double)m->npacks ||
+                p->valuedouble != (double)(uint32_t)p->valuedouble || po->valuedouble < 0 ||
+                po->valuedouble > (double)CKPT_MAX_PACK ||
+                po->valuedouble != (double)(uint64_t)po->valuedouble) {
+                ckpt__seterr(err, "item %s: chunk %zu names a bad pack or offset", name, c);
+                return CKPT_E_CORRUPT;
+            }
+            it->chunks[c].pack = (uint32_t)p->valuedouble + 1;
+            it->chunks[c].off = (uint64_t)po->valuedouble;
+        }
+        if ((na != 3 && na != 5) || !cJSON_IsString(h) ||
             strlen(h->valuestring) != CKPT_ID_HEX ||
             ckpt__unhex(h->valuestring, it->chunks[c].id, CKPT_ID_LEN) ||
             !cJSON_IsNumber(r) || !cJSON_IsNumber(s) || r->valuedouble < 1 ||
@@ -252,6 +347,11 @@ static ckpt_status decode_item(const cJSON *o, uint64_t chunk_bytes, struct ckpt
         }
         it->chunks[c].raw_len = (uint32_t)r->valuedouble;
         it->chunks[c].stored_len = (uint32_t)s->valuedouble;
+        if (it->chunks[c].pack &&
+            it->chunks[c].off + it->chunks[c].stored_len > m->packs[it->chunks[c].pack - 1].size) {
+            ckpt__seterr(err, "item %s: chunk %zu ends past its pack", name, c);
+            return CKPT_E_CORRUPT;
+        }
         sum += it->chunks[c].raw_len;
         c++;
     }
@@ -320,6 +420,38 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
     m->new_bytes = (uint64_t)nb;
     m->writer = ckpt__strdup(writer);
     m->parent = parent ? ckpt__strdup(parent) : NULL;
+    {
+        /* packs (format 2): [[id, size], ...] */
+        const cJSON *packs = cJSON_GetObjectItemCaseSensitive(root, "packs"), *a;
+        size_t np = 0;
+        if (packs && (m->version < 2 || !cJSON_IsArray(packs) ||
+                      (size_t)cJSON_GetArraySize(packs) > CKPT_MAX_PACKS)) {
+            ckpt__seterr(err, "manifest: bad packs field");
+            goto out;
+        }
+        np = packs ? (size_t)cJSON_GetArraySize(packs) : 0;
+        m->packs = np ? calloc(np, sizeof *m->packs) : NULL;
+        if (np && !m->packs) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+        m->npacks = np;
+        np = 0;
+        cJSON_ArrayForEach(a, packs)
+        {
+            const cJSON *h = cJSON_GetArrayItem(a, 0), *z = cJSON_GetArrayItem(a, 1);
+            if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 || !cJSON_IsString(h) ||
+                strlen(h->valuestring) != CKPT_ID_HEX ||
+                ckpt__unhex(h->valuestring, m->packs[np].id, CKPT_ID_LEN) ||
+                !cJSON_IsNumber(z) || z->valuedouble < CKPT_CHUNK_HDR ||
+                z->valuedouble > (double)CKPT_MAX_PACK + CKPT_MAX_CHUNK * 2.0 + 4096 ||
+                z->valuedouble != (double)(uint64_t)z->valuedouble) {
+                ckpt__seterr(err, "manifest: malformed pack %zu", np);
+                goto out;
+            }
+            m->packs[np++].size = (uint64_t)z->valuedouble;
+        }
+    }
     n = (size_t)cJSON_GetArraySize(items);
     if (n > MAX_ITEMS) {
         ckpt__seterr(err, "manifest: %zu items", n);
@@ -337,7 +469,7 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
             ckpt__seterr(err, "manifest: item %zu is not an object", i);
             goto out;
         }
-        st = decode_item(o, m->chunk_bytes, &m->items[i], err);
+        st = decode_item(o, m, &m->items[i], err);
         if (st)
             goto out;
         for (size_t j = 0; j < i; j++)
@@ -374,7 +506,7 @@ ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len
     char *text = NULL;
     int ok = root != NULL;
 
-    ok = ok && add_num(root, "format", CKPT_FORMAT_VERSION) &&
+    ok = ok && add_num(root, "format", CKPT_HEAD_FORMAT) &&
          cJSON_AddStringToObject(root, "kind", "head") && add_u64s(root, "seq", h->seq) &&
          add_u64s(root, "step", h->step) && add_u64s(root, "epoch", h->epoch) &&
          add_num(root, "time_ms", (double)h->time_ms);

@@ -22,7 +22,13 @@
 #define CKPT_MAX_CHUNK (64u << 20)
 #define CKPT_MANIFEST_MAX (256u << 20) /* largest manifest we accept */
 #define CKPT_HEAD_MAX (16u << 20)
-#define CKPT_FORMAT_VERSION 1
+#define CKPT_FORMAT_VERSION 2        /* what this reader accepts (1 and 2) */
+#define CKPT_FORMAT_UNPACKED 1       /* manifests without packs stay format 1 */
+#define CKPT_HEAD_FORMAT 1
+#define CKPT_CHUNK_VERSION 1         /* the chunk header's version byte */
+#define CKPT_DEFAULT_PACK (32u << 20)  /* object stores; 0 on file:// */
+#define CKPT_MAX_PACK (1u << 30)
+#define CKPT_MAX_PACKS 10000000u       /* per manifest */
 
 /* ---- util.c ----------------------------------------------------------- */
 int64_t ckpt__now_ms(void);        /* wall clock, Unix ms */
@@ -98,6 +104,16 @@ struct ckpt_chunk_ref {
     uint8_t id[CKPT_ID_LEN];
     uint32_t raw_len;
     uint32_t stored_len;   /* size of the chunk object */
+    uint32_t pack;         /* 0: its own object chunks/<id>; else 1 + index in
+                              the manifest's packs, the chunk object at `off` */
+    uint64_t off;
+};
+
+/* A pack: one object (packs/<id>) holding many chunk objects back to back;
+ * id: 128 random bits. */
+struct ckpt_pack {
+    uint8_t id[CKPT_ID_LEN];
+    uint64_t size;
 };
 
 struct ckpt_mitem {
@@ -121,7 +137,24 @@ struct ckpt_manifest {
     char *parent;          /* manifest key of the previous commit, or NULL */
     size_t nitems;
     struct ckpt_mitem *items;
+    size_t npacks;         /* packs its chunks live in (format 2) */
+    struct ckpt_pack *packs;
 };
+
+/* The objects a manifest needs, each once: chunk objects (kind 0, by chunk
+ * id) and packs (kind 1, by pack id). */
+enum { CKPT_OBJ_CHUNK = 0, CKPT_OBJ_PACK = 1 };
+struct ckpt_idlist {
+    uint8_t (*ids)[CKPT_ID_LEN];
+    uint8_t *kind;
+    uint64_t *size;        /* stored size the manifest records */
+    size_t n;
+};
+int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *out); /* -1 nomem */
+void ckpt__idlist_free(struct ckpt_idlist *l);
+/* Key of an object of the run: "<run>/chunks/ab/<id>" or "<run>/packs/ab/<id>". */
+void ckpt__object_key(const char *run, int kind, const uint8_t id[CKPT_ID_LEN], char *out,
+                      size_t n);
 
 struct ckpt_head_entry {
     char *manifest;        /* key relative to the run */
@@ -177,7 +210,33 @@ struct ckpt_arena {        /* one mapping holding many blocks */
     struct ckpt_block *blocks;
 };
 
+/* What a writer knows the run holds: chunk id -> where it lives. */
+struct ckpt_loc {
+    uint32_t stored_len;
+    uint32_t pack;             /* 0: its own object; else 1 + index in packtab */
+    uint64_t off;
+};
+struct ckpt_index {
+    struct ckpt_idset known;   /* chunk id -> index in locs (UINT64_MAX: being
+                                  deleted, never reused) */
+    struct ckpt_loc *locs;
+    size_t nlocs, caplocs;
+    struct ckpt_pack *packtab; /* size 0: deleted by retention */
+    size_t npacktab, cappacktab;
+    struct ckpt_idset packidx; /* pack id -> index in packtab */
+};
+void ckpt__index_init(struct ckpt_index *x);
+void ckpt__index_free(struct ckpt_index *x);
+/* Remember where chunk r of manifest m lives (newest wins). -1 nomem. */
+int ckpt__index_put(struct ckpt_index *x, const struct ckpt_manifest *m,
+                    const struct ckpt_chunk_ref *r);
+/* Where chunk `id` lives, if known and not deleted: 1 and *loc (and *pack
+ * for packed chunks), else 0. */
+int ckpt__index_get(const struct ckpt_index *x, const uint8_t *id, struct ckpt_loc *loc,
+                    struct ckpt_pack *pack);
+
 struct ckpt_job;
+struct ckpt_packbuf;       /* pipeline.c */
 struct ckpt_pool;          /* worker threads, pipeline.c */
 
 struct ckpt_save;          /* one save in flight, pipeline.c */
@@ -217,9 +276,17 @@ struct ckpt_ctx {
     bool have_head;
     char head_etag[CKPT_ETAG_MAX];
     struct ckpt_head head;
-    struct ckpt_idset known;       /* chunk id -> stored_len, durable in the run */
-    /* chunk id lists of retained manifests, parallel to head.entries */
-    struct ckpt_idlist { uint8_t (*ids)[CKPT_ID_LEN]; size_t n; } *retained_ids;
+    struct ckpt_index idx;         /* chunks durable in the run (dedup) */
+    /* objects of retained manifests, parallel to head.entries */
+    struct ckpt_idlist *retained_ids;
+    /* Packing (object stores): chunks go into packs of about pack_bytes,
+     * at most pack_inflight of them uploading at once; buffers are kept. */
+    size_t pack_bytes;
+    unsigned pack_inflight;
+    pthread_mutex_t pk_mu;
+    pthread_cond_t pk_cv;
+    struct ckpt_packbuf *pk_free;
+    unsigned pk_total;
     struct ckpt_save *inflight;    /* at most one */
     ckpt_status last_status;       /* of the last finished persist, until reported */
     uint64_t epoch;
@@ -251,6 +318,7 @@ void ckpt__pool_hold(struct ckpt_ctx *ctx, int hold);
 ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step);
 ckpt_status ckpt__wait(struct ckpt_ctx *ctx);
 void ckpt__blocks_free(struct ckpt_ctx *ctx);
+void ckpt__packbufs_free(struct ckpt_ctx *ctx);
 /* Make sure `n` staging blocks exist (within the cap), mapped and touched,
  * so the first save does not pay page faults inside its copy. */
 ckpt_status ckpt__blocks_reserve(struct ckpt_ctx *ctx, size_t n);
@@ -266,9 +334,10 @@ ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *eta
                             bool *exists);
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *key,
                                 struct ckpt_manifest *m);
-/* Fetch, decode and verify one chunk into dst. */
-ckpt_status ckpt__fetch_chunk(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws,
-                              const struct ckpt_chunk_ref *c, void *dst, char *err);
+/* Fetch and check every chunk of m not in `seen` (added there), over the
+ * pool; damaged ones are logged and counted in *bad. */
+ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                                  struct ckpt_idset *seen, size_t *bad, char *err);
 void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n);
 
 /* Run a batch of chunk jobs over the pool and wait. */

@@ -3,7 +3,11 @@
  * ckpt_save() (training thread) copies each protected region chunk by chunk
  * into staging blocks and queues one job per chunk. Workers hash each chunk
  * (XXH3-128), skip it when the run already holds it, else filter, compress
- * and put it (deferred durability). The worker that finishes the last chunk
+ * and put it (deferred durability): as its own object on a local disk, or
+ * appended to the save's open pack on an object store; the worker whose
+ * chunk does not fit seals that pack and uploads it (at most
+ * ctx->pack_inflight at once), the commit uploads the last one. The worker
+ * that finishes the last chunk
  * queues the commit job: barrier (all chunks durable), manifest (durable),
  * HEAD (conditional on the etag this writer last saw), then retention.
  *
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,6 +301,65 @@ void ckpt__blocks_free(struct ckpt_ctx *ctx)
     ctx->blk_total = 0;
 }
 
+/* ---- pack buffers ------------------------------------------------------------
+ * A pack is assembled in memory and uploaded in one PUT. Buffers are kept
+ * for the next save (no page faults at every save); at most
+ * pack_inflight + 1 exist (the open one and those uploading). */
+struct ckpt_packbuf {
+    struct ckpt_packbuf *next;
+    uint8_t *data;
+    size_t len, cap;
+    uint32_t slot;              /* index in the save's manifest packs */
+};
+
+static struct ckpt_packbuf *packbuf_get(struct ckpt_ctx *ctx)
+{
+    struct ckpt_packbuf *b = NULL;
+    pthread_mutex_lock(&ctx->pk_mu);
+    while (!ctx->pk_free && ctx->pk_total > ctx->pack_inflight)
+        pthread_cond_wait(&ctx->pk_cv, &ctx->pk_mu);
+    if (ctx->pk_free) {
+        b = ctx->pk_free;
+        ctx->pk_free = b->next;
+    } else if ((b = calloc(1, sizeof *b)) != NULL) {
+        b->cap = ctx->pack_bytes;
+        b->data = malloc(b->cap);
+        if (!b->data) {
+            free(b);
+            b = NULL;
+        } else {
+            ctx->pk_total++;
+        }
+    }
+    pthread_mutex_unlock(&ctx->pk_mu);
+    if (b)
+        b->len = 0;
+    return b;
+}
+
+static void packbuf_put(struct ckpt_ctx *ctx, struct ckpt_packbuf *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&ctx->pk_mu);
+    b->next = ctx->pk_free;
+    ctx->pk_free = b;
+    pthread_cond_signal(&ctx->pk_cv);
+    pthread_mutex_unlock(&ctx->pk_mu);
+}
+
+void ckpt__packbufs_free(struct ckpt_ctx *ctx)
+{
+    struct ckpt_packbuf *b, *n;
+    for (b = ctx->pk_free; b; b = n) {
+        n = b->next;
+        free(b->data);
+        free(b);
+    }
+    ctx->pk_free = NULL;
+    ctx->pk_total = 0;
+}
+
 /* ---- one save ---------------------------------------------------------------- */
 struct ckpt_save {
     uint64_t step;
@@ -307,6 +371,10 @@ struct ckpt_save {
     uint8_t *is_new;            /* per chunk (flattened): written by this save */
     size_t *chunk_base;         /* per item: index of its first chunk in is_new */
     pthread_mutex_t mu;
+    /* packs (guarded by mu): this save's manifest's pack list, new packs
+     * (id filled when uploaded) and older ones chunks were found in */
+    struct ckpt_packbuf *open;  /* the pack being filled */
+    struct ckpt_idset packslot; /* id of an older pack -> its slot */
     size_t pending;             /* chunk jobs + the submitter's token */
     ckpt_status st;
     char err[CKPT_ERR_MAX];
@@ -350,6 +418,131 @@ static void save_unref(struct ckpt_ctx *ctx, struct ckpt_save *sv)
         commit_job(ctx, sv, NULL); /* cannot queue: commit (fail) here */
 }
 
+/* A new slot in the save's pack list (sv->mu held); UINT32_MAX nomem. */
+static uint32_t pack_slot_new(struct ckpt_save *sv)
+{
+    struct ckpt_manifest *m = &sv->m;
+    if ((m->npacks & (m->npacks - 1)) == 0) { /* 0, 1, 2, 4...: grow */
+        struct ckpt_pack *p = realloc(m->packs, (m->npacks ? m->npacks * 2 : 16) * sizeof *p);
+        if (!p)
+            return UINT32_MAX;
+        m->packs = p;
+    }
+    memset(&m->packs[m->npacks], 0, sizeof m->packs[0]);
+    return (uint32_t)m->npacks++;
+}
+
+/* The slot of an older pack a known chunk lives in (sv->mu held). */
+static uint32_t pack_slot_of(struct ckpt_save *sv, const struct ckpt_pack *p)
+{
+    uint64_t slot;
+    uint32_t n;
+    if (ckpt__idset_get(&sv->packslot, p->id, &slot))
+        return (uint32_t)slot;
+    n = pack_slot_new(sv);
+    if (n == UINT32_MAX || ckpt__idset_put(&sv->packslot, p->id, n))
+        return UINT32_MAX;
+    sv->m.packs[n] = *p;
+    return n;
+}
+
+/* Upload a full pack; on success its slot gets the pack's id and size. */
+static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
+                               struct ckpt_packbuf *b, char *err)
+{
+    struct ckpt_pack p;
+    struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 1 };
+    char key[1024];
+    ckpt_status st;
+    /* A pack's name need only be unique (its chunks carry their own
+     * checksums): 128 random bits, not another pass over its bytes. */
+    if (getrandom(p.id, sizeof p.id, 0) != (ssize_t)sizeof p.id) {
+        ckpt__seterr(err, "getrandom: %s", strerror(errno));
+        return CKPT_E_IO;
+    }
+    p.size = b->len;
+    ckpt__object_key(ctx->run, CKPT_OBJ_PACK, p.id, key, sizeof key);
+    st = ctx->store->ops->put(ctx->store, key, b->data, b->len, &po, NULL, err);
+    if (st == CKPT_OK) {
+        pthread_mutex_lock(&sv->mu);
+        sv->m.packs[b->slot] = p;
+        pthread_mutex_unlock(&sv->mu);
+        ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "save", "pack %s: %zu bytes", key, b->len);
+    }
+    return st;
+}
+
+/* Append one encoded chunk object to the save's open pack; the worker
+ * whose chunk does not fit uploads the full pack first, then fills its
+ * buffer again. */
+static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const void *obj,
+                               size_t len, struct ckpt_chunk_ref *ref, char *err)
+{
+    struct ckpt_packbuf *spare = NULL, *full = NULL, *b;
+    ckpt_status st = CKPT_OK;
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        b = sv->open;
+        if (b && b->len && b->len + len > ctx->pack_bytes) {
+            full = b; /* sealed: ours to upload */
+            sv->open = b = NULL;
+        } else if (!b && spare) {
+            spare->slot = pack_slot_new(sv);
+            if (spare->slot == UINT32_MAX) {
+                pthread_mutex_unlock(&sv->mu);
+                st = CKPT_E_NOMEM;
+                break;
+            }
+            spare->len = 0;
+            sv->open = b = spare;
+            spare = NULL;
+        }
+        if (b && b->cap < b->len + len) { /* a chunk larger than a pack */
+            uint8_t *d = realloc(b->data, b->len + len);
+            if (!d) {
+                pthread_mutex_unlock(&sv->mu);
+                st = CKPT_E_NOMEM;
+                break;
+            }
+            b->data = d;
+            b->cap = b->len + len;
+        }
+        if (b) {
+            memcpy(b->data + b->len, obj, len);
+            ref->pack = b->slot + 1;
+            ref->off = b->len;
+            b->len += len;
+            pthread_mutex_unlock(&sv->mu);
+            break;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        if (full) {
+            st = pack_upload(ctx, sv, full, err);
+            if (spare)
+                packbuf_put(ctx, full); /* one spare is enough */
+            else
+                spare = full;
+            full = NULL;
+            if (st)
+                break;
+            continue;
+        }
+        if (sv->st) { /* failed elsewhere: stop */
+            st = sv->st;
+            ckpt__seterr(err, "save already failed");
+            break;
+        }
+        spare = packbuf_get(ctx);
+        if (!spare) {
+            st = CKPT_E_NOMEM;
+            ckpt__seterr(err, "no memory for a %zu-byte pack", ctx->pack_bytes);
+            break;
+        }
+    }
+    packbuf_put(ctx, spare);
+    return st;
+}
+
 static ckpt_status read_file_chunk(const char *path, uint64_t off, size_t len, uint8_t *dst,
                                    char *err)
 {
@@ -383,7 +576,8 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
     struct ckpt_mitem *it = &sv->m.items[j->item];
     struct ckpt_chunk_ref *ref = &it->chunks[j->chunk];
     const uint8_t *raw;
-    uint64_t known_len = 0;
+    struct ckpt_loc loc;
+    struct ckpt_pack pk;
     int known;
     char err[CKPT_ERR_MAX] = "", key[1024];
     ckpt_status st = CKPT_OK;
@@ -413,11 +607,23 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
     pthread_mutex_lock(&ctx->run_mu);
     while (!ctx->run_loaded)
         pthread_cond_wait(&ctx->run_cv, &ctx->run_mu);
-    /* UINT64_MAX marks a chunk retention is deleting: never dedup against it */
-    known = ckpt__idset_get(&ctx->known, ref->id, &known_len) && known_len != UINT64_MAX;
+    /* never a chunk (or pack) retention is deleting */
+    known = ckpt__index_get(&ctx->idx, ref->id, &loc, &pk);
     pthread_mutex_unlock(&ctx->run_mu);
     if (known) {
-        ref->stored_len = (uint32_t)known_len;
+        ref->stored_len = loc.stored_len;
+        if (loc.pack) {
+            uint32_t slot;
+            pthread_mutex_lock(&sv->mu);
+            slot = pack_slot_of(sv, &pk);
+            pthread_mutex_unlock(&sv->mu);
+            if (slot == UINT32_MAX) {
+                save_fail(sv, CKPT_E_NOMEM, "no memory for the pack list");
+                goto out;
+            }
+            ref->pack = slot + 1;
+            ref->off = loc.off;
+        }
     } else {
         const void *obj;
         size_t obj_len;
@@ -428,8 +634,12 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
             save_fail(sv, st, "item %s chunk %zu: encode failed", it->name, j->chunk);
             goto out;
         }
-        ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
-        st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
+        if (ctx->pack_bytes) {
+            st = pack_append(ctx, sv, obj, obj_len, ref, err);
+        } else {
+            ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
+            st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
+        }
         if (st) {
             save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
             goto out;
@@ -456,6 +666,7 @@ static void save_free(struct ckpt_save *sv)
     free(sv->paths);
     free(sv->is_new);
     free(sv->chunk_base);
+    ckpt__idset_free(&sv->packslot);
     ckpt__manifest_free(&sv->m);
     pthread_mutex_destroy(&sv->mu);
     free(sv);
@@ -488,74 +699,55 @@ static void save_finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status 
     save_free(sv);
 }
 
-/* Ids of a manifest's chunks, deduplicated, for retention bookkeeping. */
-static int collect_ids(const struct ckpt_manifest *m, struct ckpt_idlist *out)
-{
-    size_t total = 0, n = 0;
-    struct ckpt_idset seen;
-    for (size_t i = 0; i < m->nitems; i++)
-        total += m->items[i].nchunks;
-    out->ids = total ? malloc(total * CKPT_ID_LEN) : NULL;
-    out->n = 0;
-    if (total && !out->ids)
-        return -1;
-    ckpt__idset_init(&seen);
-    for (size_t i = 0; i < m->nitems; i++)
-        for (size_t c = 0; c < m->items[i].nchunks; c++) {
-            const uint8_t *id = m->items[i].chunks[c].id;
-            if (ckpt__idset_get(&seen, id, NULL))
-                continue;
-            if (ckpt__idset_put(&seen, id, 1)) {
-                ckpt__idset_free(&seen);
-                return -1;
-            }
-            memcpy(out->ids[n++], id, CKPT_ID_LEN);
-        }
-    ckpt__idset_free(&seen);
-    out->n = n;
-    return 0;
-}
-
-/* After a commit: drop manifests past `keep` and the chunks only they used.
- * Called with run_mu held; the new HEAD is already durable, so a crash here
- * leaves only unreferenced objects, which `ckptrun gc` removes. */
+/* After a commit: drop manifests past `keep` and the objects (chunks,
+ * packs) only they used. Called with run_mu held; the new HEAD is already
+ * durable, so a crash here leaves only unreferenced objects, which
+ * `ckptrun gc` removes. A pack goes when no retained checkpoint uses any of
+ * its chunks. */
 static void apply_retention(struct ckpt_ctx *ctx, struct ckpt_head_entry *dropped,
                             struct ckpt_idlist *dropped_ids, size_t ndropped)
 {
-    struct ckpt_idset live;
+    struct ckpt_idset live; /* id -> bit (1 << kind) */
     char err[CKPT_ERR_MAX], key[1024];
     size_t ndel = 0;
     ckpt__idset_init(&live);
     for (size_t i = 0; i < ctx->head.n; i++)
-        for (size_t k = 0; k < ctx->retained_ids[i].n; k++)
-            if (ckpt__idset_put(&live, ctx->retained_ids[i].ids[k], 1))
+        for (size_t k = 0; k < ctx->retained_ids[i].n; k++) {
+            uint64_t bits = 0;
+            ckpt__idset_get(&live, ctx->retained_ids[i].ids[k], &bits);
+            if (ckpt__idset_put(&live, ctx->retained_ids[i].ids[k],
+                                bits | 1u << ctx->retained_ids[i].kind[k]))
                 goto out; /* out of memory: delete nothing */
+        }
     for (size_t d = 0; d < ndropped; d++) {
         const char *mk[1];
         char mkey[1024];
         for (size_t k = 0; k < dropped_ids[d].n; k++) {
             const uint8_t *id = dropped_ids[d].ids[k];
+            int kind = dropped_ids[d].kind[k];
             const char *keys[1] = { key };
-            if (ckpt__idset_get(&live, id, NULL))
+            uint64_t bits = 0;
+            if (ckpt__idset_get(&live, id, &bits) && (bits & (1u << kind)))
                 continue;
-            ckpt__chunk_key(ctx->run, id, key, sizeof key);
-            if (ctx->store->ops->del(ctx->store, keys, 1, err) == CKPT_OK) {
+            /* forget it first: never dedup against an object being deleted */
+            if (kind == CKPT_OBJ_PACK) {
+                uint64_t pi;
+                if (ckpt__idset_get(&ctx->idx.packidx, id, &pi))
+                    ctx->idx.packtab[pi].size = 0;
+            } else if (ckpt__idset_get(&ctx->idx.known, id, NULL)) {
+                ckpt__idset_put(&ctx->idx.known, id, UINT64_MAX);
+            }
+            ckpt__object_key(ctx->run, kind, id, key, sizeof key);
+            if (ctx->store->ops->del(ctx->store, keys, 1, err) == CKPT_OK)
                 ndel++;
-                ckpt__idset_put(&live, id, 1); /* once */
-            }
-            /* forget it either way: never dedup against a chunk being deleted */
-            {
-                uint64_t dummy;
-                if (ckpt__idset_get(&ctx->known, id, &dummy))
-                    ckpt__idset_put(&ctx->known, id, UINT64_MAX);
-            }
+            ckpt__idset_put(&live, id, bits | 1u << kind); /* once */
         }
         snprintf(mkey, sizeof mkey, "%s/%s", ctx->run, dropped[d].manifest);
         mk[0] = mkey;
         if (ctx->store->ops->del(ctx->store, mk, 1, err) != CKPT_OK)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "retention", "cannot delete %s: %s", mkey, err);
     }
-    ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "retention", "dropped %zu checkpoints, %zu chunks",
+    ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "retention", "dropped %zu checkpoints, %zu objects",
               ndropped, ndel);
 out:
     ckpt__idset_free(&live);
@@ -570,7 +762,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     char *mbuf = NULL, *hbuf = NULL, new_etag[CKPT_ETAG_MAX];
     size_t mlen, hlen;
     struct ckpt_head nh = { 0 };
-    struct ckpt_idlist new_ids = { NULL, 0 };
+    struct ckpt_idlist new_ids = { 0 };
     struct ckpt_put_opts po = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
     struct ckpt_head_entry *dropped = NULL;
     struct ckpt_idlist *dropped_ids = NULL, *new_retained = NULL;
@@ -579,6 +771,16 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     double secs;
     (void)ws;
 
+    /* 0. the last, partly filled pack */
+    if (sv->open) {
+        if (!st && sv->open->len) {
+            st = pack_upload(ctx, sv, sv->open, err);
+            if (st)
+                snprintf(sv->err, sizeof sv->err, "writing a pack: %s", err);
+        }
+        packbuf_put(ctx, sv->open);
+        sv->open = NULL;
+    }
     if (st) {
         snprintf(err, sizeof err, "%s", sv->err);
         goto out;
@@ -657,7 +859,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     nh.n = keepn;
     nh.entries = calloc(keepn, sizeof *nh.entries);
     new_retained = calloc(keepn, sizeof *new_retained);
-    if (!nh.entries || !new_retained || collect_ids(m, &new_ids)) {
+    if (!nh.entries || !new_retained || ckpt__manifest_objects(m, &new_ids)) {
         st = CKPT_E_NOMEM;
         goto out;
     }
@@ -696,7 +898,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     dropped = ndropped ? &ctx->head.entries[keepn - 1] : NULL;
     dropped_ids = ndropped ? &ctx->retained_ids[keepn - 1] : NULL;
     new_retained[0] = new_ids;
-    new_ids.ids = NULL;
+    memset(&new_ids, 0, sizeof new_ids);
     for (size_t i = 1; i < keepn; i++)
         new_retained[i] = ctx->retained_ids[i - 1];
     nh.entries[0].manifest = ckpt__strdup(nh.entries[0].manifest);
@@ -711,12 +913,11 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
         new_retained = NULL;
         for (size_t i = 0; i < m->nitems; i++)
             for (size_t c = 0; c < m->items[i].nchunks; c++)
-                ckpt__idset_put(&ctx->known, m->items[i].chunks[c].id,
-                                m->items[i].chunks[c].stored_len);
+                ckpt__index_put(&ctx->idx, m, &m->items[i].chunks[c]);
         apply_retention(ctx, dropped, dropped_ids, ndropped);
         for (size_t d = 0; d < ndropped; d++) {
             free(dropped[d].manifest);
-            free(dropped_ids[d].ids);
+            ckpt__idlist_free(&dropped_ids[d]);
         }
         free(old.entries);
         free(old_ids);
@@ -741,7 +942,7 @@ out:
     free(hbuf);
     free(nh.entries);
     free(new_retained);
-    free(new_ids.ids);
+    ckpt__idlist_free(&new_ids);
     save_finish(ctx, sv, st, err);
 }
 

@@ -64,16 +64,89 @@ ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel, struct ck
     return st;
 }
 
+void ckpt__index_init(struct ckpt_index *x)
+{
+    memset(x, 0, sizeof *x);
+    ckpt__idset_init(&x->known);
+    ckpt__idset_init(&x->packidx);
+}
+
+void ckpt__index_free(struct ckpt_index *x)
+{
+    ckpt__idset_free(&x->known);
+    ckpt__idset_free(&x->packidx);
+    free(x->locs);
+    free(x->packtab);
+    ckpt__index_init(x);
+}
+
+int ckpt__index_put(struct ckpt_index *x, const struct ckpt_manifest *m,
+                    const struct ckpt_chunk_ref *r)
+{
+    uint32_t pack = 0;
+    if (r->pack) {
+        const struct ckpt_pack *p = &m->packs[r->pack - 1];
+        uint64_t pi;
+        if (!ckpt__idset_get(&x->packidx, p->id, &pi)) {
+            if (x->npacktab == x->cappacktab) {
+                size_t nc = x->cappacktab ? x->cappacktab * 2 : 64;
+                struct ckpt_pack *t = realloc(x->packtab, nc * sizeof *t);
+                if (!t)
+                    return -1;
+                x->packtab = t;
+                x->cappacktab = nc;
+            }
+            pi = x->npacktab;
+            if (ckpt__idset_put(&x->packidx, p->id, pi))
+                return -1;
+            x->packtab[x->npacktab++] = *p;
+        }
+        pack = (uint32_t)pi + 1;
+    }
+    if (x->nlocs == x->caplocs) {
+        size_t nc = x->caplocs ? x->caplocs * 2 : 256;
+        struct ckpt_loc *l = realloc(x->locs, nc * sizeof *l);
+        if (!l)
+            return -1;
+        x->locs = l;
+        x->caplocs = nc;
+    }
+    x->locs[x->nlocs].stored_len = r->stored_len;
+    x->locs[x->nlocs].pack = pack;
+    x->locs[x->nlocs].off = r->off;
+    if (ckpt__idset_put(&x->known, r->id, x->nlocs))
+        return -1;
+    x->nlocs++;
+    return 0;
+}
+
+int ckpt__index_get(const struct ckpt_index *x, const uint8_t *id, struct ckpt_loc *loc,
+                    struct ckpt_pack *pack)
+{
+    uint64_t li;
+    if (!ckpt__idset_get(&x->known, id, &li) || li == UINT64_MAX || li >= x->nlocs)
+        return 0;
+    *loc = x->locs[li];
+    if (loc->pack) {
+        const struct ckpt_pack *p = &x->packtab[loc->pack - 1];
+        if (p->size == 0) /* its pack is being deleted */
+            return 0;
+        if (pack)
+            *pack = *p;
+    }
+    return 1;
+}
+
 void ckpt__run_state_free(struct ckpt_ctx *ctx)
 {
     if (ctx->retained_ids) {
         for (size_t i = 0; i < ctx->head.n; i++)
-            free(ctx->retained_ids[i].ids);
+            ckpt__idlist_free(&ctx->retained_ids[i]);
         free(ctx->retained_ids);
         ctx->retained_ids = NULL;
     }
     ckpt__head_free(&ctx->head);
-    ckpt__idset_free(&ctx->known);
+    ckpt__index_free(&ctx->idx);
 }
 
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
@@ -82,10 +155,10 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
     char etag[CKPT_ETAG_MAX] = "";
     bool exists;
     struct ckpt_idlist *lists = NULL;
-    struct ckpt_idset known;
+    struct ckpt_index known;
     ckpt_status st;
 
-    ckpt__idset_init(&known);
+    ckpt__index_init(&known);
     st = ckpt__read_head(ctx, &h, etag, &exists);
     if (st)
         goto out;
@@ -94,25 +167,23 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
         st = CKPT_E_NOMEM;
         goto out;
     }
-    for (size_t i = 0; ids && i < h.n; i++) {
+    /* Oldest first: where a chunk lives, the newest manifest's word wins. */
+    for (size_t i = h.n; ids && i-- > 0;) {
         struct ckpt_manifest m;
         /* A damaged retained manifest only costs dedup: skip it. */
         if (ckpt__read_manifest(ctx, h.entries[i].manifest, &m) != CKPT_OK) {
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "%s", ctx->errmsg);
             continue;
         }
-        size_t total = 0, n = 0;
-        for (size_t k = 0; k < m.nitems; k++)
-            total += m.items[k].nchunks;
-        lists[i].ids = total ? malloc(total * CKPT_ID_LEN) : NULL;
-        for (size_t k = 0; k < m.nitems && (lists[i].ids || !total); k++)
-            for (size_t c = 0; c < m.items[k].nchunks; c++) {
-                const struct ckpt_chunk_ref *r = &m.items[k].chunks[c];
-                memcpy(lists[i].ids[n++], r->id, CKPT_ID_LEN);
-                ckpt__idset_put(&known, r->id, r->stored_len);
-            }
-        lists[i].n = n;
+        if (ckpt__manifest_objects(&m, &lists[i]) != 0)
+            st = CKPT_E_NOMEM;
+        for (size_t k = 0; k < m.nitems && !st; k++)
+            for (size_t c = 0; c < m.items[k].nchunks && !st; c++)
+                if (ckpt__index_put(&known, &m, &m.items[k].chunks[c]))
+                    st = CKPT_E_NOMEM;
         ckpt__manifest_free(&m);
+        if (st)
+            goto out;
     }
 out:
     pthread_mutex_lock(&ctx->run_mu);
@@ -120,15 +191,19 @@ out:
         ckpt__run_state_free(ctx);
         ctx->head = h;
         ctx->retained_ids = lists;
-        ctx->known = known;
+        ctx->idx = known;
         ctx->have_head = exists;
         ctx->load_ok = true;
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", etag);
         lists = NULL;
     } else {
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "cannot read the run's state: %s",
-                  ctx->errmsg);
-        ckpt__idset_free(&known);
+                  st == CKPT_E_NOMEM ? "out of memory" : ctx->errmsg);
+        ckpt__index_free(&known);
+        if (lists)
+            for (size_t i = 0; i < h.n; i++)
+                ckpt__idlist_free(&lists[i]);
+        ckpt__head_free(&h); /* zeroed when it was not read */
     }
     /* Loaded or not, savers may proceed: without the index they only write
      * more; the commit re-reads HEAD before it relies on it. */
@@ -141,134 +216,17 @@ out:
 
 /* Chunks carry their own checksums (payload XXH64, content XXH3-128), so the
  * store is told not to digest the body again (CKPT_GET_SELF_CHECKED: on S3
- * that MD5 was most of a download's CPU). A chunk that fails them is fetched
- * again: a transfer damaged in flight must not pass for a damaged checkpoint
- * (which would send the restore back to an older step). */
+ * that MD5 was most of a download's CPU). A fetch whose chunks fail them is
+ * made again: a transfer damaged in flight must not pass for a damaged
+ * checkpoint (which would send the restore back to an older step). */
 #define FETCH_ATTEMPTS 3
 
-ckpt_status ckpt__fetch_chunk(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws,
-                              const struct ckpt_chunk_ref *c, void *dst, char *err)
-{
-    char key[1024], derr[CKPT_ERR_MAX] = "";
-    ckpt_status st = CKPT_OK;
-    ckpt__chunk_key(ctx->run, c->id, key, sizeof key);
-    for (int attempt = 1; attempt <= FETCH_ATTEMPTS; attempt++) {
-        void *buf = NULL;
-        size_t len = 0;
-        st = ctx->store->ops->get(ctx->store, key, c->stored_len, CKPT_GET_SELF_CHECKED, &buf,
-                                  &len, NULL, derr);
-        if (st == CKPT_E_NOENT) {
-            ckpt__seterr(err, "chunk %s is missing", key);
-            return CKPT_E_CORRUPT;
-        }
-        if (st == CKPT_E_CORRUPT) { /* larger than the manifest says */
-            ckpt__seterr(err, "chunk %s: %s", key, derr);
-        } else if (st) {
-            ckpt__seterr(err, "reading %s: %s", key, derr);
-            return st;
-        } else if (len != c->stored_len) {
-            ckpt__seterr(err, "chunk %s: %zu bytes, manifest says %u", key, len,
-                         c->stored_len);
-            st = CKPT_E_CORRUPT;
-        } else {
-            st = ckpt__chunk_decode(ws, buf, len, c->id, dst, c->raw_len, derr);
-            if (st)
-                ckpt__seterr(err, "chunk %s: %s", key, derr);
-        }
-        free(buf);
-        if (st != CKPT_E_CORRUPT)
-            return st;
-        if (attempt < FETCH_ATTEMPTS)
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s (attempt %d of %d, fetching "
-                      "it again)", err, attempt, FETCH_ATTEMPTS);
-    }
-    return st;
-}
-
-/* ---- restore jobs ---------------------------------------------------------------- */
-struct rjob {
-    struct ckpt_batch *b;
-    const struct ckpt_chunk_ref *c;
-    const char *item;
-    size_t idx;
-    int kind;
-    uint8_t *dst;   /* host memory */
-    void *dev;      /* device memory */
-    int fd;         /* file */
-    uint64_t off;
-    uint64_t *unsynced; /* file: bytes written since its last fdatasync */
-};
-
-/* Flush behind: every FLUSH_EVERY bytes written to a file, the job that
- * crosses the mark makes them durable (fdatasync) while the other workers
- * keep downloading. The fsync before the rename then has little left to
- * write; without this it waited for the whole file at the end (on a 1 GiB
- * restore, about as long as a tenth of the download). */
-#define FLUSH_EVERY (64u << 20)
-
-static ckpt_status flush_behind(struct rjob *j, char *err)
-{
-    uint64_t cur = __atomic_add_fetch(j->unsynced, j->c->raw_len, __ATOMIC_RELAXED);
-    while (cur >= FLUSH_EVERY) {
-        if (__atomic_compare_exchange_n(j->unsynced, &cur, 0, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
-            if (fdatasync(j->fd) != 0) {
-                ckpt__seterr(err, "fdatasync: %s", strerror(errno));
-                return ckpt__errno_status(errno);
-            }
-            break;
-        }
-    }
-    return CKPT_OK;
-}
-
-static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
-{
-    struct rjob *j = arg;
-    char err[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 300];
-    ckpt_status st = CKPT_OK;
-    uint8_t *scratch = NULL;
-    if (j->b->st) /* already failed: skip */
-        goto out;
-    if (ws && j->kind != CKPT_ITEM_MEM)
-        scratch = ckpt__codec_ws_scratch(ws, j->c->raw_len);
-    if (!ws || (j->kind != CKPT_ITEM_MEM && !scratch)) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    if (j->kind == CKPT_ITEM_MEM) {
-        st = ckpt__fetch_chunk(ctx, ws, j->c, j->dst, err);
-    } else {
-        st = ckpt__fetch_chunk(ctx, ws, j->c, scratch, err);
-        if (st == CKPT_OK && j->kind == CKPT_ITEM_DEVICE) {
-            st = ckpt__cuda_h2d(ctx, (uint8_t *)j->dev + j->off, scratch, j->c->raw_len, err);
-        } else if (st == CKPT_OK) {
-            size_t done = 0;
-            while (done < j->c->raw_len) {
-                ssize_t w = pwrite(j->fd, scratch + done, j->c->raw_len - done,
-                                   (off_t)(j->off + done));
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w < 0) {
-                    ckpt__seterr(err, "write: %s", strerror(errno));
-                    st = ckpt__errno_status(errno);
-                    break;
-                }
-                done += (size_t)w;
-            }
-            if (st == CKPT_OK)
-                st = flush_behind(j, err);
-        }
-    }
-out:
-    if (st) {
-        snprintf(msg, sizeof msg, "item %s, chunk %zu: %s", j->item, j->idx, err);
-        if (st == CKPT_E_CORRUPT)
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s", msg);
-    }
-    ckpt__batch_done(j->b, st, msg);
-    free(j);
-}
+/* Chunks in packs are read as ranges: the chunks a restore needs from one
+ * pack, sorted by offset, merged while the hole between two is under
+ * SEG_GAP (reading it costs less than another request) and the range under
+ * SEG_MAX (memory: one range per worker). */
+#define SEG_GAP (1u << 20)
+#define SEG_MAX CKPT_DEFAULT_PACK
 
 /* Destination of one item for a restore. */
 struct rdest {
@@ -281,35 +239,299 @@ struct rdest {
     uint64_t unsynced;
 };
 
-static ckpt_status run_item_jobs(struct ckpt_ctx *ctx, struct ckpt_batch *b,
-                                 const struct ckpt_mitem *mi, struct rdest *d)
+/* One chunk to deliver from a fetch. */
+struct rent {
+    const struct ckpt_chunk_ref *c;
+    struct rdest *d;        /* NULL: only verified (ckptrun verify) */
+    uint64_t off;           /* in the item */
+    const char *item;
+    size_t idx;
+};
+
+/* One fetch: a chunk's own object, or a range of a pack with its chunks. */
+struct rjob {
+    struct ckpt_batch *b;
+    char key[1024];
+    int ranged;
+    uint64_t off;
+    size_t len;
+    size_t n;
+    struct rent *e;
+    size_t *bad;            /* verify: count damaged chunks and go on */
+    uint64_t step;
+};
+
+/* Flush behind: every FLUSH_EVERY bytes written to a file, the job that
+ * crosses the mark makes them durable (fdatasync) while the other workers
+ * keep downloading. The fsync before the rename then has little left to
+ * write; without this it waited for the whole file at the end (on a 1 GiB
+ * restore, about as long as a tenth of the download). */
+#define FLUSH_EVERY (64u << 20)
+
+static ckpt_status flush_behind(struct rdest *d, uint64_t n, char *err)
 {
-    uint64_t off = 0;
-    for (size_t c = 0; c < mi->nchunks; c++) {
-        struct rjob *j = calloc(1, sizeof *j);
-        if (!j)
-            return CKPT_E_NOMEM;
-        j->b = b;
-        j->c = &mi->chunks[c];
-        j->item = mi->name;
-        j->idx = c;
-        j->kind = d->kind;
-        j->dst = d->ptr ? d->ptr + off : NULL;
-        j->dev = d->dev;
-        j->fd = d->fd;
-        j->off = off;
-        j->unsynced = &d->unsynced;
+    uint64_t cur = __atomic_add_fetch(&d->unsynced, n, __ATOMIC_RELAXED);
+    while (cur >= FLUSH_EVERY) {
+        if (__atomic_compare_exchange_n(&d->unsynced, &cur, 0, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            if (fdatasync(d->fd) != 0) {
+                ckpt__seterr(err, "fdatasync: %s", strerror(errno));
+                return ckpt__errno_status(errno);
+            }
+            break;
+        }
+    }
+    return CKPT_OK;
+}
+
+/* Decode one chunk object and put its bytes where they go. */
+static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const struct rent *e,
+                           const uint8_t *obj, char *err)
+{
+    const struct ckpt_chunk_ref *c = e->c;
+    uint8_t *scratch;
+    ckpt_status st;
+    if (e->d && e->d->kind == CKPT_ITEM_MEM)
+        return ckpt__chunk_decode(ws, obj, c->stored_len, c->id, e->d->ptr + e->off,
+                                  c->raw_len, err);
+    scratch = ckpt__codec_ws_scratch(ws, c->raw_len);
+    if (!scratch) {
+        ckpt__seterr(err, "no memory for a %u-byte chunk", c->raw_len);
+        return CKPT_E_NOMEM;
+    }
+    st = ckpt__chunk_decode(ws, obj, c->stored_len, c->id, scratch, c->raw_len, err);
+    if (st || !e->d)
+        return st;
+    if (e->d->kind == CKPT_ITEM_DEVICE)
+        return ckpt__cuda_h2d(ctx, (uint8_t *)e->d->dev + e->off, scratch, c->raw_len, err);
+    for (size_t done = 0; done < c->raw_len;) {
+        ssize_t w = pwrite(e->d->fd, scratch + done, c->raw_len - done, (off_t)(e->off + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            ckpt__seterr(err, "write: %s", strerror(errno));
+            return ckpt__errno_status(errno);
+        }
+        done += (size_t)w;
+    }
+    return flush_behind(e->d, c->raw_len, err);
+}
+
+static void rjob_report(struct ckpt_ctx *ctx, struct rjob *j, const struct rent *e,
+                        ckpt_status st, const char *err, char *msg, size_t n)
+{
+    if (j->bad) {
+        snprintf(msg, n, "step %" PRIu64 ", item %s, chunk %zu: %s", j->step, e->item, e->idx,
+                 err);
+        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", msg);
+        pthread_mutex_lock(&j->b->mu);
+        (*j->bad)++;
+        pthread_mutex_unlock(&j->b->mu);
+    } else {
+        snprintf(msg, n, "item %s, chunk %zu: %s", e->item, e->idx, err);
+        if (st == CKPT_E_CORRUPT)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s", msg);
+    }
+}
+
+static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
+{
+    struct rjob *j = arg;
+    char err[CKPT_ERR_MAX] = "", derr[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 400] = "";
+    ckpt_status st = CKPT_OK, first = CKPT_OK;
+    size_t next = 0; /* entries before it are delivered */
+
+    if (j->b->st && !j->bad) /* a restore that already failed: skip */
+        goto out;
+    if (!ws) {
+        st = first = CKPT_E_NOMEM;
+        snprintf(msg, sizeof msg, "worker has no buffers");
+        goto out;
+    }
+    for (int attempt = 1; attempt <= FETCH_ATTEMPTS && next < j->n; attempt++) {
+        void *buf = NULL;
+        size_t len = 0;
+        if (j->ranged) {
+            st = ctx->store->ops->get_range(ctx->store, j->key, j->off, j->len,
+                                            CKPT_GET_SELF_CHECKED, &buf, derr);
+            len = j->len;
+        } else {
+            st = ctx->store->ops->get(ctx->store, j->key, j->e[0].c->stored_len,
+                                      CKPT_GET_SELF_CHECKED, &buf, &len, NULL, derr);
+            if (st == CKPT_OK && len != j->e[0].c->stored_len) {
+                ckpt__seterr(derr, "%zu bytes, manifest says %u", len, j->e[0].c->stored_len);
+                st = CKPT_E_CORRUPT;
+            }
+        }
+        if (st == CKPT_E_NOENT) {
+            ckpt__seterr(err, "%s is missing", j->key);
+            st = CKPT_E_CORRUPT;
+            attempt = FETCH_ATTEMPTS; /* fetching again will not make it appear */
+        } else if (st) {
+            ckpt__seterr(err, "reading %s: %s", j->key, derr);
+            if (st != CKPT_E_CORRUPT) /* store down, no memory...: final */
+                attempt = FETCH_ATTEMPTS;
+        }
+        if (st) {
+            free(buf);
+            if (attempt < FETCH_ATTEMPTS) {
+                ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s (attempt %d of %d, fetching "
+                          "it again)", err, attempt, FETCH_ATTEMPTS);
+                continue;
+            }
+            /* every entry left fails with it */
+            for (; next < j->n; next++) {
+                if (!first) {
+                    first = st;
+                    rjob_report(ctx, j, &j->e[next], st, err, msg, sizeof msg);
+                } else if (j->bad) {
+                    char m2[CKPT_ERR_MAX + 400];
+                    rjob_report(ctx, j, &j->e[next], st, err, m2, sizeof m2);
+                }
+            }
+            break;
+        }
+        for (; next < j->n; next++) {
+            const struct rent *e = &j->e[next];
+            const uint8_t *obj = (const uint8_t *)buf + (j->ranged ? e->c->off - j->off : 0);
+            st = deliver(ctx, ws, e, obj, derr);
+            if (st == CKPT_OK)
+                continue;
+            ckpt__seterr(err, "%s: %s", j->key, derr);
+            if (st == CKPT_E_CORRUPT && attempt < FETCH_ATTEMPTS) {
+                ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s (attempt %d of %d, fetching "
+                          "it again)", err, attempt, FETCH_ATTEMPTS);
+                break; /* fetch again, go on from this entry */
+            }
+            if (!first) {
+                first = st;
+                rjob_report(ctx, j, e, st, err, msg, sizeof msg);
+            } else if (j->bad) {
+                char m2[CKPT_ERR_MAX + 400];
+                rjob_report(ctx, j, e, st, err, m2, sizeof m2);
+            }
+            if (!j->bad) { /* a restore stops at the first damage */
+                next = j->n;
+                break;
+            }
+        }
+        free(buf);
+    }
+out:
+    ckpt__batch_done(j->b, first, msg);
+    free(j->e);
+    free(j);
+}
+
+static int rent_cmp(const void *a, const void *b)
+{
+    const struct rent *x = a, *y = b;
+    if (x->c->pack != y->c->pack)
+        return x->c->pack < y->c->pack ? -1 : 1;
+    return x->c->off < y->c->off ? -1 : x->c->off > y->c->off;
+}
+
+static ckpt_status submit_job(struct ckpt_ctx *ctx, struct ckpt_batch *b, struct rjob *tmpl,
+                              const struct rent *e, size_t n)
+{
+    struct rjob *j = malloc(sizeof *j);
+    if (!j || !(j->e = malloc(n * sizeof *e))) {
+        free(j);
+        ckpt__batch_done(b, CKPT_E_NOMEM, "queue");
+        return CKPT_E_NOMEM;
+    }
+    {
+        struct rent *keep = j->e;
+        *j = *tmpl;
+        j->e = keep;
+    }
+    memcpy(j->e, e, n * sizeof *e);
+    j->n = n;
+    if (ckpt__pool_submit(ctx, rjob_fn, j)) {
+        free(j->e);
+        free(j);
+        ckpt__batch_done(b, CKPT_E_NOMEM, "queue");
+        return CKPT_E_NOMEM;
+    }
+    return CKPT_OK;
+}
+
+/* Queue the fetches for `n` chunks of manifest m (sorts ents): one job per
+ * chunk object, one per range of a pack. The caller holds a token of b. */
+static ckpt_status plan(struct ckpt_ctx *ctx, struct ckpt_batch *b, const struct ckpt_manifest *m,
+                        struct rent *ents, size_t n, size_t *bad)
+{
+    struct rjob t;
+    size_t i = 0;
+    memset(&t, 0, sizeof t);
+    t.b = b;
+    t.bad = bad;
+    t.step = m->step;
+    qsort(ents, n, sizeof *ents, rent_cmp); /* own objects (pack 0) first */
+    while (i < n) {
+        size_t k = i + 1;
+        const struct ckpt_chunk_ref *c = ents[i].c;
+        if (!c->pack) {
+            ckpt__object_key(ctx->run, CKPT_OBJ_CHUNK, c->id, t.key, sizeof t.key);
+            t.ranged = 0;
+        } else {
+            uint64_t start = c->off, end = c->off + c->stored_len;
+            while (k < n && ents[k].c->pack == c->pack &&
+                   ents[k].c->off <= end + SEG_GAP &&
+                   ents[k].c->off + ents[k].c->stored_len - start <= SEG_MAX) {
+                if (ents[k].c->off + ents[k].c->stored_len > end)
+                    end = ents[k].c->off + ents[k].c->stored_len;
+                k++;
+            }
+            ckpt__object_key(ctx->run, CKPT_OBJ_PACK, m->packs[c->pack - 1].id, t.key,
+                             sizeof t.key);
+            t.ranged = 1;
+            t.off = start;
+            t.len = (size_t)(end - start);
+        }
         pthread_mutex_lock(&b->mu);
         b->pending++;
         pthread_mutex_unlock(&b->mu);
-        if (ckpt__pool_submit(ctx, rjob_fn, j)) {
-            ckpt__batch_done(b, CKPT_E_NOMEM, "queue");
-            free(j);
+        if (submit_job(ctx, b, &t, &ents[i], k - i))
             return CKPT_E_NOMEM;
-        }
-        off += mi->chunks[c].raw_len;
+        i = k;
     }
     return CKPT_OK;
+}
+
+ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                                  struct ckpt_idset *seen, size_t *bad, char *err)
+{
+    struct ckpt_batch b;
+    struct rent *ents;
+    size_t n = 0, total = 0;
+    ckpt_status st;
+    for (size_t k = 0; k < m->nitems; k++)
+        total += m->items[k].nchunks;
+    ents = calloc(total ? total : 1, sizeof *ents);
+    if (!ents)
+        return CKPT_E_NOMEM;
+    for (size_t k = 0; k < m->nitems; k++)
+        for (size_t c = 0; c < m->items[k].nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &m->items[k].chunks[c];
+            if (ckpt__idset_get(seen, r->id, NULL))
+                continue; /* checked already (shared with a newer checkpoint) */
+            ckpt__idset_put(seen, r->id, 1);
+            ents[n].c = r;
+            ents[n].item = m->items[k].name;
+            ents[n].idx = c;
+            n++;
+        }
+    ckpt__batch_init(&b);
+    b.pending = 1;
+    plan(ctx, &b, m, ents, n, bad);
+    ckpt__batch_done(&b, CKPT_OK, NULL);
+    st = ckpt__batch_wait(&b);
+    if (st)
+        ckpt__seterr(err, "%s", b.err);
+    ckpt__batch_destroy(&b);
+    free(ents);
+    return st;
 }
 
 static void dest_cleanup(struct rdest *d, size_t n, int commit, ckpt_status *st, char *err)
@@ -390,9 +612,16 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     struct rdest *d = calloc(m->nitems ? m->nitems : 1, sizeof *d);
     struct ckpt_batch b;
     ckpt_status st = CKPT_OK;
-    size_t i;
-    if (!d)
+    struct rent *ents = NULL;
+    size_t i, total = 0, n = 0;
+    for (i = 0; i < m->nitems; i++)
+        total += m->items[i].nchunks;
+    ents = calloc(total ? total : 1, sizeof *ents);
+    if (!d || !ents) {
+        free(d);
+        free(ents);
         return CKPT_E_NOMEM;
+    }
     for (i = 0; i < m->nitems; i++)
         d[i].fd = -1;
     ckpt__batch_init(&b);
@@ -428,9 +657,21 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
             else
                 st = open_tmp(it->path, mi->size, &d[i], err);
         }
-        if (!st && (d[i].kind != CKPT_ITEM_FILE || d[i].fd >= 0))
-            st = run_item_jobs(ctx, &b, mi, &d[i]);
+        if (!st && (d[i].kind != CKPT_ITEM_FILE || d[i].fd >= 0)) {
+            uint64_t off = 0;
+            for (size_t c = 0; c < mi->nchunks; c++) {
+                ents[n].c = &mi->chunks[c];
+                ents[n].d = &d[i];
+                ents[n].off = off;
+                ents[n].item = mi->name;
+                ents[n].idx = c;
+                off += mi->chunks[c].raw_len;
+                n++;
+            }
+        }
     }
+    if (!st)
+        st = plan(ctx, &b, m, ents, n, NULL);
     ckpt__batch_done(&b, CKPT_OK, NULL);
     {
         ckpt_status bst = ckpt__batch_wait(&b);
@@ -441,6 +682,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     }
     ckpt__batch_destroy(&b);
     dest_cleanup(d, m->nitems, 1, &st, err);
+    free(ents);
     return st;
 }
 

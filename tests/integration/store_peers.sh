@@ -265,7 +265,8 @@ elif [ "$MODE" = options ]; then
     # values refused with the right exit code.
     mkdir -p "$TMP/in"
     head -c 12582912 /dev/urandom >"$TMP/in/data.bin"
-    export CKPT_CHUNK_BYTES=1048576
+    # 1 MiB chunks in packs of at most 4 MiB: 3 chunks a pack, 4 packs
+    export CKPT_CHUNK_BYTES=1048576 CKPT_PACK_BYTES=4M
     "$CONF" save --store "$URL" --run opt --step 1 --storage-class STANDARD_IA \
         --sse-kms-key-id key-1 --connections 2 "$TMP/in/data.bin" >"$TMP/save.log" 2>&1 ||
         { echo "save failed"; cat "$TMP/save.log"; rc=1; }
@@ -277,9 +278,9 @@ st = json.load(sys.stdin)
 objs = {k: v for k, v in st["objects"].items() if "/opt/" in k}
 bad = [k for k, v in objs.items()
        if v != {"class": "STANDARD_IA", "sse": "aws:kms", "kms": "key-1"}]
-chunks = [k for k in objs if "/chunks/" in k]
-print("options: %d objects, %d chunks, max in flight %d" % (len(objs), len(chunks), st["max_inflight"]))
-sys.exit(1 if bad or len(chunks) != 12 or not 1 <= st["max_inflight"] <= 2 else 0)' || {
+packs = [k for k in objs if "/packs/" in k]
+print("options: %d objects, %d packs, max in flight %d" % (len(objs), len(packs), st["max_inflight"]))
+sys.exit(1 if bad or len(packs) != 4 or not 1 <= st["max_inflight"] <= 2 else 0)' || {
         echo "storage class / SSE / connections not as asked: $state" | cut -c1-600; rc=1; }
     t0=$(date +%s%N)
     "$CONF" save --store "$URL" --run rate --step 1 --max-rate 4M "$TMP/in/data.bin" \
@@ -288,7 +289,7 @@ sys.exit(1 if bad or len(chunks) != 12 or not 1 <= st["max_inflight"] <= 2 else 
     # 12 MiB at 4 MiB/s is 3 s (less a 100 ms burst)
     if [ "$ms" -lt 2700 ]; then echo "--max-rate 4M: 12 MiB went up in $ms ms"; rc=1; fi
     echo "options: 12 MiB at --max-rate 4M took $ms ms"
-    unset CKPT_CHUNK_BYTES
+    unset CKPT_CHUNK_BYTES CKPT_PACK_BYTES
     "$CONF" restore --store "$URL" --run opt "$TMP/out" >"$TMP/restore.log" 2>&1 &&
         cmp "$TMP/in/data.bin" "$TMP/out/data.bin" || { echo "restore failed"; rc=1; }
     for bad in "--storage-class GLACIER:78" "--storage-class lower:78" "--sse AES:64" \
@@ -309,33 +310,36 @@ sys.exit(1 if bad or len(chunks) != 12 or not 1 <= st["max_inflight"] <= 2 else 
         grep -q "applies to s3://" "$TMP/fs.log" ||
         { echo "--storage-class on a file store: no warning"; cat "$TMP/fs.log"; rc=1; }
 elif [ "$MODE" = flip ]; then
-    # Every object's first GET arrives with one byte changed (the proxy's
-    # --flip-once). Small objects (HEAD, manifest) are caught by the store's
-    # digest and retried there; chunks by their own checksums, and fetched
-    # again: the restore is byte-exact, every chunk was refetched once, and
-    # no older step was used.
+    # Every object's first GET (each range of a pack once) arrives with one
+    # byte changed (the proxy's --flip-once). Small objects (HEAD, manifest)
+    # are caught by the store's digest and retried there; chunks by their
+    # own checksums, and fetched again: the restore is byte-exact and no
+    # older step was used. Twice: 20 chunks of 1 MiB in packs of at most
+    # 4 MiB (3 chunks each: 7 packs, one range GET each, 7 fetched again),
+    # then each chunk its own object (CKPT_PACK_BYTES=0: 20 fetched again).
     mkdir -p "$TMP/in"
     head -c 20971520 /dev/urandom >"$TMP/in/data.bin"
-    export CKPT_CHUNK_BYTES=1048576
-    "$CONF" save --store "$URL" --run flip --step 3 "$TMP/in/data.bin" >"$TMP/save.log" 2>&1 ||
-        { echo "save failed"; cat "$TMP/save.log"; rc=1; }
-    unset CKPT_CHUNK_BYTES  # the reader's chunk size is its own
-    if [ $rc -eq 0 ]; then
-        "$CONF" restore --store "$URL" --run flip "$TMP/out" >"$TMP/restore.log" 2>&1 ||
-            { echo "restore failed"; cat "$TMP/restore.log"; rc=1; }
-    fi
-    if [ $rc -eq 0 ]; then
+    for packs in 4M:7 0:20; do
+        run="flip${packs%%:*}"
+        CKPT_CHUNK_BYTES=1048576 CKPT_PACK_BYTES=${packs%%:*} "$CONF" save --store "$URL" \
+            --run "$run" --step 3 "$TMP/in/data.bin" >"$TMP/save.log" 2>&1 ||
+            { echo "save failed"; cat "$TMP/save.log"; rc=1; break; }
+        # the reader's chunk size (and pack size) is its own
+        rm -rf "$TMP/out"
+        "$CONF" restore --store "$URL" --run "$run" "$TMP/out" >"$TMP/restore.log" 2>&1 ||
+            { echo "restore failed"; cat "$TMP/restore.log"; rc=1; break; }
         again=$(grep -c "fetching it again" "$TMP/restore.log" || true)
         if ! cmp "$TMP/in/data.bin" "$TMP/out/data.bin"; then
             echo "restored bytes differ"; rc=1
-        elif [ "$again" -ne 20 ]; then
-            echo "expected 20 chunks fetched again, saw $again"; cat "$TMP/restore.log"; rc=1
+        elif [ "$again" -ne "${packs##*:}" ]; then
+            echo "packs ${packs%%:*}: expected ${packs##*:} fetches made again, saw $again"
+            cat "$TMP/restore.log"; rc=1
         elif grep -q "instead of the newer" "$TMP/restore.log"; then
             echo "an older step was restored"; rc=1
         else
-            echo "$PEER: 20 damaged chunk transfers fetched again; restore byte-exact"
+            echo "$PEER: packs ${packs%%:*}: $again damaged transfers fetched again; restore byte-exact"
         fi
-    fi
+    done
 elif [ "$MODE" = tls ]; then
     # Verification is always on: an unknown certificate is refused (a
     # configuration error, not retried) ...

@@ -66,6 +66,45 @@ static void test_manifest_roundtrip(void **state)
     ckpt__manifest_free(&m);
 }
 
+/* Chunks in packs survive the round trip; a manifest without packs stays
+ * format 1 (readable by older readers), one with packs is format 2. */
+static void test_manifest_packs_roundtrip(void **state)
+{
+    struct ckpt_manifest m, d;
+    struct ckpt_idlist objs;
+    char *buf, err[CKPT_ERR_MAX];
+    size_t len;
+    (void)state;
+    make_manifest(&m);
+    assert_int_equal(ckpt__manifest_encode(&m, &buf, &len), CKPT_OK);
+    assert_non_null(strstr(buf, "\"format\":1,"));
+    free(buf);
+    m.npacks = 1;
+    m.packs = calloc(1, sizeof *m.packs);
+    m.packs[0].id[3] = 0x77;
+    m.packs[0].size = 2053;
+    m.items[0].chunks[1].pack = 1;
+    m.items[0].chunks[1].off = 2000;
+    assert_int_equal(ckpt__manifest_encode(&m, &buf, &len), CKPT_OK);
+    assert_non_null(strstr(buf, "\"format\":2,"));
+    assert_int_equal(ckpt__manifest_decode(buf, len, &d, err), CKPT_OK);
+    assert_int_equal(d.version, 2);
+    assert_int_equal(d.npacks, 1);
+    assert_memory_equal(d.packs, m.packs, sizeof *m.packs);
+    assert_memory_equal(d.items[0].chunks, m.items[0].chunks, 2 * sizeof(struct ckpt_chunk_ref));
+    /* what the manifest needs: one pack and one chunk object */
+    assert_int_equal(ckpt__manifest_objects(&d, &objs), 0);
+    assert_int_equal(objs.n, 2);
+    assert_int_equal(objs.kind[0], CKPT_OBJ_PACK);
+    assert_int_equal(objs.size[0], 2053);
+    assert_int_equal(objs.kind[1], CKPT_OBJ_CHUNK);
+    assert_int_equal(objs.size[1], 1000);
+    ckpt__idlist_free(&objs);
+    ckpt__manifest_free(&d);
+    ckpt__manifest_free(&m);
+    free(buf);
+}
+
 /* Seal hand-written JSON so only the semantic checks can reject it. */
 static ckpt_status decode_json(const char *json, char *err)
 {
@@ -121,8 +160,46 @@ static void test_manifest_hostile(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         assert_int_equal(decode_json(bad[i], err), CKPT_E_CORRUPT);
+    /* format 2: chunks in packs, [id, raw, stored, pack, offset] */
+#define HDR2 "{\"format\":2,\"kind\":\"manifest\",\"step\":\"1\",\"seq\":\"1\",\"epoch\":\"0\"," \
+             "\"time_ms\":1,\"rank\":0,\"world_size\":1,\"chunk_bytes\":1048576,"          \
+             "\"new_bytes\":0,\"writer\":\"w\",\"packs\":[[" ID ",200]],\"items\":"
+#define ITEM(tuple) "[{\"name\":\"a\",\"kind\":\"mem\",\"size\":4,\"elem\":0,\"mode\":384," \
+                    "\"chunks\":[" tuple "]}]}"
+    {
+        size_t len;
+        char *buf = ckpt__envelope_seal(HDR2 ITEM("[" ID ",4,60,0,140]"), &len);
+        struct ckpt_manifest pm;
+        assert_int_equal(ckpt__manifest_decode(buf, len, &pm, err), CKPT_OK);
+        assert_int_equal(pm.npacks, 1);
+        assert_int_equal(pm.packs[0].size, 200);
+        assert_int_equal(pm.items[0].chunks[0].pack, 1);
+        assert_int_equal(pm.items[0].chunks[0].off, 140);
+        ckpt__manifest_free(&pm);
+        free(buf);
+    }
+    assert_int_equal(decode_json(HDR2 ITEM("[" ID ",4,60]"), err), CKPT_OK); /* own object */
+    const char *bad2[] = {
+        HDR2 ITEM("[" ID ",4,60,1,0]"),          /* no pack 1 */
+        HDR2 ITEM("[" ID ",4,60,0,141]"),        /* ends past the pack */
+        HDR2 ITEM("[" ID ",4,60,-1,0]"),
+        HDR2 ITEM("[" ID ",4,60,0,1.5]"),
+        HDR2 ITEM("[" ID ",4,60,0]"),            /* 4 fields */
+        HDR ITEM("[" ID ",4,60,0,0]"),           /* a pack reference in format 1 */
+        "{\"format\":1,\"kind\":\"manifest\",\"step\":\"1\",\"seq\":\"1\",\"epoch\":\"0\","
+        "\"time_ms\":1,\"rank\":0,\"world_size\":1,\"chunk_bytes\":1048576,\"new_bytes\":0,"
+        "\"writer\":\"w\",\"packs\":[[" ID ",200]],\"items\":[]}", /* packs in format 1 */
+        "{\"format\":2,\"kind\":\"manifest\",\"step\":\"1\",\"seq\":\"1\",\"epoch\":\"0\","
+        "\"time_ms\":1,\"rank\":0,\"world_size\":1,\"chunk_bytes\":1048576,\"new_bytes\":0,"
+        "\"writer\":\"w\",\"packs\":[[\"zz\",200]],\"items\":[]}", /* bad pack id */
+        "{\"format\":2,\"kind\":\"manifest\",\"step\":\"1\",\"seq\":\"1\",\"epoch\":\"0\","
+        "\"time_ms\":1,\"rank\":0,\"world_size\":1,\"chunk_bytes\":1048576,\"new_bytes\":0,"
+        "\"writer\":\"w\",\"packs\":[[" ID ",2]],\"items\":[]}", /* smaller than a header */
+    };
+    for (size_t i = 0; i < sizeof bad2 / sizeof *bad2; i++)
+        assert_int_equal(decode_json(bad2[i], err), CKPT_E_CORRUPT);
     /* a newer format is refused with a clear status, not misread */
-    assert_int_equal(decode_json("{\"format\":2,\"kind\":\"manifest\"}", err), CKPT_E_UNSUPPORTED);
+    assert_int_equal(decode_json("{\"format\":3,\"kind\":\"manifest\"}", err), CKPT_E_UNSUPPORTED);
     assert_non_null(strstr(err, "newer"));
     /* garbage without an envelope */
     struct ckpt_manifest m;
@@ -189,6 +266,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_roundtrip),
+        cmocka_unit_test(test_manifest_packs_roundtrip),
         cmocka_unit_test(test_manifest_hostile),
         cmocka_unit_test(test_head_roundtrip),
         cmocka_unit_test(test_names_and_keys),
