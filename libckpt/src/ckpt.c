@@ -224,9 +224,9 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
         ctx->pack_bytes = strcmp(ctx->store->ops->scheme, "file") == 0 ? 0 : CKPT_DEFAULT_PACK;
         if (pb && *pb) {
             uint64_t b = strcmp(pb, "0") == 0 ? 0 : ckpt_store_parse_size(pb);
-            if (strcmp(pb, "0") != 0 && (b < (1u << 20) || b > CKPT_MAX_PACK)) {
+            if (strcmp(pb, "0") != 0 && (b < CKPT_MIN_CHUNK || b > CKPT_MAX_PACK)) {
                 ckpt__set_ctx_err(ctx, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "
-                                       "from 1M to 1G", pb);
+                                       "from 64K to 1G", pb);
                 st = CKPT_E_CONFIG;
                 goto fail;
             }

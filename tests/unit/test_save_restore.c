@@ -172,6 +172,124 @@ static void test_retention_and_gc(void **state)
     ckpt_close(ctx);
 }
 
+static void fill_random(uint8_t *p, size_t n, uint32_t seed)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)(x >> 24);
+    }
+}
+
+/* Packs on a store that asks for them (CKPT_PACK_BYTES; object stores by
+ * default): chunks go into packs, dedup reuses chunks inside older packs,
+ * retention deletes a pack only when no retained checkpoint uses it, any
+ * reader (without the setting) restores, verify catches a damaged pack, gc
+ * removes stray packs. 1 MiB of incompressible bytes in 64 KiB chunks,
+ * packs of at most 256 KiB: 3 chunks a pack, 6 packs a full save. */
+static void test_packs(void **state)
+{
+    size_t n = 1 << 20, cs = 64 << 10;
+    uint8_t *buf = malloc(n), *want = malloc(n);
+    uint64_t step, deleted = 0;
+    struct ckpt_info info[2];
+    (void)state;
+    setenv("CKPT_PACK_BYTES", "256K", 1);
+    struct ckpt_ctx *ctx = open_run("pk", CKPT_CODEC_ZSTD, cs, 2);
+    unsetenv("CKPT_PACK_BYTES");
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    fill_random(buf, n, 1);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    assert_int_equal(count_files("pk/packs"), 6);
+    assert_int_equal(count_files("pk/chunks"), 0);
+    /* one chunk changes: one more pack holding it, the rest reused */
+    fill_random(buf + 5 * cs, cs, 2);
+    assert_int_equal(ckpt_save(ctx, 2), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    memset(info, 0, sizeof info);
+    assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+    assert_int_equal(info[0].step, 2);
+    assert_true(info[0].new_bytes > cs && info[0].new_bytes < cs + 200);
+    assert_int_equal(count_files("pk/packs"), 7);
+    /* step 3 drops step 1 (keep 2): its packs still hold chunks steps 2
+     * and 3 use, so none is deleted */
+    fill_random(buf + 9 * cs, cs, 3);
+    assert_int_equal(ckpt_save(ctx, 3), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    assert_int_equal(count_files("pk/manifests"), 2);
+    assert_int_equal(count_files("pk/packs"), 8);
+    memcpy(want, buf, n);
+    ckpt_close(ctx);
+    /* a new reader, no pack setting: restores and verifies */
+    ctx = open_run("pk", CKPT_CODEC_DEFAULT, 0, 2);
+    memset(buf, 0, n);
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    assert_memory_equal(buf, want, n);
+    assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+    /* every chunk new twice: the packs only steps 2 and 3 used go */
+    setenv("CKPT_PACK_BYTES", "256K", 1);
+    ckpt_close(ctx);
+    ctx = open_run("pk", CKPT_CODEC_ZSTD, cs, 2);
+    unsetenv("CKPT_PACK_BYTES");
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    for (uint64_t s = 4; s <= 5; s++) {
+        fill_random(buf, n, (uint32_t)s * 10);
+        assert_int_equal(ckpt_save(ctx, s), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    }
+    assert_int_equal(count_files("pk/packs"), 12);
+    memcpy(want, buf, n);
+    /* a damaged byte inside a pack: verify names the chunk, restore of that
+     * step refuses it */
+    {
+        char cmd[1200], path[1024] = "";
+        snprintf(cmd, sizeof cmd, "find '%s/store/pk/packs' -type f | head -1", g_dir);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(fgets(path, sizeof path, p));
+        pclose(p);
+        path[strcspn(path, "\n")] = '\0';
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        fseek(f, 1000, SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, 1000, SEEK_SET);
+        fputc(c ^ 0x10, f);
+        fclose(f);
+        assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_E_CORRUPT);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "item b"));
+        fseek(f = fopen(path, "r+b"), 1000, SEEK_SET);
+        fputc(c, f);
+        fclose(f);
+        assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+    }
+    /* a stray pack (a save that crashed before its commit) goes with gc */
+    {
+        char p[900];
+        snprintf(p, sizeof p, "%s/store/pk/packs/00/00000000000000000000000000000000", g_dir);
+        ckpt__mkdirs(p, 0700, NULL);
+        rmdir(p);
+        FILE *f = fopen(p, "w");
+        fputs("junk", f);
+        fclose(f);
+        assert_int_equal(count_files("pk/packs"), 13);
+        assert_int_equal(ckpt_gc(ctx, 2, 0, &deleted), CKPT_OK);
+        assert_int_equal(deleted, 1);
+        assert_int_equal(count_files("pk/packs"), 12);
+    }
+    memset(buf, 0, n);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 5);
+    assert_memory_equal(buf, want, n);
+    ckpt_close(ctx);
+    free(buf);
+    free(want);
+}
+
 static void corrupt_one_chunk_of(const char *run, uint64_t step, const uint8_t *only_in)
 {
     (void)only_in;
@@ -540,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_codecs),
         cmocka_unit_test(test_dedup_1gib),
         cmocka_unit_test(test_retention_and_gc),
+        cmocka_unit_test(test_packs),
         cmocka_unit_test(test_damage_falls_back),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_files_and_restore_dir),
