@@ -294,6 +294,7 @@ struct az_rq {
     size_t max_body;
     int md5_check;
     int *ambiguous;           /* see s3.c: an attempt may have been applied */
+    void *dst;                /* see s3.c */
 };
 
 static ckpt_status az_call(struct az *a, const struct az_rq *rq,
@@ -404,7 +405,8 @@ static ckpt_status az_call(struct az *a, const struct az_rq *rq,
         }
         {
             struct ckpt_http_req hr = { rq->method, url, lines, nsend, rq->body,
-                                        rq->len, rq->max_body ? rq->max_body : ERRBODY_MAX };
+                                        rq->len, rq->max_body ? rq->max_body : ERRBODY_MAX,
+                                        rq->dst };
             ckpt_http_resp_free(resp);
             st = ckpt_http_do(a->http, &hr, resp);
         }
@@ -527,7 +529,7 @@ static ckpt_status put_blocks(struct az *a, const char *fk, const uint8_t *buf,
         char raw[32], id[48], line[80];
         char *id_enc;
         size_t off = i * bs, n = len - off < bs ? len - off : bs;
-        struct az_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, NULL };
+        struct az_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, NULL, NULL };
 
         snprintf(raw, sizeof(raw), "blk%08u", (unsigned)i);
         EVP_EncodeBlock((unsigned char *)id, (const unsigned char *)raw, 11);
@@ -563,7 +565,7 @@ static ckpt_status put_blocks(struct az *a, const char *fk, const uint8_t *buf,
     if (cond_line(o, cond, sizeof(cond)))
         hdrs[nh++] = cond;
     {
-        struct az_rq rq = { "PUT", fk, "comp=blocklist", hdrs, nh, xml, xlen, 0, 0, NULL };
+        struct az_rq rq = { "PUT", fk, "comp=blocklist", hdrs, nh, xml, xlen, 0, 0, NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st == CKPT_OK && etag_out &&
@@ -585,7 +587,7 @@ static ckpt_status settle_ambiguous(struct az *a, const char *fk, const void *bu
     ckpt_status st = CKPT_E_PRECONDITION;
     struct ckpt_http_resp resp;
     char have[64], want[25], herr[CKPT_ERR_MAX];
-    struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
+    struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL };
 
     if (az_call(a, &rq, &resp, herr) == CKPT_OK &&
         ckpt_http_header(&resp, "Content-MD5", have, sizeof(have))) {
@@ -634,7 +636,7 @@ static ckpt_status az_put(struct ckpt_store *st_, const char *key, const void *b
         hdrs[nh++] = cond;
     {
         struct az_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0,
-                            &ambiguous };
+                            &ambiguous, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st == CKPT_OK && etag_out &&
@@ -665,7 +667,7 @@ static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_le
         goto out;
     {
         struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1,
-                            !(flags & CKPT_GET_SELF_CHECKED), NULL };
+                            !(flags & CKPT_GET_SELF_CHECKED), NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -685,18 +687,16 @@ out:
 }
 
 static ckpt_status az_get_range(struct ckpt_store *st_, const char *key, uint64_t off,
-                                size_t len, unsigned flags, void **buf_out, char *err)
+                                size_t len, unsigned flags, void *dst, char *err)
 {
     struct az *a = (struct az *)st_;
     ckpt_status st;
     struct ckpt_http_resp resp;
     char *fk = NULL, range[80];
     const char *hdrs[1] = { range };
-    size_t got = 0;
 
     (void)flags; /* ranges carry no Content-MD5 of their own: the caller verifies */
     memset(&resp, 0, sizeof(resp));
-    *buf_out = NULL;
     if (len == 0)
         return CKPT_E_INVAL;
     st = ckpt_store_prefixed_key(a->prefix, key, &fk, err);
@@ -707,7 +707,7 @@ static ckpt_status az_get_range(struct ckpt_store *st_, const char *key, uint64_
     snprintf(range, sizeof(range), "x-ms-range: bytes=%llu-%llu", (unsigned long long)off,
              (unsigned long long)(off + len - 1));
     {
-        struct az_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, NULL };
+        struct az_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, NULL, dst };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -719,13 +719,10 @@ static ckpt_status az_get_range(struct ckpt_store *st_, const char *key, uint64_
                resp.body_overflow ? " and more bytes" : "");
         goto out;
     }
-    st = ckpt_http_resp_take_body(&resp, buf_out, &got);
-    if (st == CKPT_OK && got != len) {
-        free(*buf_out);
-        *buf_out = NULL;
+    if (resp.len != len) {
         st = CKPT_E_CORRUPT;
         seterr(err, "az %s: range %llu+%zu: %zu bytes came back", fk,
-               (unsigned long long)off, len, got);
+               (unsigned long long)off, len, resp.len);
     }
 out:
     ckpt_http_resp_free(&resp);
@@ -746,7 +743,7 @@ static ckpt_status az_head(struct ckpt_store *st_, const char *key, uint64_t *si
     if (st != CKPT_OK)
         goto out;
     {
-        struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
+        struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -830,7 +827,7 @@ static ckpt_status az_list(struct ckpt_store *st_, const char *prefix,
         goto out;
     }
     for (;;) {
-        struct az_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, NULL };
+        struct az_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, NULL, NULL };
         free(query);
         query = NULL;
         free(mk_enc);
@@ -889,7 +886,7 @@ static ckpt_status az_del(struct ckpt_store *st_, const char *const *keys, size_
     for (i = 0; i < n && st == CKPT_OK; i++) {
         struct ckpt_http_resp resp;
         char *fk = full_key(a, keys[i]);
-        struct az_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL };
+        struct az_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL };
         if (!fk) {
             st = CKPT_E_NOMEM;
             goto out;
@@ -998,7 +995,7 @@ static ckpt_status set_endpoint(struct az *a, const char *ep, char *err)
 static ckpt_status create_container(struct az *a, char *err)
 {
     struct ckpt_http_resp resp;
-    struct az_rq rq = { "PUT", NULL, "restype=container", NULL, 0, NULL, 0, 0, 0, NULL };
+    struct az_rq rq = { "PUT", NULL, "restype=container", NULL, 0, NULL, 0, 0, 0, NULL, NULL };
     ckpt_status st = az_call(a, &rq, &resp, err);
 
     if (st == CKPT_E_PRECONDITION)   /* 409 ContainerAlreadyExists */

@@ -282,27 +282,21 @@ static ckpt_status fget(struct ckpt_store *s, const char *key, size_t max_len, u
 }
 
 static ckpt_status fget_range(struct ckpt_store *s, const char *key, uint64_t off, size_t len,
-                              unsigned flags, void **buf, char *err)
+                              unsigned flags, void *dst, char *err)
 {
     struct file_store *fs = (struct file_store *)s;
     char path[4096];
     ckpt_status st = CKPT_OK;
-    uint8_t *p;
+    uint8_t *p = dst;
     size_t got = 0;
     int fd;
     (void)flags;
-    *buf = NULL;
     if (!ckpt_key_valid(key) || path_of(fs, key, path, sizeof path) || len == 0 ||
         off > (uint64_t)INT64_MAX - len)
         return CKPT_E_INVAL;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fail(err, errno, "open", path);
-    p = malloc(len);
-    if (!p) {
-        close(fd);
-        return CKPT_E_NOMEM;
-    }
     while (got < len) {
         ssize_t r = pread(fd, p + got, len - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
@@ -321,10 +315,6 @@ static ckpt_status fget_range(struct ckpt_store *s, const char *key, uint64_t of
         got += (size_t)r;
     }
     close(fd);
-    if (st)
-        free(p);
-    else
-        *buf = p;
     return st;
 }
 

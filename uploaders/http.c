@@ -309,6 +309,11 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
     x.h = h;
     x.resp = resp;
     x.max_body = req->max_body ? req->max_body : DEFAULT_BODY_MAX;
+    if (req->dst) {
+        resp->body = req->dst;
+        resp->body_external = 1;
+        x.body_cap = x.max_body + 1;
+    }
     x.up = req->body;
     x.up_len = req->body_len;
 
@@ -403,7 +408,9 @@ void ckpt_http_resp_free(struct ckpt_http_resp *resp)
 {
     if (!resp)
         return;
-    free(resp->body);
+    if (!resp->body_external)
+        free(resp->body);
+    resp->body_external = 0;
     free(resp->hdrs);
     resp->body = resp->hdrs = NULL;
     resp->len = resp->hdrs_len = 0;
@@ -448,6 +455,14 @@ out:
 ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
                                      size_t *len_out)
 {
+    if (resp->body_external) { /* the caller's own buffer: copy it out */
+        void *c = malloc(resp->len + 1);
+        if (!c)
+            return CKPT_E_NOMEM;
+        memcpy(c, resp->body, resp->len + 1);
+        resp->body = c;
+        resp->body_external = 0;
+    }
     if (!resp->body) {
         resp->body = malloc(1);
         if (!resp->body)

@@ -42,13 +42,17 @@ struct ckpt_http_req {
     const void *body;         /* request body for PUT/POST (may be NULL) */
     size_t body_len;
     size_t max_body;          /* largest response body accepted (0 = 1 MiB) */
+    void *dst;                /* optional: the body goes here (max_body + 1
+                                 bytes), not into a malloc'd buffer: a caller
+                                 reusing one buffer pays no page faults */
 };
 
 struct ckpt_http_resp {
     long status;              /* HTTP status of the final reply; 0 = none */
     int curl_code;            /* CURLcode of the transfer (0 = CURLE_OK) */
     int body_overflow;        /* 1: the body exceeded max_body (transfer cut) */
-    char *body;               /* malloc'd, NUL-terminated (may be NULL) */
+    char *body;               /* malloc'd (or req->dst), NUL-terminated (may be NULL) */
+    int body_external;        /* body is req->dst: not freed here */
     size_t len;
     char *hdrs;               /* raw header block of the final reply */
     size_t hdrs_len;

@@ -374,6 +374,7 @@ struct s3_rq {
     int md5_check;            /* GET: compare body with an MD5 ETag */
     int *ambiguous;           /* set to 1 if an attempt failed without a
                                  definite answer (it may have been applied) */
+    void *dst;                /* reply body into this buffer (max_body + 1) */
 };
 
 static int is_md5_etag(const char *etag, char hex[33])
@@ -542,7 +543,8 @@ static ckpt_status s3_call(struct s3 *s, const struct s3_rq *rq,
 
         {
             struct ckpt_http_req hr = { rq->method, url, lines, nl, rq->body,
-                                        rq->len, rq->max_body ? rq->max_body : ERRBODY_MAX };
+                                        rq->len, rq->max_body ? rq->max_body : ERRBODY_MAX,
+                                        rq->dst };
             ckpt_http_resp_free(resp);
             hst = ckpt_http_do(s->http, &hr, resp);
         }
@@ -749,7 +751,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
         goto out;
     }
     {
-        struct s3_rq rq = { "POST", fk, "uploads=", hdrs, nh, NULL, 0, 0, 0, 0, NULL };
+        struct s3_rq rq = { "POST", fk, "uploads=", hdrs, nh, NULL, 0, 0, 0, 0, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
         if (st == CKPT_OK)
             ckpt_xml_parse(resp.body, resp.len, mpu_cb, &mp);
@@ -770,7 +772,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
     }
     for (i = 0; i < nparts; i++) {
         size_t off = i * part, n = len - off < part ? len - off : part;
-        struct s3_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, 0, NULL };
+        struct s3_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, 0, NULL, NULL };
         free(query);
         if (asprintf(&query, "partNumber=%zu&uploadId=%s", i + 1, uid_enc) < 0) {
             query = NULL;
@@ -802,7 +804,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
         }
     }
     {
-        struct s3_rq rq = { "POST", fk, NULL, hdrs, 0, xml, xlen, 0, 1, 0, NULL };
+        struct s3_rq rq = { "POST", fk, NULL, hdrs, 0, xml, xlen, 0, 1, 0, NULL, NULL };
         free(query);
         if (asprintf(&query, "uploadId=%s", uid_enc) < 0) {
             query = NULL;
@@ -834,7 +836,7 @@ out:
         char abort_err[CKPT_ERR_MAX];
         char *q = NULL;
         if (uid_enc && asprintf(&q, "uploadId=%s", uid_enc) >= 0) {
-            struct s3_rq rq = { "DELETE", fk, q, NULL, 0, NULL, 0, 0, 0, 0, NULL };
+            struct s3_rq rq = { "DELETE", fk, q, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
             if (s3_call(s, &rq, &resp, abort_err) != CKPT_OK)
                 slog(s, CKPT_LOG_WARN, "s3: abort of multipart upload failed: %s",
                      abort_err);
@@ -862,7 +864,7 @@ static ckpt_status settle_ambiguous(struct s3 *s, const char *fk, const void *bu
     ckpt_status st = CKPT_E_PRECONDITION;
     struct ckpt_http_resp resp;
     char et[CKPT_ETAG_MAX], want[33], have[33], herr[CKPT_ERR_MAX];
-    struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
+    struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
 
     if (s3_call(s, &rq, &resp, herr) == CKPT_OK &&
         ckpt_http_header(&resp, "ETag", et, sizeof(et)) && is_md5_etag(et, have)) {
@@ -914,7 +916,7 @@ static ckpt_status s3_put(struct ckpt_store *st_, const char *key, const void *b
         hdrs[nh++] = cond;
     {
         struct s3_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0, 0,
-                            &ambiguous };
+                            &ambiguous, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st == CKPT_OK)
@@ -947,7 +949,7 @@ static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_le
          * rather than buffered. */
         struct s3_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0,
                             max_len ? max_len : 1, 0,
-                            s->verify_md5 && !(flags & CKPT_GET_SELF_CHECKED), NULL };
+                            s->verify_md5 && !(flags & CKPT_GET_SELF_CHECKED), NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -966,18 +968,16 @@ out:
 }
 
 static ckpt_status s3_get_range(struct ckpt_store *st_, const char *key, uint64_t off,
-                                size_t len, unsigned flags, void **buf_out, char *err)
+                                size_t len, unsigned flags, void *dst, char *err)
 {
     struct s3 *s = (struct s3 *)st_;
     ckpt_status st;
     struct ckpt_http_resp resp;
     char *fk = NULL, range[80];
     const char *hdrs[1] = { range };
-    size_t got = 0;
 
     (void)flags; /* a range has no digest to check: the caller verifies */
     memset(&resp, 0, sizeof(resp));
-    *buf_out = NULL;
     if (len == 0)
         return CKPT_E_INVAL;
     st = ckpt_store_prefixed_key(s->prefix, key, &fk, err);
@@ -986,7 +986,7 @@ static ckpt_status s3_get_range(struct ckpt_store *st_, const char *key, uint64_
     snprintf(range, sizeof(range), "Range: bytes=%llu-%llu", (unsigned long long)off,
              (unsigned long long)(off + len - 1));
     {
-        struct s3_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, 0, NULL };
+        struct s3_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, 0, NULL, dst };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -1000,13 +1000,10 @@ static ckpt_status s3_get_range(struct ckpt_store *st_, const char *key, uint64_
                resp.body_overflow ? " and more bytes" : "");
         goto out;
     }
-    st = ckpt_http_resp_take_body(&resp, buf_out, &got);
-    if (st == CKPT_OK && got != len) {
-        free(*buf_out);
-        *buf_out = NULL;
+    if (resp.len != len) {
         st = CKPT_E_CORRUPT;
         seterr(err, "%s/%s: range %llu+%zu: %zu bytes came back", s->bucket, fk,
-               (unsigned long long)off, len, got);
+               (unsigned long long)off, len, resp.len);
     }
 out:
     ckpt_http_resp_free(&resp);
@@ -1027,7 +1024,7 @@ static ckpt_status s3_head(struct ckpt_store *st_, const char *key, uint64_t *si
     if (st != CKPT_OK)
         goto out;
     {
-        struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
+        struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -1114,7 +1111,7 @@ static ckpt_status s3_list(struct ckpt_store *st_, const char *prefix,
         goto out;
     }
     for (;;) {
-        struct s3_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, 0, NULL };
+        struct s3_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, 0, NULL, NULL };
         free(query);
         query = NULL;
         free(tok_enc);
@@ -1202,7 +1199,7 @@ static ckpt_status del_one(struct s3 *s, const char *key, char *err)
     if (!fk)
         return CKPT_E_NOMEM;
     {
-        struct s3_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL };
+        struct s3_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st == CKPT_E_NOENT)
@@ -1243,7 +1240,7 @@ static ckpt_status del_batch(struct s3 *s, const char *const *keys, size_t n,
     for (attempt = 0; attempt < 3; attempt++) {
         struct del_state d;
         struct s3_rq rq = { "POST", NULL, "delete=", NULL, 0, xml, xlen,
-                            4 * MIB, 0, 0, NULL };
+                            4 * MIB, 0, 0, NULL, NULL };
         memset(&d, 0, sizeof(d));
         st = s3_call(s, &rq, &resp, err);
         if (st != CKPT_OK)

@@ -74,12 +74,13 @@ struct ckpt_store_ops {
     ckpt_status (*get)(struct ckpt_store *, const char *key, size_t max_len,
                        unsigned flags, void **buf_out, size_t *len_out,
                        char *etag_out, char *err);
-    /* Read exactly `len` (> 0) bytes at offset `off` of an object into a
-     * malloc'd buffer (caller frees): one pack's chunks. CKPT_E_NOENT if the
-     * object is missing, CKPT_E_CORRUPT if it is shorter than off + len or
-     * the store answers with another number of bytes. */
+    /* Read exactly `len` (> 0) bytes at offset `off` of an object into
+     * `dst` (at least len + 1 bytes; the caller's, so a reader reuses one
+     * buffer): one pack's chunks. CKPT_E_NOENT if the object is missing,
+     * CKPT_E_CORRUPT if it is shorter than off + len or the store answers
+     * with another number of bytes. */
     ckpt_status (*get_range)(struct ckpt_store *, const char *key, uint64_t off,
-                             size_t len, unsigned flags, void **buf_out, char *err);
+                             size_t len, unsigned flags, void *dst, char *err);
     /* Size and etag of an object; CKPT_E_NOENT if missing. */
     ckpt_status (*head)(struct ckpt_store *, const char *key, uint64_t *size,
                         char *etag_out, char *err);

@@ -7,6 +7,7 @@
 #include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <zstd.h>
@@ -19,6 +20,8 @@ struct ckpt_codec_ws {
     uint8_t *out;         /* header + compressed payload */
     size_t out_cap;
     uint8_t *scratch;     /* one raw chunk, for jobs that need a staging copy */
+    void *fetch;          /* reply buffer kept between fetches (mmap) */
+    size_t fetch_cap;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
 };
@@ -56,6 +59,8 @@ void ckpt__codec_ws_free(struct ckpt_codec_ws *ws)
     free(ws->filt);
     free(ws->out);
     free(ws->scratch);
+    if (ws->fetch)
+        munmap(ws->fetch, ws->fetch_cap);
     ZSTD_freeCCtx(ws->cctx);
     ZSTD_freeDCtx(ws->dctx);
     free(ws);
@@ -91,6 +96,27 @@ ckpt_status ckpt__codec_ws_reserve(struct ckpt_codec_ws *ws, size_t chunk_bytes)
     ws->out_cap = cap;
     ws->chunk = chunk_bytes;
     return CKPT_OK;
+}
+
+/* One buffer per worker for replies, kept: a fresh 32 MiB malloc per range
+ * would be a fresh mapping, and its page faults cost more CPU on virtual
+ * machines than the copy into it. Huge pages where the kernel has them. */
+uint8_t *ckpt__codec_ws_fetch(struct ckpt_codec_ws *ws, size_t need)
+{
+    if (need > ws->fetch_cap) {
+        size_t cap = (need + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+        void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+#ifdef MADV_HUGEPAGE
+        madvise(p, cap, MADV_HUGEPAGE);
+#endif
+        if (ws->fetch)
+            munmap(ws->fetch, ws->fetch_cap);
+        ws->fetch = p;
+        ws->fetch_cap = cap;
+    }
+    return ws->fetch;
 }
 
 uint8_t *ckpt__codec_ws_scratch(struct ckpt_codec_ws *ws, size_t need)
@@ -211,9 +237,12 @@ static size_t encode_planes(struct ckpt_codec_ws *ws, ckpt_codec codec, int leve
     return o + (len - plane * elem);
 }
 
-ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
-                               const uint8_t id[CKPT_ID_LEN], ckpt_codec codec, int level,
-                               unsigned elem_size, const void **obj, size_t *obj_len)
+/* The header goes to ws->out; the payload follows it there, except a raw
+ * payload without `copy_raw`: then *payload is the caller's bytes. */
+static ckpt_status encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
+                          const uint8_t id[CKPT_ID_LEN], ckpt_codec codec, int level,
+                          unsigned elem_size, int copy_raw, const void **payload_out,
+                          size_t *plen_out)
 {
     uint8_t *hdr = ws->out, *payload = ws->out + CKPT_CHUNK_HDR;
     size_t cap = ws->out_cap - CKPT_CHUNK_HDR, plen;
@@ -233,7 +262,10 @@ ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t
     if (plen == SIZE_MAX || plen >= len - len / 64) {
         codec = CKPT_CODEC_NONE;
         filter = CKPT_FILTER_NONE;
-        memcpy(payload, raw, len);
+        if (copy_raw)
+            memcpy(payload, raw, len);
+        else
+            payload = (uint8_t *)raw; /* only read from here on */
         plen = len;
     }
     memcpy(hdr, CKPT_CHUNK_MAGIC, 4);
@@ -246,9 +278,34 @@ ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t
     put64(hdr + 16, XXH64(payload, plen, 0));
     memcpy(hdr + 24, id, CKPT_ID_LEN);
     put64(hdr + 40, XXH64(hdr, 40, 0));
-    *obj = ws->out;
-    *obj_len = CKPT_CHUNK_HDR + plen;
+    *payload_out = payload;
+    *plen_out = plen;
     return CKPT_OK;
+}
+
+ckpt_status ckpt__chunk_encode(struct ckpt_codec_ws *ws, const void *raw, size_t len,
+                               const uint8_t id[CKPT_ID_LEN], ckpt_codec codec, int level,
+                               unsigned elem_size, const void **obj, size_t *obj_len)
+{
+    const void *payload;
+    size_t plen;
+    ckpt_status st = encode(ws, raw, len, id, codec, level, elem_size, 1, &payload, &plen);
+    if (st == CKPT_OK) {
+        *obj = ws->out;
+        *obj_len = CKPT_CHUNK_HDR + plen;
+    }
+    return st;
+}
+
+ckpt_status ckpt__chunk_encode_parts(struct ckpt_codec_ws *ws, const void *raw, size_t len,
+                                     const uint8_t id[CKPT_ID_LEN], ckpt_codec codec,
+                                     int level, unsigned elem_size, const void **hdr,
+                                     const void **payload, size_t *plen)
+{
+    ckpt_status st = encode(ws, raw, len, id, codec, level, elem_size, 0, payload, plen);
+    if (st == CKPT_OK)
+        *hdr = ws->out;
+    return st;
 }
 
 static int decompress_into(struct ckpt_codec_ws *ws, unsigned codec, uint8_t *dst, size_t n,
@@ -307,9 +364,12 @@ static int decode_planes(struct ckpt_codec_ws *ws, unsigned codec, const uint8_t
     return 0;
 }
 
-ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
-                               const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
-                               char *err)
+/* With `view`: a raw chunk is not copied, *view points at its payload
+ * (checked by its content hash, which covers exactly those bytes); any
+ * other is decoded into the workspace's scratch and *view points there. */
+static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
+                                const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
+                                const uint8_t **view, char *err)
 {
     const uint8_t *h = obj, *payload;
     uint32_t rl, pl;
@@ -353,6 +413,25 @@ ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t
         return CKPT_E_CORRUPT;
     }
     payload = h + CKPT_CHUNK_HDR;
+    if (view && codec == CKPT_CODEC_NONE && !filter) {
+        ckpt__chunk_id(payload, rl, got);
+        if (memcmp(got, id, CKPT_ID_LEN) != 0) {
+            ckpt__hex(id, CKPT_ID_LEN, a);
+            ckpt__hex(got, CKPT_ID_LEN, b);
+            ckpt__seterr(err, "content hash mismatch: expected %s, found %s", a, b);
+            return CKPT_E_CORRUPT;
+        }
+        *view = payload;
+        return CKPT_OK;
+    }
+    if (view) {
+        raw = ckpt__codec_ws_scratch(ws, rl);
+        if (!raw) {
+            ckpt__seterr(err, "no memory for a %u-byte chunk", rl);
+            return CKPT_E_NOMEM;
+        }
+        *view = raw;
+    }
     if (get64(h + 16) != XXH64(payload, pl, 0)) {
         ckpt__seterr(err, "chunk payload checksum mismatch");
         return CKPT_E_CORRUPT;
@@ -372,6 +451,20 @@ ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t
         return CKPT_E_CORRUPT;
     }
     return CKPT_OK;
+}
+
+ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
+                               const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
+                               char *err)
+{
+    return chunk_decode(ws, obj, obj_len, id, raw, raw_len, NULL, err);
+}
+
+ckpt_status ckpt__chunk_view(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
+                             const uint8_t id[CKPT_ID_LEN], size_t raw_len,
+                             const uint8_t **view, char *err)
+{
+    return chunk_decode(ws, obj, obj_len, id, NULL, raw_len, view, err);
 }
 
 const char *ckpt__codec_name(ckpt_codec c)

@@ -4,8 +4,8 @@
  * into staging blocks and queues one job per chunk. Workers hash each chunk
  * (XXH3-128), skip it when the run already holds it, else filter, compress
  * and put it (deferred durability): as its own object on a local disk, or
- * appended to the save's open pack on an object store; the worker whose
- * chunk does not fit seals that pack and uploads it (at most
+ * appended to the save's open pack on an object store; the worker that
+ * finds that pack full seals it and uploads it (at most
  * ctx->pack_inflight at once), the commit uploads the last one. The worker
  * that finishes the last chunk
  * queues the commit job: barrier (all chunks durable), manifest (durable),
@@ -302,7 +302,9 @@ void ckpt__blocks_free(struct ckpt_ctx *ctx)
 }
 
 /* ---- pack buffers ------------------------------------------------------------
- * A pack is assembled in memory and uploaded in one PUT. Buffers are kept
+ * A pack is assembled in memory and uploaded in one PUT: chunks are added
+ * while it holds less than pack_bytes (so a pack is pack_bytes plus at most
+ * one chunk object: 4 chunks of 8 MiB in a 32 MiB pack). Buffers are kept
  * for the next save (no page faults at every save); at most
  * pack_inflight + 1 exist (the open one and those uploading). */
 struct ckpt_packbuf {
@@ -311,6 +313,27 @@ struct ckpt_packbuf {
     size_t len, cap;
     uint32_t slot;              /* index in the save's manifest packs */
 };
+
+/* Pack memory is mapped (huge pages where the kernel has them) and kept:
+ * page faults on fresh memory cost virtual machines more than the copy. */
+static int packbuf_grow(struct ckpt_packbuf *b, size_t cap)
+{
+    uint8_t *d;
+    cap = (cap + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    d = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (d == MAP_FAILED)
+        return -1;
+#ifdef MADV_HUGEPAGE
+    madvise(d, cap, MADV_HUGEPAGE);
+#endif
+    if (b->data) {
+        memcpy(d, b->data, b->len);
+        munmap(b->data, b->cap);
+    }
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
 
 static struct ckpt_packbuf *packbuf_get(struct ckpt_ctx *ctx)
 {
@@ -322,9 +345,9 @@ static struct ckpt_packbuf *packbuf_get(struct ckpt_ctx *ctx)
         b = ctx->pk_free;
         ctx->pk_free = b->next;
     } else if ((b = calloc(1, sizeof *b)) != NULL) {
-        b->cap = ctx->pack_bytes;
-        b->data = malloc(b->cap);
-        if (!b->data) {
+        /* a pack is sealed once it reaches pack_bytes: room for one more
+         * chunk object past that (never larger than header + raw chunk) */
+        if (packbuf_grow(b, ctx->pack_bytes + ctx->chunk_bytes + CKPT_CHUNK_HDR)) {
             free(b);
             b = NULL;
         } else {
@@ -353,7 +376,7 @@ void ckpt__packbufs_free(struct ckpt_ctx *ctx)
     struct ckpt_packbuf *b, *n;
     for (b = ctx->pk_free; b; b = n) {
         n = b->next;
-        free(b->data);
+        munmap(b->data, b->cap);
         free(b);
     }
     ctx->pk_free = NULL;
@@ -475,15 +498,17 @@ static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
 /* Append one encoded chunk object to the save's open pack; the worker
  * whose chunk does not fit uploads the full pack first, then fills its
  * buffer again. */
-static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const void *obj,
-                               size_t len, struct ckpt_chunk_ref *ref, char *err)
+static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const void *hdr,
+                               const void *payload, size_t plen, struct ckpt_chunk_ref *ref,
+                               char *err)
 {
+    size_t len = CKPT_CHUNK_HDR + plen;
     struct ckpt_packbuf *spare = NULL, *full = NULL, *b;
     ckpt_status st = CKPT_OK;
     for (;;) {
         pthread_mutex_lock(&sv->mu);
         b = sv->open;
-        if (b && b->len && b->len + len > ctx->pack_bytes) {
+        if (b && b->len >= ctx->pack_bytes) {
             full = b; /* sealed: ours to upload */
             sv->open = b = NULL;
         } else if (!b && spare) {
@@ -497,18 +522,15 @@ static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const
             sv->open = b = spare;
             spare = NULL;
         }
-        if (b && b->cap < b->len + len) { /* a chunk larger than a pack */
-            uint8_t *d = realloc(b->data, b->len + len);
-            if (!d) {
-                pthread_mutex_unlock(&sv->mu);
-                st = CKPT_E_NOMEM;
-                break;
-            }
-            b->data = d;
-            b->cap = b->len + len;
+        if (b && b->cap < b->len + len && packbuf_grow(b, b->len + len)) {
+            /* a chunk larger than a pack, and no memory for it */
+            pthread_mutex_unlock(&sv->mu);
+            st = CKPT_E_NOMEM;
+            break;
         }
         if (b) {
-            memcpy(b->data + b->len, obj, len);
+            memcpy(b->data + b->len, hdr, CKPT_CHUNK_HDR);
+            memcpy(b->data + b->len + CKPT_CHUNK_HDR, payload, plen);
             ref->pack = b->slot + 1;
             ref->off = b->len;
             b->len += len;
@@ -625,17 +647,23 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
             ref->off = loc.off;
         }
     } else {
-        const void *obj;
-        size_t obj_len;
+        const void *obj, *hdr, *payload;
+        size_t obj_len, plen;
         struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 1 };
-        st = ckpt__chunk_encode(ws, raw, j->len, ref->id, sv->codec, sv->level, it->elem_size,
-                                &obj, &obj_len);
+        if (ctx->pack_bytes) {
+            st = ckpt__chunk_encode_parts(ws, raw, j->len, ref->id, sv->codec, sv->level,
+                                          it->elem_size, &hdr, &payload, &plen);
+            obj_len = CKPT_CHUNK_HDR + plen;
+        } else {
+            st = ckpt__chunk_encode(ws, raw, j->len, ref->id, sv->codec, sv->level,
+                                    it->elem_size, &obj, &obj_len);
+        }
         if (st) {
             save_fail(sv, st, "item %s chunk %zu: encode failed", it->name, j->chunk);
             goto out;
         }
         if (ctx->pack_bytes) {
-            st = pack_append(ctx, sv, obj, obj_len, ref, err);
+            st = pack_append(ctx, sv, hdr, payload, plen, ref, err);
         } else {
             ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
             st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);

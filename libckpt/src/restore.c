@@ -224,9 +224,9 @@ out:
 /* Chunks in packs are read as ranges: the chunks a restore needs from one
  * pack, sorted by offset, merged while the hole between two is under
  * SEG_GAP (reading it costs less than another request) and the range under
- * SEG_MAX (memory: one range per worker). */
+ * SEG_MAX (a default pack: memory is one range per worker). */
 #define SEG_GAP (1u << 20)
-#define SEG_MAX CKPT_DEFAULT_PACK
+#define SEG_MAX (CKPT_DEFAULT_PACK + CKPT_DEFAULT_CHUNK_REMOTE + CKPT_CHUNK_HDR)
 
 /* Destination of one item for a restore. */
 struct rdest {
@@ -289,23 +289,18 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
                            const uint8_t *obj, char *err)
 {
     const struct ckpt_chunk_ref *c = e->c;
-    uint8_t *scratch;
+    const uint8_t *raw;
     ckpt_status st;
     if (e->d && e->d->kind == CKPT_ITEM_MEM)
         return ckpt__chunk_decode(ws, obj, c->stored_len, c->id, e->d->ptr + e->off,
                                   c->raw_len, err);
-    scratch = ckpt__codec_ws_scratch(ws, c->raw_len);
-    if (!scratch) {
-        ckpt__seterr(err, "no memory for a %u-byte chunk", c->raw_len);
-        return CKPT_E_NOMEM;
-    }
-    st = ckpt__chunk_decode(ws, obj, c->stored_len, c->id, scratch, c->raw_len, err);
+    st = ckpt__chunk_view(ws, obj, c->stored_len, c->id, c->raw_len, &raw, err);
     if (st || !e->d)
         return st;
     if (e->d->kind == CKPT_ITEM_DEVICE)
-        return ckpt__cuda_h2d(ctx, (uint8_t *)e->d->dev + e->off, scratch, c->raw_len, err);
+        return ckpt__cuda_h2d(ctx, (uint8_t *)e->d->dev + e->off, raw, c->raw_len, err);
     for (size_t done = 0; done < c->raw_len;) {
-        ssize_t w = pwrite(e->d->fd, scratch + done, c->raw_len - done, (off_t)(e->off + done));
+        ssize_t w = pwrite(e->d->fd, raw + done, c->raw_len - done, (off_t)(e->off + done));
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {
@@ -352,9 +347,15 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
         void *buf = NULL;
         size_t len = 0;
         if (j->ranged) {
-            st = ctx->store->ops->get_range(ctx->store, j->key, j->off, j->len,
-                                            CKPT_GET_SELF_CHECKED, &buf, derr);
+            uint8_t *fb = ckpt__codec_ws_fetch(ws, j->len + 1);
+            st = fb ? ctx->store->ops->get_range(ctx->store, j->key, j->off, j->len,
+                                                 CKPT_GET_SELF_CHECKED, fb, derr)
+                    : CKPT_E_NOMEM;
+            if (!fb)
+                ckpt__seterr(derr, "no memory for a %zu-byte range", j->len);
             len = j->len;
+            if (st == CKPT_OK)
+                buf = fb;
         } else {
             st = ctx->store->ops->get(ctx->store, j->key, j->e[0].c->stored_len,
                                       CKPT_GET_SELF_CHECKED, &buf, &len, NULL, derr);
@@ -373,7 +374,8 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
                 attempt = FETCH_ATTEMPTS;
         }
         if (st) {
-            free(buf);
+            if (!j->ranged)
+                free(buf);
             if (attempt < FETCH_ATTEMPTS) {
                 ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s (attempt %d of %d, fetching "
                           "it again)", err, attempt, FETCH_ATTEMPTS);
@@ -415,7 +417,8 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
                 break;
             }
         }
-        free(buf);
+        if (!j->ranged)
+            free(buf);
     }
 out:
     ckpt__batch_done(j->b, first, msg);

@@ -188,7 +188,7 @@ static void fill_random(uint8_t *p, size_t n, uint32_t seed)
  * retention deletes a pack only when no retained checkpoint uses it, any
  * reader (without the setting) restores, verify catches a damaged pack, gc
  * removes stray packs. 1 MiB of incompressible bytes in 64 KiB chunks,
- * packs of at most 256 KiB: 3 chunks a pack, 6 packs a full save. */
+ * packs of 256 KiB: 4 chunks a pack, 4 packs a full save. */
 static void test_packs(void **state)
 {
     size_t n = 1 << 20, cs = 64 << 10;
@@ -203,7 +203,7 @@ static void test_packs(void **state)
     fill_random(buf, n, 1);
     assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
-    assert_int_equal(count_files("pk/packs"), 6);
+    assert_int_equal(count_files("pk/packs"), 4);
     assert_int_equal(count_files("pk/chunks"), 0);
     /* one chunk changes: one more pack holding it, the rest reused */
     fill_random(buf + 5 * cs, cs, 2);
@@ -213,14 +213,14 @@ static void test_packs(void **state)
     assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
     assert_int_equal(info[0].step, 2);
     assert_true(info[0].new_bytes > cs && info[0].new_bytes < cs + 200);
-    assert_int_equal(count_files("pk/packs"), 7);
+    assert_int_equal(count_files("pk/packs"), 5);
     /* step 3 drops step 1 (keep 2): its packs still hold chunks steps 2
      * and 3 use, so none is deleted */
     fill_random(buf + 9 * cs, cs, 3);
     assert_int_equal(ckpt_save(ctx, 3), CKPT_OK);
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
     assert_int_equal(count_files("pk/manifests"), 2);
-    assert_int_equal(count_files("pk/packs"), 8);
+    assert_int_equal(count_files("pk/packs"), 6);
     memcpy(want, buf, n);
     ckpt_close(ctx);
     /* a new reader, no pack setting: restores and verifies */
@@ -242,7 +242,7 @@ static void test_packs(void **state)
         assert_int_equal(ckpt_save(ctx, s), CKPT_OK);
         assert_int_equal(ckpt_wait(ctx), CKPT_OK);
     }
-    assert_int_equal(count_files("pk/packs"), 12);
+    assert_int_equal(count_files("pk/packs"), 8);
     memcpy(want, buf, n);
     /* a damaged byte inside a pack: verify names the chunk, restore of that
      * step refuses it */
@@ -276,10 +276,10 @@ static void test_packs(void **state)
         FILE *f = fopen(p, "w");
         fputs("junk", f);
         fclose(f);
-        assert_int_equal(count_files("pk/packs"), 13);
+        assert_int_equal(count_files("pk/packs"), 9);
         assert_int_equal(ckpt_gc(ctx, 2, 0, &deleted), CKPT_OK);
         assert_int_equal(deleted, 1);
-        assert_int_equal(count_files("pk/packs"), 12);
+        assert_int_equal(count_files("pk/packs"), 8);
     }
     memset(buf, 0, n);
     assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
