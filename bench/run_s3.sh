@@ -37,11 +37,12 @@ node --openssl-legacy-provider "$npm/s3rver/bin/s3rver.js" -d "$work/data" -a 12
 pid=$!
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 head -c $((mb << 20)) /dev/urandom > "$work/in/state.bin"
-# The same bytes as 8 MiB pieces (ckpt's chunk size on object stores), for
-# curl -Z: many objects in parallel is ckpt's request pattern, and s3rver
-# spends CPU per request, so this is the ceiling any chunked client meets.
+# The same bytes as 32 MiB pieces (ckpt's pack size on object stores), for
+# curl -Z with 4 transfers at once (ckpt's packs in flight): many objects in
+# parallel is ckpt's request pattern, and s3rver spends CPU per request, so
+# this is the ceiling any client writing such objects meets.
 mkdir -p "$work/parts" "$work/zdown"
-split -b 8388608 -d -a 4 "$work/in/state.bin" "$work/parts/p"
+split -b 33554432 -d -a 4 "$work/in/state.bin" "$work/parts/p"
 export HOME="$work/home" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_EC2_METADATA_DISABLED=true
 export CKPT_S3_CONDITIONAL=0   # s3rver ignores conditional writes (SPEC.md)
@@ -76,7 +77,7 @@ for r in $(seq "$rounds"); do
     zup+=(-T "$f" "http://127.0.0.1:$port/bench/z$r/${f##*/}")
     zdown+=(-o "$work/zdown/${f##*/}" "http://127.0.0.1:$port/bench/z$r/${f##*/}")
   done
-  measure curlz_up "${curl_s3[@]}" -Z --parallel-max 8 "${zup[@]}"
+  measure curlz_up "${curl_s3[@]}" -Z --parallel-max 4 "${zup[@]}"
   [[ -n "$aws_bin" ]] && measure aws_up "$aws_bin" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --only-show-errors "$work/in/state.bin" \
     "s3://bench/aws/s$r"
   rm -rf "$work/out" "$work/o.bin"
@@ -113,10 +114,11 @@ printf '| %-22s | %-20s | %-26s | %-20s | %-7s | %-6s |\n' measure "ckpt" peer "
 printf '|------------------------|----------------------|----------------------------|----------------------|---------|--------|\n'
 row "upload (Content-MD5)" ckpt_up curl_up "curl -T"
 [[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc curl_up "curl -T"
-row "upload (Content-MD5)" ckpt_up curlz_up "curl -Z -T, 8 MiB objects"
+row "upload (Content-MD5)" ckpt_up curlz_up "curl -Z -T, 32 MiB objects"
+[[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc curlz_up "curl -Z -T, 32 MiB objects"
 row "download (verified)" ckpt_down curl_down "curl -o"
 row "download (verified)" ckpt_down curl_down_sync "curl -o + sync (durable)"
-row "download (verified)" ckpt_down curlz_down "curl -Z -o, 8 MiB objects"
+row "download (verified)" ckpt_down curlz_down "curl -Z -o, 32 MiB objects"
 if [[ -n "$aws_bin" ]]; then
   row "upload (Content-MD5)" ckpt_up aws_up "aws s3 cp"
   [[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc aws_up "aws s3 cp"
@@ -126,4 +128,4 @@ else
   echo "aws s3 cp: not installed (scripts/deps.sh --bench installs awscli), rows skipped"
 fi
 echo "peak RSS: ckptrun save $(( $(median ckpt_up 3) / 1024 )) MiB, restore $(( $(median ckpt_down 3) / 1024 )) MiB" \
-  "for $mb MiB (bounded by workers x chunk size + buffers; aws s3 cp $(( $(median aws_up 3) / 1024 )) MiB)"
+  "for $mb MiB (bounded by packs in flight x pack size on save, workers x range on restore; aws s3 cp $(( $(median aws_up 3) / 1024 )) MiB)"

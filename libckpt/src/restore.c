@@ -237,6 +237,12 @@ struct rdest {
     char *tmp, *final;
     uint32_t mode;
     uint64_t unsynced;
+    /* Writes to one file are serialized here: the kernel serializes them
+     * anyway (ext4, XFS and tmpfs take the inode lock for a buffered
+     * write), and its waiters spin on the lock owner: on a 2-core machine
+     * restoring 1 GiB with 8 workers that was a seventh of the CPU, taken
+     * from the downloads. A mutex's waiters sleep. */
+    pthread_mutex_t wmu;
 };
 
 /* One chunk to deliver from a fetch. */
@@ -299,16 +305,19 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
         return st;
     if (e->d->kind == CKPT_ITEM_DEVICE)
         return ckpt__cuda_h2d(ctx, (uint8_t *)e->d->dev + e->off, raw, c->raw_len, err);
+    pthread_mutex_lock(&e->d->wmu);
     for (size_t done = 0; done < c->raw_len;) {
         ssize_t w = pwrite(e->d->fd, raw + done, c->raw_len - done, (off_t)(e->off + done));
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {
+            pthread_mutex_unlock(&e->d->wmu);
             ckpt__seterr(err, "write: %s", strerror(errno));
             return ckpt__errno_status(errno);
         }
         done += (size_t)w;
     }
+    pthread_mutex_unlock(&e->d->wmu);
     return flush_behind(e->d, c->raw_len, err);
 }
 
@@ -555,6 +564,7 @@ static void dest_cleanup(struct rdest *d, size_t n, int commit, ckpt_status *st,
         }
         free(d[i].tmp);
         free(d[i].final);
+        pthread_mutex_destroy(&d[i].wmu);
     }
     free(d);
 }
@@ -625,8 +635,10 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         free(ents);
         return CKPT_E_NOMEM;
     }
-    for (i = 0; i < m->nitems; i++)
+    for (i = 0; i < m->nitems; i++) {
         d[i].fd = -1;
+        pthread_mutex_init(&d[i].wmu, NULL);
+    }
     ckpt__batch_init(&b);
     pthread_mutex_lock(&b.mu);
     b.pending = 1; /* our token: jobs may finish while we submit */
