@@ -53,7 +53,9 @@
 #define MIB (1024.0 * 1024.0)
 #define PROBE_MAX (32u << 20)       /* throughput probe bound, each way */
 #define PROBE_OBJ (4u << 20)        /* one chunk, as real commits write: file:// */
-#define PROBE_OBJ_REMOTE (8u << 20) /* ... and on object stores (libckpt's defaults) */
+#define PROBE_OBJ_REMOTE (8u << 20) /* object stores: a chunk (a save sends 32 MiB
+                                       packs, 4 at once; 4 x 8 MiB keeps the
+                                       probe within PROBE_MAX) */
 #define SAMPLE_MAX (64u << 20)      /* codec sample */
 #define SAMPLE_MIN (4u << 20)
 #define DEFAULT_BUDGET_MS 30000
