@@ -364,6 +364,20 @@ static int decode_planes(struct ckpt_codec_ws *ws, unsigned codec, const uint8_t
     return 0;
 }
 
+/* The last check of every read: the XXH3-128 of the bytes is the id. */
+static int content_check(const void *raw, size_t len, const uint8_t id[CKPT_ID_LEN], char *err)
+{
+    uint8_t got[CKPT_ID_LEN];
+    char a[CKPT_ID_HEX + 1], b[CKPT_ID_HEX + 1];
+    ckpt__chunk_id(raw, len, got);
+    if (memcmp(got, id, CKPT_ID_LEN) == 0)
+        return 0;
+    ckpt__hex(id, CKPT_ID_LEN, a);
+    ckpt__hex(got, CKPT_ID_LEN, b);
+    ckpt__seterr(err, "content hash mismatch: expected %s, found %s", a, b);
+    return -1;
+}
+
 /* With `view`: a raw chunk is not copied, *view points at its payload
  * (checked by its content hash, which covers exactly those bytes); any
  * other is decoded into the workspace's scratch and *view points there. */
@@ -374,7 +388,6 @@ static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_
     const uint8_t *h = obj, *payload;
     uint32_t rl, pl;
     unsigned codec, filter, elem;
-    uint8_t got[CKPT_ID_LEN];
     char a[CKPT_ID_HEX + 1], b[CKPT_ID_HEX + 1];
 
     if (obj_len < CKPT_CHUNK_HDR || memcmp(h, CKPT_CHUNK_MAGIC, 4) != 0) {
@@ -414,13 +427,8 @@ static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_
     }
     payload = h + CKPT_CHUNK_HDR;
     if (view && codec == CKPT_CODEC_NONE && !filter) {
-        ckpt__chunk_id(payload, rl, got);
-        if (memcmp(got, id, CKPT_ID_LEN) != 0) {
-            ckpt__hex(id, CKPT_ID_LEN, a);
-            ckpt__hex(got, CKPT_ID_LEN, b);
-            ckpt__seterr(err, "content hash mismatch: expected %s, found %s", a, b);
+        if (content_check(payload, rl, id, err))
             return CKPT_E_CORRUPT;
-        }
         *view = payload;
         return CKPT_OK;
     }
@@ -443,14 +451,7 @@ static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_
     } else if (decompress_into(ws, codec, raw, rl, payload, pl, err)) {
         return CKPT_E_CORRUPT;
     }
-    ckpt__chunk_id(raw, rl, got);
-    if (memcmp(got, id, CKPT_ID_LEN) != 0) {
-        ckpt__hex(id, CKPT_ID_LEN, a);
-        ckpt__hex(got, CKPT_ID_LEN, b);
-        ckpt__seterr(err, "content hash mismatch: expected %s, found %s", a, b);
-        return CKPT_E_CORRUPT;
-    }
-    return CKPT_OK;
+    return content_check(raw, rl, id, err) ? CKPT_E_CORRUPT : CKPT_OK;
 }
 
 ckpt_status ckpt__chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,

@@ -80,6 +80,22 @@ void ckpt__index_free(struct ckpt_index *x)
     ckpt__index_init(x);
 }
 
+/* Room for one more element in a vector (doubling). -1 nomem. */
+static int vec_room(void **v, size_t n, size_t *cap, size_t elem, size_t first)
+{
+    void *p;
+    size_t nc;
+    if (n < *cap)
+        return 0;
+    nc = *cap ? *cap * 2 : first;
+    p = realloc(*v, nc * elem);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = nc;
+    return 0;
+}
+
 int ckpt__index_put(struct ckpt_index *x, const struct ckpt_manifest *m,
                     const struct ckpt_chunk_ref *r)
 {
@@ -88,14 +104,9 @@ int ckpt__index_put(struct ckpt_index *x, const struct ckpt_manifest *m,
         const struct ckpt_pack *p = &m->packs[r->pack - 1];
         uint64_t pi;
         if (!ckpt__idset_get(&x->packidx, p->id, &pi)) {
-            if (x->npacktab == x->cappacktab) {
-                size_t nc = x->cappacktab ? x->cappacktab * 2 : 64;
-                struct ckpt_pack *t = realloc(x->packtab, nc * sizeof *t);
-                if (!t)
-                    return -1;
-                x->packtab = t;
-                x->cappacktab = nc;
-            }
+            if (vec_room((void **)&x->packtab, x->npacktab, &x->cappacktab,
+                         sizeof *x->packtab, 64))
+                return -1;
             pi = x->npacktab;
             if (ckpt__idset_put(&x->packidx, p->id, pi))
                 return -1;
@@ -103,14 +114,8 @@ int ckpt__index_put(struct ckpt_index *x, const struct ckpt_manifest *m,
         }
         pack = (uint32_t)pi + 1;
     }
-    if (x->nlocs == x->caplocs) {
-        size_t nc = x->caplocs ? x->caplocs * 2 : 256;
-        struct ckpt_loc *l = realloc(x->locs, nc * sizeof *l);
-        if (!l)
-            return -1;
-        x->locs = l;
-        x->caplocs = nc;
-    }
+    if (vec_room((void **)&x->locs, x->nlocs, &x->caplocs, sizeof *x->locs, 256))
+        return -1;
     x->locs[x->nlocs].stored_len = r->stored_len;
     x->locs[x->nlocs].pack = pack;
     x->locs[x->nlocs].off = r->off;
