@@ -167,7 +167,9 @@ struct ckpt_config {
     ckpt_codec codec;          /* (CKPT_CODEC = zstd[:LEVEL]|lz4|none) */
     int codec_level;           /* zstd level, 0 = 1 */
     size_t chunk_bytes;        /* (CKPT_CHUNK_BYTES) default 4 MiB on file://, 8 MiB on
-                                  object stores; 64 KiB..64 MiB */
+                                  object stores; 64 KiB..64 MiB. On object stores
+                                  chunks travel in packs of CKPT_PACK_BYTES (32 MiB;
+                                  0 = one object per chunk): docs/FORMAT.md */
     unsigned workers;          /* compression/upload threads (CKPT_WORKERS); 0 = min(ncpu, 8)
                                   for file://, at least 8 for object stores */
     size_t staging_max_bytes;  /* cap on the staging pool, 0 = no cap */
