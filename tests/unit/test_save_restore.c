@@ -290,6 +290,56 @@ static void test_packs(void **state)
     free(want);
 }
 
+/* A run written one chunk per object (before packs, or CKPT_PACK_BYTES=0)
+ * and continued with packs: new chunks go into packs, unchanged ones stay
+ * the old objects (a manifest mixes both), restore and verify read both,
+ * and retention deletes the old chunk objects once no checkpoint uses
+ * them. 1 MiB in 64 KiB chunks, incompressible. */
+static void test_packs_mixed(void **state)
+{
+    size_t n = 1 << 20, cs = 64 << 10;
+    uint8_t *buf = malloc(n), *want = malloc(n);
+    uint64_t step;
+    (void)state;
+    struct ckpt_ctx *ctx = open_run("mix", CKPT_CODEC_ZSTD, cs, 2);
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    fill_random(buf, n, 5);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    ckpt_close(ctx);
+    assert_int_equal(count_files("mix/chunks"), 16);
+    setenv("CKPT_PACK_BYTES", "256K", 1);
+    ctx = open_run("mix", CKPT_CODEC_ZSTD, cs, 2);
+    unsetenv("CKPT_PACK_BYTES");
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    fill_random(buf, 2 * cs, 6); /* two chunks change */
+    assert_int_equal(ckpt_save(ctx, 2), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    assert_int_equal(count_files("mix/packs"), 1);
+    assert_int_equal(count_files("mix/chunks"), 16);
+    memcpy(want, buf, n);
+    memset(buf, 0, n);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 2);
+    assert_memory_equal(buf, want, n);
+    assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+    /* step 3 drops step 1: its two changed chunk objects go, the 14 that
+     * steps 2 and 3 still use stay */
+    fill_random(buf + 8 * cs, cs, 7);
+    assert_int_equal(ckpt_save(ctx, 3), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    assert_int_equal(count_files("mix/chunks"), 14);
+    assert_int_equal(count_files("mix/packs"), 2);
+    memcpy(want, buf, n);
+    memset(buf, 0, n);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    assert_memory_equal(buf, want, n);
+    ckpt_close(ctx);
+    free(buf);
+    free(want);
+}
+
 static void corrupt_one_chunk_of(const char *run, uint64_t step, const uint8_t *only_in)
 {
     (void)only_in;
@@ -659,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_dedup_1gib),
         cmocka_unit_test(test_retention_and_gc),
         cmocka_unit_test(test_packs),
+        cmocka_unit_test(test_packs_mixed),
         cmocka_unit_test(test_damage_falls_back),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_files_and_restore_dir),
