@@ -148,7 +148,14 @@ class RecoverTest(unittest.TestCase):
             # longer than the store's retry budget (120 s): four writers of
             # one LEASE key at once can make s3rver answer 500 on a loaded
             # machine, and each runner rides that out before it decides
-            codes = [p.wait(150) for p in ps]
+            try:
+                codes = [p.wait(150) for p in ps]
+            except subprocess.TimeoutExpired:
+                for p in ps:
+                    if p.p.poll() is None:
+                        p.p.kill()
+                self.fail("round %d: a runner did not finish: %s"
+                          % (rnd, [p.stderr()[-2000:] for p in ps]))
             self.assertEqual(codes, [0, 0, 0, 0], [p.stderr() for p in ps])
             with open(mark) as f:
                 self.assertEqual(f.read().count("ran"), 1, "round %d" % rnd)
