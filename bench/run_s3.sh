@@ -127,5 +127,9 @@ if [[ -n "$aws_bin" ]]; then
 else
   echo "aws s3 cp: not installed (scripts/deps.sh --bench installs awscli), rows skipped"
 fi
+echo "each round (wall ms, client CPU ms, peak RSS KiB):"
+for f in "$work"/ckpt_* "$work"/curl* "$work"/aws_*; do
+  [[ -f "$f" ]] && echo "  ${f##*/}: $(tr '\n' ';' < "$f")"
+done
 echo "peak RSS: ckptrun save $(( $(median ckpt_up 3) / 1024 )) MiB, restore $(( $(median ckpt_down 3) / 1024 )) MiB" \
   "for $mb MiB (bounded by packs in flight x pack size on save, workers x range on restore; aws s3 cp $(( $(median aws_up 3) / 1024 )) MiB)"
