@@ -273,10 +273,13 @@ struct rjob {
 };
 
 /* Flush behind: every FLUSH_EVERY bytes written to a file, the job that
- * crosses the mark makes them durable (fdatasync) while the other workers
- * keep downloading. The fsync before the rename then has little left to
- * write; without this it waited for the whole file at the end (on a 1 GiB
- * restore, about as long as a tenth of the download). */
+ * crosses the mark starts their writeback (sync_file_range WRITE: it does
+ * not wait), so the disk works while the workers keep downloading and the
+ * fsync before the rename, which makes the file durable, has little left
+ * to write. Without it that fsync waited for the whole file (on a 1 GiB
+ * restore, about as long as a tenth of the download); with fdatasync here
+ * instead, each crossing worker stopped downloading until its writeback
+ * was done, and the restore took 1.5-2.5x the CPU. */
 #define FLUSH_EVERY (64u << 20)
 
 static ckpt_status flush_behind(struct rdest *d, uint64_t n, char *err)
@@ -285,8 +288,8 @@ static ckpt_status flush_behind(struct rdest *d, uint64_t n, char *err)
     while (cur >= FLUSH_EVERY) {
         if (__atomic_compare_exchange_n(&d->unsynced, &cur, 0, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
-            if (fdatasync(d->fd) != 0) {
-                ckpt__seterr(err, "fdatasync: %s", strerror(errno));
+            if (sync_file_range(d->fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0) {
+                ckpt__seterr(err, "sync_file_range: %s", strerror(errno));
                 return ckpt__errno_status(errno);
             }
             break;
