@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -184,7 +185,8 @@ static ckpt_status delete_keys(struct ckpt_ctx *ctx, char **keys, size_t n, uint
     return CKPT_OK;
 }
 
-ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, uint64_t *deleted)
+static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
+                           uint64_t *deleted)
 {
     struct ckpt_head h;
     char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", prefix[1024], hkey[1024];
@@ -376,6 +378,20 @@ out:
     objlist_free(&mans);
     ckpt__idset_free(&live);
     ckpt__head_free(&h);
+    return st;
+}
+
+/* A save that commits while gc works (a live run) changes HEAD under it:
+ * gc's conditional HEAD write is refused before anything is deleted, and
+ * gc starts over from the new HEAD, a few times. */
+ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, uint64_t *deleted)
+{
+    ckpt_status st = CKPT_E_PRECONDITION;
+    for (int attempt = 0; attempt < 5 && st == CKPT_E_PRECONDITION; attempt++) {
+        if (attempt)
+            usleep(100000u << attempt);
+        st = gc_once(ctx, keep, min_age_ms, deleted);
+    }
     return st;
 }
 
