@@ -183,6 +183,26 @@ static void fill_random(uint8_t *p, size_t n, uint32_t seed)
     }
 }
 
+/* Save `step` and wait for its commit. */
+static void save_ok(struct ckpt_ctx *ctx, uint64_t step)
+{
+    assert_int_equal(ckpt_save(ctx, step), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+}
+
+/* Remember the protected bytes, zero them, restore: the latest step is
+ * `step` and the bytes come back. */
+static void restore_equals(struct ckpt_ctx *ctx, uint8_t *buf, uint8_t *want, size_t n,
+                           uint64_t step)
+{
+    uint64_t got = 0;
+    memcpy(want, buf, n);
+    memset(buf, 0, n);
+    assert_int_equal(ckpt_restore(ctx, &got), CKPT_OK);
+    assert_int_equal(got, step);
+    assert_memory_equal(buf, want, n);
+}
+
 /* Packs on a store that asks for them (CKPT_PACK_BYTES; object stores by
  * default): chunks go into packs, dedup reuses chunks inside older packs,
  * retention deletes a pack only when no retained checkpoint uses it, any
@@ -201,14 +221,12 @@ static void test_packs(void **state)
     unsetenv("CKPT_PACK_BYTES");
     assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
     fill_random(buf, n, 1);
-    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
-    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    save_ok(ctx, 1);
     assert_int_equal(count_files("pk/packs"), 4);
     assert_int_equal(count_files("pk/chunks"), 0);
     /* one chunk changes: one more pack holding it, the rest reused */
     fill_random(buf + 5 * cs, cs, 2);
-    assert_int_equal(ckpt_save(ctx, 2), CKPT_OK);
-    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    save_ok(ctx, 2);
     memset(info, 0, sizeof info);
     assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
     assert_int_equal(info[0].step, 2);
@@ -217,8 +235,7 @@ static void test_packs(void **state)
     /* step 3 drops step 1 (keep 2): its packs still hold chunks steps 2
      * and 3 use, so none is deleted */
     fill_random(buf + 9 * cs, cs, 3);
-    assert_int_equal(ckpt_save(ctx, 3), CKPT_OK);
-    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    save_ok(ctx, 3);
     assert_int_equal(count_files("pk/manifests"), 2);
     assert_int_equal(count_files("pk/packs"), 6);
     memcpy(want, buf, n);
@@ -239,8 +256,7 @@ static void test_packs(void **state)
     assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
     for (uint64_t s = 4; s <= 5; s++) {
         fill_random(buf, n, (uint32_t)s * 10);
-        assert_int_equal(ckpt_save(ctx, s), CKPT_OK);
-        assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+        save_ok(ctx, s);
     }
     assert_int_equal(count_files("pk/packs"), 8);
     memcpy(want, buf, n);
@@ -299,13 +315,11 @@ static void test_packs_mixed(void **state)
 {
     size_t n = 1 << 20, cs = 64 << 10;
     uint8_t *buf = malloc(n), *want = malloc(n);
-    uint64_t step;
     (void)state;
     struct ckpt_ctx *ctx = open_run("mix", CKPT_CODEC_ZSTD, cs, 2);
     assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
     fill_random(buf, n, 5);
-    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
-    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    save_ok(ctx, 1);
     ckpt_close(ctx);
     assert_int_equal(count_files("mix/chunks"), 16);
     setenv("CKPT_PACK_BYTES", "256K", 1);
@@ -313,28 +327,18 @@ static void test_packs_mixed(void **state)
     unsetenv("CKPT_PACK_BYTES");
     assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
     fill_random(buf, 2 * cs, 6); /* two chunks change */
-    assert_int_equal(ckpt_save(ctx, 2), CKPT_OK);
-    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    save_ok(ctx, 2);
     assert_int_equal(count_files("mix/packs"), 1);
     assert_int_equal(count_files("mix/chunks"), 16);
-    memcpy(want, buf, n);
-    memset(buf, 0, n);
-    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
-    assert_int_equal(step, 2);
-    assert_memory_equal(buf, want, n);
+    restore_equals(ctx, buf, want, n, 2);
     assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
     /* step 3 drops step 1: its two changed chunk objects go, the 14 that
      * steps 2 and 3 still use stay */
     fill_random(buf + 8 * cs, cs, 7);
-    assert_int_equal(ckpt_save(ctx, 3), CKPT_OK);
-    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    save_ok(ctx, 3);
     assert_int_equal(count_files("mix/chunks"), 14);
     assert_int_equal(count_files("mix/packs"), 2);
-    memcpy(want, buf, n);
-    memset(buf, 0, n);
-    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
-    assert_int_equal(step, 3);
-    assert_memory_equal(buf, want, n);
+    restore_equals(ctx, buf, want, n, 3);
     ckpt_close(ctx);
     free(buf);
     free(want);
