@@ -107,7 +107,7 @@ static void help(const char *cmd)
                "  ckptrun ls      [OPTIONS]                     runs of a store / checkpoints of a run\n"
                "  ckptrun status  [OPTIONS]                     run record: state, preemptions, bytes\n"
                "  ckptrun verify  [OPTIONS] [--step N]          check every chunk's checksum\n"
-               "  ckptrun gc      [OPTIONS] --keep N            apply retention, delete unused chunks\n"
+               "  ckptrun gc      [OPTIONS] --keep N            apply retention, delete unused objects\n"
                "  ckptrun doctor  [OPTIONS] [--state-bytes N]   will a checkpoint make it in time?\n\n"
                "`ckptrun COMMAND --help` explains one command.\n\n%s\n%s",
                CKPT_VERSION_FULL, common_help, exit_help);
@@ -185,8 +185,10 @@ static void help(const char *cmd)
     else if (strcmp(cmd, "gc") == 0)
         h = "ckptrun gc [OPTIONS] --keep N [--min-age D]\n\n"
             "Keeps the newest N committed checkpoints (never the newest that verifies),\n"
-            "deletes the others and every chunk no kept checkpoint uses that is older\n"
-            "than --min-age (default 15m, so a save running elsewhere is spared).\n";
+            "deletes the others and every chunk object or pack no kept checkpoint uses\n"
+            "that is older than --min-age (default 15m, so a save running elsewhere is\n"
+            "spared; a pack goes only when none of its chunks is used). A save that\n"
+            "commits meanwhile makes gc start over from the new HEAD.\n";
     else if (strcmp(cmd, "doctor") == 0)
         h = "ckptrun doctor [OPTIONS] [--state-bytes SIZE | --dir DIR] [--budget D] [--json]\n\n"
             "Checks, in at most --budget (default 30s), that this instance can save in\n"
