@@ -32,6 +32,7 @@ enum {
     O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
     O_STATE_BYTES, O_BUDGET,
     O_LEASE, O_STORAGE_CLASS, O_SSE, O_SSE_KMS, O_MAX_RATE, O_CONNECTIONS,
+    O_SYNC,
 };
 
 static const struct option long_opts[] = {
@@ -68,6 +69,7 @@ static const struct option long_opts[] = {
     { "sse-kms-key-id", required_argument, NULL, O_SSE_KMS },
     { "max-rate", required_argument, NULL, O_MAX_RATE },
     { "connections", required_argument, NULL, O_CONNECTIONS },
+    { "sync", no_argument, NULL, O_SYNC },
     { NULL, 0, NULL, 0 },
 };
 
@@ -164,7 +166,11 @@ static void help(const char *cmd)
             "Writes every item of the checkpoint at step N (default: the newest that\n"
             "verifies) as files under DIR, created owner-only when missing. If the newest\n"
             "checkpoint is damaged an older one is used, with a warning, and the exit is 0.\n"
-            "Names that would escape DIR are refused.\n"
+            "Names that would escape DIR are refused. Each file is renamed into place once\n"
+            "every byte of it has verified; like cp or curl, restore leaves the writing\n"
+            "to disk to the kernel (the store holds the durable copy).\n"
+            "  --sync             make each file durable (fsync) before its rename\n"
+            "                     [CKPT_RESTORE_SYNC=1]; costs the disk's write time\n"
             "Exit: 0 restored, 1 no checkpoint / damaged / refused.\n";
     else if (strcmp(cmd, "ls") == 0)
         h = "ckptrun ls [OPTIONS] [--json]\n\n"
@@ -505,6 +511,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             }
             setenv("CKPT_CONNECTIONS", optarg, 1);
             break;
+        case O_SYNC: setenv("CKPT_RESTORE_SYNC", "1", 1); break;
         case O_PRELOAD: o->preload = 1; break;
         case O_LOG_JSON: o->log_json = 1; log_setup(1, o->verbosity); break;
         case 'q': o->verbosity = -1; break;

@@ -329,7 +329,10 @@ CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user
  * verifies when step == CKPT_STEP_LATEST) as a file under `dir`, named by the
  * item's name (a name with '/' creates sub-directories). Names that would
  * escape `dir` are refused (CKPT_E_UNSAFE). Files are written to temporary
- * names and renamed into place after they verify.
+ * names and renamed into place after they verify. They are not fsynced (like
+ * cp, curl or aws s3 cp: the store keeps the durable copy) unless the
+ * environment had CKPT_RESTORE_SYNC=1 at ckpt_open(); then each file is
+ * durable before its rename.
  * @restored receives the step written (may be NULL).
  * @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT, CKPT_E_UNSAFE, CKPT_E_IO. */
 #define CKPT_STEP_LATEST UINT64_MAX

@@ -298,6 +298,8 @@ struct ckpt_ctx {
      * at most pack_inflight of them uploading at once; buffers are kept. */
     size_t pack_bytes;
     unsigned pack_inflight;
+    /* ckpt_restore_dir fsyncs each file before renaming it (CKPT_RESTORE_SYNC) */
+    bool restore_sync;
     pthread_mutex_t pk_mu;
     pthread_cond_t pk_cv;
     struct ckpt_packbuf *pk_free;

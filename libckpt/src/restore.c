@@ -272,7 +272,7 @@ struct rjob {
     uint64_t step;
 };
 
-/* Flush behind: every FLUSH_EVERY bytes written to a file, the job that
+/* Flush behind (CKPT_RESTORE_SYNC=1): every FLUSH_EVERY bytes written to a file, the job that
  * crosses the mark starts their writeback (sync_file_range WRITE: it does
  * not wait), so the disk works while the workers keep downloading and the
  * fsync before the rename, which makes the file durable, has little left
@@ -326,7 +326,7 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
         done += (size_t)w;
     }
     pthread_mutex_unlock(&e->d->wmu);
-    return flush_behind(e->d, c->raw_len, err);
+    return ctx->restore_sync ? flush_behind(e->d, c->raw_len, err) : CKPT_OK;
 }
 
 static void rjob_report(struct ckpt_ctx *ctx, struct rjob *j, const struct rent *e,
@@ -554,13 +554,15 @@ ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manife
     return st;
 }
 
-static void dest_cleanup(struct rdest *d, size_t n, int commit, ckpt_status *st, char *err)
+static void dest_cleanup(struct rdest *d, size_t n, int commit, int sync, ckpt_status *st,
+                         char *err)
 {
     for (size_t i = 0; i < n; i++) {
         if (d[i].fd >= 0) {
             if (commit && *st == CKPT_OK) {
                 /* owner-only, whatever the original allowed others (DESIGN §6) */
-                if (fchmod(d[i].fd, (d[i].mode & 0700) | 0600) != 0 || fsync(d[i].fd) != 0 ||
+                if (fchmod(d[i].fd, (d[i].mode & 0700) | 0600) != 0 ||
+                    (sync && fsync(d[i].fd) != 0) ||
                     rename(d[i].tmp, d[i].final) != 0) {
                     ckpt__seterr(err, "%s: %s", d[i].final, strerror(errno));
                     *st = CKPT_E_IO;
@@ -704,7 +706,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         }
     }
     ckpt__batch_destroy(&b);
-    dest_cleanup(d, m->nitems, 1, &st, err);
+    dest_cleanup(d, m->nitems, 1, ctx->restore_sync, &st, err);
     free(ents);
     return st;
 }

@@ -218,6 +218,15 @@ class Admin(Case):
         self.assertEqual(rc, 0, err)
         rc, _, err = self.ckptrun("restore", "--step", "3", dest)
         self.assertEqual(rc, 1, err)
+        # --sync: the same files, made durable before their rename
+        rc, _, err = self.ckptrun("restore", "--sync", dest)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(dest, "checkpoint-4", "m.bin"), "rb") as a, \
+                open(os.path.join(self.work, "src", "checkpoint-4", "m.bin"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        rc, _, err = self.ckptrun("restore", dest, env=dict(self.env, CKPT_RESTORE_SYNC="yes"))
+        self.assertEqual(rc, 78, err)
+        self.assertIn("CKPT_RESTORE_SYNC", err)
 
     def test_status_shows_lease(self):
         self.save_dir("c1", 1, b"x" * 1000)
