@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Upload and download of 1 GiB to s3rver on loopback: ckpt (ckptrun save /
-# restore: parallel connections, every chunk verified, the restored file made
-# durable) against `aws s3 cp` (Debian's awscli) and `curl -T` / `curl -o` of
+# restore: parallel connections, every chunk verified; with --sync the
+# restored file is also made durable) against `aws s3 cp` (Debian's awscli) and `curl -T` / `curl -o` of
 # the same bytes to the same server, in the same run. The bytes are random
 # (incompressible): this measures transfer, not compression.
 #
@@ -84,6 +84,9 @@ for r in $(seq "$rounds"); do
   measure ckpt_down "$bin/ckptrun" restore --store s3://bench/ckpt --run "r$r" -q "$work/out"
   cmp "$work/in/state.bin" "$work/out/state.bin"
   rm -rf "$work/out"
+  measure ckpt_down_sync "$bin/ckptrun" restore --sync --store s3://bench/ckpt --run "r$r" -q "$work/out"
+  cmp "$work/in/state.bin" "$work/out/state.bin"
+  rm -rf "$work/out"
   measure curl_down "${curl_s3[@]}" -o "$work/o.bin" "http://127.0.0.1:$port/bench/curl/s$r"
   rm -f "$work/o.bin"
   measure curlz_down "${curl_s3[@]}" -Z --parallel-max 8 "${zdown[@]}"
@@ -117,7 +120,7 @@ row "upload (Content-MD5)" ckpt_up curl_up "curl -T"
 row "upload (Content-MD5)" ckpt_up curlz_up "curl -Z -T, 32 MiB objects"
 [[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc curlz_up "curl -Z -T, 32 MiB objects"
 row "download (verified)" ckpt_down curl_down "curl -o"
-row "download (verified)" ckpt_down curl_down_sync "curl -o + sync (durable)"
+row "download --sync" ckpt_down_sync curl_down_sync "curl -o + sync (durable)"
 row "download (verified)" ckpt_down curlz_down "curl -Z -o, 32 MiB objects"
 if [[ -n "$aws_bin" ]]; then
   row "upload (Content-MD5)" ckpt_up aws_up "aws s3 cp"

@@ -1,6 +1,6 @@
 /*
- * http.c -- libcurl transport with a bounded pool of reusable easy handles.
- * See http.h for the policy.
+ * http.c -- libcurl transport: one curl multi handle driven by its own
+ * thread, which callers hand their requests to. See http.h for the policy.
  */
 #include "http.h"
 
@@ -16,15 +16,24 @@
 #define CONNECT_TIMEOUT_MS 10000L
 #define DEFAULT_STALL_MS 30000L
 
+struct job;
+
 struct ckpt_http {
-    pthread_mutex_t mu;       /* guards free_list/nfree/ncreated */
-    pthread_cond_t cv;
-    CURL **free_list;         /* idle handles, each with its connection cache */
+    pthread_mutex_t mu;       /* guards everything below up to `stopping` */
+    pthread_cond_t cv;        /* an easy handle came back */
+    CURL **free_list;         /* idle easy handles (request state only) */
     unsigned nfree;
     unsigned ncreated;
-    unsigned max_handles;
-    uint64_t rate_bps;        /* upload cap for the whole pool (0 = none) */
-    pthread_mutex_t rate_mu;  /* guards next_ns */
+    unsigned max_handles;     /* transfers at once = easy handles */
+    struct job *queue;        /* submitted, not yet in the multi handle */
+    struct job **queue_tail;
+    int stopping;
+    /* owned by the loop thread */
+    CURLM *multi;             /* one connection cache for every transfer */
+    pthread_t thread;
+    struct job **active;      /* max_handles slots */
+    unsigned nactive;
+    uint64_t rate_bps;        /* upload cap for the whole transport (0 = none) */
     int64_t next_ns;          /* virtual time the next upload byte may leave */
     long stall_ms;
     char *ca_file;            /* from AWS_CA_BUNDLE / SSL_CERT_FILE */
@@ -37,6 +46,8 @@ static void global_init(void)
 {
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
+
+static void *loop_main(void *arg);
 
 struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
 {
@@ -51,15 +62,17 @@ struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
         goto out;
     h->max_handles = opts && opts->max_handles ? opts->max_handles : 16;
     h->free_list = calloc(h->max_handles, sizeof(CURL *));
-    if (!h->free_list) {
-        free(h);
-        h = NULL;
-        goto out;
-    }
-    /* One pacer for the whole pool (not curl's per-handle cap), so a single
-     * upload may use the whole budget and many uploads share it. */
+    h->active = calloc(h->max_handles, sizeof(struct job *));
+    h->multi = curl_multi_init();
+    if (!h->free_list || !h->active || !h->multi)
+        goto fail;
+    /* Connections: at most one per transfer, and as many kept open between
+     * transfers, so every request after the first few reuses one. */
+    curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)h->max_handles);
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->max_handles);
+    /* One pacer for the whole transport (not curl's per-handle cap), so a
+     * single upload may use the whole budget and many uploads share it. */
     h->rate_bps = opts ? opts->max_rate_bps : 0;
-    pthread_mutex_init(&h->rate_mu, NULL);
     h->stall_ms = DEFAULT_STALL_MS;
     stall = getenv("CKPT_HTTP_STALL_MS");
     if (stall && atol(stall) > 0)
@@ -69,10 +82,24 @@ struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
         ca = getenv("SSL_CERT_FILE");
     if (ca && *ca)
         h->ca_file = strdup(ca);
+    h->queue_tail = &h->queue;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
+    if (pthread_create(&h->thread, NULL, loop_main, h) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+        goto fail;
+    }
 out:
     return h;
+fail:
+    if (h->multi)
+        curl_multi_cleanup(h->multi);
+    free(h->free_list);
+    free(h->active);
+    free(h->ca_file);
+    free(h);
+    return NULL;
 }
 
 void ckpt_http_free(struct ckpt_http *h)
@@ -81,17 +108,24 @@ void ckpt_http_free(struct ckpt_http *h)
 
     if (!h)
         return;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = 1;
+    pthread_mutex_unlock(&h->mu);
+    curl_multi_wakeup(h->multi);
+    pthread_join(h->thread, NULL);
     for (i = 0; i < h->nfree; i++)
         curl_easy_cleanup(h->free_list[i]);
+    curl_multi_cleanup(h->multi);
     free(h->free_list);
+    free(h->active);
     free(h->ca_file);
     pthread_mutex_destroy(&h->mu);
-    pthread_mutex_destroy(&h->rate_mu);
     pthread_cond_destroy(&h->cv);
     free(h);
 }
 
-/* Take an idle handle, create one while under the limit, else wait. */
+/* Take an idle easy handle, create one while under the limit, else wait:
+ * this bounds the transfers in flight to max_handles. */
 static CURL *acquire(struct ckpt_http *h)
 {
     CURL *c = NULL;
@@ -114,34 +148,36 @@ static CURL *acquire(struct ckpt_http *h)
     return c;
 }
 
-static void release(struct ckpt_http *h, CURL *c, int broken)
+static void release(struct ckpt_http *h, CURL *c)
 {
     pthread_mutex_lock(&h->mu);
-    if (broken) {
-        /* A handle whose transfer failed may hold a half-dead connection:
-         * drop it so the next request starts clean. */
-        curl_easy_cleanup(c);
-        h->ncreated--;
-    } else {
-        h->free_list[h->nfree++] = c;
-    }
+    h->free_list[h->nfree++] = c;
     pthread_cond_signal(&h->cv);
     pthread_mutex_unlock(&h->mu);
 }
 
-struct xfer {
+/* One request, on its caller's stack: the caller fills it, queues it and
+ * sleeps; the loop thread runs it and wakes the caller. */
+struct job {
     struct ckpt_http *h;
     struct ckpt_http_resp *resp;
     size_t max_body;
     size_t body_cap;
     const char *up;
     size_t up_len, up_off;
+    size_t booked;            /* upload bytes booked on the pacer ... */
+    int64_t slot_ns;          /* ... to leave at this time */
+    int paused;               /* waiting for slot_ns (rate cap) */
     int nomem;
+    CURL *easy;
+    CURLcode rc;
+    int done;                 /* set under h->mu by the loop thread */
+    pthread_cond_t cv;
+    struct job *next;
 };
-
 static size_t on_body(char *p, size_t sz, size_t n, void *u)
 {
-    struct xfer *x = u;
+    struct job *x = u;
     struct ckpt_http_resp *r = x->resp;
     size_t len = sz * n;
 
@@ -172,7 +208,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
 
 static size_t on_header(char *p, size_t sz, size_t n, void *u)
 {
-    struct xfer *x = u;
+    struct job *x = u;
     struct ckpt_http_resp *r = x->resp;
     size_t len = sz * n;
     char *nb;
@@ -216,42 +252,44 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Token-bucket pacing shared by all handles: each chunk books its slot on a
- * virtual clock advancing at rate_bps and waits for it. Up to 100 ms of
- * unused budget may be spent at once (a small burst). */
-static void pace(struct ckpt_http *h, size_t n)
+/* Token-bucket pacing shared by all transfers: each piece of an upload
+ * books its slot on a virtual clock advancing at rate_bps, and its transfer
+ * pauses until then. Up to 100 ms of unused budget may be spent at once (a
+ * small burst). Loop thread only. */
+static int64_t book(struct ckpt_http *h, size_t n)
 {
     const int64_t burst_ns = 100000000;
-    int64_t now, slot;
+    int64_t now = mono_ns(), slot;
 
-    pthread_mutex_lock(&h->rate_mu);
-    now = mono_ns();
     if (h->next_ns < now - burst_ns)
         h->next_ns = now - burst_ns;
     slot = h->next_ns;
     h->next_ns += (int64_t)((double)n * 1e9 / (double)h->rate_bps);
-    pthread_mutex_unlock(&h->rate_mu);
-    if (slot > now) {
-        struct timespec ts = { (time_t)((slot - now) / 1000000000),
-                               (long)((slot - now) % 1000000000) };
-        while (nanosleep(&ts, &ts) != 0)
-            ;
-    }
+    return slot;
 }
 
 static size_t on_read(char *p, size_t sz, size_t n, void *u)
 {
-    struct xfer *x = u;
+    struct job *x = u;
     size_t want = sz * n, left = x->up_len - x->up_off;
 
     if (want > left)
         want = left;
-    if (x->h->rate_bps) {
-        /* Small chunks keep the pacing smooth at low rates. */
+    if (x->h->rate_bps && want) {
+        /* Small pieces keep the pacing smooth at low rates. */
         if (want > 16384)
             want = 16384;
-        if (want)
-            pace(x->h, want);
+        if (!x->booked) {
+            x->booked = want;
+            x->slot_ns = book(x->h, want);
+        }
+        if (x->slot_ns > mono_ns()) {
+            x->paused = 1;    /* the loop resumes it at slot_ns */
+            return CURL_READFUNC_PAUSE;
+        }
+        if (want > x->booked)
+            want = x->booked;
+        x->booked = 0;
     }
     if (want)
         memcpy(p, x->up + x->up_off, want);
@@ -263,12 +301,85 @@ static size_t on_read(char *p, size_t sz, size_t n, void *u)
  * the server had closed. */
 static int on_seek(void *u, curl_off_t off, int origin)
 {
-    struct xfer *x = u;
+    struct job *x = u;
 
     if (origin != SEEK_SET || off < 0 || (size_t)off > x->up_len)
         return CURL_SEEKFUNC_FAIL;
     x->up_off = (size_t)off;
     return CURL_SEEKFUNC_OK;
+}
+
+/* The loop thread: moves queued jobs into the multi handle, drives every
+ * transfer on its connections, resumes paced uploads, and wakes each
+ * caller when its transfer ends. Callbacks (body, headers, upload reads)
+ * run here and only copy bytes, so one thread keeps many connections busy
+ * while the callers' threads do the hashing and compression. */
+static void *loop_main(void *arg)
+{
+    struct ckpt_http *h = arg;
+    struct job *x;
+    CURLMsg *msg;
+    int running = 0, left;
+
+    for (;;) {
+        int64_t now, wait_ms = 1000;
+
+        pthread_mutex_lock(&h->mu);
+        while ((x = h->queue) != NULL) {
+            h->queue = x->next;
+            if (!h->queue)
+                h->queue_tail = &h->queue;
+            if (curl_multi_add_handle(h->multi, x->easy) != CURLM_OK) {
+                x->rc = CURLE_OUT_OF_MEMORY;
+                x->done = 1;
+                pthread_cond_signal(&x->cv);
+                continue;
+            }
+            h->active[h->nactive++] = x;
+        }
+        if (h->stopping && !h->nactive) {
+            pthread_mutex_unlock(&h->mu);
+            break;
+        }
+        pthread_mutex_unlock(&h->mu);
+
+        curl_multi_perform(h->multi, &running);
+        while ((msg = curl_multi_info_read(h->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+            curl_multi_remove_handle(h->multi, msg->easy_handle);
+            for (unsigned i = 0; i < h->nactive; i++)
+                if (h->active[i] == x) {
+                    h->active[i] = h->active[--h->nactive];
+                    break;
+                }
+            pthread_mutex_lock(&h->mu);
+            x->rc = msg->data.result;
+            x->done = 1;      /* x belongs to its caller from here on */
+            pthread_cond_signal(&x->cv);
+            pthread_mutex_unlock(&h->mu);
+        }
+        /* paced uploads whose slot has come go on; the next slot bounds
+         * the wait */
+        now = mono_ns();
+        for (unsigned i = 0; i < h->nactive; i++) {
+            x = h->active[i];
+            if (!x->paused)
+                continue;
+            if (x->slot_ns <= now) {
+                x->paused = 0;
+                curl_easy_pause(x->easy, CURLPAUSE_CONT);
+                wait_ms = 0;
+            } else if ((x->slot_ns - now) / 1000000 + 1 < wait_ms) {
+                wait_ms = (x->slot_ns - now) / 1000000 + 1;
+            }
+        }
+        /* returns early for socket activity, curl's own timers, or
+         * curl_multi_wakeup() from a new request or ckpt_http_free() */
+        curl_multi_poll(h->multi, NULL, 0, (int)wait_ms, NULL);
+    }
+    return NULL;
 }
 
 static ckpt_status status_of_curl(CURLcode rc)
@@ -298,7 +409,7 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
 {
     ckpt_status st = CKPT_OK;
     struct curl_slist *hl = NULL, *tmp;
-    struct xfer x;
+    struct job x;
     CURL *c = NULL;
     CURLcode rc;
     size_t i;
@@ -337,6 +448,7 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
         goto out;
     }
     curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_PRIVATE, (char *)&x);
     curl_easy_setopt(c, CURLOPT_URL, req->url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -382,7 +494,21 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
     }
 
-    rc = curl_easy_perform(c);
+    /* Hand it to the loop thread and sleep until it is done. */
+    x.easy = c;
+    pthread_cond_init(&x.cv, NULL);
+    pthread_mutex_lock(&h->mu);
+    *h->queue_tail = &x;
+    h->queue_tail = &x.next;
+    pthread_mutex_unlock(&h->mu);
+    curl_multi_wakeup(h->multi);
+    pthread_mutex_lock(&h->mu);
+    while (!x.done)
+        pthread_cond_wait(&x.cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    pthread_cond_destroy(&x.cv);
+
+    rc = x.rc;
     resp->curl_code = (int)rc;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
     if (x.nomem) {
@@ -398,7 +524,7 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
             snprintf(resp->errmsg, sizeof(resp->errmsg), "%s",
                      curl_easy_strerror(rc));
     }
-    release(h, c, rc != CURLE_OK);
+    release(h, c);
 out:
     curl_slist_free_all(hl);
     return st;

@@ -1,11 +1,14 @@
 /*
  * http.h -- the libcurl transport shared by the S3 and Azure backends.
  *
- * A `ckpt_http` owns a pool of curl easy handles. Each handle keeps its own
- * connection cache, so a handle taken back from the pool reuses its TLS
- * connection; the pool holds at most `max_handles` of them and a caller that
- * finds none free waits for one. ckpt_http_do() is therefore thread-safe and
- * the number of open connections is bounded by `max_handles`.
+ * A `ckpt_http` owns one curl multi handle, driven by a thread of its own:
+ * ckpt_http_do() (thread-safe) hands its request to that thread and sleeps
+ * until the reply is in. Every transfer shares the multi handle's connection
+ * cache, so requests after the first few reuse open (TLS) connections. At
+ * most `max_handles` transfers run at once (a caller beyond that waits for
+ * one to end), and as many connections are open or kept. The thread's
+ * callbacks only copy bytes: hashing, compression and decoding stay on the
+ * callers' threads.
  *
  * Policy fixed here (not per request):
  *  - TLS peer and host verification always on; the CA bundle comes from
@@ -14,8 +17,9 @@
  *  - Connect timeout 10 s; a transfer that moves no byte for the stall time
  *    (30 s, CKPT_HTTP_STALL_MS) is aborted as a timeout, so a hung peer never
  *    blocks a worker for ever while a slow-but-moving big upload is fine.
- *  - Upload rate cap: `max_rate_bps` for the whole pool, paced by one token
- *    bucket that every handle's upload draws from.
+ *  - Upload rate cap: `max_rate_bps` for the whole transport, paced by one
+ *    token bucket that every upload draws from (a transfer ahead of its
+ *    slot is paused, not its thread put to sleep).
  *  - Response bodies are bounded by the request's `max_body`; response
  *    headers by 64 KiB.
  *  - No redirects are followed (S3 region discovery reads the 301 itself).
@@ -30,8 +34,8 @@
 struct ckpt_http;
 
 struct ckpt_http_opts {
-    unsigned max_handles;     /* pool size = max parallel connections (0 = 16) */
-    uint64_t max_rate_bps;    /* upload cap for the whole pool (0 = none) */
+    unsigned max_handles;     /* transfers at once = max connections (0 = 16) */
+    uint64_t max_rate_bps;    /* upload cap for the whole transport (0 = none) */
 };
 
 struct ckpt_http_req {
