@@ -295,6 +295,7 @@ struct az_rq {
     int md5_check;
     int *ambiguous;           /* see s3.c: an attempt may have been applied */
     void *dst;                /* see s3.c */
+    const struct ckpt_range_watch *watch; /* see s3.c */
 };
 
 static ckpt_status az_call(struct az *a, const struct az_rq *rq,
@@ -406,7 +407,8 @@ static ckpt_status az_call(struct az *a, const struct az_rq *rq,
         {
             struct ckpt_http_req hr = { rq->method, url, lines, nsend, rq->body,
                                         rq->len, rq->max_body ? rq->max_body : ERRBODY_MAX,
-                                        rq->dst };
+                                        rq->dst, rq->watch ? rq->watch->fn : NULL,
+                                        rq->watch ? rq->watch->arg : NULL };
             ckpt_http_resp_free(resp);
             st = ckpt_http_do(a->http, &hr, resp);
         }
@@ -529,7 +531,7 @@ static ckpt_status put_blocks(struct az *a, const char *fk, const uint8_t *buf,
         char raw[32], id[48], line[80];
         char *id_enc;
         size_t off = i * bs, n = len - off < bs ? len - off : bs;
-        struct az_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, NULL, NULL };
+        struct az_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, NULL, NULL, NULL };
 
         snprintf(raw, sizeof(raw), "blk%08u", (unsigned)i);
         EVP_EncodeBlock((unsigned char *)id, (const unsigned char *)raw, 11);
@@ -565,7 +567,7 @@ static ckpt_status put_blocks(struct az *a, const char *fk, const uint8_t *buf,
     if (cond_line(o, cond, sizeof(cond)))
         hdrs[nh++] = cond;
     {
-        struct az_rq rq = { "PUT", fk, "comp=blocklist", hdrs, nh, xml, xlen, 0, 0, NULL, NULL };
+        struct az_rq rq = { "PUT", fk, "comp=blocklist", hdrs, nh, xml, xlen, 0, 0, NULL, NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st == CKPT_OK && etag_out &&
@@ -587,7 +589,7 @@ static ckpt_status settle_ambiguous(struct az *a, const char *fk, const void *bu
     ckpt_status st = CKPT_E_PRECONDITION;
     struct ckpt_http_resp resp;
     char have[64], want[25], herr[CKPT_ERR_MAX];
-    struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL };
+    struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL };
 
     if (az_call(a, &rq, &resp, herr) == CKPT_OK &&
         ckpt_http_header(&resp, "Content-MD5", have, sizeof(have))) {
@@ -636,7 +638,7 @@ static ckpt_status az_put(struct ckpt_store *st_, const char *key, const void *b
         hdrs[nh++] = cond;
     {
         struct az_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0,
-                            &ambiguous, NULL };
+                            &ambiguous, NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st == CKPT_OK && etag_out &&
@@ -667,7 +669,7 @@ static ckpt_status az_get(struct ckpt_store *st_, const char *key, size_t max_le
         goto out;
     {
         struct az_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0, max_len ? max_len : 1,
-                            !(flags & CKPT_GET_SELF_CHECKED), NULL, NULL };
+                            !(flags & CKPT_GET_SELF_CHECKED), NULL, NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -687,7 +689,8 @@ out:
 }
 
 static ckpt_status az_get_range(struct ckpt_store *st_, const char *key, uint64_t off,
-                                size_t len, unsigned flags, void *dst, char *err)
+                                size_t len, unsigned flags, void *dst,
+                                const struct ckpt_range_watch *watch, char *err)
 {
     struct az *a = (struct az *)st_;
     ckpt_status st;
@@ -707,7 +710,7 @@ static ckpt_status az_get_range(struct ckpt_store *st_, const char *key, uint64_
     snprintf(range, sizeof(range), "x-ms-range: bytes=%llu-%llu", (unsigned long long)off,
              (unsigned long long)(off + len - 1));
     {
-        struct az_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, NULL, dst };
+        struct az_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, NULL, dst, watch };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -743,7 +746,7 @@ static ckpt_status az_head(struct ckpt_store *st_, const char *key, uint64_t *si
     if (st != CKPT_OK)
         goto out;
     {
-        struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL };
+        struct az_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL };
         st = az_call(a, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -827,7 +830,7 @@ static ckpt_status az_list(struct ckpt_store *st_, const char *prefix,
         goto out;
     }
     for (;;) {
-        struct az_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, NULL, NULL };
+        struct az_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, NULL, NULL, NULL };
         free(query);
         query = NULL;
         free(mk_enc);
@@ -886,7 +889,7 @@ static ckpt_status az_del(struct ckpt_store *st_, const char *const *keys, size_
     for (i = 0; i < n && st == CKPT_OK; i++) {
         struct ckpt_http_resp resp;
         char *fk = full_key(a, keys[i]);
-        struct az_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL };
+        struct az_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL };
         if (!fk) {
             st = CKPT_E_NOMEM;
             goto out;
@@ -995,7 +998,7 @@ static ckpt_status set_endpoint(struct az *a, const char *ep, char *err)
 static ckpt_status create_container(struct az *a, char *err)
 {
     struct ckpt_http_resp resp;
-    struct az_rq rq = { "PUT", NULL, "restype=container", NULL, 0, NULL, 0, 0, 0, NULL, NULL };
+    struct az_rq rq = { "PUT", NULL, "restype=container", NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL };
     ckpt_status st = az_call(a, &rq, &resp, err);
 
     if (st == CKPT_E_PRECONDITION)   /* 409 ContainerAlreadyExists */

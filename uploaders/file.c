@@ -282,7 +282,8 @@ static ckpt_status fget(struct ckpt_store *s, const char *key, size_t max_len, u
 }
 
 static ckpt_status fget_range(struct ckpt_store *s, const char *key, uint64_t off, size_t len,
-                              unsigned flags, void *dst, char *err)
+                              unsigned flags, void *dst, const struct ckpt_range_watch *watch,
+                              char *err)
 {
     struct file_store *fs = (struct file_store *)s;
     char path[4096];
@@ -291,6 +292,7 @@ static ckpt_status fget_range(struct ckpt_store *s, const char *key, uint64_t of
     size_t got = 0;
     int fd;
     (void)flags;
+    (void)watch; /* a local read is one pread: the caller takes it whole */
     if (!ckpt_key_valid(key) || path_of(fs, key, path, sizeof path) || len == 0 ||
         off > (uint64_t)INT64_MAX - len)
         return CKPT_E_INVAL;

@@ -171,6 +171,12 @@ struct job {
     int nomem;
     CURL *easy;
     CURLcode rc;
+    /* progress: the loop thread publishes `avail` (under h->mu) once the
+     * body reaches `want`, which the caller sets from the callback */
+    int watch;                /* the request has a progress callback */
+    int body_2xx;             /* -1 unknown, 0 no, 1 yes (at the first byte) */
+    size_t want;
+    size_t avail;
     int done;                 /* set under h->mu by the loop thread */
     pthread_cond_t cv;
     struct job *next;
@@ -203,6 +209,19 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
     memcpy(r->body + r->len, p, len);
     r->len += len;
     r->body[r->len] = '\0';
+    if (x->watch) {
+        if (x->body_2xx < 0) {
+            long code = 0;
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+            x->body_2xx = code >= 200 && code < 300;
+        }
+        pthread_mutex_lock(&x->h->mu);
+        if (x->body_2xx && x->want && r->len >= x->want) {
+            x->avail = r->len;
+            pthread_cond_signal(&x->cv);
+        }
+        pthread_mutex_unlock(&x->h->mu);
+    }
     return len;
 }
 
@@ -494,8 +513,15 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
     }
 
-    /* Hand it to the loop thread and sleep until it is done. */
+    /* Hand it to the loop thread and sleep until it is done, calling the
+     * progress callback (here, on this thread) as the body comes in: the
+     * caller works on the first bytes while the rest arrive. */
     x.easy = c;
+    x.body_2xx = -1;
+    if (req->progress && req->dst) {
+        x.watch = 1;
+        x.want = req->progress(req->progress_arg, 0);
+    }
     pthread_cond_init(&x.cv, NULL);
     pthread_mutex_lock(&h->mu);
     *h->queue_tail = &x;
@@ -503,8 +529,19 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
     pthread_mutex_unlock(&h->mu);
     curl_multi_wakeup(h->multi);
     pthread_mutex_lock(&h->mu);
-    while (!x.done)
+    while (!x.done) {
+        if (x.want && x.avail >= x.want) {
+            size_t have = x.avail;
+            pthread_mutex_unlock(&h->mu);
+            /* bytes [0, have) of dst stay as they are until the transfer
+             * ends: the loop thread only appends */
+            size_t next = req->progress(req->progress_arg, have);
+            pthread_mutex_lock(&h->mu);
+            x.want = next > have ? next : 0;
+            continue;
+        }
         pthread_cond_wait(&x.cv, &h->mu);
+    }
     pthread_mutex_unlock(&h->mu);
     pthread_cond_destroy(&x.cv);
 

@@ -49,6 +49,11 @@ struct ckpt_http_req {
     void *dst;                /* optional: the body goes here (max_body + 1
                                  bytes), not into a malloc'd buffer: a caller
                                  reusing one buffer pays no page faults */
+    /* optional, with dst: called on the caller's thread while a 2xx body
+     * arrives, with the bytes of dst in place (0 first); returns the count
+     * at which to call it next (0: no more). */
+    size_t (*progress)(void *arg, size_t have);
+    void *progress_arg;
 };
 
 struct ckpt_http_resp {

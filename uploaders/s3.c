@@ -375,6 +375,7 @@ struct s3_rq {
     int *ambiguous;           /* set to 1 if an attempt failed without a
                                  definite answer (it may have been applied) */
     void *dst;                /* reply body into this buffer (max_body + 1) */
+    const struct ckpt_range_watch *watch; /* with dst: streamed to the caller */
 };
 
 static int is_md5_etag(const char *etag, char hex[33])
@@ -544,7 +545,8 @@ static ckpt_status s3_call(struct s3 *s, const struct s3_rq *rq,
         {
             struct ckpt_http_req hr = { rq->method, url, lines, nl, rq->body,
                                         rq->len, rq->max_body ? rq->max_body : ERRBODY_MAX,
-                                        rq->dst };
+                                        rq->dst, rq->watch ? rq->watch->fn : NULL,
+                                        rq->watch ? rq->watch->arg : NULL };
             ckpt_http_resp_free(resp);
             hst = ckpt_http_do(s->http, &hr, resp);
         }
@@ -751,7 +753,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
         goto out;
     }
     {
-        struct s3_rq rq = { "POST", fk, "uploads=", hdrs, nh, NULL, 0, 0, 0, 0, NULL, NULL };
+        struct s3_rq rq = { "POST", fk, "uploads=", hdrs, nh, NULL, 0, 0, 0, 0, NULL, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
         if (st == CKPT_OK)
             ckpt_xml_parse(resp.body, resp.len, mpu_cb, &mp);
@@ -772,7 +774,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
     }
     for (i = 0; i < nparts; i++) {
         size_t off = i * part, n = len - off < part ? len - off : part;
-        struct s3_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, 0, NULL, NULL };
+        struct s3_rq rq = { "PUT", fk, NULL, NULL, 0, buf + off, n, 0, 0, 0, NULL, NULL, NULL };
         free(query);
         if (asprintf(&query, "partNumber=%zu&uploadId=%s", i + 1, uid_enc) < 0) {
             query = NULL;
@@ -804,7 +806,7 @@ static ckpt_status put_multipart(struct s3 *s, const char *fk, const uint8_t *bu
         }
     }
     {
-        struct s3_rq rq = { "POST", fk, NULL, hdrs, 0, xml, xlen, 0, 1, 0, NULL, NULL };
+        struct s3_rq rq = { "POST", fk, NULL, hdrs, 0, xml, xlen, 0, 1, 0, NULL, NULL, NULL };
         free(query);
         if (asprintf(&query, "uploadId=%s", uid_enc) < 0) {
             query = NULL;
@@ -836,7 +838,7 @@ out:
         char abort_err[CKPT_ERR_MAX];
         char *q = NULL;
         if (uid_enc && asprintf(&q, "uploadId=%s", uid_enc) >= 0) {
-            struct s3_rq rq = { "DELETE", fk, q, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
+            struct s3_rq rq = { "DELETE", fk, q, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL };
             if (s3_call(s, &rq, &resp, abort_err) != CKPT_OK)
                 slog(s, CKPT_LOG_WARN, "s3: abort of multipart upload failed: %s",
                      abort_err);
@@ -864,7 +866,7 @@ static ckpt_status settle_ambiguous(struct s3 *s, const char *fk, const void *bu
     ckpt_status st = CKPT_E_PRECONDITION;
     struct ckpt_http_resp resp;
     char et[CKPT_ETAG_MAX], want[33], have[33], herr[CKPT_ERR_MAX];
-    struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
+    struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL };
 
     if (s3_call(s, &rq, &resp, herr) == CKPT_OK &&
         ckpt_http_header(&resp, "ETag", et, sizeof(et)) && is_md5_etag(et, have)) {
@@ -916,7 +918,7 @@ static ckpt_status s3_put(struct ckpt_store *st_, const char *key, const void *b
         hdrs[nh++] = cond;
     {
         struct s3_rq rq = { "PUT", fk, NULL, hdrs, nh, buf ? buf : "", len, 0, 0, 0,
-                            &ambiguous, NULL };
+                            &ambiguous, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st == CKPT_OK)
@@ -949,7 +951,7 @@ static ckpt_status s3_get(struct ckpt_store *st_, const char *key, size_t max_le
          * rather than buffered. */
         struct s3_rq rq = { "GET", fk, NULL, NULL, 0, NULL, 0,
                             max_len ? max_len : 1, 0,
-                            s->verify_md5 && !(flags & CKPT_GET_SELF_CHECKED), NULL, NULL };
+                            s->verify_md5 && !(flags & CKPT_GET_SELF_CHECKED), NULL, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -968,7 +970,8 @@ out:
 }
 
 static ckpt_status s3_get_range(struct ckpt_store *st_, const char *key, uint64_t off,
-                                size_t len, unsigned flags, void *dst, char *err)
+                                size_t len, unsigned flags, void *dst,
+                                const struct ckpt_range_watch *watch, char *err)
 {
     struct s3 *s = (struct s3 *)st_;
     ckpt_status st;
@@ -986,7 +989,7 @@ static ckpt_status s3_get_range(struct ckpt_store *st_, const char *key, uint64_
     snprintf(range, sizeof(range), "Range: bytes=%llu-%llu", (unsigned long long)off,
              (unsigned long long)(off + len - 1));
     {
-        struct s3_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, 0, NULL, dst };
+        struct s3_rq rq = { "GET", fk, NULL, hdrs, 1, NULL, 0, len, 0, 0, NULL, dst, watch };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -1024,7 +1027,7 @@ static ckpt_status s3_head(struct ckpt_store *st_, const char *key, uint64_t *si
     if (st != CKPT_OK)
         goto out;
     {
-        struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
+        struct s3_rq rq = { "HEAD", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st != CKPT_OK)
@@ -1111,7 +1114,7 @@ static ckpt_status s3_list(struct ckpt_store *st_, const char *prefix,
         goto out;
     }
     for (;;) {
-        struct s3_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, 0, NULL, NULL };
+        struct s3_rq rq = { "GET", NULL, NULL, NULL, 0, NULL, 0, LIST_BODY_MAX, 0, 0, NULL, NULL, NULL };
         free(query);
         query = NULL;
         free(tok_enc);
@@ -1199,7 +1202,7 @@ static ckpt_status del_one(struct s3 *s, const char *key, char *err)
     if (!fk)
         return CKPT_E_NOMEM;
     {
-        struct s3_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL };
+        struct s3_rq rq = { "DELETE", fk, NULL, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL };
         st = s3_call(s, &rq, &resp, err);
     }
     if (st == CKPT_E_NOENT)
@@ -1240,7 +1243,7 @@ static ckpt_status del_batch(struct s3 *s, const char *const *keys, size_t n,
     for (attempt = 0; attempt < 3; attempt++) {
         struct del_state d;
         struct s3_rq rq = { "POST", NULL, "delete=", NULL, 0, xml, xlen,
-                            4 * MIB, 0, 0, NULL, NULL };
+                            4 * MIB, 0, 0, NULL, NULL, NULL };
         memset(&d, 0, sizeof(d));
         st = s3_call(s, &rq, &resp, err);
         if (st != CKPT_OK)

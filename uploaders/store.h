@@ -60,6 +60,18 @@ struct ckpt_store;
  * store skips that digest, the largest CPU cost of a download. */
 enum { CKPT_GET_SELF_CHECKED = 1u << 0 };
 
+/* Streaming a range: a store that receives it piece by piece calls fn on
+ * the caller's thread, during get_range, with the number of bytes of `dst`
+ * in place so far; `have` is 0 when a transfer starts (or starts over after
+ * a failed attempt, and then sends the same bytes again). fn returns the
+ * count at which it wants its next call (0: no more calls). Bytes shown to
+ * fn came in a 2xx reply but are otherwise unchecked: the caller checks
+ * them (a chunk checks itself). A store may also never call it. */
+struct ckpt_range_watch {
+    size_t (*fn)(void *arg, size_t have);
+    void *arg;
+};
+
 struct ckpt_store_ops {
     const char *scheme;        /* "file", "s3", "gs", "az" */
     /* Write `len` bytes at `key`, durably on return (unless opts->deferred).
@@ -78,9 +90,11 @@ struct ckpt_store_ops {
      * `dst` (at least len + 1 bytes; the caller's, so a reader reuses one
      * buffer): one pack's chunks. CKPT_E_NOENT if the object is missing,
      * CKPT_E_CORRUPT if it is shorter than off + len or the store answers
-     * with another number of bytes. */
+     * with another number of bytes. `watch` (may be NULL) lets the caller
+     * use the first bytes while the rest arrive (see ckpt_range_watch). */
     ckpt_status (*get_range)(struct ckpt_store *, const char *key, uint64_t off,
-                             size_t len, unsigned flags, void *dst, char *err);
+                             size_t len, unsigned flags, void *dst,
+                             const struct ckpt_range_watch *watch, char *err);
     /* Size and etag of an object; CKPT_E_NOENT if missing. */
     ckpt_status (*head)(struct ckpt_store *, const char *key, uint64_t *size,
                         char *etag_out, char *err);

@@ -378,14 +378,10 @@ static int content_check(const void *raw, size_t len, const uint8_t id[CKPT_ID_L
     return -1;
 }
 
-/* With `view`: a raw chunk is not copied, *view points at its payload
- * (checked by its content hash, which covers exactly those bytes); any
- * other is decoded into the workspace's scratch and *view points there. */
-static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
-                                const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
-                                const uint8_t **view, char *err)
+/* Check a chunk object's header against what the manifest says of it. */
+static ckpt_status chunk_header(const uint8_t *h, size_t obj_len, const uint8_t id[CKPT_ID_LEN],
+                                size_t raw_len, char *err)
 {
-    const uint8_t *h = obj, *payload;
     uint32_t rl, pl;
     unsigned codec, filter, elem;
     char a[CKPT_ID_HEX + 1], b[CKPT_ID_HEX + 1];
@@ -415,15 +411,45 @@ static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_
                      rl, raw_len, pl, obj_len - CKPT_CHUNK_HDR);
         return CKPT_E_CORRUPT;
     }
-    if (ckpt__codec_ws_reserve(ws, rl) != CKPT_OK) {
-        ckpt__seterr(err, "no memory for a %u-byte chunk", rl);
-        return CKPT_E_NOMEM;
-    }
     if (memcmp(h + 24, id, CKPT_ID_LEN) != 0) {
         ckpt__hex(id, CKPT_ID_LEN, a);
         ckpt__hex(h + 24, CKPT_ID_LEN, b);
         ckpt__seterr(err, "chunk object names id %s, expected %s", b, a);
         return CKPT_E_CORRUPT;
+    }
+    return CKPT_OK;
+}
+
+int ckpt__chunk_is_plain(const void *hdr, size_t obj_len, const uint8_t id[CKPT_ID_LEN],
+                         size_t raw_len)
+{
+    const uint8_t *h = hdr;
+    return chunk_header(h, obj_len, id, raw_len, NULL) == CKPT_OK &&
+           h[5] == CKPT_CODEC_NONE && h[6] == 0;
+}
+
+/* With `view`: a raw chunk is not copied, *view points at its payload
+ * (checked by its content hash, which covers exactly those bytes); any
+ * other is decoded into the workspace's scratch and *view points there. */
+static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_t obj_len,
+                                const uint8_t id[CKPT_ID_LEN], void *raw, size_t raw_len,
+                                const uint8_t **view, char *err)
+{
+    const uint8_t *h = obj, *payload;
+    uint32_t rl, pl;
+    unsigned codec, filter, elem;
+    ckpt_status st = chunk_header(h, obj_len, id, raw_len, err);
+
+    if (st)
+        return st;
+    codec = h[5];
+    filter = h[6];
+    elem = h[7];
+    rl = get32(h + 8);
+    pl = get32(h + 12);
+    if (ckpt__codec_ws_reserve(ws, rl) != CKPT_OK) {
+        ckpt__seterr(err, "no memory for a %u-byte chunk", rl);
+        return CKPT_E_NOMEM;
     }
     payload = h + CKPT_CHUNK_HDR;
     if (view && codec == CKPT_CODEC_NONE && !filter) {

@@ -107,6 +107,12 @@ ckpt_status ckpt__chunk_view(struct ckpt_codec_ws *ws, const void *obj, size_t o
                              const uint8_t id[CKPT_ID_LEN], size_t raw_len,
                              const uint8_t **view, char *err);
 void ckpt__chunk_id(const void *raw, size_t len, uint8_t id[CKPT_ID_LEN]);
+/* 1 if the chunk object whose first CKPT_CHUNK_HDR bytes are at `hdr` has
+ * a sound header for `id` and `raw_len` and stores its bytes as they are
+ * (no codec, no filter): its payload is then the raw bytes, checked by
+ * their content hash (XXH3-128, the id) alone. */
+int ckpt__chunk_is_plain(const void *hdr, size_t obj_len, const uint8_t id[CKPT_ID_LEN],
+                         size_t raw_len);
 void ckpt__bytegroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem);
 void ckpt__byteungroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem);
 const char *ckpt__codec_name(ckpt_codec c);

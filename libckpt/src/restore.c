@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "internal.h"
 
 void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n)
@@ -298,6 +300,26 @@ static ckpt_status flush_behind(struct rdest *d, uint64_t n, char *err)
     return CKPT_OK;
 }
 
+/* Write n bytes at off of a restored file. Writes into one file are
+ * serialized: the kernel serializes them anyway, and its waiters spin. */
+static ckpt_status write_at(struct rdest *d, uint64_t off, const uint8_t *p, size_t n, char *err)
+{
+    pthread_mutex_lock(&d->wmu);
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(d->fd, p + done, n - done, (off_t)(off + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            pthread_mutex_unlock(&d->wmu);
+            ckpt__seterr(err, "write: %s", strerror(errno));
+            return ckpt__errno_status(errno);
+        }
+        done += (size_t)w;
+    }
+    pthread_mutex_unlock(&d->wmu);
+    return CKPT_OK;
+}
+
 /* Decode one chunk object and put its bytes where they go. */
 static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const struct rent *e,
                            const uint8_t *obj, char *err)
@@ -313,19 +335,9 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
         return st;
     if (e->d->kind == CKPT_ITEM_DEVICE)
         return ckpt__cuda_h2d(ctx, (uint8_t *)e->d->dev + e->off, raw, c->raw_len, err);
-    pthread_mutex_lock(&e->d->wmu);
-    for (size_t done = 0; done < c->raw_len;) {
-        ssize_t w = pwrite(e->d->fd, raw + done, c->raw_len - done, (off_t)(e->off + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            pthread_mutex_unlock(&e->d->wmu);
-            ckpt__seterr(err, "write: %s", strerror(errno));
-            return ckpt__errno_status(errno);
-        }
-        done += (size_t)w;
-    }
-    pthread_mutex_unlock(&e->d->wmu);
+    st = write_at(e->d, e->off, raw, c->raw_len, err);
+    if (st)
+        return st;
     return ctx->restore_sync ? flush_behind(e->d, c->raw_len, err) : CKPT_OK;
 }
 
@@ -346,9 +358,111 @@ static void rjob_report(struct ckpt_ctx *ctx, struct rjob *j, const struct rent 
     }
 }
 
+/* Delivery while a range is still arriving: each chunk whose bytes are in
+ * goes to its place while the connection brings the next ones, so writing
+ * the file overlaps the download instead of following it. A chunk stored
+ * as it is (incompressible bytes, or --codec none) going to a file, or only
+ * being verified, is even taken piece by piece (STREAM_STEP), hashed and
+ * written while its bytes are still in the CPU's cache; its content hash
+ * is compared at its end, and the file is renamed into place only once
+ * every chunk has matched. Any other chunk is decoded whole, as after the
+ * transfer. A chunk that fails is left, with the rest, to the pass after
+ * the transfer, which reports it or fetches it again (and writes it over). */
+#define STREAM_STEP (1u << 20)
+
+struct early {
+    struct ckpt_ctx *ctx;
+    struct ckpt_codec_ws *ws;
+    const struct rjob *j;
+    const uint8_t *buf;
+    size_t *next;             /* rjob_fn's: entries before it are delivered */
+    int stop;                 /* an entry failed: the rest waits for the end */
+    int mode;                 /* entry *next: 0 unknown, 1 piece by piece, 2 whole */
+    size_t sdone;             /* mode 1: payload bytes hashed (and written) */
+    XXH3_state_t *xs;         /* mode 1: content hash so far */
+};
+
+static int stream_piece(struct early *a, const struct rent *e, const uint8_t *payload,
+                        size_t upto)
+{
+    char derr[CKPT_ERR_MAX];
+    size_t n = upto - a->sdone;
+
+    XXH3_128bits_update(a->xs, payload + a->sdone, n);
+    if (e->d && write_at(e->d, e->off + a->sdone, payload + a->sdone, n, derr) != CKPT_OK)
+        return -1;
+    a->sdone = upto;
+    return 0;
+}
+
+static int stream_matches(struct early *a, const struct rent *e)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(a->xs));
+    return memcmp(c.digest, e->c->id, CKPT_ID_LEN) == 0;
+}
+
+static size_t early_fn(void *arg, size_t have)
+{
+    struct early *a = arg;
+    char derr[CKPT_ERR_MAX];
+
+    if (have == 0) { /* a transfer starts (again): its bytes are new */
+        a->stop = 0;
+        a->mode = 0;
+        a->sdone = 0;
+    }
+    while (!a->stop && *a->next < a->j->n) {
+        const struct rent *e = &a->j->e[*a->next];
+        size_t at = (size_t)(e->c->off - a->j->off), end = at + e->c->stored_len;
+        if (a->mode == 0) {
+            if (have < at + CKPT_CHUNK_HDR)
+                return at + CKPT_CHUNK_HDR;
+            a->mode = a->xs && (!e->d || e->d->kind == CKPT_ITEM_FILE) &&
+                              ckpt__chunk_is_plain(a->buf + at, e->c->stored_len, e->c->id,
+                                                   e->c->raw_len)
+                          ? 1 : 2;
+            a->sdone = 0;
+            if (a->mode == 1)
+                XXH3_128bits_reset(a->xs);
+        }
+        if (a->mode == 2) {
+            if (end > have)
+                return end;
+            if (deliver(a->ctx, a->ws, e, a->buf + at, derr) != CKPT_OK) {
+                a->stop = 1;
+                break;
+            }
+        } else {
+            const uint8_t *payload = a->buf + at + CKPT_CHUNK_HDR;
+            size_t upto = (have < end ? have : end) - (at + CKPT_CHUNK_HDR);
+            if (upto > a->sdone &&
+                (upto - a->sdone >= STREAM_STEP || upto == e->c->raw_len) &&
+                stream_piece(a, e, payload, upto) != 0) {
+                a->stop = 1;
+                break;
+            }
+            if (a->sdone < e->c->raw_len) {
+                size_t want = at + CKPT_CHUNK_HDR + a->sdone + STREAM_STEP;
+                return want < end ? want : end;
+            }
+            if (!stream_matches(a, e) ||
+                (e->d && a->ctx->restore_sync &&
+                 flush_behind(e->d, e->c->raw_len, derr) != CKPT_OK)) {
+                a->stop = 1;
+                break;
+            }
+        }
+        (*a->next)++;
+        a->mode = 0;
+    }
+    return 0;
+}
+
 static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     struct rjob *j = arg;
+    XXH3_state_t *xs = j->ranged ? XXH3_createState() : NULL;
     char err[CKPT_ERR_MAX] = "", derr[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 400] = "";
     ckpt_status st = CKPT_OK, first = CKPT_OK;
     size_t next = 0; /* entries before it are delivered */
@@ -365,8 +479,11 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
         size_t len = 0;
         if (j->ranged) {
             uint8_t *fb = ckpt__codec_ws_fetch(ws, j->len + 1);
+            struct early ea = { ctx, ws, j, fb, &next, 0, 0, 0, xs };
+            struct ckpt_range_watch w = { early_fn, &ea };
             st = fb ? ctx->store->ops->get_range(ctx->store, j->key, j->off, j->len,
-                                                 CKPT_GET_SELF_CHECKED, fb, derr)
+                                                 CKPT_GET_SELF_CHECKED, fb,
+                                                 &w, derr)
                     : CKPT_E_NOMEM;
             if (!fb)
                 ckpt__seterr(derr, "no memory for a %zu-byte range", j->len);
@@ -438,6 +555,7 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
             free(buf);
     }
 out:
+    XXH3_freeState(xs);
     ckpt__batch_done(j->b, first, msg);
     free(j->e);
     free(j);

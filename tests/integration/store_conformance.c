@@ -121,17 +121,17 @@ static void check_basic(struct ckpt_store *st)
         unsigned char rb[3001];
         for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
             memset(rb, 0, sizeof(rb));
-            s = st->ops->get_range(st, key, r[i].off, r[i].len, 0, rb, err);
+            s = st->ops->get_range(st, key, r[i].off, r[i].len, 0, rb, NULL, err);
             CHECK(s == CKPT_OK && !memcmp(rb, data + r[i].off, r[i].len),
                   "range %llu+%zu: %s (%s)", (unsigned long long)r[i].off, r[i].len,
                   ckpt_strerror(s), err);
         }
-        s = st->ops->get_range(st, key, 2500, 1000, 0, rb, err);
+        s = st->ops->get_range(st, key, 2500, 1000, 0, rb, NULL, err);
         CHECK(s != CKPT_OK, "range past the end accepted: %s", ckpt_strerror(s));
-        s = st->ops->get_range(st, key, 4000, 10, 0, rb, err);
+        s = st->ops->get_range(st, key, 4000, 10, 0, rb, NULL, err);
         CHECK(s != CKPT_OK, "range after the end accepted: %s", ckpt_strerror(s));
         key_of(key, sizeof(key), "basic", 98);
-        s = st->ops->get_range(st, key, 0, 10, 0, rb, err);
+        s = st->ops->get_range(st, key, 0, 10, 0, rb, NULL, err);
         CHECK(s == CKPT_E_NOENT, "range of a missing object: %s (%s)", ckpt_strerror(s), err);
         key_of(key, sizeof(key), "basic", 1);
     }
