@@ -4,11 +4,10 @@
  * into staging blocks and queues one job per chunk. Workers hash each chunk
  * (XXH3-128), skip it when the run already holds it, else filter, compress
  * and put it (deferred durability): as its own object on a local disk, or
- * appended to the save's open pack on an object store; the worker that
- * finds that pack full seals it and uploads it (at most
+ * appended to the save's open pack on an object store; the worker whose
+ * chunk fills that pack seals it and uploads it (at most
  * ctx->pack_inflight at once), the commit uploads the last one. The worker
- * that finishes the last chunk
- * queues the commit job: barrier (all chunks durable), manifest (durable),
+ * that finishes the last chunk queues the commit job: barrier (all chunks durable), manifest (durable),
  * HEAD (conditional on the etag this writer last saw), then retention.
  *
  * Without a staging cap the chunk jobs are held back until the copy is done,
@@ -496,8 +495,8 @@ static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
 }
 
 /* Append one encoded chunk object to the save's open pack; the worker
- * whose chunk does not fit uploads the full pack first, then fills its
- * buffer again. */
+ * whose chunk fills it (pack_bytes or more) seals it and uploads it at
+ * once, so a pack leaves as soon as it is complete. */
 static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const void *hdr,
                                const void *payload, size_t plen, struct ckpt_chunk_ref *ref,
                                char *err)
@@ -508,10 +507,7 @@ static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const
     for (;;) {
         pthread_mutex_lock(&sv->mu);
         b = sv->open;
-        if (b && b->len >= ctx->pack_bytes) {
-            full = b; /* sealed: ours to upload */
-            sv->open = b = NULL;
-        } else if (!b && spare) {
+        if (!b && spare) {
             spare->slot = pack_slot_new(sv);
             if (spare->slot == UINT32_MAX) {
                 pthread_mutex_unlock(&sv->mu);
@@ -534,21 +530,14 @@ static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const
             ref->pack = b->slot + 1;
             ref->off = b->len;
             b->len += len;
+            if (b->len >= ctx->pack_bytes) {
+                full = b; /* sealed: ours to upload */
+                sv->open = NULL;
+            }
             pthread_mutex_unlock(&sv->mu);
             break;
         }
         pthread_mutex_unlock(&sv->mu);
-        if (full) {
-            st = pack_upload(ctx, sv, full, err);
-            if (spare)
-                packbuf_put(ctx, full); /* one spare is enough */
-            else
-                spare = full;
-            full = NULL;
-            if (st)
-                break;
-            continue;
-        }
         if (sv->st) { /* failed elsewhere: stop */
             st = sv->st;
             ckpt__seterr(err, "save already failed");
@@ -562,6 +551,10 @@ static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const
         }
     }
     packbuf_put(ctx, spare);
+    if (full) {
+        st = pack_upload(ctx, sv, full, err);
+        packbuf_put(ctx, full);
+    }
     return st;
 }
 
