@@ -326,6 +326,24 @@ static void check_many(struct ckpt_store *st, unsigned n)
           l.n);
 }
 
+/* A range handed over while it arrives: at every call the bytes said to be
+ * in place are the object's, and calls come in order. */
+struct watch_check {
+    const unsigned char *want;
+    const unsigned char *dst;
+    size_t last, calls, bad;
+};
+
+static size_t watch_fn(void *arg, size_t have)
+{
+    struct watch_check *w = arg;
+    if (have && (have < w->last || memcmp(w->dst, w->want, have) != 0))
+        w->bad++;
+    w->last = have;
+    w->calls += have != 0;
+    return have + 512 * 1024;
+}
+
 static void check_big(struct ckpt_store *st, size_t big)
 {
     char err[CKPT_ERR_MAX] = "", key[256], etag[CKPT_ETAG_MAX] = "";
@@ -344,6 +362,18 @@ static void check_big(struct ckpt_store *st, size_t big)
     CHECK(s == CKPT_OK && len == big && !memcmp(buf, data, big),
           "big get: %s len %zu (%s)", ckpt_strerror(s), len, err);
     free(buf);
+    buf = malloc(big + 1);
+    if (buf) {
+        struct watch_check wc = { data, buf, 0, 0, 0 };
+        struct ckpt_range_watch w = { watch_fn, &wc };
+        s = st->ops->get_range(st, key, 0, big, 0, buf, &w, err);
+        CHECK(s == CKPT_OK && !memcmp(buf, data, big), "big range: %s (%s)",
+              ckpt_strerror(s), err);
+        CHECK(!wc.bad, "big range: %zu of %zu progress calls saw wrong bytes", wc.bad,
+              wc.calls);
+        printf("big range: %zu progress calls\n", wc.calls);
+        free(buf);
+    }
     s = st->ops->head(st, key, &size, NULL, err);
     CHECK(s == CKPT_OK && size == big, "big head: %s size %llu", ckpt_strerror(s),
           (unsigned long long)size);
