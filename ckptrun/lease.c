@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "lease.h"
 #include "store.h"
@@ -75,6 +77,25 @@ out:
     return st;
 }
 
+/* A LEASE body ends with its own checksum: ...,"sum":"<XXH64 of the bytes
+ * before the comma, 16 hex digits>"}\n. @return 1 it matches, 0 there is
+ * none (an older writer), -1 it does not match (torn or damaged). */
+#define SUM_TAG ",\"sum\":\""
+static int sum_check(const char *buf, size_t len)
+{
+    const size_t tail = sizeof SUM_TAG - 1 + 16 + 3; /* tag, digits, "}\n */
+    char want[17];
+    const char *t;
+    if (len < tail)
+        return 0;
+    t = buf + len - tail;
+    if (memcmp(t, SUM_TAG, sizeof SUM_TAG - 1) != 0)
+        return memmem(buf, len, SUM_TAG, sizeof SUM_TAG - 1) ? -1 : 0;
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)XXH64(buf, (size_t)(t - buf), 0));
+    return memcmp(t + sizeof SUM_TAG - 1, want, 16) == 0 &&
+           memcmp(buf + len - 3, "\"}\n", 3) == 0 ? 1 : -1;
+}
+
 ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info *out,
                        char *etag, char *err)
 {
@@ -82,12 +103,30 @@ ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info
     void *buf = NULL;
     size_t len;
     ckpt_status s;
+    int sum;
     snprintf(key, sizeof key, "%s/LEASE", run);
-    s = st->ops->get(st, key, LEASE_MAX_BYTES, 0, &buf, &len, etag, err);
-    if (s == CKPT_OK) {
-        s = parse(buf, len, out, err);
+    /* The body checks itself: the store's digest is not needed, and a store
+     * whose digest and body disagree (s3rver, after simultaneous writes of
+     * one key) does not keep the run from being taken. */
+    s = st->ops->get(st, key, LEASE_MAX_BYTES, CKPT_GET_SELF_CHECKED, &buf, &len, etag, err);
+    if (s != CKPT_OK)
+        return s;
+    sum = sum_check(buf, len);
+    if (sum == 0) { /* written by an older ckptrun: the store checks it */
         free(buf);
+        buf = NULL;
+        s = st->ops->get(st, key, LEASE_MAX_BYTES, 0, &buf, &len, etag, err);
+        if (s != CKPT_OK)
+            return s;
     }
+    if (sum < 0) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "LEASE object fails its checksum (torn or damaged)");
+        s = CKPT_E_CORRUPT;
+    } else {
+        s = parse(buf, len, out, err);
+    }
+    free(buf);
     return s;
 }
 
@@ -120,16 +159,18 @@ ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms, 
 static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                                ckpt_put_cond cond, const char *if_match, char *err)
 {
-    char body[512], etag[CKPT_ETAG_MAX];
+    char body[600], etag[CKPT_ETAG_MAX];
     int64_t t = now_ms();
     int64_t exp = released ? 0 : t + (int64_t)l->ttl_ms;
     struct ckpt_put_opts po = { cond, if_match, 0 };
     ckpt_status st;
     int n = snprintf(body, sizeof body,
                      "{\"format\":1,\"holder\":\"%s\",\"epoch\":%llu,\"expires_ms\":%lld,"
-                     "\"heartbeat_ms\":%lld,\"released\":%s}\n",
+                     "\"heartbeat_ms\":%lld,\"released\":%s",
                      l->holder, (unsigned long long)epoch, (long long)exp, (long long)t,
                      released ? "true" : "false");
+    n += snprintf(body + n, sizeof body - (size_t)n, SUM_TAG "%016llx\"}\n",
+                  (unsigned long long)XXH64(body, (size_t)n, 0));
     if (!l->st->ops->has_conditional(l->st))
         po.cond = CKPT_PUT_PLAIN;
     st = l->st->ops->put(l->st, l->key, body, (size_t)n, &po, etag, err);
@@ -141,7 +182,8 @@ static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
     return st;
 }
 
-ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
+static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *contended,
+                                char *err)
 {
     struct lease_info cur;
     char etag[CKPT_ETAG_MAX] = "";
@@ -173,6 +215,8 @@ ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
          * holder (last writer wins; losers see the winner here). */
         sleep_ms(WEAK_SETTLE_MS);
         st = lease_read(l->st, l->run, &cur, etag, err);
+        if (st == CKPT_E_CORRUPT)
+            *contended = 1; /* writes of several runners mixed (s3rver) */
         if (st)
             return st;
         if (strcmp(cur.holder, l->holder)) {
@@ -182,6 +226,24 @@ ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
     }
     l->held = 1;
     return CKPT_OK;
+}
+
+/* Without conditional writes, runners starting at the same instant may
+ * leave a LEASE mixed from their writes (a store that does not make a PUT
+ * atomic for its readers): each tries again after its own random pause,
+ * so one of them ends up writing alone and the others see its lease. */
+ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
+{
+    for (int attempt = 1;; attempt++) {
+        int contended = 0;
+        unsigned r = 0;
+        ckpt_status st = acquire_once(l, other, &contended, err);
+        if (!contended || attempt == 6)
+            return st;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = (unsigned)getpid() * 2654435761u;
+        sleep_ms(200 + (long)(r % 1500));
+    }
 }
 
 /* Without conditional writes a renewal or release would overwrite whatever

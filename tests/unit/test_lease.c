@@ -68,6 +68,48 @@ static void test_damaged_lease(void **state)
     ckpt_store_close(st);
 }
 
+/* A LEASE checks itself: ours ends with "sum"; one written without (by an
+ * older ckptrun) is read as before; a changed digit or a torn body (two
+ * writers' bytes mixed) is damaged, not believed. */
+static void test_lease_checksum(void **state)
+{
+    struct ckpt_store *st = store();
+    struct lease *a;
+    struct lease_info other, li;
+    char err[CKPT_ERR_MAX], *body;
+    void *buf;
+    size_t len;
+    const char *old = "{\"format\":1,\"holder\":\"h:1:n\",\"epoch\":7,\"expires_ms\":1,"
+                      "\"heartbeat_ms\":1,\"released\":true}\n";
+    (void)state;
+    assert_int_equal(lease_open(st, "c", 60000, &a), CKPT_OK);
+    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    assert_int_equal(ckpt_store_get(st, "c/LEASE", 4096, &buf, &len, NULL, err), CKPT_OK);
+    body = buf;
+    assert_non_null(strstr(body, ",\"sum\":\""));
+    assert_int_equal(lease_read(st, "c", &li, NULL, err), CKPT_OK);
+    assert_string_equal(li.holder, lease_holder(a));
+    /* a changed digit in the expiry */
+    char *x = strstr(body, "\"expires_ms\":") + 14;
+    *x = *x == '9' ? '8' : (char)(*x + 1);
+    assert_int_equal(ckpt_store_put(st, "c/LEASE", body, len, NULL, NULL, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "c", &li, NULL, err), CKPT_E_CORRUPT);
+    /* torn: a shorter body over a longer one's tail */
+    *x = *x == '0' ? '9' : (char)(*x - 1);
+    char torn[600];
+    snprintf(torn, sizeof torn, "%.*sxx\"}\n", (int)len, body);
+    assert_int_equal(ckpt_store_put(st, "c/LEASE", torn, strlen(torn), NULL, NULL, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "c", &li, NULL, err), CKPT_E_CORRUPT);
+    free(buf);
+    /* an older writer's LEASE (no sum) */
+    assert_int_equal(ckpt_store_put(st, "c/LEASE", old, strlen(old), NULL, NULL, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "c", &li, NULL, err), CKPT_OK);
+    assert_int_equal(li.epoch, 7);
+    assert_true(li.released);
+    lease_close(a);
+    ckpt_store_close(st);
+}
+
 /* Eight processes race for one lease, ten times: exactly one wins each time. */
 static void test_race(void **state)
 {
@@ -196,6 +238,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lifecycle),
         cmocka_unit_test(test_damaged_lease),
+        cmocka_unit_test(test_lease_checksum),
         cmocka_unit_test(test_race),
         cmocka_unit_test(test_fence),
         cmocka_unit_test(test_weak_takeover),
