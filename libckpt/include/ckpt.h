@@ -263,7 +263,9 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * used. Sizes are checked for every item before anything is written: a size
  * difference returns CKPT_E_SIZE with nothing overwritten. Every protected
  * name must exist in the checkpoint (else CKPT_E_MISMATCH, nothing written);
- * stored items not protected are ignored.
+ * stored items not protected are ignored. Protected files are replaced as
+ * ckpt_restore_dir() writes its files (renamed into place once verified;
+ * fsynced first only with CKPT_RESTORE_SYNC=1).
  * @step receives the step restored (may be NULL).
  * @return CKPT_OK, CKPT_E_NOENT (no committed checkpoint), CKPT_E_SIZE,
  *         CKPT_E_MISMATCH, CKPT_E_CORRUPT (none verified; regions may hold

@@ -378,12 +378,16 @@ static int content_check(const void *raw, size_t len, const uint8_t id[CKPT_ID_L
     return -1;
 }
 
-/* Check a chunk object's header against what the manifest says of it. */
-static ckpt_status chunk_header(const uint8_t *h, size_t obj_len, const uint8_t id[CKPT_ID_LEN],
-                                size_t raw_len, char *err)
-{
-    uint32_t rl, pl;
+struct chunk_hdr {
     unsigned codec, filter, elem;
+    uint32_t rl, pl;          /* raw and payload lengths */
+};
+
+/* Check a chunk object's header against what the manifest says of it, and
+ * read its fields into *o. */
+static ckpt_status chunk_header(const uint8_t *h, size_t obj_len, const uint8_t id[CKPT_ID_LEN],
+                                size_t raw_len, struct chunk_hdr *o, char *err)
+{
     char a[CKPT_ID_HEX + 1], b[CKPT_ID_HEX + 1];
 
     if (obj_len < CKPT_CHUNK_HDR || memcmp(h, CKPT_CHUNK_MAGIC, 4) != 0) {
@@ -394,21 +398,17 @@ static ckpt_status chunk_header(const uint8_t *h, size_t obj_len, const uint8_t 
         ckpt__seterr(err, "chunk header checksum mismatch");
         return CKPT_E_CORRUPT;
     }
-    codec = h[5];
-    filter = h[6];
-    elem = h[7];
-    rl = get32(h + 8);
-    pl = get32(h + 12);
-    if (h[4] != CKPT_CHUNK_VERSION || codec < CKPT_CODEC_NONE || codec > CKPT_CODEC_LZ4 ||
-        filter > CKPT_FILTER_BYTEGROUP || (filter && elem != 2 && elem != 4)) {
+    *o = (struct chunk_hdr){ h[5], h[6], h[7], get32(h + 8), get32(h + 12) };
+    if (h[4] != CKPT_CHUNK_VERSION || o->codec < CKPT_CODEC_NONE || o->codec > CKPT_CODEC_LZ4 ||
+        o->filter > CKPT_FILTER_BYTEGROUP || (o->filter && o->elem != 2 && o->elem != 4)) {
         ckpt__seterr(err, "chunk header names unknown version/codec/filter (%u/%u/%u)",
-                     h[4], codec, filter);
+                     h[4], o->codec, o->filter);
         return CKPT_E_CORRUPT;
     }
-    if (rl != raw_len || (size_t)pl != obj_len - CKPT_CHUNK_HDR || rl > CKPT_MAX_CHUNK ||
-        (codec == CKPT_CODEC_NONE && pl != rl)) {
+    if (o->rl != raw_len || (size_t)o->pl != obj_len - CKPT_CHUNK_HDR || o->rl > CKPT_MAX_CHUNK ||
+        (o->codec == CKPT_CODEC_NONE && o->pl != o->rl)) {
         ckpt__seterr(err, "chunk sizes wrong: raw %u (expected %zu), payload %u of %zu",
-                     rl, raw_len, pl, obj_len - CKPT_CHUNK_HDR);
+                     o->rl, raw_len, o->pl, obj_len - CKPT_CHUNK_HDR);
         return CKPT_E_CORRUPT;
     }
     if (memcmp(h + 24, id, CKPT_ID_LEN) != 0) {
@@ -423,9 +423,9 @@ static ckpt_status chunk_header(const uint8_t *h, size_t obj_len, const uint8_t 
 int ckpt__chunk_is_plain(const void *hdr, size_t obj_len, const uint8_t id[CKPT_ID_LEN],
                          size_t raw_len)
 {
-    const uint8_t *h = hdr;
-    return chunk_header(h, obj_len, id, raw_len, NULL) == CKPT_OK &&
-           h[5] == CKPT_CODEC_NONE && h[6] == 0;
+    struct chunk_hdr o = { 0 };
+    return chunk_header(hdr, obj_len, id, raw_len, &o, NULL) == CKPT_OK &&
+           o.codec == CKPT_CODEC_NONE && o.filter == 0;
 }
 
 /* With `view`: a raw chunk is not copied, *view points at its payload
@@ -436,17 +436,13 @@ static ckpt_status chunk_decode(struct ckpt_codec_ws *ws, const void *obj, size_
                                 const uint8_t **view, char *err)
 {
     const uint8_t *h = obj, *payload;
-    uint32_t rl, pl;
-    unsigned codec, filter, elem;
-    ckpt_status st = chunk_header(h, obj_len, id, raw_len, err);
+    struct chunk_hdr o = { 0 };
+    ckpt_status st = chunk_header(h, obj_len, id, raw_len, &o, err);
+    uint32_t rl = o.rl, pl = o.pl;
+    unsigned codec = o.codec, filter = o.filter, elem = o.elem;
 
     if (st)
         return st;
-    codec = h[5];
-    filter = h[6];
-    elem = h[7];
-    rl = get32(h + 8);
-    pl = get32(h + 12);
     if (ckpt__codec_ws_reserve(ws, rl) != CKPT_OK) {
         ckpt__seterr(err, "no memory for a %u-byte chunk", rl);
         return CKPT_E_NOMEM;

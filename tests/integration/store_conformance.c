@@ -327,7 +327,9 @@ static void check_many(struct ckpt_store *st, unsigned n)
 }
 
 /* A range handed over while it arrives: at every call the bytes said to be
- * in place are the object's, and calls come in order. */
+ * in place are the object's, and calls come in order. Counted per transfer
+ * (have == 0 starts one): a range has no digest of its own, so behind the
+ * fault proxy a transfer may bring a flipped byte, and it is read again. */
 struct watch_check {
     const unsigned char *want;
     const unsigned char *dst;
@@ -337,6 +339,8 @@ struct watch_check {
 static size_t watch_fn(void *arg, size_t have)
 {
     struct watch_check *w = arg;
+    if (!have)
+        w->bad = 0;
     if (have && (have < w->last || memcmp(w->dst, w->want, have) != 0))
         w->bad++;
     w->last = have;
@@ -366,12 +370,15 @@ static void check_big(struct ckpt_store *st, size_t big)
     if (buf) {
         struct watch_check wc = { data, buf, 0, 0, 0 };
         struct ckpt_range_watch w = { watch_fn, &wc };
-        s = st->ops->get_range(st, key, 0, big, 0, buf, &w, err);
-        CHECK(s == CKPT_OK && !memcmp(buf, data, big), "big range: %s (%s)",
-              ckpt_strerror(s), err);
-        CHECK(!wc.bad, "big range: %zu of %zu progress calls saw wrong bytes", wc.bad,
-              wc.calls);
-        printf("big range: %zu progress calls\n", wc.calls);
+        int tries = 0, same = 0;
+        while (!same && tries++ < 5) {
+            s = st->ops->get_range(st, key, 0, big, 0, buf, &w, err);
+            same = s == CKPT_OK && !memcmp(buf, data, big);
+        }
+        CHECK(same, "big range: %s after %d reads (%s)", ckpt_strerror(s), tries, err);
+        CHECK(!wc.bad, "big range: %zu progress calls saw wrong bytes in a transfer that "
+              "ended right", wc.bad);
+        printf("big range: %zu progress calls, %d read(s)\n", wc.calls, tries);
         free(buf);
     }
     s = st->ops->head(st, key, &size, NULL, err);
