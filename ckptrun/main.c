@@ -82,7 +82,7 @@ static const char common_help[] =
     "  --keep N           committed checkpoints to retain [CKPT_KEEP] (default 3)\n"
     "Object stores (set for the trainer too; docs/stores.md):\n"
     "  --connections N    parallel requests [CKPT_CONNECTIONS] (default 8); 8 MiB chunks\n"
-    "                     travel in 32 MiB packs [CKPT_PACK_BYTES], 4 at once\n"
+    "                     travel in 32 MiB packs [CKPT_PACK_BYTES], N/2 at once\n"
     "  --max-rate RATE    upload cap in bytes/s, e.g. 50M [CKPT_MAX_RATE] (default none)\n"
     "  --storage-class C  S3 storage class, e.g. STANDARD_IA, INTELLIGENT_TIERING,\n"
     "                     GLACIER_IR [CKPT_S3_STORAGE_CLASS] (GLACIER, DEEP_ARCHIVE refused)\n"

@@ -3,6 +3,7 @@
  * thread, which callers hand their requests to. See http.h for the policy.
  */
 #include "http.h"
+#include "store.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -85,7 +86,7 @@ struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
     h->queue_tail = &h->queue;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
-    if (pthread_create(&h->thread, NULL, loop_main, h) != 0) {
+    if (ckpt_thread_start(&h->thread, loop_main, h) != 0) {
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->cv);
         goto fail;
@@ -113,9 +114,9 @@ void ckpt_http_free(struct ckpt_http *h)
     pthread_mutex_unlock(&h->mu);
     curl_multi_wakeup(h->multi);
     pthread_join(h->thread, NULL);
+    curl_multi_cleanup(h->multi); /* every easy handle was removed from it */
     for (i = 0; i < h->nfree; i++)
         curl_easy_cleanup(h->free_list[i]);
-    curl_multi_cleanup(h->multi);
     free(h->free_list);
     free(h->active);
     free(h->ca_file);

@@ -1,5 +1,6 @@
 /* store.c -- store URL dispatch and helpers shared by every backend. */
 #include <ctype.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,4 +233,15 @@ void ckpt_store_close(struct ckpt_store *st)
 {
     if (st)
         st->ops->close(st);
+}
+
+int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    int rc;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

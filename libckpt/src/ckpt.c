@@ -218,7 +218,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     /* Packs: on object stores, chunks travel in objects of about 32 MiB
      * (docs/FORMAT.md: a request costs time and fees, small objects waste
      * both); a local disk gains nothing from them. CKPT_PACK_BYTES=0 turns
-     * them off. At most 4 packs upload at once (memory: 5 x pack size). */
+     * them off. Packs upload workers/2 at once (memory: that + 1 packs). */
     {
         const char *pb = getenv("CKPT_PACK_BYTES");
         ctx->pack_bytes = strcmp(ctx->store->ops->scheme, "file") == 0 ? 0 : CKPT_DEFAULT_PACK;
@@ -232,7 +232,9 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
             }
             ctx->pack_bytes = (size_t)b;
         }
-        ctx->pack_inflight = ctx->workers < 4 ? ctx->workers : 4;
+        /* half the workers upload packs while the others fill the next
+         * ones: 4 of the default 8; --connections 32 gives 16 */
+        ctx->pack_inflight = ctx->workers < 2 ? 1 : ctx->workers / 2;
     }
     /* Restored files are not made durable by default: the store holds the
      * durable copy and `ckptrun run` restores from it on every start, so an

@@ -102,7 +102,7 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
         pipe2(c->wake, O_CLOEXEC) != 0)
         goto fail;
     pthread_mutex_init(&c->wmu, NULL);
-    if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
+    if (ckpt_thread_start(&c->reader, reader_main, c) != 0) {
         pthread_mutex_destroy(&c->wmu);
         goto fail;
     }

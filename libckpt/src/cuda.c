@@ -265,7 +265,7 @@ static void copier_start(struct copier *cp)
             break;
         ha->cp = cp;
         ha->idx = (unsigned)i;
-        if (pthread_create(&cp->th[cp->n], NULL, copier_main, ha) != 0) {
+        if (ckpt_thread_start(&cp->th[cp->n], copier_main, ha) != 0) {
             free(ha);
             break;
         }

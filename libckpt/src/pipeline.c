@@ -84,7 +84,7 @@ ckpt_status ckpt__pool_start(struct ckpt_ctx *ctx)
     }
     ctx->pool = p;
     for (unsigned i = 0; i < ctx->workers; i++) {
-        if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0)
+        if (ckpt_thread_start(&p->threads[i], worker_main, p) != 0)
             break;
         p->n++;
     }

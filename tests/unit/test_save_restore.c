@@ -1,4 +1,6 @@
 /* test_save_restore.c -- the library end to end on the file store. */
+#include <dirent.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
@@ -534,6 +536,41 @@ static void test_streamed_ranges(void **state)
     free(got);
 }
 
+/* The library's threads block every signal: SIGTERM or SIGUSR1 sent to a
+ * trainer (or to ckptrun, which reads them from a signalfd) must reach the
+ * application's threads, never a worker where nobody waits for it. */
+static void test_threads_block_signals(void **state)
+{
+    char path[300], line[256];
+    int checked = 0;
+    DIR *d;
+    struct dirent *de;
+    (void)state;
+    struct ckpt_ctx *ctx = open_run("sig", CKPT_CODEC_ZSTD, 0, 0);
+    assert_non_null(d = opendir("/proc/self/task"));
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || atoi(de->d_name) == getpid())
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* ended meanwhile */
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "SigBlk:", 7) == 0) {
+                unsigned long long m = strtoull(line + 7, NULL, 16);
+                assert_true(m & (1ull << (SIGTERM - 1)));
+                assert_true(m & (1ull << (SIGINT - 1)));
+                assert_true(m & (1ull << (SIGUSR1 - 1)));
+                assert_true(m & (1ull << (SIGUSR2 - 1)));
+                checked++;
+            }
+        fclose(f);
+    }
+    closedir(d);
+    assert_true(checked >= 1); /* the workers */
+    ckpt_close(ctx);
+}
+
 static void test_files_and_restore_dir(void **state)
 {
     char src[800], out[800], p[1600];
@@ -805,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_packs),
         cmocka_unit_test(test_packs_mixed),
         cmocka_unit_test(test_streamed_ranges),
+        cmocka_unit_test(test_threads_block_signals),
         cmocka_unit_test(test_damage_falls_back),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_files_and_restore_dir),
