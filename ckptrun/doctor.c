@@ -485,7 +485,7 @@ static void nvme_model(const char *src, char *model, size_t cap)
     b = b ? b + 1 : src;
     if (strncmp(b, "nvme", 4) != 0)
         return;
-    snprintf(dev, sizeof dev, "%s", b);
+    snprintf(dev, sizeof dev, "%.60s", b);
     n = strlen(dev);
     /* strip a partition suffix "pN" after "nvmeXnY" */
     while (n > 0 && dev[n - 1] >= '0' && dev[n - 1] <= '9')

@@ -39,10 +39,10 @@ char *iso_time(int64_t unix_ms, char *buf, size_t n)
 {
     time_t t = (time_t)(unix_ms / 1000);
     struct tm tm;
+    size_t len;
     gmtime_r(&t, &tm);
-    snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (int)(unix_ms % 1000));
+    len = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + len, n - len, ".%03dZ", (int)((unix_ms % 1000 + 1000) % 1000));
     return buf;
 }
 

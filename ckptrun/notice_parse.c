@@ -80,7 +80,7 @@ static int civil_to_ms(int y, int mo, int d, int h, int mi, int sec, int64_t *ms
 int notice_parse_iso8601(const char *s, size_t len, int64_t *ms)
 {
     size_t i = 0;
-    int y, mo, d, h, mi, sec, frac_ms = 0, oh = 0, om = 0, sign = 0;
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, frac_ms = 0, oh = 0, om = 0, sign = 0;
     int64_t t;
 
     if (!s || !ms)
@@ -162,7 +162,7 @@ int notice_parse_rfc1123(const char *s, size_t len, int64_t *ms)
 int notice_parse_tencent(const char *s, size_t len, int64_t *ms)
 {
     size_t i = 0;
-    int y, mo, d, h, mi, sec;
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
     int64_t t;
 
     if (!s || !ms)

@@ -285,7 +285,7 @@ static void *renew_main(void *arg)
                 snprintf(r->why, sizeof r->why, "%s",
                          err[0] ? err : "the lease was taken over by another runner");
             else
-                snprintf(r->why, sizeof r->why, "it expired before a renewal got through (%s%s%s)",
+                snprintf(r->why, sizeof r->why, "it expired before a renewal got through (%s%s%.400s)",
                          ckpt_strerror(st), err[0] ? ": " : "", err);
             r->lost = 1;
             wake_loop();

@@ -47,7 +47,7 @@ static ckpt_status errno_st(int e)
 static ckpt_status fail(char *err, int e, const char *what, const char *path)
 {
     if (err)
-        snprintf(err, CKPT_ERR_MAX, "%s %s: %s", what, path, strerror(e));
+        snprintf(err, CKPT_ERR_MAX, "%s %.400s: %s", what, path, strerror(e));
     return errno_st(e);
 }
 

@@ -198,7 +198,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     if (!strncmp(url, "file://", 7)) {
         if (url[7] != '/') {
             if (err)
-                snprintf(err, CKPT_ERR_MAX, "file store URL must be file:///absolute/path: %s",
+                snprintf(err, CKPT_ERR_MAX, "file store URL must be file:///absolute/path: %.400s",
                          url);
             return CKPT_E_CONFIG;
         }
@@ -224,7 +224,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     }
     if (err)
         snprintf(err, CKPT_ERR_MAX,
-                 "unknown store URL '%s' (expected file:///path, s3://bucket/prefix, "
+                 "unknown store URL '%.400s' (expected file:///path, s3://bucket/prefix, "
                  "gs://bucket/prefix or az://container/prefix)", url);
     return CKPT_E_CONFIG;
 }

@@ -797,7 +797,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
         if (!st && sv->open->len) {
             st = pack_upload(ctx, sv, sv->open, err);
             if (st)
-                snprintf(sv->err, sizeof sv->err, "writing a pack: %s", err);
+                snprintf(sv->err, sizeof sv->err, "writing a pack: %.480s", err);
         }
         packbuf_put(ctx, sv->open);
         sv->open = NULL;
