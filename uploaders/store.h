@@ -18,6 +18,7 @@
 #ifndef CKPT_STORE_H
 #define CKPT_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "ckpt.h"
@@ -204,7 +205,6 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
 /* pthread_create with every signal blocked in the new thread (restored in
  * the caller's): a library's threads must not take signals the application
  * (or ckptrun's signalfd) waits for. @return 0 or an errno value. */
-#include <pthread.h>
 int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif

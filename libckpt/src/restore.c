@@ -274,11 +274,11 @@ struct rjob {
     uint64_t step;
 };
 
-/* Flush behind (CKPT_RESTORE_SYNC=1): every FLUSH_EVERY bytes written to a file, the job that
- * crosses the mark starts their writeback (sync_file_range WRITE: it does
- * not wait), so the disk works while the workers keep downloading and the
- * fsync before the rename, which makes the file durable, has little left
- * to write. Without it that fsync waited for the whole file (on a 1 GiB
+/* Flush behind (CKPT_RESTORE_SYNC=1 only): every FLUSH_EVERY bytes written
+ * to a file, the job that crosses the mark starts their writeback
+ * (sync_file_range WRITE: it does not wait), so the disk works while the
+ * workers keep downloading and the fsync before the rename, which makes
+ * the file durable, has little left to write. Without it that fsync waited for the whole file (on a 1 GiB
  * restore, about as long as a tenth of the download); with fdatasync here
  * instead, each crossing worker stopped downloading until its writeback
  * was done, and the restore took 1.5-2.5x the CPU. */
@@ -672,12 +672,13 @@ ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manife
     return st;
 }
 
-static void dest_cleanup(struct rdest *d, size_t n, int commit, int sync, ckpt_status *st,
-                         char *err)
+/* Rename every restored file into place when all went well (fsynced first
+ * when `sync`), else remove the temporary files. */
+static void dest_cleanup(struct rdest *d, size_t n, int sync, ckpt_status *st, char *err)
 {
     for (size_t i = 0; i < n; i++) {
         if (d[i].fd >= 0) {
-            if (commit && *st == CKPT_OK) {
+            if (*st == CKPT_OK) {
                 /* owner-only, whatever the original allowed others (DESIGN §6) */
                 if (fchmod(d[i].fd, (d[i].mode & 0700) | 0600) != 0 ||
                     (sync && fsync(d[i].fd) != 0) ||
@@ -687,7 +688,7 @@ static void dest_cleanup(struct rdest *d, size_t n, int commit, int sync, ckpt_s
                 }
             }
             close(d[i].fd);
-            if (!commit || *st)
+            if (*st)
                 unlink(d[i].tmp);
         }
         free(d[i].tmp);
@@ -824,7 +825,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         }
     }
     ckpt__batch_destroy(&b);
-    dest_cleanup(d, m->nitems, 1, ctx->restore_sync, &st, err);
+    dest_cleanup(d, m->nitems, ctx->restore_sync, &st, err);
     free(ents);
     return st;
 }
