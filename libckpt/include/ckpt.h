@@ -212,10 +212,15 @@ struct ckpt_ctx;
  *         CKPT_E_UNREACHABLE, CKPT_E_NOMEM, CKPT_E_INVAL (version mismatch). */
 CKPT_API ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out);
 
-/* Register a host memory region under a unique name (1..255 bytes of
- * [A-Za-z0-9._-/], no "..", no leading "/"). The memory is never copied here;
- * it must stay valid and the same size until ckpt_close() or
- * ckpt_unprotect(). Only ckpt_save() (copy) and ckpt_restore() (write) touch
+/* Register a host memory region under a unique name. Names become file
+ * names on restore (ckpt_restore_dir): any relative '/'-separated path of
+ * well-formed UTF-8 without control characters, at most 4095 bytes, each
+ * segment at most 255 bytes and none empty, "." or ".."; no item may also be
+ * the directory of another ("data" and "data/a.bin"; checked by
+ * ckpt_save()). Names outside [A-Za-z0-9._-/+=@,] (or longer than 255
+ * bytes) make the checkpoint manifest format 3 (docs/FORMAT.md).
+ * The memory is never copied here; it must stay valid and the same size
+ * until ckpt_close() or ckpt_unprotect(). Only ckpt_save() (copy) and ckpt_restore() (write) touch
  * it, both on the calling thread.
  * @return CKPT_OK, CKPT_E_INVAL (bad name, NULL with size>0), CKPT_E_EXISTS. */
 CKPT_API ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name,
@@ -253,7 +258,26 @@ CKPT_API ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name,
  * @return CKPT_OK, CKPT_E_INVAL, CKPT_E_EXISTS. */
 CKPT_API ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name,
                                        const char *path);
-/* Forget a region or file. @return CKPT_OK or CKPT_E_NOENT. Waits for an
+/* Register a symbolic link (Lightning's `last.ckpt`) under a unique name:
+ * `target` is the link's text as readlink(2) gives it, copied here. It must
+ * be relative (at most 4095 bytes of UTF-8 without control characters) and,
+ * resolved lexically from the link's own directory (".." taken textually;
+ * every directory on the way one that holds items of the checkpoint), name
+ * a non-link item or a directory of items of the same checkpoint: never
+ * outside it, never the link's own directory, never another link. Where it
+ * lands is checked by ckpt_save() against the items protected then (so they
+ * may be registered in any order): CKPT_E_INVAL from ckpt_save(), with the
+ * reason in ckpt_errmsg(), when it does not. A checkpoint holding a link is
+ * manifest format 3 (docs/FORMAT.md).
+ * On restore, ckpt_restore_dir() creates each link after every file is in
+ * place (symlink(2) under a temporary name, then rename(2)); nothing is
+ * ever written through a link. ckpt_restore() ignores link items (stored or
+ * protected): there is no region to write.
+ * @return CKPT_OK, CKPT_E_INVAL (bad name or target), CKPT_E_EXISTS,
+ *         CKPT_E_NOMEM. */
+CKPT_API ckpt_status ckpt_protect_link(struct ckpt_ctx *ctx, const char *name,
+                                       const char *target);
+/* Forget a region, file or link. @return CKPT_OK or CKPT_E_NOENT. Waits for an
  * in-flight save first. */
 CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
 
@@ -320,6 +344,7 @@ struct ckpt_info {
     uint64_t new_bytes;     /* compressed bytes first written by this checkpoint */
     uint64_t chunks;
     const char *manifest;   /* store key of the manifest */
+    uint64_t links;         /* link items among `items` (ckpt_protect_link) */
 };
 typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
 /* Call fn for each committed checkpoint of the run, newest first; fn returns

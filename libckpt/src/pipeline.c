@@ -887,6 +887,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     nh.entries[0].manifest = mkey + strlen(ctx->run) + 1;
     nh.entries[0].step = m->step;
     nh.entries[0].seq = m->seq;
+    nh.entries[0].format = ckpt__manifest_format(m);
     for (size_t i = 1; i < keepn; i++)
         nh.entries[i] = ctx->head.entries[i - 1];
     st = ckpt__head_encode(&nh, &hbuf, &hlen);
@@ -1038,6 +1039,14 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
             save_free(sv);
             return CKPT_E_NOMEM;
         }
+        if (it->kind == CKPT_ITEM_LINK) {
+            mi->mode = 0777;
+            mi->target = ckpt__strdup(it->path);
+            if (!mi->target) {
+                save_free(sv);
+                return CKPT_E_NOMEM;
+            }
+        }
         if (it->kind == CKPT_ITEM_FILE) {
             struct stat sb;
             if (stat(it->path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -1063,6 +1072,16 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
         sv->chunk_base[i] = total_chunks;
         total_chunks += mi->nchunks;
         sv->raw_bytes += mi->size;
+    }
+    {
+        /* the item set as a whole: names, directories, where links land */
+        char err[CKPT_ERR_MAX] = "";
+        st = ckpt__manifest_check(&sv->m, err);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "step %" PRIu64 " not saved: %s", step, err);
+            save_free(sv);
+            return st == CKPT_E_NOMEM ? st : CKPT_E_INVAL;
+        }
     }
     sv->is_new = calloc(total_chunks ? total_chunks : 1, 1);
     if (!sv->is_new) {

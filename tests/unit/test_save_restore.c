@@ -627,6 +627,171 @@ static void test_files_and_restore_dir(void **state)
     ckpt_close(ctx);
 }
 
+/* The first line of a file ("" if it cannot be read). */
+static void read_line(const char *path, char *line, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    line[0] = '\0';
+    if (f) {
+        if (!fgets(line, (int)n, f))
+            line[0] = '\0';
+        fclose(f);
+    }
+}
+
+/* Whether the newest file under <store>/<sub> (by name) contains `text`. */
+static int store_file_has(const char *sub, const char *text)
+{
+    char cmd[1200], buf[65536];
+    size_t n;
+    snprintf(cmd, sizeof cmd, "cat \"$(ls -d %s/store/%s | sort | tail -n 1)\"", g_dir, sub);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, p);
+    pclose(p);
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
+/* Link items: committed with their target, recreated by ckpt_restore_dir as
+ * links after the files (replacing a file or link of that name, never
+ * writing through one), ignored by ckpt_restore; targets that leave the
+ * checkpoint, dangle or name another link fail the save (CKPT_E_INVAL)
+ * before anything is written. The manifest and HEAD say format 3, so older
+ * readers say "upgrade" and older writers do not commit over it. */
+static void test_links(void **state)
+{
+    char src[800], out[800], p[1600], q[1600], line[200], lt[200];
+    uint64_t step;
+    struct stat sb;
+    (void)state;
+    snprintf(src, sizeof src, "%s/lsrc", g_dir);
+    mkdir(src, 0700);
+    snprintf(p, sizeof p, "%s/sub", src);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/epoch=3.ckpt", src);
+    write_file(p, "epoch three");
+    snprintf(q, sizeof q, "%s/sub/x", src);
+    write_file(q, "x in sub");
+    struct ckpt_ctx *ctx = open_run("links", CKPT_CODEC_ZSTD, 0, 0);
+    assert_int_equal(ckpt_protect_link(ctx, "last.ckpt", "epoch=3.ckpt"), CKPT_OK);
+    assert_int_equal(ckpt_protect_link(ctx, "lastdir", "sub/"), CKPT_OK);
+    assert_int_equal(ckpt_protect_link(ctx, "sub/up", "../epoch=3.ckpt"), CKPT_OK);
+    assert_int_equal(ckpt_protect_file(ctx, "epoch=3.ckpt", p), CKPT_OK); /* after its link */
+    assert_int_equal(ckpt_protect_file(ctx, "sub/x", q), CKPT_OK);
+    assert_int_equal(ckpt_protect_link(ctx, "abs", "/etc/passwd"), CKPT_E_INVAL);
+    assert_int_equal(ckpt_protect_link(ctx, "ctl", "a\nb"), CKPT_E_INVAL);
+    assert_int_equal(ckpt_protect_link(ctx, "last.ckpt", "sub/x"), CKPT_E_EXISTS);
+    save_ok(ctx, 3);
+    assert_true(store_file_has("links/manifests/*", "\"format\":3,"));
+    assert_true(store_file_has("links/manifests/*", "\"kind\":\"link\","));
+    assert_true(store_file_has("links/manifests/*", "\"target\":\"epoch=3.ckpt\""));
+    assert_true(store_file_has("links/HEAD", "\"format\":3,"));
+    assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+
+    /* into a directory where last.ckpt is a file and lastdir a link to
+     * somewhere else: both replaced by the checkpoint's links */
+    snprintf(out, sizeof out, "%s/lout", g_dir);
+    mkdir(out, 0700);
+    snprintf(p, sizeof p, "%s/last.ckpt", out);
+    write_file(p, "stale file");
+    snprintf(p, sizeof p, "%s/lastdir", out);
+    assert_int_equal(symlink(g_dir, p), 0);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    const char *links[][2] = { { "last.ckpt", "epoch=3.ckpt" }, { "lastdir", "sub/" },
+                               { "sub/up", "../epoch=3.ckpt" } };
+    for (size_t i = 0; i < 3; i++) {
+        ssize_t n;
+        snprintf(p, sizeof p, "%s/%s", out, links[i][0]);
+        assert_int_equal(lstat(p, &sb), 0);
+        assert_true(S_ISLNK(sb.st_mode));
+        n = readlink(p, lt, sizeof lt - 1);
+        assert_true(n > 0);
+        lt[n] = '\0';
+        assert_string_equal(lt, links[i][1]);
+    }
+    snprintf(p, sizeof p, "%s/last.ckpt", out);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "epoch three");
+    snprintf(p, sizeof p, "%s/lastdir/x", out);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "x in sub");
+    snprintf(p, sizeof p, "%s/sub/up", out);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "epoch three");
+    snprintf(p, sizeof p, "%s/x", g_dir); /* nothing went through the old link */
+    assert_int_not_equal(access(p, F_OK), 0);
+    /* a second restore over its own links */
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    /* into the protected regions: the links are ignored */
+    snprintf(p, sizeof p, "%s/epoch=3.ckpt", src);
+    write_file(p, "changed");
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "epoch three");
+
+    /* targets that do not land on an item of the checkpoint */
+    const char *bad[][2] = { { "esc", "../epoch=3.ckpt" },   { "dang", "nothing" },
+                             { "l2l", "last.ckpt" },         { "self", "." },
+                             { "sub/loop", ".." },           { "thru", "last.ckpt/../sub/x" },
+                             { "filedir", "epoch=3.ckpt/" } };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(ckpt_protect_link(ctx, bad[i][0], bad[i][1]), CKPT_OK);
+        if (ckpt_save(ctx, 4) != CKPT_E_INVAL)
+            fail_msg("link %s -> %s saved", bad[i][0], bad[i][1]);
+        assert_non_null(strstr(ckpt_errmsg(ctx), bad[i][0]));
+        assert_int_equal(ckpt_unprotect(ctx, bad[i][0]), CKPT_OK);
+    }
+    /* an item that is also the directory of another */
+    uint32_t v = 7;
+    assert_int_equal(ckpt_protect(ctx, "sub", &v, sizeof v), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 4), CKPT_E_INVAL);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "directory"));
+    assert_int_equal(ckpt_unprotect(ctx, "sub"), CKPT_OK);
+    save_ok(ctx, 4);
+    ckpt_close(ctx);
+}
+
+/* Any real file name (spaces, '+', accents, CJK) is checkpointed and
+ * restored under its name; the manifest is format 3 only then. */
+static void test_utf8_names(void **state)
+{
+    const char *names[] = { "model bin+x.bin", "r\xc3\xa9sum\xc3\xa9.txt",
+                            "\xe6\xa8\xa1\xe5\x9e\x8b v2.pt", "dir with space/a b" };
+    char src[800], out[800], p[1600], line[100];
+    uint64_t step;
+    (void)state;
+    snprintf(src, sizeof src, "%s/usrc", g_dir);
+    mkdir(src, 0700);
+    struct ckpt_ctx *ctx = open_run("utf8", CKPT_CODEC_ZSTD, 0, 0);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/f%zu", src, i);
+        write_file(p, names[i]);
+        assert_int_equal(ckpt_protect_file(ctx, names[i], p), CKPT_OK);
+    }
+    assert_int_equal(ckpt_protect_file(ctx, "bad\x01name", p), CKPT_E_INVAL);
+    save_ok(ctx, 1);
+    assert_true(store_file_has("utf8/manifests/*", "\"format\":3,"));
+    snprintf(out, sizeof out, "%s/uout", g_dir);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, names[i]);
+        read_line(p, line, sizeof line);
+        assert_string_equal(line, names[i]);
+    }
+    ckpt_close(ctx);
+    /* the old alphabet stays format 1 */
+    ctx = open_run("ascii", CKPT_CODEC_ZSTD, 0, 0);
+    snprintf(p, sizeof p, "%s/f0", src);
+    assert_int_equal(ckpt_protect_file(ctx, "checkpoint-1/model+x=1@a,b.bin", p), CKPT_OK);
+    save_ok(ctx, 1);
+    assert_true(store_file_has("ascii/manifests/*", "\"format\":1,"));
+    assert_true(store_file_has("ascii/HEAD", "\"format\":1,"));
+    ckpt_close(ctx);
+}
+
 /* A checkpoint written with a larger chunk size than the reader's (the writer
  * set CKPT_CHUNK_BYTES, the new machine did not) restores and verifies: into
  * memory, into a protected file and into a directory. */
@@ -846,11 +1011,15 @@ int main(void)
         cmocka_unit_test(test_damage_falls_back),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_files_and_restore_dir),
+        cmocka_unit_test(test_links),
+        cmocka_unit_test(test_utf8_names),
         cmocka_unit_test(test_reader_smaller_chunks),
         cmocka_unit_test(test_staging_cap_and_busy),
         cmocka_unit_test(test_fencing),
         cmocka_unit_test(test_fence_epoch),
         cmocka_unit_test(test_bad_stores),
     };
+    if (getenv("CKPT_TEST_FILTER")) /* one test by name, when working on it */
+        cmocka_set_test_filter(getenv("CKPT_TEST_FILTER"));
     return cmocka_run_group_tests(tests, store_setup, store_teardown);
 }
