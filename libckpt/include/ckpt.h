@@ -252,9 +252,19 @@ CKPT_API ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name,
  *         stream could not be created). */
 CKPT_API ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name,
                                          void *dev_ptr, size_t size);
-/* Register a file: its bytes are read by the workers during the background
- * persist, so the program must not modify it until ckpt_wait() or the next
- * ckpt_save(). On restore the file is rewritten atomically (temp + rename).
+/* Register a file (by path, opened again at each save). ckpt_save() stats
+ * it (its shape is fixed then: size, mode) and the workers read its bytes
+ * during the background persist. A file rewritten or replaced meanwhile is
+ * noticed (device, inode, size, mtime and ctime to the nanosecond, compared
+ * once its last chunk is read; a rename over it at every chunk) and read
+ * again, whole, from a new snapshot: a checkpoint never holds a mix of two
+ * versions. After 3 reads that each saw it change the save fails
+ * (CKPT_E_IO, naming the file); a file deleted before ckpt_save() fails it
+ * at once, one deleted while it is read fails the persist, both with
+ * CKPT_E_NOENT naming the item; nothing is committed then. (File systems
+ * whose timestamps are coarser than the kernel's, such as FAT or some NFS
+ * servers, can hide a rewrite of the same size within their resolution.)
+ * On restore the file is rewritten atomically (temp + rename).
  * @return CKPT_OK, CKPT_E_INVAL, CKPT_E_EXISTS. */
 CKPT_API ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name,
                                        const char *path);
@@ -309,8 +319,11 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.
  * @return CKPT_OK (snapshot taken), CKPT_E_BUSY, CKPT_E_NOMEM, CKPT_E_INVAL
- *         (nothing protected), CKPT_E_CUDA, CKPT_E_IO (a protected file cannot
- *         be read). The outcome of the background persist is reported by
+ *         (nothing protected; or the item set cannot be restored: an item
+ *         that is also a directory of another, a link whose target does not
+ *         land on an item of the checkpoint; ckpt_errmsg() says which),
+ *         CKPT_E_CUDA, CKPT_E_NOENT (a protected file does not exist),
+ *         CKPT_E_IO (a protected file cannot be read). The outcome of the background persist is reported by
  *         ckpt_wait(); a failed persist that nobody waited for is logged (warn)
  *         when the next save starts, and the run keeps its previous commit. */
 CKPT_API ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step);

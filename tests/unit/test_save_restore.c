@@ -6,6 +6,7 @@
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "internal.h"
+#include "fault_store.h"
 
 static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)
 {
@@ -622,7 +623,7 @@ static void test_files_and_restore_dir(void **state)
     /* a protected file that vanished: clear error at save */
     snprintf(p, sizeof p, "%s/gone.bin", src);
     assert_int_equal(ckpt_protect_file(ctx, "gone", p), CKPT_OK);
-    assert_int_equal(ckpt_save(ctx, 101), CKPT_E_IO);
+    assert_int_equal(ckpt_save(ctx, 101), CKPT_E_NOENT);
     assert_non_null(strstr(ckpt_errmsg(ctx), "gone"));
     ckpt_close(ctx);
 }
@@ -790,6 +791,145 @@ static void test_utf8_names(void **state)
     assert_true(store_file_has("ascii/manifests/*", "\"format\":1,"));
     assert_true(store_file_has("ascii/HEAD", "\"format\":1,"));
     ckpt_close(ctx);
+}
+
+/* ---- protected files that change while the workers read them ---------- */
+struct rewrite {
+    const char *path;
+    size_t n;
+    uint32_t seed;      /* content of the next rewrite */
+    int mode;           /* 0 rewrite in place, 1 rename a new file over it, 2 delete */
+    int done;
+};
+
+static void write_bytes(const char *path, const uint8_t *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Store hook, at a chunk's put: the trainer writes the protected file
+ * again, between the reads of two of its chunks. */
+static void rewrite_hook(void *user, const char *key)
+{
+    struct rewrite *r = user;
+    uint8_t *b = malloc(r->n);
+    char tmp[900];
+    (void)key;
+    fill_random(b, r->n, r->seed++);
+    if (r->mode == 0) {
+        write_bytes(r->path, b, r->n); /* same size, new bytes */
+    } else if (r->mode == 1) {
+        snprintf(tmp, sizeof tmp, "%s.new", r->path);
+        write_bytes(tmp, b, r->n);
+        assert_int_equal(rename(tmp, r->path), 0);
+    } else {
+        unlink(r->path);
+    }
+    r->done++;
+    free(b);
+}
+
+static struct ckpt_ctx *open_one_worker(const char *run)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx = NULL;
+    cfg.store = g_url;
+    cfg.run = run;
+    cfg.chunk_bytes = 64 << 10;
+    cfg.workers = 1; /* chunks read in order: the rewrite lands between two */
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    return ctx;
+}
+
+/* A protected file rewritten while its chunks are read (after the first
+ * chunk's put, before the second chunk's read) is read again: the
+ * checkpoint holds one version of it, never a mix. Rewritten at every
+ * read, the save fails naming the file; deleted before or during the read,
+ * it fails with CKPT_E_NOENT. Nothing is committed by a failed save. */
+static void test_file_changes_during_save(void **state)
+{
+    size_t n = 8 * (64 << 10) + 100;
+    uint8_t *got = malloc(n), *want = malloc(n);
+    char src[800], p[900], out[800];
+    uint64_t step = 0;
+    struct ckpt_info info[2];
+    (void)state;
+    snprintf(src, sizeof src, "%s/csrc", g_dir);
+    mkdir(src, 0700);
+    snprintf(p, sizeof p, "%s/state.pt", src);
+    for (int mode = 0; mode < 2; mode++) {
+        char run[32];
+        struct rewrite rw = { p, n, 100, mode, 0 };
+        snprintf(run, sizeof run, "chg%d", mode);
+        fill_random(want, n, 1);
+        write_bytes(p, want, n);
+        struct ckpt_ctx *ctx = open_one_worker(run);
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 1,
+                                            .act = FAULT_HOOK, .hook = rewrite_hook,
+                                            .user = &rw, .after = 1 });
+        assert_int_equal(ckpt_protect_file(ctx, "state.pt", p), CKPT_OK);
+        save_ok(ctx, 1);
+        assert_int_equal(rw.done, 1);
+        fill_random(want, n, 100); /* the version after the rewrite */
+        snprintf(out, sizeof out, "%s/cout%d", g_dir, mode);
+        assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+        snprintf(p, sizeof p, "%s/state.pt", out);
+        FILE *f = fopen(p, "rb");
+        assert_non_null(f);
+        assert_int_equal(fread(got, 1, n, f), n);
+        fclose(f);
+        assert_memory_equal(got, want, n);
+        snprintf(p, sizeof p, "%s/state.pt", src);
+        ckpt_close(ctx);
+    }
+    /* rewritten at every chunk: it never holds still */
+    {
+        struct rewrite rw = { p, n, 200, 0, 0 };
+        struct ckpt_ctx *ctx = open_one_worker("chg2");
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/",
+                                            .count = ~0u, .act = FAULT_HOOK,
+                                            .hook = rewrite_hook, .user = &rw, .after = 1 });
+        assert_int_equal(ckpt_protect_file(ctx, "state.pt", p), CKPT_OK);
+        assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_E_IO);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        assert_non_null(strstr(ckpt_errmsg(ctx), "kept changing"));
+        memset(info, 0, sizeof info);
+        assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+        assert_int_equal(info[0].step, 0); /* nothing committed */
+        ckpt_close(ctx);
+    }
+    /* deleted while it is read */
+    {
+        struct rewrite rw = { p, n, 300, 2, 0 };
+        struct ckpt_ctx *ctx = open_one_worker("chg3");
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 2,
+                                            .act = FAULT_HOOK, .hook = rewrite_hook,
+                                            .user = &rw, .after = 1 });
+        fill_random(want, n, 1);
+        write_bytes(p, want, n);
+        assert_int_equal(ckpt_protect_file(ctx, "state.pt", p), CKPT_OK);
+        assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_E_NOENT);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        assert_non_null(strstr(ckpt_errmsg(ctx), "deleted"));
+        memset(info, 0, sizeof info);
+        assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+        assert_int_equal(info[0].step, 0);
+        /* and deleted before the save */
+        assert_int_equal(ckpt_save(ctx, 2), CKPT_E_NOENT);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        ckpt_close(ctx);
+    }
+    free(got);
+    free(want);
 }
 
 /* A checkpoint written with a larger chunk size than the reader's (the writer
@@ -1013,6 +1153,7 @@ int main(void)
         cmocka_unit_test(test_files_and_restore_dir),
         cmocka_unit_test(test_links),
         cmocka_unit_test(test_utf8_names),
+        cmocka_unit_test(test_file_changes_during_save),
         cmocka_unit_test(test_reader_smaller_chunks),
         cmocka_unit_test(test_staging_cap_and_busy),
         cmocka_unit_test(test_fencing),
