@@ -5,7 +5,7 @@ ASAN    ?= build-asan
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-peers bench install clean
+.PHONY: all deps build demo test test-fast test-asan test-peers stress bench install clean
 
 all: build
 
@@ -29,18 +29,22 @@ test-peers:
 	fi
 
 # Every test, then the whole suite again under AddressSanitizer + UBSan.
+# The long randomized trials (label `stress`) run with `make stress`.
 test: deps build test-peers
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE stress
 	@$(MAKE) --no-print-directory test-asan
 
 test-fast: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE stress
+
+stress: deps build
+	@cd $(BUILD) && ctest --output-on-failure -L stress
 
 test-asan:
 	@cmake -S . -B $(ASAN) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) > $(ASAN).configure.log 2>&1 || { cat $(ASAN).configure.log; exit 1; }
 	@MAKEFLAGS=--no-print-directory cmake --build $(ASAN) -j $(JOBS)
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -j $(JOBS) -LE nosan
+		ctest --output-on-failure -j $(JOBS) -LE 'nosan|stress'
 
 bench: deps build test-peers
 	@bash scripts/deps.sh --bench

@@ -47,6 +47,7 @@ struct opts {
     uint64_t lead_ms;         /* SIGUSR1/SIGXCPU notice lead time */
     uint64_t settle_ms;
     uint64_t min_age_ms;      /* gc */
+    int dry_run;              /* gc --dry-run */
     uint64_t lease_ms;        /* run/recover: lease duration, 0 = default (60 s) */
     const char *notice;
     const char *metadata_url;

@@ -376,6 +376,15 @@ static int step_kept(void *user, uint64_t step)
     return 0;
 }
 
+static void gc_show(void *user, const char *key, uint64_t size, const char *why)
+{
+    const struct opts *o = user;
+    if (o->dry_run)
+        printf("would delete %s (%" PRIu64 " bytes): %s\n", key, size, why);
+    else
+        log_msg(LOG_DEBUG, "gc", "delete %s (%" PRIu64 " bytes): %s", key, size, why);
+}
+
 int cmd_gc(struct opts *o)
 {
     struct ckpt_ctx *ctx = NULL;
@@ -393,7 +402,12 @@ int cmd_gc(struct opts *o)
     }
     if ((rc = open_ctx(o, &ctx)) != 0)
         goto out;
-    st = ckpt_gc(ctx, o->keep, o->min_age_ms, &deleted);
+    st = ckpt_gc_ex(ctx, o->keep, o->min_age_ms, o->dry_run ? CKPT_GC_DRY_RUN : 0, gc_show, o,
+                    &deleted);
+    if (st == CKPT_OK && o->dry_run) {
+        log_msg(LOG_INFO, "gc", "dry run: %" PRIu64 " objects would be deleted", deleted);
+        goto out;
+    }
     if (st != CKPT_OK) {
         log_error("gc: %s: %s", ckpt_strerror(st), ckpt_errmsg(ctx));
         rc = runtime_exit(st);

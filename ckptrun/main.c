@@ -32,7 +32,7 @@ enum {
     O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
     O_STATE_BYTES, O_BUDGET,
     O_LEASE, O_STORAGE_CLASS, O_SSE, O_SSE_KMS, O_MAX_RATE, O_CONNECTIONS,
-    O_SYNC,
+    O_SYNC, O_DRY_RUN,
 };
 
 static const struct option long_opts[] = {
@@ -61,6 +61,7 @@ static const struct option long_opts[] = {
     { "on-preempt", required_argument, NULL, O_ON_PREEMPT },
     { "on-failure", required_argument, NULL, O_ON_FAILURE },
     { "min-age", required_argument, NULL, O_MIN_AGE },
+    { "dry-run", no_argument, NULL, O_DRY_RUN },
     { "state-bytes", required_argument, NULL, O_STATE_BYTES },
     { "budget", required_argument, NULL, O_BUDGET },
     { "lease", required_argument, NULL, O_LEASE },
@@ -189,12 +190,14 @@ static void help(const char *cmd)
             "checks its checksum. Exit: 0 intact, 1 damage found (details on stderr),\n"
             "69 store unreachable.\n";
     else if (strcmp(cmd, "gc") == 0)
-        h = "ckptrun gc [OPTIONS] --keep N [--min-age D]\n\n"
+        h = "ckptrun gc [OPTIONS] --keep N [--min-age D] [--dry-run]\n\n"
             "Keeps the newest N committed checkpoints (never the newest that verifies),\n"
             "deletes the others and every chunk object or pack no kept checkpoint uses\n"
-            "that is older than --min-age (default 15m, so a save running elsewhere is\n"
-            "spared; a pack goes only when none of its chunks is used). A save that\n"
-            "commits meanwhile makes gc start over from the new HEAD.\n";
+            "that is older than --min-age by the store's clock (default 15m; a pack goes\n"
+            "only when none of its chunks is used). Never deletes what a save running\n"
+            "elsewhere commits with: such a save is refused instead and the next one\n"
+            "commits. A save that commits meanwhile makes gc start over from the new\n"
+            "HEAD. --dry-run lists what would be deleted and why, and deletes nothing.\n";
     else if (strcmp(cmd, "doctor") == 0)
         h = "ckptrun doctor [OPTIONS] [--state-bytes SIZE | --dir DIR] [--budget D] [--json]\n\n"
             "Checks, in at most --budget (default 30s), that this instance can save in\n"
@@ -520,6 +523,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'V':
         case O_VERSION: want_version = 1; break;
         case O_JSON: o->json = 1; break;
+        case O_DRY_RUN: o->dry_run = 1; break;
         case O_MARKER: o->marker = optarg; break;
         case O_ON_COMPLETE: o->on_complete = optarg; break;
         case O_ON_PREEMPT: o->on_preempt = optarg; break;

@@ -395,6 +395,29 @@ CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
 CKPT_API ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep,
                              uint64_t min_age_ms, uint64_t *deleted);
 
+/* ckpt_gc_ex(): each object it deletes (or would delete, with
+ * CKPT_GC_DRY_RUN) is shown to `fn`: its store key, its size and why
+ * ("checkpoint step 4: past --keep 1", "chunk no kept checkpoint uses, 3h
+ * old", "manifest never committed (no HEAD entry), 2h old"). */
+typedef void (*ckpt_gc_fn)(void *user, const char *key, uint64_t size, const char *why);
+#define CKPT_GC_DRY_RUN 1u /* decide and report, delete nothing, rewrite nothing */
+/* ckpt_gc() with a report of each deletion and flags (CKPT_GC_DRY_RUN).
+ * Safe against saves of other processes and machines at any instant: it
+ * never deletes an object a committed checkpoint uses, nor one a save in
+ * flight will commit with -- such a save is refused at its commit instead
+ * (CKPT_E_PRECONDITION, "a gc ... is deleting ...") and the next one
+ * writes what it needs again. Ages are taken from the store's clock (the
+ * time it gives an object gc writes), so --min-age holds whatever this
+ * machine's clock says. An out-of-memory or store error while it learns
+ * what the kept checkpoints use deletes nothing; a checkpoint of a newer
+ * format stops it (CKPT_E_UNSUPPORTED: upgrade). docs/FORMAT.md, "Garbage
+ * collection". @deleted: objects deleted (with CKPT_GC_DRY_RUN: that
+ * would be). @return CKPT_OK, CKPT_E_INVAL (keep 0), CKPT_E_NOMEM,
+ * CKPT_E_UNSUPPORTED, CKPT_E_PRECONDITION (saves kept committing: run it
+ * again), store errors. */
+CKPT_API ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
+                                unsigned flags, ckpt_gc_fn fn, void *user, uint64_t *deleted);
+
 /* Fence the run: rewrite its HEAD (same checkpoints, `epoch` recorded) with a
  * conditional write, so that every writer that read HEAD before -- a runner
  * that lost its lease -- has its next commit refused (CKPT_E_FENCED). A run

@@ -1,8 +1,11 @@
 /* admin.c -- list, verify and garbage-collect a run. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -127,12 +130,36 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
     return result;
 }
 
-/* ---- gc ----------------------------------------------------------------------------- */
+/* ---- gc -----------------------------------------------------------------------------
+ * Garbage collection never deletes an object a committed checkpoint or a
+ * save in flight needs, whatever the timing or the clocks:
+ *  1. it reads HEAD and every retained manifest (any failure other than a
+ *     manifest that is missing or damaged stops it: it must know everything
+ *     a kept checkpoint uses), lists the run's objects, and builds the set
+ *     of objects kept checkpoints use (out of memory: nothing is deleted);
+ *  2. it takes "now" from the store's clock (the modification time of an
+ *     object it writes, gc/<nonce>), the clock every listed time comes from
+ *     (on S3 and Azure the server's), so --min-age holds whatever the skew
+ *     of this machine's clock;
+ *  3. the victims (manifests dropped by --keep or never committed and old
+ *     enough, objects no kept checkpoint uses and old enough) go into a
+ *     record object, and HEAD is rewritten, conditionally, to name it (and
+ *     to drop the checkpoints past --keep). From then on every commit is
+ *     conditional on a HEAD naming the record and refuses to use anything
+ *     in it (pipeline.c, gc_collides); a save that read HEAD earlier has its
+ *     HEAD write refused, and before trying again it checks the record and
+ *     that all it uses is still there (objects_present);
+ *  4. it deletes the victims (for at most CKPT_GC_DELETE_MS), then removes
+ *     its record from HEAD and deletes the record object.
+ * A gc interrupted at any instant leaves every retained checkpoint
+ * restorable; a record left by one is void after CKPT_GC_RECORD_TTL_MS and
+ * the next gc removes it. */
 struct objlist {
     char **keys;
     int64_t *mtime;
     uint64_t *size;
     size_t n, cap;
+    int nomem;
 };
 
 static int collect(void *user, const struct ckpt_obj_info *o)
@@ -147,14 +174,18 @@ static int collect(void *user, const struct ckpt_obj_info *o)
             l->keys = k;
         if (m)
             l->mtime = m;
-        if (!s)
+        if (!s) {
+            l->nomem = 1;
             return 1;
+        }
         l->size = s;
         l->cap = nc;
     }
     l->keys[l->n] = ckpt__strdup(o->key);
-    if (!l->keys[l->n])
+    if (!l->keys[l->n]) {
+        l->nomem = 1;
         return 1;
+    }
     l->mtime[l->n] = o->mtime_ms;
     l->size[l->n] = o->size;
     l->n++;
@@ -168,6 +199,22 @@ static void objlist_free(struct objlist *l)
     free(l->keys);
     free(l->mtime);
     free(l->size);
+    memset(l, 0, sizeof *l);
+}
+
+static ckpt_status list_into(struct ckpt_ctx *ctx, const char *sub, struct objlist *l)
+{
+    char prefix[1024], err[CKPT_ERR_MAX] = "";
+    ckpt_status st;
+    snprintf(prefix, sizeof prefix, "%s/%s/", ctx->run, sub);
+    st = ctx->store->ops->list(ctx->store, prefix, collect, l, err);
+    if (st == CKPT_OK && l->nomem) {
+        st = CKPT_E_NOMEM;
+        snprintf(err, sizeof err, "out of memory");
+    }
+    if (st)
+        ckpt__set_ctx_err(ctx, "gc: listing %s: %s", prefix, err);
+    return st;
 }
 
 /* Chunk id from a chunk key ".../chunks/ab/<32 hex>", or -1. */
@@ -179,14 +226,66 @@ static int key_id(const char *key, uint8_t id[CKPT_ID_LEN])
     return ckpt__unhex(slash + 1, id, CKPT_ID_LEN);
 }
 
-static ckpt_status delete_keys(struct ckpt_ctx *ctx, char **keys, size_t n, uint64_t *deleted)
+/* One object to delete, and why (for --dry-run and the debug log). */
+struct victim {
+    const char *key;
+    uint64_t size;
+    char why[160];
+};
+
+struct victims {
+    struct victim *v;
+    size_t n, cap;
+};
+
+static int victim_add(struct victims *vs, const char *key, uint64_t size, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int victim_add(struct victims *vs, const char *key, uint64_t size, const char *fmt, ...)
+{
+    va_list ap;
+    if (vs->n == vs->cap) {
+        size_t nc = vs->cap ? vs->cap * 2 : 256;
+        struct victim *nv = realloc(vs->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        vs->v = nv;
+        vs->cap = nc;
+    }
+    vs->v[vs->n].key = key;
+    vs->v[vs->n].size = size;
+    va_start(ap, fmt);
+    vsnprintf(vs->v[vs->n].why, sizeof vs->v[vs->n].why, fmt, ap);
+    va_end(ap);
+    vs->n++;
+    return 0;
+}
+
+static void age_text(int64_t ms, char *out, size_t n)
+{
+    if (ms < 120000)
+        snprintf(out, n, "%llds", (long long)(ms / 1000));
+    else if (ms < 7200000)
+        snprintf(out, n, "%lldm", (long long)(ms / 60000));
+    else
+        snprintf(out, n, "%.1fh", (double)ms / 3600000.0);
+}
+
+static ckpt_status delete_keys(struct ckpt_ctx *ctx, const char *const *keys, size_t n,
+                               uint64_t *deleted, uint64_t t0_ns)
 {
     char err[CKPT_ERR_MAX] = "";
     for (size_t i = 0; i < n; i += 1000) {
         size_t k = n - i < 1000 ? n - i : 1000;
-        ckpt_status st = ctx->store->ops->del(ctx->store, (const char *const *)keys + i, k, err);
+        ckpt_status st;
+        if (ckpt__mono_ns() - t0_ns > (uint64_t)CKPT_GC_DELETE_MS * 1000000ull) {
+            /* past its record's promise: the rest waits for the next gc */
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "stopped after %lld minutes: %zu objects "
+                      "left for the next gc", (long long)(CKPT_GC_DELETE_MS / 60000), n - i);
+            break;
+        }
+        st = ctx->store->ops->del(ctx->store, keys + i, k, err);
         if (st) {
-            ckpt__set_ctx_err(ctx, "delete: %s", err);
+            ckpt__set_ctx_err(ctx, "gc: delete: %s", err);
             return st;
         }
         *deleted += k;
@@ -194,86 +293,131 @@ static ckpt_status delete_keys(struct ckpt_ctx *ctx, char **keys, size_t n, uint
     return CKPT_OK;
 }
 
+/* Take our record (and void ones) out of HEAD, conditionally, a few times. */
+static ckpt_status gc_unpublish(struct ckpt_ctx *ctx, const char *rec, int64_t now_ms)
+{
+    ckpt_status st = CKPT_E_PRECONDITION;
+    for (int attempt = 0; attempt < 8 && st == CKPT_E_PRECONDITION; attempt++) {
+        struct ckpt_head h;
+        char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024], *buf = NULL;
+        size_t len, w = 0;
+        bool exists;
+        struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
+        st = ckpt__read_head(ctx, &h, etag, &exists);
+        if (st || !exists)
+            return st;
+        for (size_t i = 0; i < h.ngc; i++) {
+            if (!strcmp(h.gc[i].record, rec) ||
+                now_ms - h.gc[i].time_ms > CKPT_GC_RECORD_TTL_MS) {
+                free(h.gc[i].record);
+                continue;
+            }
+            h.gc[w++] = h.gc[i];
+        }
+        if (w == h.ngc) {
+            ckpt__head_free(&h);
+            return CKPT_OK;
+        }
+        h.ngc = w;
+        h.rev++;
+        if (!ctx->store->ops->has_conditional(ctx->store))
+            po.cond = CKPT_PUT_PLAIN;
+        st = ckpt__head_encode(&h, &buf, &len);
+        ckpt__head_free(&h);
+        if (st)
+            return st;
+        ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
+        st = ctx->store->ops->put(ctx->store, hkey, buf, len, &po, NULL, err);
+        free(buf);
+        if (st && st != CKPT_E_PRECONDITION)
+            ckpt__set_ctx_err(ctx, "gc: writing HEAD: %s", err);
+    }
+    return st;
+}
+
 static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
-                           uint64_t *deleted)
+                           unsigned flags, ckpt_gc_fn fn, void *user, uint64_t *ndel)
 {
     struct ckpt_head h;
-    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", prefix[1024], hkey[1024];
-    bool exists;
+    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024], rec[64], reckey[1024];
+    bool exists, published = false, dry = flags & CKPT_GC_DRY_RUN;
     ckpt_status st;
-    struct objlist objs[2] = { { 0 }, { 0 } }, mans = { 0 }; /* chunks, packs */
-    struct ckpt_idset live;
-    char **victims = NULL;
-    size_t nv = 0, keepn;
-    uint64_t ndel = 0;
-    int64_t now = ckpt__now_ms();
+    struct objlist objs[2] = { { 0 }, { 0 } }, mans = { 0 }, gcs = { 0 }; /* chunks, packs */
+    struct ckpt_idset live, present[2];
+    struct ckpt_gc_victims gv = { 0 };
+    struct victims vs = { 0 };
+    const char **keys = NULL;
+    size_t keepn = 0;
+    int64_t now = 0;
+    uint64_t t0_ns = ckpt__mono_ns();
     struct ckpt_idlist *ids = NULL;
-    int *ok = NULL;
+    int *ok = NULL, clock_known = 0;
+    uint8_t nonce[CKPT_ID_LEN];
 
-    if (!ctx || keep == 0)
-        return CKPT_E_INVAL;
-    ckpt__wait(ctx);
     ckpt__idset_init(&live);
+    ckpt__idset_init(&present[0]);
+    ckpt__idset_init(&present[1]);
+    memset(&h, 0, sizeof h);
+    rec[0] = reckey[0] = '\0';
     st = ckpt__read_head(ctx, &h, etag, &exists);
     if (st)
         goto out;
-    for (int kind = 0; kind < 2; kind++) {
-        snprintf(prefix, sizeof prefix, "%s/%s/", ctx->run,
-                 kind == CKPT_OBJ_PACK ? "packs" : "chunks");
-        st = ctx->store->ops->list(ctx->store, prefix, collect, &objs[kind], err);
-        if (st) {
-            ckpt__set_ctx_err(ctx, "listing %s: %s", prefix, err);
-            goto out;
-        }
-    }
-    snprintf(prefix, sizeof prefix, "%s/manifests/", ctx->run);
-    st = ctx->store->ops->list(ctx->store, prefix, collect, &mans, err);
-    if (st) {
-        ckpt__set_ctx_err(ctx, "listing %s: %s", prefix, err);
+    /* what the kept checkpoints use: every retained manifest must be read */
+    ids = calloc(h.n ? h.n : 1, sizeof *ids);
+    ok = calloc(h.n ? h.n : 1, sizeof *ok);
+    if (!ids || !ok) {
+        st = CKPT_E_NOMEM;
         goto out;
     }
-    {
-        /* present objects, for the "restorable" check below */
-        struct ckpt_idset present[2];
-        ckpt__idset_init(&present[0]);
-        ckpt__idset_init(&present[1]);
-        for (int kind = 0; kind < 2; kind++)
-            for (size_t i = 0; i < objs[kind].n; i++) {
-                uint8_t id[CKPT_ID_LEN];
-                if (!key_id(objs[kind].keys[i], id))
-                    ckpt__idset_put(&present[kind], id, objs[kind].size[i]);
-            }
-        ids = calloc(h.n ? h.n : 1, sizeof *ids);
-        ok = calloc(h.n ? h.n : 1, sizeof *ok);
-        if (!ids || !ok) {
-            ckpt__idset_free(&present[0]);
-            ckpt__idset_free(&present[1]);
-            st = CKPT_E_NOMEM;
+    for (size_t i = 0; i < h.n; i++) {
+        struct ckpt_manifest m;
+        st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT) {
+            /* cannot be restored: what it used is unknowable and useless */
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "step %" PRIu64 ": %s", h.entries[i].step,
+                      ctx->errmsg);
+            st = CKPT_OK;
+            continue;
+        }
+        if (st == CKPT_E_UNSUPPORTED) {
+            ckpt__set_ctx_err(ctx, "gc: checkpoint step %" PRIu64 " was written by a newer "
+                              "ckpt (%s): upgrade to collect this run", h.entries[i].step,
+                              ctx->errmsg);
             goto out;
         }
-        /* A retained checkpoint counts as restorable when its manifest reads
-         * and every object it names (chunks, packs) is present with the
-         * recorded size (full byte verification is `ckptrun verify`). */
-        for (size_t i = 0; i < h.n; i++) {
-            struct ckpt_manifest m;
-            if (ckpt__read_manifest(ctx, h.entries[i].manifest, &m) != CKPT_OK)
-                continue;
-            if (ckpt__manifest_objects(&m, &ids[i]) == 0) {
-                ok[i] = 1;
-                for (size_t k = 0; k < ids[i].n; k++) {
-                    uint64_t sz;
-                    if (!ckpt__idset_get(&present[ids[i].kind[k]], ids[i].ids[k], &sz) ||
-                        sz != ids[i].size[k])
-                        ok[i] = 0;
-                }
-            }
-            ckpt__manifest_free(&m);
-        }
-        ckpt__idset_free(&present[0]);
-        ckpt__idset_free(&present[1]);
+        if (st)
+            goto out; /* store trouble: never guess what a kept checkpoint uses */
+        if (ckpt__manifest_objects(&m, &ids[i]) != 0)
+            st = CKPT_E_NOMEM;
+        ok[i] = 1;
+        ckpt__manifest_free(&m);
+        if (st)
+            goto out;
     }
-    /* choose what to keep: the newest `keep`, plus the newest restorable one
-     * if none of those is */
+    if ((st = list_into(ctx, "chunks", &objs[0])) || (st = list_into(ctx, "packs", &objs[1])) ||
+        (st = list_into(ctx, "manifests", &mans)) || (st = list_into(ctx, "gc", &gcs)))
+        goto out;
+    /* A retained checkpoint counts as restorable when its manifest reads
+     * and every object it names is present with the recorded size (full
+     * byte verification is `ckptrun verify`). */
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = 0; i < objs[kind].n; i++) {
+            uint8_t id[CKPT_ID_LEN];
+            if (!key_id(objs[kind].keys[i], id) &&
+                ckpt__idset_put(&present[kind], id, objs[kind].size[i])) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+        }
+    for (size_t i = 0; i < h.n; i++)
+        for (size_t k = 0; ok[i] && k < ids[i].n; k++) {
+            uint64_t sz;
+            if (!ckpt__idset_get(&present[ids[i].kind[k]], ids[i].ids[k], &sz) ||
+                sz != ids[i].size[k])
+                ok[i] = 0;
+        }
+    /* keep the newest `keep`, plus the newest restorable one if none of
+     * those is */
     keepn = h.n < keep ? h.n : keep;
     {
         size_t newest_ok = h.n;
@@ -281,13 +425,12 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
             if (ok[i])
                 newest_ok = i;
         if (newest_ok >= keepn && newest_ok < h.n) {
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc",
-                      "the newest %zu checkpoints are damaged: also keeping step %" PRIu64,
-                      keepn, h.entries[newest_ok].step);
-            /* move it into the kept range */
             struct ckpt_head_entry e = h.entries[newest_ok];
             struct ckpt_idlist l = ids[newest_ok];
             int o = ok[newest_ok];
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc",
+                      "the newest %zu checkpoints are damaged: also keeping step %" PRIu64,
+                      keepn, h.entries[newest_ok].step);
             memmove(&h.entries[keepn + 1], &h.entries[keepn],
                     (newest_ok - keepn) * sizeof *h.entries);
             memmove(&ids[keepn + 1], &ids[keepn], (newest_ok - keepn) * sizeof *ids);
@@ -298,94 +441,256 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
             keepn++;
         }
     }
-    if (exists && keepn < h.n) {
-        /* 1. HEAD first: from now on the dropped ones are not committed */
-        struct ckpt_head nh = h;
+    for (size_t i = 0; i < keepn; i++)
+        for (size_t k = 0; k < ids[i].n; k++) {
+            uint64_t bits = 0;
+            ckpt__idset_get(&live, ids[i].ids[k], &bits);
+            if (ckpt__idset_put(&live, ids[i].ids[k], bits | 1u << ids[i].kind[k])) {
+                st = CKPT_E_NOMEM; /* an incomplete live set must delete nothing */
+                goto out;
+            }
+        }
+    /* the store's "now": the time it gives an object we write now */
+    if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
+        ckpt__set_ctx_err(ctx, "gc: getrandom: %s", strerror(errno));
+        st = CKPT_E_IO;
+        goto out;
+    }
+    memcpy(rec, "gc/", 3);
+    ckpt__hex(nonce, sizeof nonce, rec + 3);
+    ckpt__run_key(ctx, rec, reckey, sizeof reckey);
+    {
         char *buf = NULL;
         size_t len;
-        struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
+        struct objlist probe = { 0 };
+        struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
+        st = ckpt__gc_record_encode(&gv, ckpt__now_ms(), &buf, &len);
+        if (!st)
+            st = ctx->store->ops->put(ctx->store, reckey, buf, len, &po, NULL, err);
+        free(buf);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "gc: writing %s: %s", reckey, err);
+            goto out;
+        }
+        st = ctx->store->ops->list(ctx->store, reckey, collect, &probe, err);
+        for (size_t i = 0; st == CKPT_OK && i < probe.n; i++)
+            if (!strcmp(probe.keys[i], reckey) && probe.mtime[i] > 0) {
+                now = probe.mtime[i];
+                clock_known = 1;
+            }
+        objlist_free(&probe);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "gc: listing %s: %s", reckey, err);
+            goto out;
+        }
+        if (!clock_known)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "the store gives no object times: only "
+                      "checkpoints past --keep are collected");
+    }
+    /* victims: manifests past --keep, at once; unknown ones (a crash
+     * between manifest and HEAD, or a commit in progress) only when old */
+    for (size_t i = 0; i < mans.n; i++) {
+        const char *rel = mans.keys[i] + strlen(ctx->run) + 1;
+        int kept = 0, dropped = -1;
+        char age[32];
+        for (size_t k = 0; k < h.n; k++)
+            if (!strcmp(h.entries[k].manifest, rel)) {
+                if (k < keepn)
+                    kept = 1;
+                else
+                    dropped = (int)k;
+            }
+        if (kept)
+            continue;
+        age_text(now - mans.mtime[i], age, sizeof age);
+        if (dropped >= 0) {
+            if (victim_add(&vs, mans.keys[i], mans.size[i], "checkpoint step %" PRIu64 ": "
+                           "past --keep %u", h.entries[dropped].step, keep))
+                st = CKPT_E_NOMEM;
+        } else if (clock_known && mans.mtime[i] > 0 &&
+                   mans.mtime[i] <= now - (int64_t)min_age_ms) {
+            if (victim_add(&vs, mans.keys[i], mans.size[i], "manifest never committed (no HEAD "
+                           "entry), %s old", age))
+                st = CKPT_E_NOMEM;
+        }
+        if (st)
+            goto out;
+    }
+    /* chunks and packs no kept checkpoint uses, old enough not to be a
+     * save in flight (a slower one is refused at commit: see above) */
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = 0; i < objs[kind].n; i++) {
+            uint8_t id[CKPT_ID_LEN];
+            uint64_t bits = 0;
+            char age[32];
+            if (key_id(objs[kind].keys[i], id))
+                continue; /* not ours: leave it */
+            if (ckpt__idset_get(&live, id, &bits) && (bits & (1u << kind)))
+                continue;
+            if (!clock_known || objs[kind].mtime[i] <= 0 ||
+                objs[kind].mtime[i] > now - (int64_t)min_age_ms)
+                continue;
+            age_text(now - objs[kind].mtime[i], age, sizeof age);
+            if (victim_add(&vs, objs[kind].keys[i], objs[kind].size[i], "%s no kept "
+                           "checkpoint uses, %s old", kind == CKPT_OBJ_PACK ? "pack" : "chunk",
+                           age)) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+            ckpt__idset_get(&gv.objs, id, &bits);
+            if (ckpt__idset_put(&gv.objs, id, bits | 1u << kind)) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+        }
+    /* records of earlier gcs: void ones (and strays HEAD does not name) */
+    for (size_t i = 0; i < gcs.n; i++) {
+        const char *rel = gcs.keys[i] + strlen(ctx->run) + 1;
+        int named = 0;
+        if (!strcmp(gcs.keys[i], reckey))
+            continue;
+        for (size_t k = 0; k < h.ngc; k++)
+            named |= !strcmp(h.gc[k].record, rel) &&
+                     ckpt__now_ms() - h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS;
+        if (!named && clock_known && gcs.mtime[i] > 0 &&
+            gcs.mtime[i] <= now - CKPT_GC_DELETE_MS &&
+            victim_add(&vs, gcs.keys[i], gcs.size[i], "record of an earlier gc")) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+    }
+    /* manifests go into the record too: a commit in progress whose manifest
+     * is among them must not commit */
+    for (size_t i = 0; i < vs.n; i++) {
+        const char *rel = vs.v[i].key + strlen(ctx->run) + 1;
+        if (strncmp(rel, "manifests/", 10))
+            continue;
+        if ((gv.nmanifests & (gv.nmanifests - 1)) == 0) {
+            char **nm = realloc(gv.manifests, (gv.nmanifests ? gv.nmanifests * 2 : 4) *
+                                                  sizeof *nm);
+            if (!nm) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+            gv.manifests = nm;
+        }
+        if (!(gv.manifests[gv.nmanifests] = ckpt__strdup(rel))) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+        gv.nmanifests++;
+    }
+    if (fn)
+        for (size_t i = 0; i < vs.n; i++)
+            fn(user, vs.v[i].key, vs.v[i].size, vs.v[i].why);
+    if (dry) {
+        *ndel = vs.n;
+        goto out;
+    }
+    {
+        int void_refs = 0;
+        for (size_t k = 0; k < h.ngc; k++)
+            void_refs |= ckpt__now_ms() - h.gc[k].time_ms > CKPT_GC_RECORD_TTL_MS;
+        if (vs.n == 0 && keepn == h.n && !void_refs)
+            goto out; /* nothing to do: HEAD stays as it is */
+    }
+    /* publish: the record, then HEAD naming it (and dropping past --keep) */
+    {
+        char *buf = NULL;
+        size_t len;
+        struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
+        struct ckpt_head nh = h;
+        struct ckpt_gc_ref *refs = calloc(h.ngc + 1, sizeof *refs);
+        size_t nr = 0;
+        if (!refs) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+        st = ckpt__gc_record_encode(&gv, now, &buf, &len);
+        if (!st)
+            st = ctx->store->ops->put(ctx->store, reckey, buf, len, &po, NULL, err);
+        free(buf);
+        buf = NULL;
+        if (st) {
+            free(refs);
+            ckpt__set_ctx_err(ctx, "gc: writing %s: %s", reckey, err);
+            goto out;
+        }
+        for (size_t k = 0; k < h.ngc; k++)
+            if (ckpt__now_ms() - h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS &&
+                nr < CKPT_GC_MAX_REFS - 1)
+                refs[nr++] = h.gc[k];
+        refs[nr].record = rec;
+        refs[nr++].time_ms = ckpt__now_ms();
         nh.n = keepn;
+        nh.gc = refs;
+        nh.ngc = nr;
+        nh.rev = h.rev + 1;
+        po.cond = exists ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
+        po.if_match = etag;
         if (!ctx->store->ops->has_conditional(ctx->store))
             po.cond = CKPT_PUT_PLAIN;
         st = ckpt__head_encode(&nh, &buf, &len);
+        free(refs);
         if (st)
             goto out;
         ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
         st = ctx->store->ops->put(ctx->store, hkey, buf, len, &po, NULL, err);
         free(buf);
         if (st) {
-            ckpt__set_ctx_err(ctx, st == CKPT_E_PRECONDITION
-                                       ? "HEAD changed during gc (a save committed): run gc again"
-                                       : "writing HEAD: %s", err);
+            if (st != CKPT_E_PRECONDITION)
+                ckpt__set_ctx_err(ctx, "gc: writing HEAD: %s", err);
+            else
+                ckpt__set_ctx_err(ctx, "gc: HEAD changed (a save committed): starting over");
             goto out;
         }
+        published = true;
     }
-    for (size_t i = 0; i < keepn; i++)
-        for (size_t k = 0; k < ids[i].n; k++) {
-            uint64_t bits = 0;
-            ckpt__idset_get(&live, ids[i].ids[k], &bits);
-            ckpt__idset_put(&live, ids[i].ids[k], bits | 1u << ids[i].kind[k]);
-        }
-    victims = malloc((objs[0].n + objs[1].n + mans.n + 1) * sizeof *victims);
-    if (!victims) {
+    /* delete: manifests first (a dropped checkpoint is gone as a whole) */
+    keys = malloc((vs.n ? vs.n : 1) * sizeof *keys);
+    if (!keys) {
         st = CKPT_E_NOMEM;
         goto out;
     }
-    /* 2. manifests: dropped ones at once; unknown ones (a crash between
-     * manifest and HEAD, or a commit in progress) only when old */
-    for (size_t i = 0; i < mans.n; i++) {
-        const char *rel = mans.keys[i] + strlen(ctx->run) + 1;
-        int kept = 0, dropped = 0;
-        for (size_t k = 0; k < h.n; k++)
-            if (!strcmp(h.entries[k].manifest, rel)) {
-                if (k < keepn)
-                    kept = 1;
-                else
-                    dropped = 1;
-            }
-        if (kept)
-            continue;
-        if (dropped || (uint64_t)(now - mans.mtime[i]) >= min_age_ms)
-            victims[nv++] = mans.keys[i];
+    {
+        size_t nk = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < vs.n; i++)
+                if ((strstr(vs.v[i].key, "/manifests/") != NULL) == (pass == 0))
+                    keys[nk++] = vs.v[i].key;
+        for (size_t i = 0; i < nk; i++)
+            ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "gc", "delete %s", keys[i]);
+        st = delete_keys(ctx, keys, nk, ndel, t0_ns);
     }
-    st = delete_keys(ctx, victims, nv, &ndel);
-    if (st)
-        goto out;
-    /* 3. chunks and packs no retained checkpoint uses, old enough not to
-     * be a save in flight */
-    nv = 0;
-    for (int kind = 0; kind < 2; kind++)
-        for (size_t i = 0; i < objs[kind].n; i++) {
-            uint8_t id[CKPT_ID_LEN];
-            uint64_t bits = 0;
-            if (key_id(objs[kind].keys[i], id))
-                continue; /* not ours: leave it */
-            if (ckpt__idset_get(&live, id, &bits) && (bits & (1u << kind)))
-                continue;
-            if ((uint64_t)(now - objs[kind].mtime[i]) < min_age_ms)
-                continue;
-            victims[nv++] = objs[kind].keys[i];
-        }
-    st = delete_keys(ctx, victims, nv, &ndel);
-    if (st == CKPT_OK) {
+    if (st == CKPT_OK)
         ckpt__log(&ctx->log, CKPT_LOG_INFO, "gc", "kept %zu checkpoints, deleted %" PRIu64
-                  " objects", keepn, ndel);
-        /* the in-process index is stale now */
-        ckpt__load_run(ctx, true);
-    }
+                  " objects", keepn, *ndel);
 out:
-    if (deleted)
-        *deleted = ndel;
+    if (published) {
+        /* the record stays in HEAD if this fails: void after its TTL */
+        if (gc_unpublish(ctx, rec, ckpt__now_ms()) == CKPT_OK) {
+            const char *dk[1] = { reckey };
+            ctx->store->ops->del(ctx->store, dk, 1, NULL);
+        }
+    } else if (reckey[0]) {
+        const char *dk[1] = { reckey };
+        ctx->store->ops->del(ctx->store, dk, 1, NULL);
+    }
     if (ids)
         for (size_t i = 0; i < h.n; i++)
             ckpt__idlist_free(&ids[i]);
     free(ids);
     free(ok);
-    free(victims);
+    free(vs.v);
+    free(keys);
     objlist_free(&objs[0]);
     objlist_free(&objs[1]);
     objlist_free(&mans);
+    objlist_free(&gcs);
     ckpt__idset_free(&live);
+    ckpt__idset_free(&present[0]);
+    ckpt__idset_free(&present[1]);
+    ckpt__gc_victims_free(&gv);
     ckpt__head_free(&h);
     return st;
 }
@@ -393,15 +698,30 @@ out:
 /* A save that commits while gc works (a live run) changes HEAD under it:
  * gc's conditional HEAD write is refused before anything is deleted, and
  * gc starts over from the new HEAD, a few times. */
-ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, uint64_t *deleted)
+ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, unsigned flags,
+                       ckpt_gc_fn fn, void *user, uint64_t *deleted)
 {
     ckpt_status st = CKPT_E_PRECONDITION;
+    uint64_t n = 0;
+    if (!ctx || keep == 0)
+        return CKPT_E_INVAL;
+    ckpt__wait(ctx);
     for (int attempt = 0; attempt < 5 && st == CKPT_E_PRECONDITION; attempt++) {
         if (attempt)
             usleep(100000u << attempt);
-        st = gc_once(ctx, keep, min_age_ms, deleted);
+        n = 0;
+        st = gc_once(ctx, keep, min_age_ms, flags, fn, user, &n);
     }
+    if (deleted)
+        *deleted = n;
+    if (st == CKPT_OK && !(flags & CKPT_GC_DRY_RUN))
+        ckpt__load_run(ctx, true); /* the in-process index is stale now */
     return st;
+}
+
+ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, uint64_t *deleted)
+{
+    return ckpt_gc_ex(ctx, keep, min_age_ms, 0, NULL, NULL, deleted);
 }
 
 ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
@@ -421,6 +741,7 @@ ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
         return st;
     h.epoch = epoch;
     h.time_ms = ckpt__now_ms();
+    h.rev++;
     if (!exists)
         po.cond = CKPT_PUT_IF_NONE_MATCH;
     if (!ctx->store->ops->has_conditional(ctx->store))

@@ -259,8 +259,17 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
         goto fail;
     ctx->last_save_mono_ns = ckpt__mono_ns();
     /* Learn what the run already holds in the background, so the first save
-     * can skip known chunks without stalling the caller. */
-    ckpt__pool_submit(ctx, load_job, NULL);
+     * can skip known chunks without stalling the caller. Chunk jobs wait
+     * for that load: when it cannot be queued, they must not (they then
+     * write every chunk, and the commit reads HEAD itself). */
+    if (ckpt__pool_submit(ctx, load_job, NULL) != CKPT_OK) {
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "open", "cannot queue the run's load (out of "
+                  "memory): the first save writes every chunk");
+        pthread_mutex_lock(&ctx->run_mu);
+        ctx->run_loaded = true; /* load_ok stays false: the commit loads */
+        pthread_cond_broadcast(&ctx->run_cv);
+        pthread_mutex_unlock(&ctx->run_mu);
+    }
     s = getenv("CKPT_SOCKET");
     if (!cfg->no_control && s && *s) {
         if (ckpt__control_open(ctx, s) != CKPT_OK)

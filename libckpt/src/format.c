@@ -87,10 +87,10 @@ int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *ou
 }
 
 void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
-                        char *out, size_t n)
+                        uint32_t nonce, char *out, size_t n)
 {
-    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 ".ckm", run,
-             seq, step, epoch);
+    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32
+             ".ckm", run, seq, step, epoch, nonce);
 }
 
 char *ckpt__envelope_seal(const char *json, size_t *len)
@@ -733,7 +733,15 @@ void ckpt__head_free(struct ckpt_head *h)
     for (size_t i = 0; i < h->n; i++)
         free(h->entries[i].manifest);
     free(h->entries);
+    for (size_t i = 0; i < h->ngc; i++)
+        free(h->gc[i].record);
+    free(h->gc);
     memset(h, 0, sizeof *h);
+}
+
+static int gc_record_key_valid(const char *k)
+{
+    return k && strlen(k) == 3 + CKPT_ID_HEX && !strncmp(k, "gc/", 3) && ckpt_key_valid(k);
 }
 
 ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len)
@@ -752,7 +760,8 @@ ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len
         if (h->entries[i].format > CKPT_FORMAT_PACKS && h->entries[i].format > fmt)
             fmt = h->entries[i].format;
     ok = ok && add_num(root, "format", fmt) &&
-         cJSON_AddStringToObject(root, "kind", "head") && add_u64s(root, "seq", h->seq) &&
+         cJSON_AddStringToObject(root, "kind", "head") && add_u64s(root, "rev", h->rev) &&
+         add_u64s(root, "seq", h->seq) &&
          add_u64s(root, "step", h->step) && add_u64s(root, "epoch", h->epoch) &&
          add_num(root, "time_ms", (double)h->time_ms);
     arr = ok ? cJSON_AddArrayToObject(root, "retained") : NULL;
@@ -764,6 +773,16 @@ ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len
              add_u64s(o, "step", h->entries[i].step) && add_u64s(o, "seq", h->entries[i].seq);
         if (ok && h->entries[i].format)
             ok = add_num(o, "format", h->entries[i].format);
+    }
+    if (ok && h->ngc) {
+        cJSON *gc = cJSON_AddArrayToObject(root, "gc");
+        ok = gc != NULL;
+        for (size_t i = 0; ok && i < h->ngc; i++) {
+            cJSON *o = cJSON_CreateObject();
+            ok = o && cJSON_AddItemToArray(gc, o) &&
+                 cJSON_AddStringToObject(o, "record", h->gc[i].record) &&
+                 add_num(o, "time_ms", (double)h->gc[i].time_ms);
+        }
     }
     if (!ok)
         goto out;
@@ -814,6 +833,10 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
     }
     h->version = (unsigned)fmt;
     h->time_ms = (int64_t)t;
+    if (cJSON_GetObjectItemCaseSensitive(root, "rev") && get_u64s(root, "rev", &h->rev)) {
+        ckpt__seterr(err, "HEAD: bad rev");
+        goto out;
+    }
     n = (size_t)cJSON_GetArraySize(arr);
     if (n > 100000) {
         ckpt__seterr(err, "HEAD: %zu retained entries", n);
@@ -845,10 +868,170 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
             goto out;
         }
     }
+    {
+        /* gc records in force (optional; older readers ignore them) */
+        const cJSON *gc = cJSON_GetObjectItemCaseSensitive(root, "gc"), *g;
+        size_t ng = gc ? (size_t)cJSON_GetArraySize(gc) : 0;
+        if (gc && (!cJSON_IsArray(gc) || ng > CKPT_GC_MAX_REFS)) {
+            ckpt__seterr(err, "HEAD: bad gc field");
+            goto out;
+        }
+        h->gc = ng ? calloc(ng, sizeof *h->gc) : NULL;
+        if (ng && !h->gc) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+        cJSON_ArrayForEach(g, gc)
+        {
+            const char *rk = get_str(g, "record");
+            double gt;
+            if (!gc_record_key_valid(rk) || get_num(g, "time_ms", 0, MAX_SAFE, &gt)) {
+                ckpt__seterr(err, "HEAD: malformed gc record %zu", h->ngc);
+                goto out;
+            }
+            h->gc[h->ngc].time_ms = (int64_t)gt;
+            h->gc[h->ngc].record = ckpt__strdup(rk);
+            if (!h->gc[h->ngc++].record) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+        }
+    }
     st = CKPT_OK;
 out:
     cJSON_Delete(root);
     if (st)
         ckpt__head_free(h);
+    return st;
+}
+
+/* ---- gc records ---------------------------------------------------------------- */
+void ckpt__gc_victims_free(struct ckpt_gc_victims *v)
+{
+    if (!v)
+        return;
+    ckpt__idset_free(&v->objs);
+    for (size_t i = 0; i < v->nmanifests; i++)
+        free(v->manifests[i]);
+    free(v->manifests);
+    memset(v, 0, sizeof *v);
+}
+
+static int add_id_array(cJSON *root, const char *name, const struct ckpt_idset *s, int kind)
+{
+    cJSON *a = cJSON_AddArrayToObject(root, name);
+    if (!a)
+        return 0;
+    for (size_t i = 0; i < s->cap; i++) {
+        char hex[CKPT_ID_HEX + 1];
+        if (!s->used[i] || !(s->vals[i] & (1u << kind)))
+            continue;
+        ckpt__hex(s->keys[i], CKPT_ID_LEN, hex);
+        if (!cJSON_AddItemToArray(a, cJSON_CreateString(hex)))
+            return 0;
+    }
+    return 1;
+}
+
+ckpt_status ckpt__gc_record_encode(const struct ckpt_gc_victims *v, int64_t time_ms, char **out,
+                                   size_t *len)
+{
+    ckpt_status st = CKPT_E_NOMEM;
+    cJSON *root = cJSON_CreateObject(), *mans;
+    char *text = NULL;
+    int ok = root && add_num(root, "format", 1) &&
+             cJSON_AddStringToObject(root, "kind", "gc") &&
+             add_num(root, "time_ms", (double)time_ms) &&
+             add_id_array(root, "chunks", &v->objs, CKPT_OBJ_CHUNK) &&
+             add_id_array(root, "packs", &v->objs, CKPT_OBJ_PACK);
+    mans = ok ? cJSON_AddArrayToObject(root, "manifests") : NULL;
+    ok = ok && mans;
+    for (size_t i = 0; ok && i < v->nmanifests; i++)
+        ok = cJSON_AddItemToArray(mans, cJSON_CreateString(v->manifests[i]));
+    if (ok && (text = cJSON_PrintUnformatted(root)) && (*out = ckpt__envelope_seal(text, len)))
+        st = CKPT_OK;
+    free(text);
+    cJSON_Delete(root);
+    return st;
+}
+
+ckpt_status ckpt__gc_record_decode(const void *buf, size_t len, struct ckpt_gc_victims *v,
+                                   char *err)
+{
+    ckpt_status st;
+    size_t jl;
+    cJSON *root = NULL;
+    const cJSON *a, *it;
+    double fmt;
+    const char *kind;
+    static const char *const lists[2] = { "chunks", "packs" };
+
+    if (len > CKPT_MANIFEST_MAX) {
+        ckpt__seterr(err, "gc record too large");
+        return CKPT_E_CORRUPT;
+    }
+    st = ckpt__envelope_open(buf, len, &jl, err);
+    if (st)
+        return st;
+    st = CKPT_E_CORRUPT;
+    root = cJSON_ParseWithLength(buf, jl);
+    kind = get_str(root, "kind");
+    if (!cJSON_IsObject(root) || get_num(root, "format", 1, 1, &fmt) || !kind ||
+        strcmp(kind, "gc")) {
+        ckpt__seterr(err, "not a gc record of format 1");
+        goto out;
+    }
+    for (int k = 0; k < 2; k++) {
+        a = cJSON_GetObjectItemCaseSensitive(root, lists[k]);
+        if (!cJSON_IsArray(a)) {
+            ckpt__seterr(err, "gc record: no %s list", lists[k]);
+            goto out;
+        }
+        cJSON_ArrayForEach(it, a)
+        {
+            uint8_t id[CKPT_ID_LEN];
+            uint64_t bits = 0;
+            if (!cJSON_IsString(it) || strlen(it->valuestring) != CKPT_ID_HEX ||
+                ckpt__unhex(it->valuestring, id, CKPT_ID_LEN)) {
+                ckpt__seterr(err, "gc record: bad id in %s", lists[k]);
+                goto out;
+            }
+            ckpt__idset_get(&v->objs, id, &bits);
+            if (ckpt__idset_put(&v->objs, id, bits | 1u << k)) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+        }
+    }
+    a = cJSON_GetObjectItemCaseSensitive(root, "manifests");
+    if (!cJSON_IsArray(a)) {
+        ckpt__seterr(err, "gc record: no manifests list");
+        goto out;
+    }
+    cJSON_ArrayForEach(it, a)
+    {
+        char **nm;
+        if (!cJSON_IsString(it) || strlen(it->valuestring) > 512 ||
+            strncmp(it->valuestring, "manifests/", 10) || !ckpt_key_valid(it->valuestring)) {
+            ckpt__seterr(err, "gc record: bad manifest key");
+            goto out;
+        }
+        if ((v->nmanifests & (v->nmanifests - 1)) == 0) { /* 0, 1, 2, 4...: grow */
+            nm = realloc(v->manifests, (v->nmanifests ? v->nmanifests * 2 : 4) * sizeof *nm);
+            if (!nm) {
+                st = CKPT_E_NOMEM;
+                goto out;
+            }
+            v->manifests = nm;
+        }
+        if (!(v->manifests[v->nmanifests] = ckpt__strdup(it->valuestring))) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+        v->nmanifests++;
+    }
+    st = CKPT_OK;
+out:
+    cJSON_Delete(root);
     return st;
 }

@@ -51,6 +51,13 @@ char *ckpt__strdup(const char *s);
 ckpt_status ckpt__mkdirs(const char *path, mode_t mode, char *err);
 ckpt_status ckpt__errno_status(int e);
 
+/* Failpoints, for tests: after ckpt__failpoint_arm(name, n), the nth call
+ * of ckpt__failpoint(name) returns 1 (once); unarmed it costs one relaxed
+ * atomic load. Points: "idset_put" (out of memory growing an id set),
+ * "pool_submit" (a job cannot be queued). */
+void ckpt__failpoint_arm(const char *name, unsigned nth);
+int ckpt__failpoint(const char *name);
+
 /* Set of 16-byte ids with a value each (open addressing, grows). Not
  * thread-safe by itself. */
 struct ckpt_idset {
@@ -193,13 +200,43 @@ struct ckpt_head_entry {
     uint64_t step, seq;
     unsigned format;       /* the manifest's format (0: not recorded, 1 or 2) */
 };
+/* A gc in progress (or one that stopped before it finished): its record
+ * object lists what it deletes; while HEAD names it, no commit may use any
+ * of those objects (docs/FORMAT.md, "Garbage collection"). */
+struct ckpt_gc_ref {
+    char *record;          /* key relative to the run: "gc/<32 hex>" */
+    int64_t time_ms;       /* when the gc published it (its clock) */
+};
+#define CKPT_GC_MAX_REFS 64
+#define CKPT_GC_DELETE_MS (60ll * 60 * 1000)       /* a gc deletes for at most this long */
+#define CKPT_GC_RECORD_TTL_MS (24ll * 60 * 60 * 1000) /* older records are void */
+
 struct ckpt_head {
     unsigned version;
+    uint64_t rev;          /* +1 at every write: no rewrite looks like an older HEAD
+                              to a conditional write on a content etag */
     uint64_t seq, step, epoch;
     int64_t time_ms;
     size_t n;              /* retained committed checkpoints, newest first */
     struct ckpt_head_entry *entries;
+    size_t ngc;            /* gc records in force */
+    struct ckpt_gc_ref *gc;
 };
+
+/* What gc records say is being deleted: object id -> 1 << kind, and the
+ * manifest keys (relative to the run). */
+struct ckpt_gc_victims {
+    struct ckpt_idset objs;
+    char **manifests;
+    size_t nmanifests;
+};
+void ckpt__gc_victims_free(struct ckpt_gc_victims *v);
+/* Encode a gc record: the objects and manifests a gc deletes. */
+ckpt_status ckpt__gc_record_encode(const struct ckpt_gc_victims *v, int64_t time_ms, char **out,
+                                   size_t *len);
+/* Add the record in buf to v (hostile input: checked like a manifest). */
+ckpt_status ckpt__gc_record_decode(const void *buf, size_t len, struct ckpt_gc_victims *v,
+                                   char *err);
 
 void ckpt__manifest_free(struct ckpt_manifest *m);
 /* The format a manifest is written in: 3 with a link item or a name outside
@@ -223,9 +260,10 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
 ckpt_status ckpt__envelope_open(const void *buf, size_t len, size_t *json_len, char *err);
 char *ckpt__envelope_seal(const char *json, size_t *len);
 void ckpt__chunk_key(const char *run, const uint8_t id[CKPT_ID_LEN], char *out, size_t n);
-/* Manifest key: "<run>/manifests/<seq:020>_<step:020>_<epoch:010>.ckm" */
+/* Manifest key: "<run>/manifests/<seq:020>_<step:020>_<epoch:010>_<nonce:08x>.ckm"
+ * (the nonce keeps a commit's key apart from one a crashed save left) */
 void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
-                        char *out, size_t n);
+                        uint32_t nonce, char *out, size_t n);
 
 /* ---- the context -------------------------------------------------------- */
 struct ckpt_arena;
@@ -323,6 +361,8 @@ struct ckpt_ctx {
     struct ckpt_index idx;         /* chunks durable in the run (dedup) */
     /* objects of retained manifests, parallel to head.entries */
     struct ckpt_idlist *retained_ids;
+    /* what the gc records HEAD names are deleting: a commit never uses it */
+    struct ckpt_gc_victims gcv;
     /* Packing (object stores): chunks go into packs of about pack_bytes,
      * at most pack_inflight of them uploading at once; buffers are kept. */
     size_t pack_bytes;
@@ -373,8 +413,12 @@ struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n);
 void ckpt__arena_free(struct ckpt_arena *a);
 
 /* ---- run state (restore.c) -------------------------------------------------- */
-/* Read HEAD (and, with ids, the retained manifests' chunk ids) into ctx. */
+/* Read HEAD (and, with ids, the retained manifests' chunk ids and the gc
+ * records HEAD names) into ctx. */
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+/* The victims of the gc records of h that are in force, into v. */
+ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *h,
+                                  struct ckpt_gc_victims *v);
 void ckpt__run_state_free(struct ckpt_ctx *ctx); /* head, retained ids, known set */
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
                             bool *exists);

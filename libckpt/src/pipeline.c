@@ -117,7 +117,7 @@ void ckpt__pool_stop(struct ckpt_ctx *ctx)
 ckpt_status ckpt__pool_submit(struct ckpt_ctx *ctx, ckpt_job_fn fn, void *arg)
 {
     struct ckpt_pool *p = ctx->pool;
-    struct qjob *j = malloc(sizeof *j);
+    struct qjob *j = ckpt__failpoint("pool_submit") ? NULL : malloc(sizeof *j);
     if (!j)
         return CKPT_E_NOMEM;
     j->fn = fn;
@@ -660,6 +660,38 @@ out:
     return st;
 }
 
+/* Write one chunk object as a pack of its own (random name). */
+static ckpt_status own_pack(struct ckpt_ctx *ctx, struct ckpt_save *sv, const void *obj,
+                            size_t obj_len, struct ckpt_chunk_ref *ref, char *err)
+{
+    struct ckpt_pack p;
+    struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 1 };
+    char key[1024];
+    uint32_t slot;
+    ckpt_status st;
+    if (getrandom(p.id, sizeof p.id, 0) != (ssize_t)sizeof p.id) {
+        ckpt__seterr(err, "getrandom: %s", strerror(errno));
+        return CKPT_E_IO;
+    }
+    p.size = obj_len;
+    ckpt__object_key(ctx->run, CKPT_OBJ_PACK, p.id, key, sizeof key);
+    st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
+    if (st)
+        return st;
+    pthread_mutex_lock(&sv->mu);
+    slot = pack_slot_new(sv);
+    if (slot != UINT32_MAX)
+        sv->m.packs[slot] = p;
+    pthread_mutex_unlock(&sv->mu);
+    if (slot == UINT32_MAX) {
+        ckpt__seterr(err, "no memory for the pack list");
+        return CKPT_E_NOMEM;
+    }
+    ref->pack = slot + 1;
+    ref->off = 0;
+    return CKPT_OK;
+}
+
 /* Hash one chunk's bytes, point at the copy the run holds, else encode and
  * write it (its own object, or into the save's open pack). */
 static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsigned elem_size,
@@ -700,6 +732,29 @@ static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsig
         const void *obj, *hdr, *payload;
         size_t obj_len, plen;
         struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 1 };
+        uint64_t bits = 0;
+        int doomed;
+        pthread_mutex_lock(&ctx->run_mu);
+        doomed = ckpt__idset_get(&ctx->gcv.objs, ref->id, &bits) &&
+                 (bits & (1u << CKPT_OBJ_CHUNK));
+        pthread_mutex_unlock(&ctx->run_mu);
+        if (doomed && !ctx->pack_bytes) {
+            /* a gc in force deletes chunks/<id>: writing it there again
+             * could lose it to that gc; a pack of its own has a fresh name */
+            st = ckpt__chunk_encode(ws, raw, len, ref->id, sv->codec, sv->level, elem_size,
+                                    &obj, &obj_len);
+            if (!st)
+                st = own_pack(ctx, sv, obj, obj_len, ref, err);
+            else
+                ckpt__seterr(err, "encode failed");
+            if (st)
+                return st;
+            ref->stored_len = (uint32_t)obj_len;
+            pthread_mutex_lock(&sv->mu);
+            sv->new_bytes += obj_len;
+            pthread_mutex_unlock(&sv->mu);
+            return CKPT_OK;
+        }
         if (ctx->pack_bytes) {
             st = ckpt__chunk_encode_parts(ws, raw, len, ref->id, sv->codec, sv->level,
                                           elem_size, &hdr, &payload, &plen);
@@ -1005,6 +1060,145 @@ out:
     ckpt__idset_free(&live);
 }
 
+/* The HEAD a commit of manifest `mkey` (relative key) writes over
+ * ctx->head (run_mu held): its entries, the new one marked by src[k] ==
+ * SIZE_MAX, every other one src[k] = its index in ctx->head. The new
+ * checkpoint goes first, then the ones retained before, up to `keep`. Gc
+ * records stay (they bind every commit until their gc clears them).
+ * nh's strings are borrowed; free only nh->entries. */
+static ckpt_status plan_head(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                             const char *mkey, struct ckpt_head *nh, size_t **src)
+{
+    size_t keepn = ctx->head.n + 1 < ctx->keep ? ctx->head.n + 1 : ctx->keep;
+    memset(nh, 0, sizeof *nh);
+    nh->rev = ctx->head.rev + 1;
+    nh->seq = m->seq;
+    nh->step = m->step;
+    nh->epoch = m->epoch;
+    nh->time_ms = m->time_ms;
+    nh->entries = calloc(keepn, sizeof *nh->entries);
+    *src = calloc(keepn, sizeof **src);
+    if (!nh->entries || !*src) {
+        free(nh->entries);
+        free(*src);
+        nh->entries = NULL;
+        *src = NULL;
+        return CKPT_E_NOMEM;
+    }
+    nh->n = keepn;
+    nh->entries[0].manifest = (char *)mkey;
+    nh->entries[0].step = m->step;
+    nh->entries[0].seq = m->seq;
+    nh->entries[0].format = ckpt__manifest_format(m);
+    (*src)[0] = SIZE_MAX;
+    for (size_t i = 1; i < keepn; i++) {
+        nh->entries[i] = ctx->head.entries[i - 1];
+        (*src)[i] = i - 1;
+    }
+    nh->ngc = ctx->head.ngc;
+    nh->gc = ctx->head.gc;
+    return CKPT_OK;
+}
+
+/* Whether a gc in force (ctx->gcv, from the HEAD this commit is
+ * conditional on) deletes an object of the new checkpoint or its manifest:
+ * then it must not commit, whatever the timing. */
+static ckpt_status gc_collides(const struct ckpt_ctx *ctx, const struct ckpt_idlist *ids,
+                               const char *mkey, char *err)
+{
+    for (size_t k = 0; k < ids->n; k++) {
+        uint64_t bits;
+        if (ckpt__idset_get(&ctx->gcv.objs, ids->ids[k], &bits) && (bits & (1u << ids->kind[k]))) {
+            char hex[CKPT_ID_HEX + 1];
+            ckpt__hex(ids->ids[k], CKPT_ID_LEN, hex);
+            ckpt__seterr(err, "a gc of run %s is deleting %s %s, which this checkpoint uses: "
+                         "not committed (the next save writes it again)", ctx->run,
+                         ids->kind[k] == CKPT_OBJ_PACK ? "pack" : "chunk", hex);
+            return CKPT_E_PRECONDITION;
+        }
+    }
+    for (size_t k = 0; k < ctx->gcv.nmanifests; k++)
+        if (!strcmp(ctx->gcv.manifests[k], mkey)) {
+            ckpt__seterr(err, "a gc of run %s deleted this checkpoint's manifest %s before "
+                         "it was committed: not committed", ctx->run, mkey);
+            return CKPT_E_PRECONDITION;
+        }
+    return CKPT_OK;
+}
+
+struct present {
+    struct ckpt_idset ids; /* id -> size */
+    int nomem;
+};
+
+static int collect_present(void *user, const struct ckpt_obj_info *o)
+{
+    struct present *p = user;
+    const char *slash = strrchr(o->key, '/');
+    uint8_t id[CKPT_ID_LEN];
+    if (!slash || strlen(slash + 1) != CKPT_ID_HEX || ckpt__unhex(slash + 1, id, CKPT_ID_LEN))
+        return 0;
+    if (ckpt__idset_put(&p->ids, id, o->size) != 0)
+        p->nomem = 1;
+    return p->nomem; /* stop: out of memory */
+}
+
+/* Every object of the new checkpoint is in the store with its size, and so
+ * is its manifest: checked before committing over a HEAD that changed
+ * while the save ran without a commit (a gc, which may have deleted what
+ * this save found in the run earlier and whose record is gone by now). */
+static ckpt_status objects_present(struct ckpt_ctx *ctx, const struct ckpt_idlist *ids,
+                                   const char *mkey_full, char *err)
+{
+    struct present present[2];
+    char prefix[1024], derr[CKPT_ERR_MAX] = "";
+    ckpt_status st = CKPT_OK;
+    uint64_t sz;
+    memset(present, 0, sizeof present);
+    for (int kind = 0; kind < 2 && !st; kind++) {
+        snprintf(prefix, sizeof prefix, "%s/%s/", ctx->run,
+                 kind == CKPT_OBJ_PACK ? "packs" : "chunks");
+        st = ctx->store->ops->list(ctx->store, prefix, collect_present, &present[kind], derr);
+        if (st) {
+            ckpt__seterr(err, "listing %s: %s", prefix, derr);
+        } else if (present[kind].nomem) {
+            ckpt__seterr(err, "out of memory listing %s", prefix);
+            st = CKPT_E_NOMEM;
+        }
+    }
+    for (size_t k = 0; !st && k < ids->n; k++)
+        if (!ckpt__idset_get(&present[ids->kind[k]].ids, ids->ids[k], &sz) ||
+            sz != ids->size[k]) {
+            char hex[CKPT_ID_HEX + 1];
+            ckpt__hex(ids->ids[k], CKPT_ID_LEN, hex);
+            ckpt__seterr(err, "%s %s of this checkpoint is no longer in the store (a gc "
+                         "removed it): not committed",
+                         ids->kind[k] == CKPT_OBJ_PACK ? "pack" : "chunk", hex);
+            st = CKPT_E_PRECONDITION;
+        }
+    if (!st && (st = ctx->store->ops->head(ctx->store, mkey_full, NULL, NULL, derr)) != CKPT_OK) {
+        if (st == CKPT_E_NOENT) {
+            ckpt__seterr(err, "manifest %s was removed (by a gc) before it was committed: not "
+                         "committed", mkey_full);
+            st = CKPT_E_PRECONDITION;
+        } else {
+            ckpt__seterr(err, "%s: %s", mkey_full, derr);
+        }
+    }
+    ckpt__idset_free(&present[0].ids);
+    ckpt__idset_free(&present[1].ids);
+    return st;
+}
+
+/* Where plan_head put the new checkpoint. */
+static size_t new_at(const size_t *src, size_t n)
+{
+    size_t k = 0;
+    while (k + 1 < n && src[k] != SIZE_MAX)
+        k++;
+    return k;
+}
+
 static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
 {
     struct ckpt_save *sv = arg;
@@ -1012,13 +1206,15 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     ckpt_status st = sv->st;
     char err[CKPT_ERR_MAX] = "", mkey[1024], line[2048], host[256] = "?", hkey[1024];
     char *mbuf = NULL, *hbuf = NULL, new_etag[CKPT_ETAG_MAX];
-    size_t mlen, hlen;
+    const char *mrel;
+    size_t mlen, hlen, *src = NULL;
     struct ckpt_head nh = { 0 };
     struct ckpt_idlist new_ids = { 0 };
     struct ckpt_put_opts po = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
     struct ckpt_head_entry *dropped = NULL;
     struct ckpt_idlist *dropped_ids = NULL, *new_retained = NULL;
-    size_t ndropped = 0, keepn;
+    size_t ndropped = 0;
+    char *kept = NULL;
     int have_lock = 0;
     double secs;
     (void)ws;
@@ -1086,14 +1282,24 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     m->new_bytes = sv->new_bytes;
     free(m->parent);
     m->parent = ctx->head.n ? ckpt__strdup(ctx->head.entries[0].manifest) : NULL;
-    if (!m->writer || (ctx->head.n && !m->parent)) {
+    if (!m->writer || (ctx->head.n && !m->parent) || ckpt__manifest_objects(m, &new_ids)) {
         st = CKPT_E_NOMEM;
         goto out;
     }
+    {
+        uint32_t nonce = 0;
+        if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+            nonce = (uint32_t)ckpt__mono_ns();
+        ckpt__manifest_key(ctx->run, m->seq, m->step, m->epoch, nonce, mkey, sizeof mkey);
+    }
+    mrel = mkey + strlen(ctx->run) + 1;
+    /* a gc in force deletes what this save found in the run: do not commit */
+    st = gc_collides(ctx, &new_ids, mrel, err);
+    if (st)
+        goto out;
     st = ckpt__manifest_encode(m, &mbuf, &mlen);
     if (st)
         goto out;
-    ckpt__manifest_key(ctx->run, m->seq, m->step, m->epoch, mkey, sizeof mkey);
     st = ctx->store->ops->put(ctx->store, mkey, mbuf, mlen, &po, NULL, err);
     if (st == CKPT_E_PRECONDITION) {
         snprintf(err, sizeof err, "manifest %.400s already exists: another writer committed "
@@ -1102,67 +1308,113 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     }
     if (st)
         goto out;
-    /* 3. HEAD, conditional on what we last saw */
-    keepn = ctx->head.n + 1 < ctx->keep ? ctx->head.n + 1 : ctx->keep;
-    nh.seq = m->seq;
-    nh.step = m->step;
-    nh.epoch = m->epoch;
-    nh.time_ms = m->time_ms;
-    nh.n = keepn;
-    nh.entries = calloc(keepn, sizeof *nh.entries);
-    new_retained = calloc(keepn, sizeof *new_retained);
-    if (!nh.entries || !new_retained || ckpt__manifest_objects(m, &new_ids)) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    nh.entries[0].manifest = mkey + strlen(ctx->run) + 1;
-    nh.entries[0].step = m->step;
-    nh.entries[0].seq = m->seq;
-    nh.entries[0].format = ckpt__manifest_format(m);
-    for (size_t i = 1; i < keepn; i++)
-        nh.entries[i] = ctx->head.entries[i - 1];
-    st = ckpt__head_encode(&nh, &hbuf, &hlen);
-    if (st)
-        goto out;
+    /* 3. HEAD, conditional on what we last saw. Refused: another writer
+     * committed (or fenced) -- this save is refused -- or, with the same
+     * commit sequence and epoch, a gc (or a damaged marking) rewrote it:
+     * then reload, check that the gc deletes nothing this save uses and
+     * that it is all still there, and try again on the new HEAD. */
     snprintf(hkey, sizeof hkey, "%s/HEAD", ctx->run);
-    if (ctx->store->ops->has_conditional(ctx->store)) {
-        po.cond = ctx->have_head ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
-        po.if_match = ctx->head_etag;
-    } else {
-        po.cond = CKPT_PUT_PLAIN;
+    for (int attempt = 1;; attempt++) {
+        uint64_t seq0 = ctx->head.seq, epoch0 = ctx->head.epoch;
+        st = plan_head(ctx, m, mrel, &nh, &src);
+        if (!st)
+            st = ckpt__head_encode(&nh, &hbuf, &hlen);
+        if (st)
+            goto out;
+        if (ctx->store->ops->has_conditional(ctx->store)) {
+            po.cond = ctx->have_head ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
+            po.if_match = ctx->head_etag;
+        } else {
+            po.cond = CKPT_PUT_PLAIN;
+        }
+        st = ctx->store->ops->put(ctx->store, hkey, hbuf, hlen, &po, new_etag, err);
+        free(hbuf);
+        hbuf = NULL;
+        if (st != CKPT_E_PRECONDITION && !(st == CKPT_E_NOENT && po.cond == CKPT_PUT_IF_MATCH))
+            break;
+        free(nh.entries);
+        free(src);
+        nh.entries = NULL;
+        src = NULL;
+        ctx->run_loaded = false;
+        pthread_mutex_unlock(&ctx->run_mu);
+        have_lock = 0;
+        st = ckpt__load_run(ctx, true);
+        pthread_mutex_lock(&ctx->run_mu);
+        have_lock = 1;
+        if (st) {
+            snprintf(err, sizeof err, "HEAD of run %s changed; reading it again: %.400s",
+                     ctx->run, ctx->errmsg);
+            break;
+        }
+        if (attempt < 4 && ctx->have_head && ctx->head.seq == seq0 &&
+            ctx->head.epoch == epoch0) {
+            ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "commit", "HEAD of run %s was rewritten "
+                      "without a commit (gc): checking step %" PRIu64 " against it", ctx->run,
+                      m->step);
+            st = gc_collides(ctx, &new_ids, mrel, err);
+            if (st)
+                break;
+            pthread_mutex_unlock(&ctx->run_mu);
+            have_lock = 0;
+            st = objects_present(ctx, &new_ids, mkey, err);
+            pthread_mutex_lock(&ctx->run_mu);
+            have_lock = 1;
+            if (st)
+                break;
+            continue;
+        }
+        snprintf(err, sizeof err, "HEAD of run %s changed since this writer read it: another "
+                                  "runner committed; this save is refused", ctx->run);
+        st = CKPT_E_FENCED;
+        break;
     }
-    st = ctx->store->ops->put(ctx->store, hkey, hbuf, hlen, &po, new_etag, err);
-    if (st == CKPT_E_PRECONDITION || (st == CKPT_E_NOENT && po.cond == CKPT_PUT_IF_MATCH)) {
+    if (st) {
         const char *dk[1] = { mkey };
         ctx->store->ops->del(ctx->store, dk, 1, NULL);
-        snprintf(err, sizeof err, "HEAD of run %s changed since this writer read it: another "
-                                  "runner (or gc) committed; this save is refused", ctx->run);
-        st = CKPT_E_FENCED;
-        /* reload for the next save */
+        goto out;
+    }
+    /* 4. committed: update what we know */
+    new_retained = calloc(nh.n, sizeof *new_retained);
+    dropped = calloc(ctx->head.n ? ctx->head.n : 1, sizeof *dropped);
+    dropped_ids = calloc(ctx->head.n ? ctx->head.n : 1, sizeof *dropped_ids);
+    kept = calloc(ctx->head.n ? ctx->head.n : 1, 1);
+    for (size_t k = 0; k < nh.n; k++)
+        if (src[k] == SIZE_MAX)
+            nh.entries[k].manifest = ckpt__strdup(mrel);
+    if (!new_retained || !dropped || !dropped_ids || !kept ||
+        !nh.entries[new_at(src, nh.n)].manifest) {
+        /* committed, but our view cannot follow: reload it from the store */
+        free(nh.entries[new_at(src, nh.n)].manifest);
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "commit", "out of memory after committing step %"
+                  PRIu64 ": retention skipped (ckptrun gc removes what it left)", m->step);
         ctx->run_loaded = false;
         pthread_mutex_unlock(&ctx->run_mu);
         have_lock = 0;
         ckpt__load_run(ctx, true);
-    }
-    if (st)
-        goto out;
-    /* 4. committed: update what we know */
-    ndropped = ctx->head.n + 1 - keepn;
-    dropped = ndropped ? &ctx->head.entries[keepn - 1] : NULL;
-    dropped_ids = ndropped ? &ctx->retained_ids[keepn - 1] : NULL;
-    new_retained[0] = new_ids;
-    memset(&new_ids, 0, sizeof new_ids);
-    for (size_t i = 1; i < keepn; i++)
-        new_retained[i] = ctx->retained_ids[i - 1];
-    nh.entries[0].manifest = ckpt__strdup(nh.entries[0].manifest);
-    {
+    } else {
         struct ckpt_head old = ctx->head;
         struct ckpt_idlist *old_ids = ctx->retained_ids;
+        for (size_t k = 0; k < nh.n; k++) {
+            if (src[k] == SIZE_MAX) {
+                new_retained[k] = new_ids;
+                memset(&new_ids, 0, sizeof new_ids);
+            } else {
+                new_retained[k] = old_ids[src[k]];
+                kept[src[k]] = 1;
+            }
+        }
+        for (size_t i = 0; i < old.n; i++)
+            if (!kept[i]) {
+                dropped[ndropped] = old.entries[i];
+                dropped_ids[ndropped++] = old_ids[i];
+            }
         ctx->head = nh;
         ctx->retained_ids = new_retained;
         ctx->have_head = true;
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", new_etag);
         nh.entries = NULL;
+        nh.gc = NULL;
         new_retained = NULL;
         for (size_t i = 0; i < m->nitems; i++)
             for (size_t c = 0; c < m->items[i].nchunks; c++)
@@ -1194,7 +1446,11 @@ out:
     free(mbuf);
     free(hbuf);
     free(nh.entries);
+    free(src);
     free(new_retained);
+    free(dropped);
+    free(dropped_ids);
+    free(kept);
     ckpt__idlist_free(&new_ids);
     save_finish(ctx, sv, st, err);
 }

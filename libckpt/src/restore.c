@@ -144,8 +144,43 @@ int ckpt__index_get(const struct ckpt_index *x, const uint8_t *id, struct ckpt_l
     return 1;
 }
 
+ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *h,
+                                  struct ckpt_gc_victims *v)
+{
+    int64_t now = ckpt__now_ms();
+    memset(v, 0, sizeof *v);
+    for (size_t i = 0; i < h->ngc; i++) {
+        char key[1024], err[CKPT_ERR_MAX] = "";
+        void *buf = NULL;
+        size_t len;
+        ckpt_status st;
+        if (now - h->gc[i].time_ms > CKPT_GC_RECORD_TTL_MS)
+            continue; /* its gc stopped deleting long ago */
+        ckpt__run_key(ctx, h->gc[i].record, key, sizeof key);
+        st = ctx->store->ops->get(ctx->store, key, CKPT_MANIFEST_MAX, 0, &buf, &len, NULL, err);
+        if (st == CKPT_OK)
+            st = ckpt__gc_record_decode(buf, len, v, err);
+        free(buf);
+        if (st == CKPT_E_NOMEM)
+            return st;
+        if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT) {
+            /* a gc writes its record before HEAD names it and deletes it
+             * after: only someone else's hand makes it missing */
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "gc record %s: %s (ignored)", key, err);
+            continue;
+        }
+        if (st) {
+            ckpt__set_ctx_err(ctx, "reading gc record %s: %s", key, err);
+            ckpt__gc_victims_free(v);
+            return st;
+        }
+    }
+    return CKPT_OK;
+}
+
 void ckpt__run_state_free(struct ckpt_ctx *ctx)
 {
+    ckpt__gc_victims_free(&ctx->gcv);
     if (ctx->retained_ids) {
         for (size_t i = 0; i < ctx->head.n; i++)
             ckpt__idlist_free(&ctx->retained_ids[i]);
@@ -163,11 +198,14 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
     bool exists;
     struct ckpt_idlist *lists = NULL;
     struct ckpt_index known;
+    struct ckpt_gc_victims gcv = { 0 };
     ckpt_status st;
 
     ckpt__index_init(&known);
     st = ckpt__read_head(ctx, &h, etag, &exists);
     if (st)
+        goto out;
+    if (ids && h.ngc && (st = ckpt__read_gc_records(ctx, &h, &gcv)) != CKPT_OK)
         goto out;
     lists = calloc(h.n ? h.n : 1, sizeof *lists);
     if (!lists) {
@@ -199,6 +237,8 @@ out:
         ctx->head = h;
         ctx->retained_ids = lists;
         ctx->idx = known;
+        ctx->gcv = gcv;
+        memset(&gcv, 0, sizeof gcv);
         ctx->have_head = exists;
         ctx->load_ok = true;
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", etag);
@@ -211,6 +251,7 @@ out:
             for (size_t i = 0; i < h.n; i++)
                 ckpt__idlist_free(&lists[i]);
         ckpt__head_free(&h); /* zeroed when it was not read */
+        ckpt__gc_victims_free(&gcv);
     }
     /* Loaded or not, savers may proceed: without the index they only write
      * more; the commit re-reads HEAD before it relies on it. */

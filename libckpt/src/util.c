@@ -221,6 +221,8 @@ int ckpt__idset_get(const struct ckpt_idset *s, const uint8_t *id, uint64_t *val
     }
 }
 
+static int idset_insert(struct ckpt_idset *s, const uint8_t *id, uint64_t val);
+
 static int idset_grow(struct ckpt_idset *s)
 {
     struct ckpt_idset n;
@@ -237,13 +239,49 @@ static int idset_grow(struct ckpt_idset *s)
     }
     for (size_t i = 0; i < s->cap; i++)
         if (s->used[i])
-            ckpt__idset_put(&n, s->keys[i], s->vals[i]);
+            idset_insert(&n, s->keys[i], s->vals[i]); /* room for all: cannot fail */
     ckpt__idset_free(s);
     *s = n;
     return 0;
 }
 
+/* ---- failpoints (tests) ------------------------------------------------------ */
+static atomic_int fp_armed; /* fast path: nothing armed */
+static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fp_name[64];
+static unsigned fp_left;
+
+void ckpt__failpoint_arm(const char *name, unsigned nth)
+{
+    pthread_mutex_lock(&fp_mu);
+    snprintf(fp_name, sizeof fp_name, "%s", name ? name : "");
+    fp_left = nth;
+    atomic_store(&fp_armed, name && nth);
+    pthread_mutex_unlock(&fp_mu);
+}
+
+int ckpt__failpoint(const char *name)
+{
+    int hit = 0;
+    if (!atomic_load_explicit(&fp_armed, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&fp_mu);
+    if (fp_left && !strcmp(fp_name, name) && --fp_left == 0) {
+        hit = 1;
+        atomic_store(&fp_armed, 0);
+    }
+    pthread_mutex_unlock(&fp_mu);
+    return hit;
+}
+
 int ckpt__idset_put(struct ckpt_idset *s, const uint8_t *id, uint64_t val)
+{
+    if (ckpt__failpoint("idset_put"))
+        return -1;
+    return idset_insert(s, id, val);
+}
+
+static int idset_insert(struct ckpt_idset *s, const uint8_t *id, uint64_t val)
 {
     if ((s->n + 1) * 2 > s->cap && idset_grow(s) != 0)
         return -1;

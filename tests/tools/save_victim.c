@@ -1,8 +1,11 @@
 /* save_victim -- a process that saves in a loop, to be SIGKILLed at random
  * instants by test_save_kill.sh, and a checker for what it leaves behind.
  *
- *   save_victim write   STORE RUN   save steps 1, 2, ... forever; print each
- *                                   committed step on stdout
+ *   save_victim write   STORE RUN [--tolerant]   save steps 1, 2, ... forever;
+ *                                   print each committed step on stdout
+ *                                   (--tolerant: a refused save is reported
+ *                                   on stderr and the next step is saved)
+ *   save_victim gc      STORE RUN MIN_AGE_MS   gc --keep 1 in a loop
  *   save_victim check   STORE RUN MIN   restore; the data must be exactly
  *                                   what step S wrote, with S >= MIN
  * Region contents are a function of the step, so any mix of two
@@ -50,6 +53,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "open: %s\n", ckpt_errmsg(NULL));
         return 2;
     }
+    if (!strcmp(argv[1], "gc")) {
+        uint64_t min_age = argc > 4 ? strtoull(argv[4], NULL, 10) : 0, n = 0;
+        for (;;) {
+            st = ckpt_gc(ctx, 1, min_age, &n);
+            if (st && st != CKPT_E_PRECONDITION) {
+                fprintf(stderr, "gc: %s: %s\n", ckpt_strerror(st), ckpt_errmsg(ctx));
+                return 1;
+            }
+            printf("gc %s %" PRIu64 "\n", ckpt_strerror(st), n);
+            fflush(stdout);
+        }
+    }
     ckpt_protect(ctx, "a", a, sizeof a);
     ckpt_protect(ctx, "b", b, sizeof b);
     ckpt_protect(ctx, "meta", &meta, sizeof meta);
@@ -81,8 +96,13 @@ int main(int argc, char **argv)
     for (step = st == CKPT_OK ? step + 1 : 1;; step++) {
         fill(a, b, step);
         meta = step;
-        if (ckpt_save(ctx, step) || ckpt_wait(ctx)) {
+        if ((st = ckpt_save(ctx, step)) != CKPT_OK || (st = ckpt_wait(ctx)) != CKPT_OK) {
             fprintf(stderr, "save %" PRIu64 ": %s\n", step, ckpt_errmsg(ctx));
+            /* a save refused because a gc deletes what it used, or because
+             * gc rewrote HEAD: the next one commits */
+            if (argc > 4 && !strcmp(argv[4], "--tolerant") &&
+                (st == CKPT_E_PRECONDITION || st == CKPT_E_FENCED))
+                continue;
             return 1;
         }
         printf("%" PRIu64 "\n", step);

@@ -449,8 +449,9 @@ static void test_names_and_keys(void **state)
     assert_false(ckpt_key_valid("run/x/"));
     assert_false(ckpt_key_valid("run/a b"));
     char k[256];
-    ckpt__manifest_key("r", 1, 2, 3, k, sizeof k);
-    assert_string_equal(k, "r/manifests/00000000000000000001_00000000000000000002_0000000003.ckm");
+    ckpt__manifest_key("r", 1, 2, 3, 0xabc, k, sizeof k);
+    assert_string_equal(k, "r/manifests/00000000000000000001_00000000000000000002_0000000003_"
+                           "00000abc.ckm");
 }
 
 int main(void)

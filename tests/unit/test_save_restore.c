@@ -1,6 +1,8 @@
 /* test_save_restore.c -- the library end to end on the file store. */
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
@@ -932,6 +934,66 @@ static void test_file_changes_during_save(void **state)
     free(want);
 }
 
+/* ckpt_open cannot queue the background load of the run (out of memory):
+ * the save must still commit, not wait forever for a load that never
+ * comes (it did: chunk jobs waited on it). Checked from a thread with a
+ * deadline, so the old behaviour fails instead of hanging the suite. */
+struct bg_save {
+    struct ckpt_ctx *ctx;
+    ckpt_status st;
+    int done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void *bg_save_fn(void *arg)
+{
+    struct bg_save *b = arg;
+    ckpt_status st = ckpt_save(b->ctx, 7);
+    if (st == CKPT_OK)
+        st = ckpt_wait(b->ctx);
+    pthread_mutex_lock(&b->mu);
+    b->st = st;
+    b->done = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static void test_load_not_queued(void **state)
+{
+    uint8_t buf[100000], want[100000];
+    struct bg_save b = { NULL, CKPT_E_INTERNAL, 0, PTHREAD_MUTEX_INITIALIZER,
+                         PTHREAD_COND_INITIALIZER };
+    struct timespec until;
+    pthread_t t;
+    (void)state;
+    /* a first commit, so the load would have had something to read */
+    struct ckpt_ctx *ctx = open_run("noload", CKPT_CODEC_ZSTD, 64 << 10, 3);
+    fill_random(buf, sizeof buf, 1);
+    assert_int_equal(ckpt_protect(ctx, "b", buf, sizeof buf), CKPT_OK);
+    save_ok(ctx, 6);
+    ckpt_close(ctx);
+    ckpt__failpoint_arm("pool_submit", 1); /* ckpt_open's load job */
+    b.ctx = open_run("noload", CKPT_CODEC_ZSTD, 64 << 10, 3);
+    ckpt__failpoint_arm(NULL, 0);
+    fill_random(buf, sizeof buf, 2);
+    assert_int_equal(ckpt_protect(b.ctx, "b", buf, sizeof buf), CKPT_OK);
+    assert_int_equal(pthread_create(&t, NULL, bg_save_fn, &b), 0);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&b.mu);
+    while (!b.done && pthread_cond_timedwait(&b.cv, &b.mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&b.mu);
+    if (!b.done)
+        fail_msg("ckpt_save did not return within 60 s: it waits for a load never queued");
+    pthread_join(t, NULL);
+    assert_int_equal(b.st, CKPT_OK);
+    restore_equals(b.ctx, buf, want, sizeof buf, 7);
+    ckpt_close(b.ctx);
+}
+
 /* A checkpoint written with a larger chunk size than the reader's (the writer
  * set CKPT_CHUNK_BYTES, the new machine did not) restores and verifies: into
  * memory, into a protected file and into a directory. */
@@ -1154,6 +1216,7 @@ int main(void)
         cmocka_unit_test(test_links),
         cmocka_unit_test(test_utf8_names),
         cmocka_unit_test(test_file_changes_during_save),
+        cmocka_unit_test(test_load_not_queued),
         cmocka_unit_test(test_reader_smaller_chunks),
         cmocka_unit_test(test_staging_cap_and_busy),
         cmocka_unit_test(test_fencing),
