@@ -964,7 +964,8 @@ static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
 {
     struct newest_files nf = { .s = s };
     ckpt_status st;
-    int rc = 0;
+    int rc = 0, nbad = 0;
+    uint64_t bad[sizeof nf.steps / sizeof nf.steps[0]];
 
     st = ckpt_list(ctx, collect_steps, &nf);
     if (st != CKPT_OK) {
@@ -986,6 +987,8 @@ static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
         if (m == 0)
             continue; /* a checkpoint of memory regions: libckpt's business */
         st = restore_staged(ctx, nf.steps[i], s->dir, &got);
+        if (st == CKPT_E_CORRUPT)
+            bad[nbad++] = nf.steps[i]; /* damaged: out of the resume order below */
         if (st == CKPT_OK) {
             s->resumed = 1;
             s->restored_step = got;
@@ -1006,6 +1009,10 @@ static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
                 "trying an older one", nf.steps[i], ckpt_strerror(st), ckpt_errmsg(ctx));
     }
 out:
+    /* the lease holder drops what it found damaged from the resume order, so
+     * the trainer's commits from here on resume (docs/FORMAT.md, HEAD) */
+    if (nbad && rc == 0 && ckpt_mark_damaged(ctx, bad, (size_t)nbad) != CKPT_OK)
+        log_msg(LOG_WARN, "fallback", "cannot mark the damaged checkpoints: %s", ckpt_errmsg(ctx));
     return rc;
 }
 

@@ -291,10 +291,16 @@ CKPT_API ckpt_status ckpt_protect_link(struct ckpt_ctx *ctx, const char *name,
  * in-flight save first. */
 CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
 
-/* Restore the newest committed checkpoint whose chunks all verify into the
- * protected regions and files. A damaged checkpoint is reported in the log
- * and ckpt_errmsg() (item, chunk, expected vs found) and the previous one is
- * used. Sizes are checked for every item before anything is written: a size
+/* Restore the newest committed checkpoint (highest step; among those of one
+ * step, the latest commit) whose chunks all verify into the protected
+ * regions and files. A checkpoint with any missing or damaged part
+ * (manifest, chunk, pack), or one this version cannot read (a newer format,
+ * several ranks), is reported in the log (warn) and ckpt_errmsg() (item,
+ * chunk, expected vs found) and the next older one is used. A context with
+ * a lease epoch (`epoch`: a trainer under ckptrun) then marks the damaged
+ * ones in HEAD (ckpt_mark_damaged). A local error (out of memory, a
+ * protected file's disk full or read-only) or a store error stops the
+ * restore instead: an older checkpoint would not fare better. Sizes are checked for every item before anything is written: a size
  * difference returns CKPT_E_SIZE with nothing overwritten. Every protected
  * name must exist in the checkpoint (else CKPT_E_MISMATCH, nothing written);
  * stored items not protected are ignored. Protected files are replaced as
@@ -360,14 +366,18 @@ struct ckpt_info {
     uint64_t links;         /* link items among `items` (ckpt_protect_link) */
 };
 typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
-/* Call fn for each committed checkpoint of the run, newest first; fn returns
- * nonzero to stop. @return CKPT_OK (also for a run with none), store errors,
+/* Call fn for each committed checkpoint of the run in the resume order
+ * (highest step first; checkpoints marked damaged are not listed); fn
+ * returns nonzero to stop. A checkpoint whose manifest cannot be read is
+ * listed with time_ms -1. @return CKPT_OK (also for a run with none), store errors,
  * CKPT_E_CORRUPT (HEAD damaged). */
 CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
 
-/* Write every item of the checkpoint at `step` (or the newest committed that
- * verifies when step == CKPT_STEP_LATEST) as a file under `dir`, named by the
- * item's name (a name with '/' creates sub-directories). Names that would
+/* Write every item of the checkpoint at `step` (or, with CKPT_STEP_LATEST,
+ * the first of the resume order that restores whole, falling back as
+ * ckpt_restore() does, and marking as it does in a context with a lease
+ * epoch) as a file under `dir`, named by the item's name (a name with '/'
+ * creates sub-directories). Names that would
  * escape `dir` are refused (CKPT_E_UNSAFE). Files are written to temporary
  * names and renamed into place after they verify. They are not fsynced (like
  * cp, curl or aws s3 cp: the store keeps the durable copy) unless the
@@ -387,10 +397,11 @@ CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
  * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_NOENT, store errors. */
 CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
 
-/* Apply retention: keep the newest `keep` committed checkpoints (never
- * dropping the newest one that verifies), delete the others' manifests and
- * every chunk that no retained manifest references and that is older than
- * `min_age_ms` (spares chunks of a save in progress elsewhere).
+/* Apply retention: keep the `keep` highest steps (never dropping the newest
+ * one whose objects are all present), delete the others' manifests, those of
+ * checkpoints marked damaged at least `min_age_ms` ago, and every chunk or
+ * pack that no kept checkpoint references and that is at least `min_age_ms`
+ * old by the store's clock (see ckpt_gc_ex()).
  * @deleted receives the number of objects deleted (may be NULL). */
 CKPT_API ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep,
                              uint64_t min_age_ms, uint64_t *deleted);
@@ -426,6 +437,22 @@ CKPT_API ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t mi
  * @return CKPT_OK, CKPT_E_PRECONDITION (HEAD changed meanwhile: retry),
  *         CKPT_E_CORRUPT (HEAD damaged), store errors. */
 CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
+
+/* Mark the committed checkpoints at `steps` damaged: they leave the resume
+ * order (ckpt_list, ckpt_restore, CKPT_STEP_LATEST, retention's --keep
+ * count) and go to HEAD's "damaged" list, their objects kept for
+ * inspection until `ckptrun gc` (which deletes them once --min-age has
+ * passed since the marking). For the lease holder after a restore that
+ * had to fall back: `steps` are those ckpt_restore_dir() found damaged
+ * (CKPT_E_CORRUPT); a step not retained is ignored. ckpt_restore() and
+ * ckpt_restore_dir(CKPT_STEP_LATEST) do this themselves in a context with
+ * a lease epoch (`epoch`, CKPT_EPOCH: ckptrun run/recover and a trainer
+ * under them). Later commits, above the restored step or not, are
+ * retained and resume normally. A conditional HEAD write, retried.
+ * @return CKPT_OK, CKPT_E_INVAL (no epoch: only the lease holder marks),
+ *         CKPT_E_FENCED (another runner holds the lease), CKPT_E_NOENT (no
+ *         HEAD), CKPT_E_PRECONDITION (HEAD kept changing), store errors. */
+CKPT_API ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *steps, size_t n);
 
 /* Request a checkpoint from inside the program (as ckptrun's requests do):
  * ckpt_should_save() turns true. `codec` != DEFAULT overrides the codec for

@@ -350,8 +350,8 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
     size_t keepn = 0;
     int64_t now = 0;
     uint64_t t0_ns = ckpt__mono_ns();
-    struct ckpt_idlist *ids = NULL;
-    int *ok = NULL, clock_known = 0;
+    struct ckpt_idlist *ids = NULL, *dids = NULL;
+    int *ok = NULL, *dkeep = NULL, clock_known = 0;
     uint8_t nonce[CKPT_ID_LEN];
 
     ckpt__idset_init(&live);
@@ -390,6 +390,32 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         if (ckpt__manifest_objects(&m, &ids[i]) != 0)
             st = CKPT_E_NOMEM;
         ok[i] = 1;
+        ckpt__manifest_free(&m);
+        if (st)
+            goto out;
+    }
+    /* damaged checkpoints (a restore fell back past them): their objects
+     * stay for inspection until --min-age after the marking */
+    dkeep = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dkeep);
+    dids = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dids);
+    if (!dkeep || !dids) {
+        st = CKPT_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < h.ndamaged; i++) {
+        struct ckpt_manifest m;
+        dkeep[i] = ckpt__now_ms() - h.damaged[i].marked_ms < (int64_t)min_age_ms;
+        if (!dkeep[i])
+            continue;
+        st = ckpt__read_manifest(ctx, h.damaged[i].manifest, &m);
+        if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED) {
+            st = CKPT_OK; /* nothing readable to keep */
+            continue;
+        }
+        if (st)
+            goto out;
+        if (ckpt__manifest_objects(&m, &dids[i]) != 0)
+            st = CKPT_E_NOMEM;
         ckpt__manifest_free(&m);
         if (st)
             goto out;
@@ -441,15 +467,17 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
             keepn++;
         }
     }
-    for (size_t i = 0; i < keepn; i++)
-        for (size_t k = 0; k < ids[i].n; k++) {
+    for (size_t i = 0; i < keepn + h.ndamaged; i++) {
+        const struct ckpt_idlist *l = i < keepn ? &ids[i] : &dids[i - keepn];
+        for (size_t k = 0; k < l->n; k++) {
             uint64_t bits = 0;
-            ckpt__idset_get(&live, ids[i].ids[k], &bits);
-            if (ckpt__idset_put(&live, ids[i].ids[k], bits | 1u << ids[i].kind[k])) {
+            ckpt__idset_get(&live, l->ids[k], &bits);
+            if (ckpt__idset_put(&live, l->ids[k], bits | 1u << l->kind[k])) {
                 st = CKPT_E_NOMEM; /* an incomplete live set must delete nothing */
                 goto out;
             }
         }
+    }
     /* the store's "now": the time it gives an object we write now */
     if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
         ckpt__set_ctx_err(ctx, "gc: getrandom: %s", strerror(errno));
@@ -493,6 +521,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         const char *rel = mans.keys[i] + strlen(ctx->run) + 1;
         int kept = 0, dropped = -1;
         char age[32];
+        int damaged = -1;
         for (size_t k = 0; k < h.n; k++)
             if (!strcmp(h.entries[k].manifest, rel)) {
                 if (k < keepn)
@@ -500,10 +529,23 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
                 else
                     dropped = (int)k;
             }
+        for (size_t k = 0; k < h.ndamaged; k++)
+            if (!strcmp(h.damaged[k].manifest, rel)) {
+                if (dkeep[k])
+                    kept = 1;
+                else
+                    damaged = (int)k;
+            }
         if (kept)
             continue;
         age_text(now - mans.mtime[i], age, sizeof age);
-        if (dropped >= 0) {
+        if (damaged >= 0) {
+            char since[32];
+            age_text(ckpt__now_ms() - h.damaged[damaged].marked_ms, since, sizeof since);
+            if (victim_add(&vs, mans.keys[i], mans.size[i], "damaged checkpoint step %" PRIu64
+                           ", marked %s ago", h.damaged[damaged].step, since))
+                st = CKPT_E_NOMEM;
+        } else if (dropped >= 0) {
             if (victim_add(&vs, mans.keys[i], mans.size[i], "checkpoint step %" PRIu64 ": "
                            "past --keep %u", h.entries[dropped].step, keep))
                 st = CKPT_E_NOMEM;
@@ -588,10 +630,12 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         goto out;
     }
     {
-        int void_refs = 0;
+        int void_refs = 0, expired = 0;
         for (size_t k = 0; k < h.ngc; k++)
             void_refs |= ckpt__now_ms() - h.gc[k].time_ms > CKPT_GC_RECORD_TTL_MS;
-        if (vs.n == 0 && keepn == h.n && !void_refs)
+        for (size_t k = 0; k < h.ndamaged; k++)
+            expired |= !dkeep[k];
+        if (vs.n == 0 && keepn == h.n && !void_refs && !expired)
             goto out; /* nothing to do: HEAD stays as it is */
     }
     /* publish: the record, then HEAD naming it (and dropping past --keep) */
@@ -601,8 +645,10 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
         struct ckpt_head nh = h;
         struct ckpt_gc_ref *refs = calloc(h.ngc + 1, sizeof *refs);
+        struct ckpt_head_entry *dam = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dam);
         size_t nr = 0;
-        if (!refs) {
+        if (!refs || !dam) {
+            free(dam);
             st = CKPT_E_NOMEM;
             goto out;
         }
@@ -613,6 +659,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         buf = NULL;
         if (st) {
             free(refs);
+            free(dam);
             ckpt__set_ctx_err(ctx, "gc: writing %s: %s", reckey, err);
             goto out;
         }
@@ -626,12 +673,18 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         nh.gc = refs;
         nh.ngc = nr;
         nh.rev = h.rev + 1;
+        nh.damaged = dam;
+        nh.ndamaged = 0;
+        for (size_t k = 0; dam && k < h.ndamaged; k++)
+            if (dkeep[k])
+                dam[nh.ndamaged++] = h.damaged[k];
         po.cond = exists ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
         po.if_match = etag;
         if (!ctx->store->ops->has_conditional(ctx->store))
             po.cond = CKPT_PUT_PLAIN;
         st = ckpt__head_encode(&nh, &buf, &len);
         free(refs);
+        free(dam);
         if (st)
             goto out;
         ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
@@ -679,8 +732,13 @@ out:
     if (ids)
         for (size_t i = 0; i < h.n; i++)
             ckpt__idlist_free(&ids[i]);
+    if (dids)
+        for (size_t i = 0; i < h.ndamaged; i++)
+            ckpt__idlist_free(&dids[i]);
     free(ids);
+    free(dids);
     free(ok);
+    free(dkeep);
     free(vs.v);
     free(keys);
     objlist_free(&objs[0]);
@@ -722,6 +780,120 @@ ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
 ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, uint64_t *deleted)
 {
     return ckpt_gc_ex(ctx, keep, min_age_ms, 0, NULL, NULL, deleted);
+}
+
+/* ---- damaged checkpoints ------------------------------------------------------ */
+ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n)
+{
+    ckpt_status st = CKPT_E_PRECONDITION;
+    size_t moved = 0;
+    if (!ctx->epoch) {
+        ckpt__set_ctx_err(ctx, "only the lease holder (a context with an epoch) marks "
+                               "checkpoints damaged");
+        return CKPT_E_INVAL;
+    }
+    for (int attempt = 0; attempt < 8 && st == CKPT_E_PRECONDITION; attempt++) {
+        struct ckpt_head h;
+        char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024], *buf = NULL;
+        size_t len, w = 0;
+        bool exists;
+        struct ckpt_head_entry *d;
+        struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
+        st = ckpt__read_head(ctx, &h, etag, &exists);
+        if (st)
+            return st;
+        if (!exists) {
+            ckpt__set_ctx_err(ctx, "run %s has no HEAD", ctx->run);
+            return CKPT_E_NOENT;
+        }
+        if (h.epoch > ctx->epoch) {
+            ckpt__set_ctx_err(ctx, "run %s was fenced at epoch %" PRIu64 " (this context has "
+                              "%" PRIu64 "): not marking anything", ctx->run, h.epoch,
+                              ctx->epoch);
+            ckpt__head_free(&h);
+            return CKPT_E_FENCED;
+        }
+        d = realloc(h.damaged, (h.ndamaged + h.n + 1) * sizeof *d);
+        if (!d) {
+            ckpt__head_free(&h);
+            return CKPT_E_NOMEM;
+        }
+        h.damaged = d;
+        moved = 0;
+        for (size_t i = 0; i < h.n; i++) {
+            int hit = 0;
+            for (size_t k = 0; k < n && !hit; k++)
+                hit = !strcmp(h.entries[i].manifest, keys[k]);
+            if (hit) {
+                h.damaged[h.ndamaged] = h.entries[i];
+                h.damaged[h.ndamaged++].marked_ms = ckpt__now_ms();
+                moved++;
+            } else {
+                h.entries[w++] = h.entries[i];
+            }
+        }
+        h.n = w;
+        if (!moved) {
+            ckpt__head_free(&h);
+            return CKPT_OK; /* someone did it already, or they are gone */
+        }
+        if (h.n)
+            h.step = h.entries[0].step;
+        h.rev++;
+        if (!ctx->store->ops->has_conditional(ctx->store))
+            po.cond = CKPT_PUT_PLAIN;
+        st = ckpt__head_encode(&h, &buf, &len);
+        ckpt__head_free(&h);
+        if (st)
+            return st;
+        ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
+        st = ctx->store->ops->put(ctx->store, hkey, buf, len, &po, NULL, err);
+        free(buf);
+        if (st && st != CKPT_E_PRECONDITION)
+            ckpt__set_ctx_err(ctx, "writing %s: %s", hkey, err);
+    }
+    if (st == CKPT_E_PRECONDITION)
+        ckpt__set_ctx_err(ctx, "HEAD of run %s kept changing", ctx->run);
+    if (st == CKPT_OK) {
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "marked %zu damaged checkpoint%s of run "
+                  "%s: out of the resume order, kept for inspection until gc (--min-age after "
+                  "now)", moved, moved == 1 ? "" : "s", ctx->run);
+        ckpt__load_run(ctx, true); /* our next commit follows the new HEAD */
+    }
+    return st;
+}
+
+ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *steps, size_t n)
+{
+    struct ckpt_head h;
+    bool exists;
+    ckpt_status st;
+    char **keys;
+    size_t nk = 0;
+    if (!ctx || (n && !steps))
+        return CKPT_E_INVAL;
+    if (!n)
+        return CKPT_OK;
+    ckpt__wait(ctx);
+    st = ckpt__read_head(ctx, &h, NULL, &exists);
+    if (st)
+        return st;
+    keys = calloc(n, sizeof *keys);
+    if (!keys) {
+        ckpt__head_free(&h);
+        return CKPT_E_NOMEM;
+    }
+    /* the first entry of each step: the one a restore of that step tries */
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < h.n; i++)
+            if (h.entries[i].step == steps[k]) {
+                keys[nk++] = h.entries[i].manifest;
+                break;
+            }
+    st = nk ? ckpt__mark_damaged(ctx, keys, nk) : CKPT_OK;
+    free(keys);
+    ckpt__head_free(&h);
+    return st;
 }
 
 ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)

@@ -484,6 +484,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
         free(it);
     }
     ckpt__run_state_free(ctx);
+    ckpt__idset_free(&ctx->bad_chunks);
     ckpt__packbufs_free(ctx);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);

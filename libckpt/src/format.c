@@ -726,6 +726,22 @@ out:
 }
 
 /* ---- HEAD ------------------------------------------------------------------------ */
+static int cmp_entry(const void *a, const void *b)
+{
+    const struct ckpt_head_entry *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step > y->step ? -1 : 1;
+    if (x->seq != y->seq)
+        return x->seq > y->seq ? -1 : 1;
+    return strcmp(x->manifest, y->manifest);
+}
+
+void ckpt__head_sort(struct ckpt_head_entry *e, size_t n)
+{
+    if (n > 1)
+        qsort(e, n, sizeof *e, cmp_entry);
+}
+
 void ckpt__head_free(struct ckpt_head *h)
 {
     if (!h)
@@ -733,6 +749,9 @@ void ckpt__head_free(struct ckpt_head *h)
     for (size_t i = 0; i < h->n; i++)
         free(h->entries[i].manifest);
     free(h->entries);
+    for (size_t i = 0; i < h->ndamaged; i++)
+        free(h->damaged[i].manifest);
+    free(h->damaged);
     for (size_t i = 0; i < h->ngc; i++)
         free(h->gc[i].record);
     free(h->gc);
@@ -742,6 +761,61 @@ void ckpt__head_free(struct ckpt_head *h)
 static int gc_record_key_valid(const char *k)
 {
     return k && strlen(k) == 3 + CKPT_ID_HEX && !strncmp(k, "gc/", 3) && ckpt_key_valid(k);
+}
+
+static int add_entries(cJSON *arr, const struct ckpt_head_entry *e, size_t n, int damaged)
+{
+    int ok = 1;
+    for (size_t i = 0; ok && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(arr, o) &&
+             cJSON_AddStringToObject(o, "manifest", e[i].manifest) &&
+             add_u64s(o, "step", e[i].step) && add_u64s(o, "seq", e[i].seq);
+        if (ok && e[i].format)
+            ok = add_num(o, "format", e[i].format);
+        if (ok && damaged)
+            ok = add_num(o, "marked_ms", (double)e[i].marked_ms);
+    }
+    return ok;
+}
+
+/* Entries of HEAD's "retained" or "damaged" array into *out (count in *n). */
+static ckpt_status get_entries(const cJSON *arr, int damaged, struct ckpt_head_entry **out,
+                               size_t *n, char *err)
+{
+    const cJSON *o;
+    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
+    *n = 0;
+    *out = NULL;
+    if (cnt > 100000) {
+        ckpt__seterr(err, "HEAD: %zu entries", cnt);
+        return CKPT_E_CORRUPT;
+    }
+    *out = cnt ? calloc(cnt, sizeof **out) : NULL;
+    if (cnt && !*out)
+        return CKPT_E_NOMEM;
+    cJSON_ArrayForEach(o, arr)
+    {
+        const char *mk = get_str(o, "manifest");
+        struct ckpt_head_entry *e = &(*out)[i];
+        double ef = 0, mt = 0;
+        if (!mk || strlen(mk) > 512 || strncmp(mk, "manifests/", 10) || !ckpt_key_valid(mk) ||
+            get_u64s(o, "step", &e->step) || get_u64s(o, "seq", &e->seq) ||
+            (cJSON_GetObjectItemCaseSensitive(o, "format") &&
+             get_num(o, "format", 1, 1e9, &ef)) ||
+            (damaged && get_num(o, "marked_ms", 0, MAX_SAFE, &mt))) {
+            ckpt__seterr(err, "HEAD: malformed %s entry %zu", damaged ? "damaged" : "retained",
+                         i);
+            return CKPT_E_CORRUPT;
+        }
+        e->format = (unsigned)ef; /* 0: not recorded (written before format 3) */
+        e->marked_ms = (int64_t)mt;
+        e->manifest = ckpt__strdup(mk);
+        *n = ++i;
+        if (!e->manifest)
+            return CKPT_E_NOMEM;
+    }
+    return CKPT_OK;
 }
 
 ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len)
@@ -756,23 +830,21 @@ ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len
      * readers before format 3 accepted HEAD formats up to 2 and refuse a
      * larger one with "upgrade", so they neither restore what they cannot
      * read nor commit over it (their retention would push it out). */
-    for (size_t i = 0; i < h->n; i++)
-        if (h->entries[i].format > CKPT_FORMAT_PACKS && h->entries[i].format > fmt)
-            fmt = h->entries[i].format;
+    for (size_t i = 0; i < h->n + h->ndamaged; i++) {
+        const struct ckpt_head_entry *e = i < h->n ? &h->entries[i] : &h->damaged[i - h->n];
+        if (e->format > CKPT_FORMAT_PACKS && e->format > fmt)
+            fmt = e->format;
+    }
     ok = ok && add_num(root, "format", fmt) &&
          cJSON_AddStringToObject(root, "kind", "head") && add_u64s(root, "rev", h->rev) &&
          add_u64s(root, "seq", h->seq) &&
          add_u64s(root, "step", h->step) && add_u64s(root, "epoch", h->epoch) &&
          add_num(root, "time_ms", (double)h->time_ms);
     arr = ok ? cJSON_AddArrayToObject(root, "retained") : NULL;
-    ok = ok && arr;
-    for (size_t i = 0; ok && i < h->n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        ok = o && cJSON_AddItemToArray(arr, o) &&
-             cJSON_AddStringToObject(o, "manifest", h->entries[i].manifest) &&
-             add_u64s(o, "step", h->entries[i].step) && add_u64s(o, "seq", h->entries[i].seq);
-        if (ok && h->entries[i].format)
-            ok = add_num(o, "format", h->entries[i].format);
+    ok = ok && arr && add_entries(arr, h->entries, h->n, 0);
+    if (ok && h->ndamaged) {
+        cJSON *d = cJSON_AddArrayToObject(root, "damaged");
+        ok = d && add_entries(d, h->damaged, h->ndamaged, 1);
     }
     if (ok && h->ngc) {
         cJSON *gc = cJSON_AddArrayToObject(root, "gc");
@@ -798,8 +870,8 @@ out:
 ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, char *err)
 {
     ckpt_status st;
-    size_t jl, n, i = 0;
-    cJSON *root = NULL, *arr, *o;
+    size_t jl;
+    cJSON *root = NULL, *arr;
     double fmt, t;
     const char *kind;
 
@@ -837,37 +909,23 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
         ckpt__seterr(err, "HEAD: bad rev");
         goto out;
     }
-    n = (size_t)cJSON_GetArraySize(arr);
-    if (n > 100000) {
-        ckpt__seterr(err, "HEAD: %zu retained entries", n);
+    st = get_entries(arr, 0, &h->entries, &h->n, err);
+    if (st)
         goto out;
-    }
-    h->entries = n ? calloc(n, sizeof *h->entries) : NULL;
-    if (n && !h->entries) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    cJSON_ArrayForEach(o, arr)
     {
-        const char *mk = get_str(o, "manifest");
-        struct ckpt_head_entry *e = &h->entries[i];
-        double ef = 0;
-        if (!mk || strlen(mk) > 512 || strncmp(mk, "manifests/", 10) || !ckpt_key_valid(mk) ||
-            get_u64s(o, "step", &e->step) || get_u64s(o, "seq", &e->seq) ||
-            (cJSON_GetObjectItemCaseSensitive(o, "format") &&
-             get_num(o, "format", 1, 1e9, &ef))) {
-            ckpt__seterr(err, "HEAD: malformed entry %zu", i);
-            h->n = i;
+        const cJSON *dam = cJSON_GetObjectItemCaseSensitive(root, "damaged");
+        if (dam && !cJSON_IsArray(dam)) {
+            ckpt__seterr(err, "HEAD: bad damaged field");
+            st = CKPT_E_CORRUPT;
             goto out;
         }
-        e->format = (unsigned)ef; /* 0: not recorded (written before format 3) */
-        e->manifest = ckpt__strdup(mk);
-        h->n = ++i;
-        if (!e->manifest) {
-            st = CKPT_E_NOMEM;
+        if (dam && (st = get_entries(dam, 1, &h->damaged, &h->ndamaged, err)) != CKPT_OK)
             goto out;
-        }
     }
+    st = CKPT_E_CORRUPT;
+    /* the resume order is by step, whatever the order of commits (HEADs
+     * written before format 3 listed the last commit first) */
+    ckpt__head_sort(h->entries, h->n);
     {
         /* gc records in force (optional; older readers ignore them) */
         const cJSON *gc = cJSON_GetObjectItemCaseSensitive(root, "gc"), *g;

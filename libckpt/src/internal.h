@@ -199,6 +199,7 @@ struct ckpt_head_entry {
     char *manifest;        /* key relative to the run */
     uint64_t step, seq;
     unsigned format;       /* the manifest's format (0: not recorded, 1 or 2) */
+    int64_t marked_ms;     /* damaged entries: when marked (the marker's clock) */
 };
 /* A gc in progress (or one that stopped before it finished): its record
  * object lists what it deletes; while HEAD names it, no commit may use any
@@ -217,8 +218,12 @@ struct ckpt_head {
                               to a conditional write on a content etag */
     uint64_t seq, step, epoch;
     int64_t time_ms;
-    size_t n;              /* retained committed checkpoints, newest first */
+    size_t n;              /* retained committed checkpoints, highest step first
+                              (then newest commit first): the resume order */
     struct ckpt_head_entry *entries;
+    size_t ndamaged;       /* checkpoints a restore found damaged: out of the
+                              resume order, kept for inspection until gc */
+    struct ckpt_head_entry *damaged;
     size_t ngc;            /* gc records in force */
     struct ckpt_gc_ref *gc;
 };
@@ -254,6 +259,8 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
 ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manifest *m,
                                   char *err);
 void ckpt__head_free(struct ckpt_head *h);
+/* Sort entries into the resume order: step descending, then seq descending. */
+void ckpt__head_sort(struct ckpt_head_entry *e, size_t n);
 ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len);
 ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, char *err);
 /* Envelope shared by manifests and HEAD: JSON, "\n#xxh64:<16 hex>\n". */
@@ -363,6 +370,12 @@ struct ckpt_ctx {
     struct ckpt_idlist *retained_ids;
     /* what the gc records HEAD names are deleting: a commit never uses it */
     struct ckpt_gc_victims gcv;
+    /* objects of HEAD's damaged entries, parallel to head.damaged: kept by
+     * retention (for inspection), never used for dedup */
+    struct ckpt_idlist *damaged_ids;
+    /* chunks a restore found damaged: never used for dedup (kept across
+     * loads of the run) */
+    struct ckpt_idset bad_chunks;
     /* Packing (object stores): chunks go into packs of about pack_bytes,
      * at most pack_inflight of them uploading at once; buffers are kept. */
     size_t pack_bytes;
@@ -416,6 +429,10 @@ void ckpt__arena_free(struct ckpt_arena *a);
 /* Read HEAD (and, with ids, the retained manifests' chunk ids and the gc
  * records HEAD names) into ctx. */
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+/* Mark the retained checkpoints whose manifests are `keys` (relative to the
+ * run) damaged in HEAD: out of the resume order, into "damaged" (a
+ * conditional write, retried). Needs ctx->epoch (the lease holder). */
+ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n);
 /* The victims of the gc records of h that are in force, into v. */
 ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *h,
                                   struct ckpt_gc_victims *v);
@@ -437,6 +454,7 @@ struct ckpt_batch {
     size_t pending;
     ckpt_status st;
     char err[CKPT_ERR_MAX];
+    struct ckpt_idset *bad;  /* restore: ids of chunks found damaged (may be NULL) */
 };
 void ckpt__batch_init(struct ckpt_batch *b);
 void ckpt__batch_destroy(struct ckpt_batch *b);

@@ -1018,14 +1018,19 @@ static void apply_retention(struct ckpt_ctx *ctx, struct ckpt_head_entry *droppe
     char err[CKPT_ERR_MAX], key[1024];
     size_t ndel = 0;
     ckpt__idset_init(&live);
-    for (size_t i = 0; i < ctx->head.n; i++)
-        for (size_t k = 0; k < ctx->retained_ids[i].n; k++) {
+    /* live: what the retained checkpoints use, and the damaged ones (kept
+     * for inspection until gc's age rule) */
+    for (size_t i = 0; i < ctx->head.n + ctx->head.ndamaged; i++) {
+        const struct ckpt_idlist *l = i < ctx->head.n ? &ctx->retained_ids[i]
+                                      : ctx->damaged_ids ? &ctx->damaged_ids[i - ctx->head.n]
+                                                         : NULL;
+        for (size_t k = 0; l && k < l->n; k++) {
             uint64_t bits = 0;
-            ckpt__idset_get(&live, ctx->retained_ids[i].ids[k], &bits);
-            if (ckpt__idset_put(&live, ctx->retained_ids[i].ids[k],
-                                bits | 1u << ctx->retained_ids[i].kind[k]))
+            ckpt__idset_get(&live, l->ids[k], &bits);
+            if (ckpt__idset_put(&live, l->ids[k], bits | 1u << l->kind[k]))
                 goto out; /* out of memory: delete nothing */
         }
+    }
     for (size_t d = 0; d < ndropped; d++) {
         const char *mk[1];
         char mkey[1024];
@@ -1060,41 +1065,83 @@ out:
     ckpt__idset_free(&live);
 }
 
+/* A candidate entry of the HEAD a commit writes, and where it comes from. */
+struct cand {
+    struct ckpt_head_entry e;
+    size_t src; /* index in ctx->head.entries; SIZE_MAX: the new checkpoint */
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->e.step != y->e.step)
+        return x->e.step > y->e.step ? -1 : 1;
+    if (x->e.seq != y->e.seq)
+        return x->e.seq > y->e.seq ? -1 : 1;
+    return 0;
+}
+
 /* The HEAD a commit of manifest `mkey` (relative key) writes over
- * ctx->head (run_mu held): its entries, the new one marked by src[k] ==
- * SIZE_MAX, every other one src[k] = its index in ctx->head. The new
- * checkpoint goes first, then the ones retained before, up to `keep`. Gc
- * records stay (they bind every commit until their gc clears them).
- * nh's strings are borrowed; free only nh->entries. */
+ * ctx->head (run_mu held): its entries in the resume order (highest step
+ * first), the new one marked by src[k] == SIZE_MAX, every other one src[k]
+ * = its index in ctx->head. A checkpoint of the same step as the new one is
+ * superseded by it (dropped); then the `keep` highest steps stay, and the
+ * new checkpoint always does, even below them (one more then): a trainer
+ * that resumed below a higher checkpoint keeps its latest work reachable,
+ * and a late commit of a lower step never pushes a higher one out. Damaged
+ * entries and gc records stay as they are. nh's strings are borrowed; free
+ * only nh->entries. */
 static ckpt_status plan_head(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
                              const char *mkey, struct ckpt_head *nh, size_t **src)
 {
-    size_t keepn = ctx->head.n + 1 < ctx->keep ? ctx->head.n + 1 : ctx->keep;
+    struct cand *c = calloc(ctx->head.n + 1, sizeof *c);
+    size_t n = 0, keepn, with_new;
     memset(nh, 0, sizeof *nh);
-    nh->rev = ctx->head.rev + 1;
-    nh->seq = m->seq;
-    nh->step = m->step;
-    nh->epoch = m->epoch;
-    nh->time_ms = m->time_ms;
-    nh->entries = calloc(keepn, sizeof *nh->entries);
-    *src = calloc(keepn, sizeof **src);
+    *src = NULL;
+    if (!c)
+        return CKPT_E_NOMEM;
+    c[n].e.manifest = (char *)mkey;
+    c[n].e.step = m->step;
+    c[n].e.seq = m->seq;
+    c[n].e.format = ckpt__manifest_format(m);
+    c[n++].src = SIZE_MAX;
+    for (size_t i = 0; i < ctx->head.n; i++) {
+        if (ctx->head.entries[i].step == m->step)
+            continue; /* superseded by this commit */
+        c[n].e = ctx->head.entries[i];
+        c[n++].src = i;
+    }
+    qsort(c, n, sizeof *c, cmp_cand);
+    keepn = n < ctx->keep ? n : ctx->keep;
+    with_new = keepn;
+    for (size_t k = keepn; k < n; k++)
+        if (c[k].src == SIZE_MAX) { /* below the kept ones: it stays too */
+            c[keepn] = c[k];
+            with_new = keepn + 1;
+        }
+    nh->entries = calloc(with_new, sizeof *nh->entries);
+    *src = calloc(with_new, sizeof **src);
     if (!nh->entries || !*src) {
         free(nh->entries);
         free(*src);
+        free(c);
         nh->entries = NULL;
         *src = NULL;
         return CKPT_E_NOMEM;
     }
-    nh->n = keepn;
-    nh->entries[0].manifest = (char *)mkey;
-    nh->entries[0].step = m->step;
-    nh->entries[0].seq = m->seq;
-    nh->entries[0].format = ckpt__manifest_format(m);
-    (*src)[0] = SIZE_MAX;
-    for (size_t i = 1; i < keepn; i++) {
-        nh->entries[i] = ctx->head.entries[i - 1];
-        (*src)[i] = i - 1;
+    for (size_t k = 0; k < with_new; k++) {
+        nh->entries[k] = c[k].e;
+        (*src)[k] = c[k].src;
     }
+    free(c);
+    nh->n = with_new;
+    nh->rev = ctx->head.rev + 1;
+    nh->seq = m->seq;
+    nh->step = nh->entries[0].step;
+    nh->epoch = m->epoch;
+    nh->time_ms = m->time_ms;
+    nh->ndamaged = ctx->head.ndamaged;
+    nh->damaged = ctx->head.damaged;
     nh->ngc = ctx->head.ngc;
     nh->gc = ctx->head.gc;
     return CKPT_OK;
@@ -1281,8 +1328,19 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     m->time_ms = ckpt__now_ms();
     m->new_bytes = sv->new_bytes;
     free(m->parent);
-    m->parent = ctx->head.n ? ckpt__strdup(ctx->head.entries[0].manifest) : NULL;
-    if (!m->writer || (ctx->head.n && !m->parent) || ckpt__manifest_objects(m, &new_ids)) {
+    m->parent = NULL;
+    {
+        /* the previous commit: the retained entry committed last */
+        const struct ckpt_head_entry *prev = NULL;
+        for (size_t i = 0; i < ctx->head.n; i++)
+            if (!prev || ctx->head.entries[i].seq > prev->seq)
+                prev = &ctx->head.entries[i];
+        if (prev && !(m->parent = ckpt__strdup(prev->manifest))) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+    }
+    if (!m->writer || ckpt__manifest_objects(m, &new_ids)) {
         st = CKPT_E_NOMEM;
         goto out;
     }
@@ -1415,6 +1473,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", new_etag);
         nh.entries = NULL;
         nh.gc = NULL;
+        nh.damaged = NULL;
         new_retained = NULL;
         for (size_t i = 0; i < m->nitems; i++)
             for (size_t c = 0; c < m->items[i].nchunks; c++)

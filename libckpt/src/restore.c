@@ -181,6 +181,12 @@ ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *
 void ckpt__run_state_free(struct ckpt_ctx *ctx)
 {
     ckpt__gc_victims_free(&ctx->gcv);
+    if (ctx->damaged_ids) {
+        for (size_t i = 0; i < ctx->head.ndamaged; i++)
+            ckpt__idlist_free(&ctx->damaged_ids[i]);
+        free(ctx->damaged_ids);
+        ctx->damaged_ids = NULL;
+    }
     if (ctx->retained_ids) {
         for (size_t i = 0; i < ctx->head.n; i++)
             ckpt__idlist_free(&ctx->retained_ids[i]);
@@ -199,6 +205,7 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
     struct ckpt_idlist *lists = NULL;
     struct ckpt_index known;
     struct ckpt_gc_victims gcv = { 0 };
+    struct ckpt_idlist *dlists = NULL;
     ckpt_status st;
 
     ckpt__index_init(&known);
@@ -211,6 +218,23 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
     if (!lists) {
         st = CKPT_E_NOMEM;
         goto out;
+    }
+    dlists = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dlists);
+    if (!dlists) {
+        st = CKPT_E_NOMEM;
+        goto out;
+    }
+    /* damaged checkpoints: their objects are spared by retention (for
+     * inspection), never used for dedup */
+    for (size_t i = 0; ids && i < h.ndamaged; i++) {
+        struct ckpt_manifest m;
+        if (ckpt__read_manifest(ctx, h.damaged[i].manifest, &m) != CKPT_OK)
+            continue;
+        if (ckpt__manifest_objects(&m, &dlists[i]) != 0)
+            st = CKPT_E_NOMEM;
+        ckpt__manifest_free(&m);
+        if (st)
+            goto out;
     }
     /* Oldest first: where a chunk lives, the newest manifest's word wins. */
     for (size_t i = h.n; ids && i-- > 0;) {
@@ -233,9 +257,18 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 out:
     pthread_mutex_lock(&ctx->run_mu);
     if (st == CKPT_OK) {
+        /* chunks a restore found damaged stay out of the index */
+        for (size_t k = 0; k < ctx->bad_chunks.cap; k++) {
+            uint64_t li;
+            if (ctx->bad_chunks.used[k] &&
+                ckpt__idset_get(&known.known, ctx->bad_chunks.keys[k], &li))
+                ckpt__idset_put(&known.known, ctx->bad_chunks.keys[k], UINT64_MAX);
+        }
         ckpt__run_state_free(ctx);
         ctx->head = h;
         ctx->retained_ids = lists;
+        ctx->damaged_ids = dlists;
+        dlists = NULL;
         ctx->idx = known;
         ctx->gcv = gcv;
         memset(&gcv, 0, sizeof gcv);
@@ -250,6 +283,11 @@ out:
         if (lists)
             for (size_t i = 0; i < h.n; i++)
                 ckpt__idlist_free(&lists[i]);
+        if (dlists)
+            for (size_t i = 0; i < h.ndamaged; i++)
+                ckpt__idlist_free(&dlists[i]);
+        free(dlists);
+        dlists = NULL;
         ckpt__head_free(&h); /* zeroed when it was not read */
         ckpt__gc_victims_free(&gcv);
     }
@@ -385,6 +423,11 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
 static void rjob_report(struct ckpt_ctx *ctx, struct rjob *j, const struct rent *e,
                         ckpt_status st, const char *err, char *msg, size_t n)
 {
+    if (st == CKPT_E_CORRUPT && j->b->bad) {
+        pthread_mutex_lock(&j->b->mu);
+        ckpt__idset_put(j->b->bad, e->c->id, 1); /* best effort: only costs dedup safety */
+        pthread_mutex_unlock(&j->b->mu);
+    }
     if (j->bad) {
         snprintf(msg, n, "step %" PRIu64 ", item %s, chunk %zu: %s", j->step, e->item, e->idx,
                  err);
@@ -826,7 +869,7 @@ static ckpt_status make_links(const struct ckpt_manifest *m, const char *dir, ch
 }
 
 static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
-                               const char *dir, char *err)
+                               const char *dir, struct ckpt_idset *bad, char *err)
 {
     struct rdest *d = calloc(m->nitems ? m->nitems : 1, sizeof *d);
     struct ckpt_batch b;
@@ -846,6 +889,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         pthread_mutex_init(&d[i].wmu, NULL);
     }
     ckpt__batch_init(&b);
+    b.bad = bad;
     pthread_mutex_lock(&b.mu);
     b.pending = 1; /* our token: jobs may finish while we submit */
     pthread_mutex_unlock(&b.mu);
@@ -937,16 +981,28 @@ static ckpt_status check_shape(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     return CKPT_OK;
 }
 
+/* Restore checkpoint `want` (or, CKPT_STEP_LATEST, the first of the resume
+ * order that restores whole). Any missing or damaged part (manifest,
+ * chunk, pack) sends a latest-restore to the next older checkpoint, as
+ * does one this version cannot read (newer format, several ranks); a local
+ * error (the target disk full, read-only, out of file descriptors) or a
+ * store error stops it: an older checkpoint would not fare better, and
+ * nothing is reported damaged that is not. A context holding a lease epoch
+ * (ckptrun run/recover, a trainer under it) then marks the checkpoints it
+ * found damaged in HEAD (ckpt__mark_damaged). */
 static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const char *dir,
                                   uint64_t *restored)
 {
     struct ckpt_head h;
     bool exists;
     ckpt_status st, last = CKPT_E_NOENT;
-    size_t start = 0;
-    char err[CKPT_ERR_MAX] = "";
+    size_t start = 0, nbad = 0;
+    char err[CKPT_ERR_MAX] = "", **bad_keys = NULL;
+    struct ckpt_idset bad_ids;
+    int tried_all = 1;
 
     ckpt__wait(ctx);
+    ckpt__idset_init(&bad_ids);
     st = ckpt__read_head(ctx, &h, NULL, &exists);
     if (st)
         return st;
@@ -966,9 +1022,19 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
             return CKPT_E_NOENT;
         }
     }
+    bad_keys = calloc(h.n, sizeof *bad_keys);
+    if (!bad_keys) {
+        ckpt__head_free(&h);
+        return CKPT_E_NOMEM;
+    }
     for (size_t i = start; i < h.n; i++) {
         struct ckpt_manifest m;
         st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        if (st == CKPT_E_NOENT) {
+            ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: its manifest %s "
+                              "is missing", h.entries[i].step, h.entries[i].manifest);
+            st = CKPT_E_CORRUPT;
+        }
         if (st == CKPT_OK && m.world_size != 1) {
             ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
                                    "this version restores single-process checkpoints only",
@@ -980,13 +1046,19 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
             st = check_shape(ctx, &m);
             if (st) {
                 ckpt__manifest_free(&m);
+                tried_all = 0;
                 break; /* the program's shape is wrong, not the data */
             }
         }
         if (st == CKPT_OK) {
-            st = restore_one(ctx, &m, dir, err);
-            if (st)
-                ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m.step, err);
+            st = restore_one(ctx, &m, dir, &bad_ids, err);
+            if (st == CKPT_E_CORRUPT)
+                ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m.step,
+                                  err);
+            else if (st)
+                ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)",
+                                  m.step, dir ? "into " : "into the protected items",
+                                  dir ? dir : "", err, ckpt_strerror(st));
             ckpt__manifest_free(&m);
         }
         if (st == CKPT_OK) {
@@ -995,19 +1067,51 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
             if (i != start)
                 ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore",
                           "restored step %" PRIu64 " instead of the newer step %" PRIu64
-                          ", which is damaged", h.entries[i].step, h.entries[start].step);
+                          ", which %s", h.entries[i].step, h.entries[start].step,
+                          nbad ? "is damaged" : "this version cannot read");
             break;
         }
         last = st;
-        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "restore", "%s", ctx->errmsg);
-        if (st != CKPT_E_CORRUPT && st != CKPT_E_UNSUPPORTED)
+        ckpt__log(&ctx->log, st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED ? CKPT_LOG_WARN
+                                                                             : CKPT_LOG_ERROR,
+                  "restore", "%s", ctx->errmsg);
+        if (st == CKPT_E_CORRUPT)
+            bad_keys[nbad++] = h.entries[i].manifest;
+        if ((st != CKPT_E_CORRUPT && st != CKPT_E_UNSUPPORTED) || want != CKPT_STEP_LATEST) {
+            tried_all = 0;
             break; /* store down, disk full...: trying older data will not help */
-        if (want != CKPT_STEP_LATEST)
-            break;
-        st = last;
+        }
+        if (i + 1 < h.n)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "falling back to step %" PRIu64,
+                      h.entries[i + 1].step);
     }
-    if (st == CKPT_E_NOENT)
+    if (st != CKPT_OK && last != CKPT_E_NOENT)
         st = last;
+    /* what was found damaged is never used again: not for dedup, and (by
+     * the lease holder) not for resuming */
+    if (bad_ids.n) {
+        pthread_mutex_lock(&ctx->run_mu);
+        for (size_t k = 0; k < bad_ids.cap; k++)
+            if (bad_ids.used[k]) {
+                uint64_t li;
+                ckpt__idset_put(&ctx->bad_chunks, bad_ids.keys[k], 1);
+                if (ckpt__idset_get(&ctx->idx.known, bad_ids.keys[k], &li))
+                    ckpt__idset_put(&ctx->idx.known, bad_ids.keys[k], UINT64_MAX);
+            }
+        pthread_mutex_unlock(&ctx->run_mu);
+    }
+    if (nbad && ctx->epoch && (st == CKPT_OK || tried_all)) {
+        char saved[CKPT_ERR_MAX];
+        ckpt_status mst;
+        snprintf(saved, sizeof saved, "%s", ctx->errmsg);
+        mst = ckpt__mark_damaged(ctx, bad_keys, nbad);
+        if (mst)
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "cannot mark the damaged "
+                      "checkpoints in HEAD: %s (%s)", ckpt_strerror(mst), ctx->errmsg);
+        ckpt__set_ctx_err(ctx, "%s", saved);
+    }
+    free(bad_keys);
+    ckpt__idset_free(&bad_ids);
     ckpt__head_free(&h);
     return st;
 }

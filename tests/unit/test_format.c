@@ -402,8 +402,8 @@ static void test_head_roundtrip(void **state)
 {
     struct ckpt_head h = { 0 }, d;
     struct ckpt_head_entry e[2] = {
-        { "manifests/00000000000000000002_00000000000000000020_0000000000.ckm", 20, 2, 0 },
-        { "manifests/00000000000000000001_00000000000000000010_0000000000.ckm", 10, 1, 0 },
+        { "manifests/00000000000000000002_00000000000000000020_0000000000.ckm", 20, 2, 0, 0 },
+        { "manifests/00000000000000000001_00000000000000000010_0000000000.ckm", 10, 1, 0, 0 },
     };
     char *buf, err[CKPT_ERR_MAX];
     size_t len;
