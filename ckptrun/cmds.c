@@ -59,7 +59,8 @@ out:
 static int runtime_exit(ckpt_status st)
 {
     return st == CKPT_E_UNREACHABLE ? EXIT_UNAVAILABLE
-         : (st == CKPT_E_AUTH || st == CKPT_E_CONFIG) ? EXIT_CONFIG : EXIT_FAIL;
+         : (st == CKPT_E_AUTH || st == CKPT_E_CONFIG || st == CKPT_E_PERM) ? EXIT_CONFIG
+                                                                            : EXIT_FAIL;
 }
 
 /* ---- save ------------------------------------------------------------------ */

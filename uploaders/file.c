@@ -38,7 +38,10 @@ static ckpt_status errno_st(int e)
     switch (e) {
     case ENOENT: return CKPT_E_NOENT;
     case ENOSPC: case EDQUOT: return CKPT_E_NOSPACE;
-    case EACCES: case EPERM: case EROFS: return CKPT_E_AUTH;
+    /* a directory we may not write is not a credentials problem: say what
+     * it is (the detail names the path and "Read-only file system" or
+     * "Permission denied") */
+    case EACCES: case EPERM: case EROFS: return CKPT_E_PERM;
     case ENOMEM: return CKPT_E_NOMEM;
     default: return CKPT_E_IO;
     }

@@ -112,11 +112,13 @@ typedef enum {
     CKPT_E_BUSY = 14,       /* a save is still in flight (on_busy = SKIP) */
     CKPT_E_CONFIG = 15,     /* bad configuration (URL, codec, env variable) */
     CKPT_E_FENCED = 16,     /* another runner took over the run: commit refused */
-    CKPT_E_NOSPACE = 17,    /* store or disk full */
+    CKPT_E_NOSPACE = 17,    /* store or local disk full (ckpt_errmsg says which) */
     CKPT_E_UNSAFE = 18,     /* a stored name would escape the target directory */
     CKPT_E_CUDA = 19,       /* CUDA runtime failure (see ckpt_errmsg) */
     CKPT_E_MISMATCH = 20,   /* protected set differs from the checkpoint's items */
-    CKPT_E_INTERNAL = 21
+    CKPT_E_INTERNAL = 21,
+    CKPT_E_PERM = 22        /* permission denied or read-only file system: a local
+                               disk or a file:// store (ckpt_errmsg says which) */
 } ckpt_status;
 
 /* Retry classes for statuses, used by the store layer and ckptrun. */
@@ -382,9 +384,18 @@ CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user
  * names and renamed into place after they verify. They are not fsynced (like
  * cp, curl or aws s3 cp: the store keeps the durable copy) unless the
  * environment had CKPT_RESTORE_SYNC=1 at ckpt_open(); then each file is
- * durable before its rename.
+ * durable before its rename. Any number of files restores: at most a
+ * quarter of the free file descriptors (RLIMIT_NOFILE), 256 at most, are
+ * open at once. Before anything is written, the files' total size (a chunk
+ * named many times counting each time) is checked against the free space
+ * of the target file system: CKPT_E_NOSPACE, nothing written. Errors of
+ * the local disk say "local disk" in ckpt_errmsg() and are never reported
+ * as damage (no fallback for them).
  * @restored receives the step written (may be NULL).
- * @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT, CKPT_E_UNSAFE, CKPT_E_IO. */
+ * @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT (damaged; with
+ *         CKPT_STEP_LATEST: none restored whole), CKPT_E_UNSUPPORTED (a newer
+ *         format or a multi-rank checkpoint), CKPT_E_UNSAFE, CKPT_E_NOSPACE,
+ *         CKPT_E_PERM (read-only or not writable), CKPT_E_IO, store errors. */
 #define CKPT_STEP_LATEST UINT64_MAX
 #define CKPT_STEP_ALL (UINT64_MAX - 1)
 CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
@@ -393,8 +404,10 @@ CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
 /* Read and check every chunk of the checkpoint at `step`, of the newest
  * committed one (CKPT_STEP_LATEST) or of every committed one (CKPT_STEP_ALL).
  * Each damaged chunk is described in the log (item, chunk, expected vs
- * found); the first in ckpt_errmsg().
- * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_NOENT, store errors. */
+ * found); the first in ckpt_errmsg(). Its verdict is restore's: a manifest
+ * restore refuses (a multi-rank checkpoint, a newer format) fails verify too.
+ * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_UNSUPPORTED, CKPT_E_NOENT, store
+ *         errors. */
 CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
 
 /* Apply retention: keep the `keep` highest steps (never dropping the newest

@@ -93,9 +93,18 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
             continue;
         matched++;
         st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        if (st == CKPT_OK && m.world_size != 1) {
+            /* the verdict restore gives: not restorable by this version */
+            ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
+                                   "this version restores single-process checkpoints only",
+                              m.step, m.world_size);
+            ckpt__manifest_free(&m);
+            st = CKPT_E_UNSUPPORTED;
+        }
         if (st) {
             ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", ctx->errmsg);
-            result = st == CKPT_E_NOENT ? CKPT_E_CORRUPT : st;
+            if (!result || result == CKPT_E_CORRUPT)
+                result = st == CKPT_E_NOENT ? CKPT_E_CORRUPT : st;
             bad++;
             continue;
         }

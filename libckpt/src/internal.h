@@ -376,6 +376,9 @@ struct ckpt_ctx {
     /* chunks a restore found damaged: never used for dedup (kept across
      * loads of the run) */
     struct ckpt_idset bad_chunks;
+    /* a retained checkpoint is of a newer format than this version reads:
+     * this writer must not commit (its retention would push it out) */
+    bool run_newer;
     /* Packing (object stores): chunks go into packs of about pack_bytes,
      * at most pack_inflight of them uploading at once; buffers are kept. */
     size_t pack_bytes;

@@ -1293,15 +1293,19 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
         char etag[CKPT_ETAG_MAX] = "";
         struct ckpt_head h;
         st = ckpt__read_head(ctx, &h, etag, &exists);
-        if (st)
+        if (st) {
+            snprintf(err, sizeof err, "%s", ctx->errmsg);
             goto out;
+        }
         if (exists) {
             ckpt__head_free(&h);
             pthread_mutex_unlock(&ctx->run_mu);
             have_lock = 0;
             st = ckpt__load_run(ctx, true);
-            if (st)
+            if (st) {
+                snprintf(err, sizeof err, "%s", ctx->errmsg);
                 goto out;
+            }
             pthread_mutex_lock(&ctx->run_mu);
             have_lock = 1;
         }
@@ -1316,6 +1320,15 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
                  "epoch %" PRIu64 "): another runner holds its lease; this save is refused",
                  ctx->run, ctx->head.epoch, ctx->epoch);
         st = CKPT_E_FENCED;
+        goto out;
+    }
+    /* An older writer must not commit to a run that holds checkpoints it
+     * cannot read: its retention would push them out. (A HEAD of a newer
+     * format already refused the load above.) */
+    if (ctx->run_newer) {
+        snprintf(err, sizeof err, "run %s holds checkpoints of a newer format than this ckpt "
+                 "(%d) reads: upgrade; nothing committed", ctx->run, CKPT_FORMAT_VERSION);
+        st = CKPT_E_UNSUPPORTED;
         goto out;
     }
     /* 2. manifest */

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -206,6 +209,7 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
     struct ckpt_index known;
     struct ckpt_gc_victims gcv = { 0 };
     struct ckpt_idlist *dlists = NULL;
+    bool newer = false;
     ckpt_status st;
 
     ckpt__index_init(&known);
@@ -239,8 +243,12 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
     /* Oldest first: where a chunk lives, the newest manifest's word wins. */
     for (size_t i = h.n; ids && i-- > 0;) {
         struct ckpt_manifest m;
-        /* A damaged retained manifest only costs dedup: skip it. */
-        if (ckpt__read_manifest(ctx, h.entries[i].manifest, &m) != CKPT_OK) {
+        ckpt_status mst = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        /* A damaged retained manifest only costs dedup: skip it. One of a
+         * newer format forbids committing (see ctx->run_newer). */
+        if (mst == CKPT_E_UNSUPPORTED)
+            newer = true;
+        if (mst != CKPT_OK) {
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "%s", ctx->errmsg);
             continue;
         }
@@ -272,6 +280,7 @@ out:
         ctx->idx = known;
         ctx->gcv = gcv;
         memset(&gcv, 0, sizeof gcv);
+        ctx->run_newer = newer;
         ctx->have_head = exists;
         ctx->load_ok = true;
         snprintf(ctx->head_etag, sizeof ctx->head_etag, "%s", etag);
@@ -314,12 +323,30 @@ out:
 #define SEG_GAP (1u << 20)
 #define SEG_MAX (CKPT_DEFAULT_PACK + CKPT_DEFAULT_CHUNK_REMOTE + CKPT_CHUNK_HDR)
 
+/* The file descriptors a restore holds open at once, whatever the number
+ * of files: a file is opened when a chunk of it is written, closed once its
+ * last chunk is in, and an idle one is closed (least recently opened first)
+ * when the budget is used up. The budget is a share of RLIMIT_NOFILE left
+ * free (at most FDS_MAX), lowered when open() meets EMFILE anyway. */
+#define FDS_MAX 256
+struct rdest;
+struct fdpool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned limit;
+    unsigned n;                 /* open now */
+    struct rdest *open[FDS_MAX]; /* oldest first */
+};
+
 /* Destination of one item for a restore. */
 struct rdest {
     int kind;
     uint8_t *ptr;
     void *dev;
-    int fd;
+    int fd;                 /* files: -1 while closed (fdpool.mu) */
+    unsigned users;         /* writes using fd now (fdpool.mu) */
+    size_t left;            /* chunks not yet written (fdpool.mu) */
+    struct fdpool *pool;
     char *tmp, *final;
     uint32_t mode;
     uint64_t unsynced;
@@ -363,17 +390,108 @@ struct rjob {
  * was done, and the restore took 1.5-2.5x the CPU. */
 #define FLUSH_EVERY (64u << 20)
 
+/* Errors of the local disk say so: they are never a damaged checkpoint nor
+ * the store's. */
+static ckpt_status local_err(char *err, const char *what, const char *path, int e)
+{
+    ckpt__seterr(err, "local disk: %s %s: %s%s", what, path, strerror(e),
+                 e == EMFILE || e == ENFILE ? " (raise ulimit -n)" : "");
+    return ckpt__errno_status(e);
+}
+
+static void pool_close_locked(struct fdpool *p, struct rdest *d)
+{
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->open[i] == d) {
+            memmove(&p->open[i], &p->open[i + 1], (p->n - i - 1) * sizeof p->open[0]);
+            p->n--;
+            break;
+        }
+    close(d->fd);
+    d->fd = -1;
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* The file's descriptor, opened (within the pool's budget) if need be; the
+ * caller writes with it and calls fd_release(). -1 on error (err set). */
+static int fd_acquire(struct rdest *d, char *err)
+{
+    struct fdpool *p = d->pool;
+    int fd = -1;
+    pthread_mutex_lock(&p->mu);
+    while (d->fd < 0) {
+        if (p->n < p->limit) {
+            int f = open(d->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+            if (f >= 0) {
+                d->fd = f;
+                p->open[p->n++] = d;
+                break;
+            }
+            if ((errno != EMFILE && errno != ENFILE) || p->n == 0) {
+                local_err(err, "open", d->tmp, errno);
+                goto out;
+            }
+            p->limit = p->n; /* fewer than we thought: live with what is open */
+        }
+        {
+            /* budget used up: close the oldest idle one, else wait for one */
+            int closed = 0;
+            for (unsigned i = 0; i < p->n && !closed; i++)
+                if (p->open[i]->users == 0) {
+                    pool_close_locked(p, p->open[i]);
+                    closed = 1;
+                }
+            if (!closed)
+                pthread_cond_wait(&p->cv, &p->mu);
+        }
+    }
+    d->users++;
+    fd = d->fd;
+out:
+    pthread_mutex_unlock(&p->mu);
+    return fd;
+}
+
+/* Done writing with the descriptor (a file whose last chunk is in closes). */
+static void fd_release(struct rdest *d)
+{
+    struct fdpool *p = d->pool;
+    pthread_mutex_lock(&p->mu);
+    d->users--;
+    if (d->left == 0 && d->users == 0 && d->fd >= 0)
+        pool_close_locked(p, d);
+    else if (d->users == 0)
+        pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* One more chunk of the file is in, nothing to write (it closes the file
+ * after its last chunk). */
+static void chunk_in(struct rdest *d)
+{
+    struct fdpool *p = d->pool;
+    pthread_mutex_lock(&p->mu);
+    if (d->left)
+        d->left--;
+    if (d->left == 0 && d->users == 0 && d->fd >= 0)
+        pool_close_locked(p, d);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static ckpt_status flush_behind(struct rdest *d, uint64_t n, char *err)
 {
     uint64_t cur = __atomic_add_fetch(&d->unsynced, n, __ATOMIC_RELAXED);
     while (cur >= FLUSH_EVERY) {
         if (__atomic_compare_exchange_n(&d->unsynced, &cur, 0, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
-            if (sync_file_range(d->fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0) {
-                ckpt__seterr(err, "sync_file_range: %s", strerror(errno));
-                return ckpt__errno_status(errno);
-            }
-            break;
+            ckpt_status st = CKPT_OK;
+            int fd = fd_acquire(d, err);
+            if (fd < 0)
+                return CKPT_E_IO;
+            if (sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+                st = local_err(err, "sync_file_range", d->tmp, errno);
+            fd_release(d);
+            return st;
         }
     }
     return CKPT_OK;
@@ -383,20 +501,24 @@ static ckpt_status flush_behind(struct rdest *d, uint64_t n, char *err)
  * serialized: the kernel serializes them anyway, and its waiters spin. */
 static ckpt_status write_at(struct rdest *d, uint64_t off, const uint8_t *p, size_t n, char *err)
 {
+    ckpt_status st = CKPT_OK;
+    int fd = fd_acquire(d, err);
+    if (fd < 0)
+        return CKPT_E_IO;
     pthread_mutex_lock(&d->wmu);
     for (size_t done = 0; done < n;) {
-        ssize_t w = pwrite(d->fd, p + done, n - done, (off_t)(off + done));
+        ssize_t w = pwrite(fd, p + done, n - done, (off_t)(off + done));
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {
-            pthread_mutex_unlock(&d->wmu);
-            ckpt__seterr(err, "write: %s", strerror(errno));
-            return ckpt__errno_status(errno);
+            st = local_err(err, "write", d->tmp, errno);
+            break;
         }
         done += (size_t)w;
     }
     pthread_mutex_unlock(&d->wmu);
-    return CKPT_OK;
+    fd_release(d);
+    return st;
 }
 
 /* Decode one chunk object and put its bytes where they go. */
@@ -415,9 +537,11 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
     if (e->d->kind == CKPT_ITEM_DEVICE)
         return ckpt__cuda_h2d(ctx, (uint8_t *)e->d->dev + e->off, raw, c->raw_len, err);
     st = write_at(e->d, e->off, raw, c->raw_len, err);
-    if (st)
-        return st;
-    return ctx->restore_sync ? flush_behind(e->d, c->raw_len, err) : CKPT_OK;
+    if (!st && ctx->restore_sync)
+        st = flush_behind(e->d, c->raw_len, err);
+    if (!st)
+        chunk_in(e->d);
+    return st;
 }
 
 static void rjob_report(struct ckpt_ctx *ctx, struct rjob *j, const struct rent *e,
@@ -536,6 +660,8 @@ static size_t early_fn(void *arg, size_t have)
                 a->stop = 1;
                 break;
             }
+            if (e->d)
+                chunk_in(e->d);
         }
         (*a->next)++;
         a->mode = 0;
@@ -762,16 +888,19 @@ static void dest_cleanup(struct rdest *d, size_t n, int sync, ckpt_status *st, c
 {
     for (size_t i = 0; i < n; i++) {
         if (d[i].fd >= 0) {
-            if (*st == CKPT_OK) {
-                /* owner-only, whatever the original allowed others (DESIGN §6) */
-                if (fchmod(d[i].fd, (d[i].mode & 0700) | 0600) != 0 ||
-                    (sync && fsync(d[i].fd) != 0) ||
-                    rename(d[i].tmp, d[i].final) != 0) {
-                    ckpt__seterr(err, "%s: %s", d[i].final, strerror(errno));
-                    *st = CKPT_E_IO;
-                }
-            }
             close(d[i].fd);
+            d[i].fd = -1;
+        }
+        if (d[i].tmp && d[i].kind == CKPT_ITEM_FILE) {
+            if (*st == CKPT_OK && sync) {
+                int fd = open(d[i].tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0 || fsync(fd) != 0)
+                    *st = local_err(err, fd < 0 ? "open" : "fsync", d[i].tmp, errno);
+                if (fd >= 0)
+                    close(fd);
+            }
+            if (*st == CKPT_OK && rename(d[i].tmp, d[i].final) != 0)
+                *st = local_err(err, "rename to", d[i].final, errno);
             if (*st)
                 unlink(d[i].tmp);
         }
@@ -782,23 +911,104 @@ static void dest_cleanup(struct rdest *d, size_t n, int sync, ckpt_status *st, c
     free(d);
 }
 
+/* Create the temporary file of a restored one, sized, with its final mode
+ * (owner-only whatever the original allowed others: DESIGN §6), and close
+ * it: it is opened again while its chunks are written (fdpool). */
 static ckpt_status open_tmp(const char *final, uint64_t size, struct rdest *d, char *err)
 {
     size_t n = strlen(final) + 64;
+    ckpt_status st = CKPT_OK;
+    int fd;
     d->final = ckpt__strdup(final);
     d->tmp = malloc(n);
     if (!d->final || !d->tmp)
         return CKPT_E_NOMEM;
     snprintf(d->tmp, n, "%s.ckpt-tmp.%d", final, (int)getpid());
     unlink(d->tmp);
-    d->fd = open(d->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (d->fd < 0) {
-        ckpt__seterr(err, "create %s: %s", d->tmp, strerror(errno));
-        return ckpt__errno_status(errno);
+    fd = open(d->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        st = local_err(err, "create", d->tmp, errno);
+        free(d->tmp);
+        d->tmp = NULL; /* nothing of ours to remove */
+        return st;
     }
-    if (ftruncate(d->fd, (off_t)size) != 0) {
-        ckpt__seterr(err, "size %s: %s", d->tmp, strerror(errno));
-        return ckpt__errno_status(errno);
+    if (ftruncate(fd, (off_t)size) != 0)
+        st = local_err(err, "size", d->tmp, errno);
+    else if (fchmod(fd, (d->mode & 0700) | 0600) != 0)
+        st = local_err(err, "chmod", d->tmp, errno);
+    close(fd);
+    return st;
+}
+
+/* The budget of descriptors a restore may hold open: a quarter of what
+ * RLIMIT_NOFILE leaves free now, 4..FDS_MAX. */
+static unsigned fd_budget(void)
+{
+    struct rlimit rl;
+    unsigned used = 0, free_fds;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        while (readdir(d))
+            used++;
+        closedir(d);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return FDS_MAX;
+    free_fds = rl.rlim_cur > used ? (unsigned)(rl.rlim_cur - used) : 0;
+    free_fds /= 4;
+    return free_fds < 4 ? 4 : free_fds > FDS_MAX ? FDS_MAX : free_fds;
+}
+
+/* Room on the local file systems the restore writes to, before anything is
+ * written: the sum of the files' sizes (a chunk a manifest names many times
+ * counts every time: that many bytes get written) against what each file
+ * system has free for us. */
+static ckpt_status check_space(const struct ckpt_manifest *m, const struct rdest *d,
+                               const char *dir, char *err)
+{
+    struct fsneed {
+        unsigned long fsid;
+        uint64_t need, avail;
+        char path[512];
+    } fs[8];
+    size_t nfs = 0;
+    for (size_t i = 0; i < m->nitems; i++) {
+        struct statvfs sv;
+        char where[4096];
+        const char *slash;
+        size_t k;
+        if (!d[i].final || m->items[i].kind == CKPT_ITEM_LINK)
+            continue;
+        if (dir) {
+            snprintf(where, sizeof where, "%s", dir);
+        } else {
+            slash = strrchr(d[i].final, '/');
+            snprintf(where, sizeof where, "%.*s", slash ? (int)(slash - d[i].final) : 1,
+                     slash ? d[i].final : ".");
+            if (!where[0])
+                snprintf(where, sizeof where, "/");
+        }
+        if (statvfs(where, &sv) != 0)
+            continue; /* the writes will say what is wrong */
+        for (k = 0; k < nfs && fs[k].fsid != sv.f_fsid; k++)
+            ;
+        if (k == nfs) {
+            if (nfs == sizeof fs / sizeof fs[0])
+                continue;
+            fs[nfs].fsid = sv.f_fsid;
+            fs[nfs].need = 0;
+            fs[nfs].avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+            snprintf(fs[nfs].path, sizeof fs[nfs].path, "%.500s", where);
+            nfs++;
+        }
+        fs[k].need += m->items[i].size;
+        if (fs[k].need > fs[k].avail) {
+            ckpt__seterr(err, "local disk: not enough space in %s for checkpoint step %" PRIu64
+                         ": its files need %.1f MiB, %.1f MiB free; nothing written",
+                         fs[k].path, m->step, (double)fs[k].need / 1048576.0,
+                         (double)fs[k].avail / 1048576.0);
+            return CKPT_E_NOSPACE;
+        }
     }
     return CKPT_OK;
 }
@@ -872,6 +1082,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
                                const char *dir, struct ckpt_idset *bad, char *err)
 {
     struct rdest *d = calloc(m->nitems ? m->nitems : 1, sizeof *d);
+    struct fdpool pool;
     struct ckpt_batch b;
     ckpt_status st = CKPT_OK;
     struct rent *ents = NULL;
@@ -884,9 +1095,30 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         free(ents);
         return CKPT_E_NOMEM;
     }
+    memset(&pool, 0, sizeof pool);
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.cv, NULL);
+    pool.limit = fd_budget();
     for (i = 0; i < m->nitems; i++) {
         d[i].fd = -1;
+        d[i].pool = &pool;
+        d[i].left = m->items[i].nchunks;
         pthread_mutex_init(&d[i].wmu, NULL);
+    }
+    /* room first: a full disk is reported before anything is written */
+    for (i = 0; i < m->nitems && dir; i++) {
+        char final[4096];
+        snprintf(final, sizeof final, "%s/%s", dir, m->items[i].name);
+        d[i].final = m->items[i].kind == CKPT_ITEM_LINK ? NULL : ckpt__strdup(final);
+    }
+    for (struct ckpt_item *it = dir ? NULL : ctx->items; it; it = it->next)
+        for (i = 0; i < m->nitems; i++)
+            if (it->kind == CKPT_ITEM_FILE && !strcmp(it->name, m->items[i].name))
+                d[i].final = ckpt__strdup(it->path);
+    st = check_space(m, d, dir, err);
+    for (i = 0; i < m->nitems; i++) {
+        free(d[i].final);
+        d[i].final = NULL;
     }
     ckpt__batch_init(&b);
     b.bad = bad;
@@ -905,11 +1137,15 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
                 st = CKPT_E_UNSAFE;
                 break;
             }
-            snprintf(final, sizeof final, "%s/%s", dir, mi->name);
+            if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, mi->name) >= sizeof final) {
+                ckpt__seterr(err, "%s/%s: path too long", dir, mi->name);
+                st = CKPT_E_INVAL;
+                break;
+            }
+            d[i].kind = CKPT_ITEM_FILE;
             st = safe_parents(dir, mi->name, err);
             if (!st)
                 st = open_tmp(final, mi->size, &d[i], err);
-            d[i].kind = CKPT_ITEM_FILE;
         } else {
             struct ckpt_item *it;
             for (it = ctx->items; it && strcmp(it->name, mi->name); it = it->next)
@@ -924,7 +1160,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
             else
                 st = open_tmp(it->path, mi->size, &d[i], err);
         }
-        if (!st && (d[i].kind != CKPT_ITEM_FILE || d[i].fd >= 0)) {
+        if (!st) {
             uint64_t off = 0;
             for (size_t c = 0; c < mi->nchunks; c++) {
                 ents[n].c = &mi->chunks[c];
@@ -949,6 +1185,8 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     }
     ckpt__batch_destroy(&b);
     dest_cleanup(d, m->nitems, ctx->restore_sync, &st, err);
+    pthread_mutex_destroy(&pool.mu);
+    pthread_cond_destroy(&pool.cv);
     if (st == CKPT_OK && dir)
         st = make_links(m, dir, err);
     free(ents);

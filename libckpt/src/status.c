@@ -21,11 +21,12 @@ const char *ckpt_strerror(ckpt_status st)
     case CKPT_E_BUSY: return "a save is still in flight";
     case CKPT_E_CONFIG: return "bad configuration";
     case CKPT_E_FENCED: return "another runner took over this run";
-    case CKPT_E_NOSPACE: return "no space left on the store";
+    case CKPT_E_NOSPACE: return "no space left (see the detail: store or local disk)";
     case CKPT_E_UNSAFE: return "stored name escapes the target directory";
     case CKPT_E_CUDA: return "CUDA error";
     case CKPT_E_MISMATCH: return "protected items differ from the checkpoint";
     case CKPT_E_INTERNAL: return "internal error";
+    case CKPT_E_PERM: return "permission denied or read-only file system";
     }
     return "unknown status";
 }

@@ -160,6 +160,7 @@ ckpt_status ckpt__errno_status(int e)
     case ENOMEM: return CKPT_E_NOMEM;
     case ENOSPC: case EDQUOT: return CKPT_E_NOSPACE;
     case EEXIST: return CKPT_E_EXISTS;
+    case EACCES: case EPERM: case EROFS: return CKPT_E_PERM;
     default: return CKPT_E_IO;
     }
 }
