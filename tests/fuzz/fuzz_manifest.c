@@ -1,4 +1,5 @@
-/* fuzz_manifest.c -- manifests and HEAD objects come from the store: hostile. */
+/* fuzz_manifest.c -- manifests, HEAD objects and gc records come from the
+ * store: hostile. (A dictionary of their field names: manifest.dict.) */
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -31,8 +32,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ckpt__manifest_free(&m);
     }
-    if (ckpt__head_decode(data, size, &h, err) == CKPT_OK)
+    if (ckpt__head_decode(data, size, &h, err) == CKPT_OK) {
+        /* HEAD too: what decodes re-encodes to the same entries, in order */
+        char *buf;
+        size_t len;
+        if (ckpt__head_encode(&h, &buf, &len) == CKPT_OK) {
+            struct ckpt_head h2;
+            if (ckpt__head_decode(buf, len, &h2, err) != CKPT_OK || h2.n != h.n ||
+                h2.ndamaged != h.ndamaged || h2.ngc != h.ngc || h2.rev != h.rev)
+                abort();
+            for (size_t i = 0; i < h.n; i++)
+                if (strcmp(h2.entries[i].manifest, h.entries[i].manifest) ||
+                    (i && h.entries[i].step > h.entries[i - 1].step))
+                    abort(); /* the resume order: highest step first */
+            ckpt__head_free(&h2);
+            free(buf);
+        }
         ckpt__head_free(&h);
+    }
+    {
+        struct ckpt_gc_victims v = { 0 };
+        ckpt__gc_record_decode(data, size, &v, err);
+        ckpt__gc_victims_free(&v);
+    }
     /* also try the input as a bare JSON body, sealed, to reach the checks */
     copy = malloc(size + 1);
     if (!copy)
@@ -45,6 +67,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             ckpt__manifest_free(&m);
         if (ckpt__head_decode(sealed, clen, &h, err) == CKPT_OK)
             ckpt__head_free(&h);
+        {
+            struct ckpt_gc_victims v = { 0 };
+            ckpt__gc_record_decode(sealed, clen, &v, err);
+            ckpt__gc_victims_free(&v);
+        }
         free(sealed);
     }
     free(copy);

@@ -373,6 +373,9 @@ static void test_corpus_fixtures(void **state)
         { "manifest-item-is-dir", CKPT_E_CORRUPT, CKPT_E_CORRUPT },
         { "head-valid", CKPT_E_CORRUPT, CKPT_OK },
         { "head-v3", CKPT_E_CORRUPT, CKPT_OK },
+        { "head-damaged-gc", CKPT_E_CORRUPT, CKPT_OK },
+        { "head-commit-order-v1", CKPT_E_CORRUPT, CKPT_OK },
+        { "gc-record", CKPT_E_CORRUPT, CKPT_E_CORRUPT },
     };
     (void)state;
     if (!src)
@@ -391,10 +394,30 @@ static void test_corpus_fixtures(void **state)
             fail_msg("%s: manifest verdict differs (%s)", fx[i].file, err);
         if (fx[i].manifest == CKPT_OK)
             ckpt__manifest_free(&m);
+        if (!strcmp(fx[i].file, "gc-record")) {
+            struct ckpt_gc_victims v = { 0 };
+            uint64_t bits = 0;
+            uint8_t id[CKPT_ID_LEN];
+            assert_int_equal(ckpt__gc_record_decode(buf, n, &v, err), CKPT_OK);
+            assert_int_equal(ckpt__unhex("00112233445566778899aabbccddeeff", id, CKPT_ID_LEN), 0);
+            assert_true(ckpt__idset_get(&v.objs, id, &bits) && bits == 1u << CKPT_OBJ_CHUNK);
+            assert_int_equal(v.nmanifests, 1);
+            ckpt__gc_victims_free(&v);
+        }
         if (ckpt__head_decode(buf, n, &h, err) != fx[i].head)
             fail_msg("%s: HEAD verdict differs (%s)", fx[i].file, err);
-        if (fx[i].head == CKPT_OK)
+        if (fx[i].head == CKPT_OK) {
+            /* entries in the resume order, whatever order they were written in */
+            for (size_t k = 1; k < h.n; k++)
+                assert_true(h.entries[k - 1].step >= h.entries[k].step);
+            if (!strcmp(fx[i].file, "head-damaged-gc")) {
+                assert_int_equal(h.rev, 12);
+                assert_int_equal(h.ndamaged, 1);
+                assert_int_equal(h.damaged[0].step, 400);
+                assert_int_equal(h.ngc, 1);
+            }
             ckpt__head_free(&h);
+        }
     }
 }
 
