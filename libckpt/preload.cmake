@@ -5,7 +5,7 @@
 add_library(ckpt_preload SHARED libckpt/src/preload.c)
 target_link_libraries(ckpt_preload PRIVATE ckpt_objs ${CMAKE_DL_LIBS} Threads::Threads)
 set_target_properties(ckpt_preload PROPERTIES OUTPUT_NAME ckpt_preload)
-if(NOT CKPT_SANITIZE)
+if(NOT CKPT_SANITIZE AND NOT CKPT_FUZZ)
   # Every symbol must resolve inside the shim or its dependencies: a missing
   # one would only show when a user's program loads it.
   target_link_options(ckpt_preload PRIVATE -Wl,--no-undefined)

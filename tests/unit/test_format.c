@@ -155,7 +155,7 @@ static void test_manifest_hostile(void **state)
         HDR "7}",
         "{\"format\":1,\"kind\":\"manifest\"}",
         "[1,2,3]",
-        "{\"format\":1,\"kind\":\"manifest\",\"step\":\"-1\",\"seq\":\"1\",\"epoch\":\"0\"," "\"items\":[]}",
+        "{\"format\":1,\"kind\":\"manifest\",\"step\":\"-1\",\"seq\":\"1\",\"epoch\":\"0\",\"items\":[]}",
         "{\"format\":1,\"kind\":\"manifest\",\"step\":\"99999999999999999999999\",\"seq\":\"1\"}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
