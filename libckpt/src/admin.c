@@ -360,7 +360,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
     int64_t now = 0;
     uint64_t t0_ns = ckpt__mono_ns();
     struct ckpt_idlist *ids = NULL, *dids = NULL;
-    int *ok = NULL, *dkeep = NULL, clock_known = 0;
+    int *ok = NULL, *dkeep = NULL, clock_known = 0, cond_less = 0;
     uint8_t nonce[CKPT_ID_LEN];
 
     ckpt__idset_init(&live);
@@ -647,7 +647,20 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         if (vs.n == 0 && keepn == h.n && !void_refs && !expired)
             goto out; /* nothing to do: HEAD stays as it is */
     }
-    /* publish: the record, then HEAD naming it (and dropping past --keep) */
+    /* publish: the record, then HEAD naming it (and dropping past --keep).
+     * A store without conditional writes (s3rver; CKPT_S3_CONDITIONAL=0)
+     * cannot make commits and gc exclude each other: a HEAD written back
+     * there could undo a commit, so gc names no record, writes HEAD only to
+     * drop checkpoints, and spares saves in flight by --min-age alone. */
+    if (!ctx->store->ops->has_conditional(ctx->store)) {
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "store %s has no conditional writes: gc "
+                  "cannot fence saves in flight and relies on --min-age; run it while no "
+                  "save runs", ctx->store_url);
+        if (keepn == h.n && h.ngc == 0) {
+            cond_less = 1; /* HEAD stays: straight to the deletions */
+            goto delete;
+        }
+    }
     {
         char *buf = NULL;
         size_t len;
@@ -657,12 +670,14 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         struct ckpt_head_entry *dam = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dam);
         size_t nr = 0;
         if (!refs || !dam) {
+            free(refs);
             free(dam);
             st = CKPT_E_NOMEM;
             goto out;
         }
-        st = ckpt__gc_record_encode(&gv, now, &buf, &len);
-        if (!st)
+        cond_less = !ctx->store->ops->has_conditional(ctx->store);
+        st = cond_less ? CKPT_OK : ckpt__gc_record_encode(&gv, now, &buf, &len);
+        if (!st && !cond_less)
             st = ctx->store->ops->put(ctx->store, reckey, buf, len, &po, NULL, err);
         free(buf);
         buf = NULL;
@@ -676,8 +691,10 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
             if (ckpt__now_ms() - h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS &&
                 nr < CKPT_GC_MAX_REFS - 1)
                 refs[nr++] = h.gc[k];
-        refs[nr].record = rec;
-        refs[nr++].time_ms = ckpt__now_ms();
+        if (!cond_less) {
+            refs[nr].record = rec;
+            refs[nr++].time_ms = ckpt__now_ms();
+        }
         nh.n = keepn;
         nh.gc = refs;
         nh.ngc = nr;
@@ -706,8 +723,9 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
                 ckpt__set_ctx_err(ctx, "gc: HEAD changed (a save committed): starting over");
             goto out;
         }
-        published = true;
+        published = !cond_less;
     }
+delete:
     /* delete: manifests first (a dropped checkpoint is gone as a whole) */
     keys = malloc((vs.n ? vs.n : 1) * sizeof *keys);
     if (!keys) {

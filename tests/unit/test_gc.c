@@ -436,6 +436,45 @@ static void test_void_record(void **state)
     ckpt_close(w);
 }
 
+/* A store without conditional writes (s3rver): gc names no record (writing
+ * HEAD back there could undo a commit), writes HEAD only to drop what is
+ * past --keep, and still collects. */
+static int no_cond(struct ckpt_store *s)
+{
+    (void)s;
+    return 0;
+}
+
+static void test_store_without_conditionals(void **state)
+{
+    static uint8_t b[N];
+    const uint32_t s1[4] = { 1, 2, 3, 4 }, s2[4] = { 5, 6, 7, 8 };
+    struct ckpt_head h;
+    bool exists;
+    uint64_t n = 0;
+    (void)state;
+    struct ckpt_ctx *w = open_ctx("nocond", 3);
+    assert_int_equal(ckpt_protect(w, "b", b, N), CKPT_OK);
+    fill(b, s1);
+    save_ok(w, 1);
+    fill(b, s2);
+    save_ok(w, 2);
+    g_inner = w->store->ops;
+    g_skewed = *g_inner;
+    g_skewed.has_conditional = no_cond;
+    w->store->ops = &g_skewed;
+    assert_int_equal(ckpt_gc(w, 1, 0, &n), CKPT_OK);
+    assert_int_equal(n, 5);
+    assert_int_equal(ckpt__read_head(w, &h, NULL, &exists), CKPT_OK);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.ngc, 0);
+    ckpt__head_free(&h);
+    assert_int_equal(count_files("nocond/gc"), 0);
+    w->store->ops = g_inner;
+    check_run("nocond", 2, b);
+    ckpt_close(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_nomem_deletes_nothing),
         cmocka_unit_test(test_dry_run),
         cmocka_unit_test(test_void_record),
+        cmocka_unit_test(test_store_without_conditionals),
     };
     if (getenv("CKPT_TEST_FILTER"))
         cmocka_set_test_filter(getenv("CKPT_TEST_FILTER"));
