@@ -212,10 +212,15 @@ struct ckpt_ctx;
  *         CKPT_E_UNREACHABLE, CKPT_E_NOMEM, CKPT_E_INVAL (version mismatch). */
 CKPT_API ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out);
 
-/* Register a host memory region under a unique name (1..255 bytes of
- * [A-Za-z0-9._-/], no "..", no leading "/"). The memory is never copied here;
- * it must stay valid and the same size until ckpt_close() or
- * ckpt_unprotect(). Only ckpt_save() (copy) and ckpt_restore() (write) touch
+/* Register a host memory region under a unique name. Names become file
+ * names on restore (ckpt_restore_dir): any relative '/'-separated path of
+ * well-formed UTF-8 without control characters, at most 4095 bytes, each
+ * segment at most 255 bytes and none empty, "." or ".."; no item may also be
+ * the directory of another ("data" and "data/a.bin"; checked by
+ * ckpt_save()). Names outside [A-Za-z0-9._-/+=@,] (or longer than 255
+ * bytes) make the checkpoint manifest format 3 (docs/FORMAT.md).
+ * The memory is never copied here; it must stay valid and the same size
+ * until ckpt_close() or ckpt_unprotect(). Only ckpt_save() (copy) and ckpt_restore() (write) touch
  * it, both on the calling thread.
  * @return CKPT_OK, CKPT_E_INVAL (bad name, NULL with size>0), CKPT_E_EXISTS. */
 CKPT_API ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name,
@@ -247,13 +252,42 @@ CKPT_API ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name,
  *         stream could not be created). */
 CKPT_API ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name,
                                          void *dev_ptr, size_t size);
-/* Register a file: its bytes are read by the workers during the background
- * persist, so the program must not modify it until ckpt_wait() or the next
- * ckpt_save(). On restore the file is rewritten atomically (temp + rename).
+/* Register a file (by path, opened again at each save). ckpt_save() stats
+ * it (its shape is fixed then: size, mode) and the workers read its bytes
+ * during the background persist. A file rewritten or replaced meanwhile is
+ * noticed (device, inode, size, mtime and ctime to the nanosecond, compared
+ * once its last chunk is read; a rename over it at every chunk) and read
+ * again, whole, from a new snapshot: a checkpoint never holds a mix of two
+ * versions. After 3 reads that each saw it change the save fails
+ * (CKPT_E_IO, naming the file); a file deleted before ckpt_save() fails it
+ * at once, one deleted while it is read fails the persist, both with
+ * CKPT_E_NOENT naming the item; nothing is committed then. (File systems
+ * whose timestamps are coarser than the kernel's, such as FAT or some NFS
+ * servers, can hide a rewrite of the same size within their resolution.)
+ * On restore the file is rewritten atomically (temp + rename).
  * @return CKPT_OK, CKPT_E_INVAL, CKPT_E_EXISTS. */
 CKPT_API ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name,
                                        const char *path);
-/* Forget a region or file. @return CKPT_OK or CKPT_E_NOENT. Waits for an
+/* Register a symbolic link (Lightning's `last.ckpt`) under a unique name:
+ * `target` is the link's text as readlink(2) gives it, copied here. It must
+ * be relative (at most 4095 bytes of UTF-8 without control characters) and,
+ * resolved lexically from the link's own directory (".." taken textually;
+ * every directory on the way one that holds items of the checkpoint), name
+ * a non-link item or a directory of items of the same checkpoint: never
+ * outside it, never the link's own directory, never another link. Where it
+ * lands is checked by ckpt_save() against the items protected then (so they
+ * may be registered in any order): CKPT_E_INVAL from ckpt_save(), with the
+ * reason in ckpt_errmsg(), when it does not. A checkpoint holding a link is
+ * manifest format 3 (docs/FORMAT.md).
+ * On restore, ckpt_restore_dir() creates each link after every file is in
+ * place (symlink(2) under a temporary name, then rename(2)); nothing is
+ * ever written through a link. ckpt_restore() ignores link items (stored or
+ * protected): there is no region to write.
+ * @return CKPT_OK, CKPT_E_INVAL (bad name or target), CKPT_E_EXISTS,
+ *         CKPT_E_NOMEM. */
+CKPT_API ckpt_status ckpt_protect_link(struct ckpt_ctx *ctx, const char *name,
+                                       const char *target);
+/* Forget a region, file or link. @return CKPT_OK or CKPT_E_NOENT. Waits for an
  * in-flight save first. */
 CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
 
@@ -285,8 +319,11 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.
  * @return CKPT_OK (snapshot taken), CKPT_E_BUSY, CKPT_E_NOMEM, CKPT_E_INVAL
- *         (nothing protected), CKPT_E_CUDA, CKPT_E_IO (a protected file cannot
- *         be read). The outcome of the background persist is reported by
+ *         (nothing protected; or the item set cannot be restored: an item
+ *         that is also a directory of another, a link whose target does not
+ *         land on an item of the checkpoint; ckpt_errmsg() says which),
+ *         CKPT_E_CUDA, CKPT_E_NOENT (a protected file does not exist),
+ *         CKPT_E_IO (a protected file cannot be read). The outcome of the background persist is reported by
  *         ckpt_wait(); a failed persist that nobody waited for is logged (warn)
  *         when the next save starts, and the run keeps its previous commit. */
 CKPT_API ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step);
@@ -320,6 +357,7 @@ struct ckpt_info {
     uint64_t new_bytes;     /* compressed bytes first written by this checkpoint */
     uint64_t chunks;
     const char *manifest;   /* store key of the manifest */
+    uint64_t links;         /* link items among `items` (ckpt_protect_link) */
 };
 typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
 /* Call fn for each committed checkpoint of the run, newest first; fn returns

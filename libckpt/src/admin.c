@@ -8,13 +8,14 @@
 #include "internal.h"
 
 static void manifest_sizes(const struct ckpt_manifest *m, uint64_t *raw, uint64_t *stored,
-                           uint64_t *chunks)
+                           uint64_t *chunks, uint64_t *links)
 {
     struct ckpt_idset seen;
     ckpt__idset_init(&seen);
-    *raw = *stored = *chunks = 0;
+    *raw = *stored = *chunks = *links = 0;
     for (size_t i = 0; i < m->nitems; i++) {
         *raw += m->items[i].size;
+        *links += m->items[i].kind == CKPT_ITEM_LINK;
         for (size_t c = 0; c < m->items[i].nchunks; c++) {
             const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
             if (ckpt__idset_get(&seen, r->id, NULL))
@@ -50,7 +51,7 @@ ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
             info.time_ms = m.time_ms;
             info.items = m.nitems;
             info.new_bytes = m.new_bytes;
-            manifest_sizes(&m, &info.raw_bytes, &info.stored_bytes, &info.chunks);
+            manifest_sizes(&m, &info.raw_bytes, &info.stored_bytes, &info.chunks, &info.links);
             ckpt__manifest_free(&m);
         } else {
             info.time_ms = -1; /* damaged: listed, flagged by time -1 */
@@ -97,11 +98,19 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
         }
         {
             char err[CKPT_ERR_MAX] = "";
+            uint64_t raw, stored, chunks, links;
+            size_t bad0 = bad;
             st = ckpt__verify_manifest(ctx, &m, &seen, &bad, err);
             if (st) {
                 ckpt__set_ctx_err(ctx, "%s", err);
                 if (!result)
                     result = st;
+            } else if (bad == bad0) {
+                manifest_sizes(&m, &raw, &stored, &chunks, &links);
+                ckpt__log(&ctx->log, CKPT_LOG_INFO, "verify",
+                          "step %" PRIu64 ": %zu items (%" PRIu64 " links, their targets "
+                          "inside the checkpoint), %" PRIu64 " chunks: intact",
+                          m.step, m.nitems, links, chunks);
             }
         }
         ckpt__manifest_free(&m);

@@ -291,7 +291,8 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
                             size_t size, unsigned elem, const char *path)
 {
     struct ckpt_item *it;
-    if (!ctx || !ckpt__name_valid(name) || (!ptr && size && kind != CKPT_ITEM_FILE))
+    if (!ctx || !ckpt__name_valid(name) ||
+        (!ptr && size && kind != CKPT_ITEM_FILE && kind != CKPT_ITEM_LINK))
         return CKPT_E_INVAL;
     ckpt_wait(ctx); /* never change the item set under a save in flight */
     if (find_item(ctx, name))
@@ -385,6 +386,15 @@ ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name, const char
     if (!path || !*path)
         return CKPT_E_INVAL;
     return add_item(ctx, name, CKPT_ITEM_FILE, NULL, 0, 0, path);
+}
+
+ckpt_status ckpt_protect_link(struct ckpt_ctx *ctx, const char *name, const char *target)
+{
+    /* Where the target lands is checked by ckpt_save() against the items
+     * then protected: they may be registered in any order. */
+    if (!ckpt__target_valid(target))
+        return CKPT_E_INVAL;
+    return add_item(ctx, name, CKPT_ITEM_LINK, NULL, 0, 0, target);
 }
 
 ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)

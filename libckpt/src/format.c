@@ -174,7 +174,10 @@ static const char *get_str(const cJSON *o, const char *k)
 
 static const char *kind_name(int k)
 {
-    return k == CKPT_ITEM_FILE ? "file" : k == CKPT_ITEM_DEVICE ? "device" : "mem";
+    return k == CKPT_ITEM_FILE     ? "file"
+           : k == CKPT_ITEM_DEVICE ? "device"
+           : k == CKPT_ITEM_LINK   ? "link"
+                                   : "mem";
 }
 
 static int kind_parse(const char *s)
@@ -187,6 +190,8 @@ static int kind_parse(const char *s)
         return CKPT_ITEM_FILE;
     if (!strcmp(s, "device"))
         return CKPT_ITEM_DEVICE;
+    if (!strcmp(s, "link"))
+        return CKPT_ITEM_LINK;
     return -1;
 }
 
@@ -197,6 +202,7 @@ void ckpt__manifest_free(struct ckpt_manifest *m)
         return;
     for (size_t i = 0; i < m->nitems; i++) {
         free(m->items[i].name);
+        free(m->items[i].target);
         free(m->items[i].chunks);
     }
     free(m->items);
@@ -206,6 +212,222 @@ void ckpt__manifest_free(struct ckpt_manifest *m)
     memset(m, 0, sizeof *m);
 }
 
+unsigned ckpt__manifest_format(const struct ckpt_manifest *m)
+{
+    for (size_t i = 0; i < m->nitems; i++)
+        if (m->items[i].kind == CKPT_ITEM_LINK || !ckpt__name_legacy(m->items[i].name))
+            return CKPT_FORMAT_NAMES;
+    return m->npacks ? CKPT_FORMAT_PACKS : CKPT_FORMAT_UNPACKED;
+}
+
+int ckpt__target_valid(const char *t)
+{
+    size_t len = t ? strlen(t) : 0;
+    return len > 0 && len <= CKPT_TARGET_MAX && t[0] != '/' && ckpt__text_valid(t, len);
+}
+
+/* ---- whole-manifest checks ------------------------------------------------------
+ * Names are sorted once (bytewise, as strcmp orders them); then "is there an
+ * item under the directory P" is a binary search for the range of names
+ * starting with "P/", and a prefix count of non-link items tells whether a
+ * file lives there. O(n log n) for any number of items and links. */
+struct sorted_names {
+    const struct ckpt_mitem **v; /* by name */
+    size_t *files;               /* files[i]: non-link items among v[0..i) */
+    size_t n;
+};
+
+static int cmp_item_name(const void *a, const void *b)
+{
+    return strcmp((*(const struct ckpt_mitem *const *)a)->name,
+                  (*(const struct ckpt_mitem *const *)b)->name);
+}
+
+/* strcmp(name, key) where key is p[0..plen) followed by c (c != 0) or by
+ * nothing (c == 0); only the sign matters. */
+static int cmp_key(const char *name, const char *p, size_t plen, char c)
+{
+    int r = strncmp(name, p, plen);
+    if (r)
+        return r;
+    if (!c)
+        return name[plen] ? 1 : 0;
+    if (name[plen] != c)
+        return (unsigned char)name[plen] < (unsigned char)c ? -1 : 1;
+    return name[plen + 1] ? 1 : 0;
+}
+
+/* First index whose name is >= key (see cmp_key). */
+static size_t lower_bound(const struct sorted_names *s, const char *p, size_t plen, char c)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_key(s->v[mid]->name, p, plen, c) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The item named exactly p[0..plen), or NULL. */
+static const struct ckpt_mitem *find_exact(const struct sorted_names *s, const char *p,
+                                           size_t plen)
+{
+    size_t i = lower_bound(s, p, plen, 0);
+    return i < s->n && cmp_key(s->v[i]->name, p, plen, 0) == 0 ? s->v[i] : NULL;
+}
+
+/* Items under the directory p[0..plen) ("p/..."): *all of any kind, the
+ * return value counts the non-link ones. */
+static size_t count_under(const struct sorted_names *s, const char *p, size_t plen, size_t *all)
+{
+    /* names starting with "p/" are those from "p/" up to "p0" ('0' follows '/') */
+    size_t lo = lower_bound(s, p, plen, '/'), hi = lower_bound(s, p, plen, '0');
+    if (all)
+        *all = hi - lo;
+    return s->files[hi] - s->files[lo];
+}
+
+/* Resolve link `it` lexically from its own directory and check where it
+ * lands (docs/FORMAT.md, "Links"). 0, else -1 with the reason in err. */
+static int check_link(const struct sorted_names *s, const struct ckpt_mitem *it, char *err)
+{
+    char path[CKPT_NAME_MAX + 1];
+    const char *t = it->target, *slash = strrchr(it->name, '/');
+    size_t len = slash ? (size_t)(slash - it->name) : 0, all;
+    int trailing = 0;
+
+    if (!ckpt__target_valid(t)) {
+        ckpt__seterr(err, "link %s: target must be a relative path of UTF-8 text without "
+                          "control characters", it->name);
+        return -1;
+    }
+    memcpy(path, it->name, len);
+    while (*t) {
+        const char *e = strchr(t, '/');
+        size_t sl = e ? (size_t)(e - t) : strlen(t);
+        const char *next = t + sl + (e ? 1 : 0);
+        int final = 1;
+        /* the segment is final when only empty or "." segments follow */
+        for (const char *q = next; *q;) {
+            const char *qe = strchr(q, '/');
+            size_t ql = qe ? (size_t)(qe - q) : strlen(q);
+            if (ql && !(ql == 1 && q[0] == '.')) {
+                final = 0;
+                break;
+            }
+            q += ql + (qe ? 1 : 0);
+        }
+        if (sl == 0 || (sl == 1 && t[0] == '.')) {
+            /* nothing */
+        } else if (sl == 2 && t[0] == '.' && t[1] == '.') {
+            if (len == 0) {
+                ckpt__seterr(err, "link %s: target %.200s leaves the checkpoint", it->name,
+                             it->target);
+                return -1;
+            }
+            while (len > 0 && path[len - 1] != '/')
+                len--;
+            if (len > 0)
+                len--; /* the slash */
+        } else {
+            if (len + (len ? 1 : 0) + sl > CKPT_NAME_MAX) {
+                ckpt__seterr(err, "link %s: target %.200s names no item of the checkpoint",
+                             it->name, it->target);
+                return -1;
+            }
+            if (len)
+                path[len++] = '/';
+            memcpy(path + len, t, sl);
+            len += sl;
+            /* a directory on the way must be one the restore creates: one
+             * holding items of this checkpoint (never a link or a file, which
+             * the kernel would resolve differently from this walk) */
+            if (!final && (count_under(s, path, len, &all), all == 0)) {
+                ckpt__seterr(err, "link %s: target %.200s goes through %.*s, which is not a "
+                                  "directory of the checkpoint", it->name, it->target,
+                             (int)len, path);
+                return -1;
+            }
+        }
+        if (final && e)
+            trailing = 1; /* "name/" or "name/.": the kernel wants a directory */
+        t = next;
+    }
+    if (len == 0) {
+        ckpt__seterr(err, "link %s: target %.200s points at the top of the checkpoint",
+                     it->name, it->target);
+        return -1;
+    }
+    if (!strncmp(it->name, path, len) && (it->name[len] == '/' || it->name[len] == '\0')) {
+        ckpt__seterr(err, "link %s: target %.200s points at the link itself or a directory "
+                          "holding it", it->name, it->target);
+        return -1;
+    }
+    {
+        const struct ckpt_mitem *hit = find_exact(s, path, len);
+        if (hit && hit->kind == CKPT_ITEM_LINK) {
+            ckpt__seterr(err, "link %s: target %.200s is another link", it->name, it->target);
+            return -1;
+        }
+        if (hit && !trailing)
+            return 0;
+        if (!hit && count_under(s, path, len, NULL) > 0)
+            return 0;
+    }
+    ckpt__seterr(err, "link %s: target %.200s names no item of the checkpoint (dangling)",
+                 it->name, it->target);
+    return -1;
+}
+
+ckpt_status ckpt__manifest_check(const struct ckpt_manifest *m, char *err)
+{
+    struct sorted_names s = { NULL, NULL, m->nitems };
+    ckpt_status st = CKPT_E_CORRUPT;
+    size_t i;
+
+    if (m->nitems == 0)
+        return CKPT_OK;
+    s.v = malloc(m->nitems * sizeof *s.v);
+    s.files = malloc((m->nitems + 1) * sizeof *s.files);
+    if (!s.v || !s.files) {
+        st = CKPT_E_NOMEM;
+        ckpt__seterr(err, "out of memory checking %zu item names", m->nitems);
+        goto out;
+    }
+    for (i = 0; i < m->nitems; i++)
+        s.v[i] = &m->items[i];
+    qsort(s.v, s.n, sizeof *s.v, cmp_item_name);
+    s.files[0] = 0;
+    for (i = 0; i < s.n; i++)
+        s.files[i + 1] = s.files[i] + (s.v[i]->kind != CKPT_ITEM_LINK);
+    for (i = 0; i < s.n; i++) {
+        const char *name = s.v[i]->name;
+        size_t nl = strlen(name), all;
+        if (i + 1 < s.n && !strcmp(name, s.v[i + 1]->name)) {
+            ckpt__seterr(err, "duplicate item %.300s", name);
+            goto out;
+        }
+        /* restore makes a file of every item: none can also be a directory */
+        count_under(&s, name, nl, &all);
+        if (all) {
+            ckpt__seterr(err, "item %.200s is also the directory of item %.200s", name,
+                         s.v[lower_bound(&s, name, nl, '/')]->name);
+            goto out;
+        }
+    }
+    for (i = 0; i < s.n; i++)
+        if (s.v[i]->kind == CKPT_ITEM_LINK && check_link(&s, s.v[i], err))
+            goto out;
+    st = CKPT_OK;
+out:
+    free(s.v);
+    free(s.files);
+    return st;
+}
+
 ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, size_t *len)
 {
     ckpt_status st = CKPT_E_NOMEM;
@@ -213,9 +435,9 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
     char *text = NULL;
     int ok = root != NULL;
 
-    /* Format 2 only when chunks live in packs: a manifest without packs
-     * stays readable by format-1 readers. */
-    ok = ok && add_num(root, "format", m->npacks ? 2 : CKPT_FORMAT_UNPACKED);
+    /* The lowest format that holds what this manifest uses: format-1
+     * readers read a manifest without packs, links or new names. */
+    ok = ok && add_num(root, "format", ckpt__manifest_format(m));
     ok = ok && cJSON_AddStringToObject(root, "kind", "manifest");
     ok = ok && add_u64s(root, "step", m->step) && add_u64s(root, "seq", m->seq) &&
          add_u64s(root, "epoch", m->epoch);
@@ -248,6 +470,8 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
              cJSON_AddStringToObject(o, "kind", kind_name(it->kind)) &&
              add_num(o, "size", (double)it->size) && add_num(o, "elem", it->elem_size) &&
              add_num(o, "mode", it->mode);
+        if (ok && it->kind == CKPT_ITEM_LINK)
+            ok = cJSON_AddStringToObject(o, "target", it->target ? it->target : "") != NULL;
         chunks = ok ? cJSON_AddArrayToObject(o, "chunks") : NULL;
         ok = ok && chunks;
         for (size_t c = 0; ok && c < it->nchunks; c++) {
@@ -291,6 +515,11 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
         ckpt__seterr(err, "item with missing or unsafe name");
         return CKPT_E_CORRUPT;
     }
+    if (m->version < CKPT_FORMAT_NAMES && !ckpt__name_legacy(name)) {
+        ckpt__seterr(err, "format %u manifest with item name %.200s, which only format %d "
+                          "allows", m->version, name, CKPT_FORMAT_NAMES);
+        return CKPT_E_CORRUPT;
+    }
     it->name = ckpt__strdup(name);
     if (!it->name)
         return CKPT_E_NOMEM;
@@ -306,6 +535,18 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
     it->elem_size = (unsigned)elem;
     it->mode = (uint32_t)mode;
     n = (size_t)cJSON_GetArraySize(chunks);
+    if (it->kind == CKPT_ITEM_LINK) {
+        /* a link holds no bytes: its target (checked with the whole
+         * manifest, ckpt__manifest_check) is all there is */
+        const char *t = get_str(o, "target");
+        if (m->version < CKPT_FORMAT_NAMES || it->size || n || !t || !ckpt__target_valid(t)) {
+            ckpt__seterr(err, "link item %.200s: bad target, size or chunks (format %u)", name,
+                         m->version);
+            return CKPT_E_CORRUPT;
+        }
+        it->target = ckpt__strdup(t);
+        return it->target ? CKPT_OK : CKPT_E_NOMEM;
+    }
     if (n > it->size / 1 + 1 || (uint64_t)n > (it->size + chunk_bytes - 1) / chunk_bytes + 1) {
         ckpt__seterr(err, "item %s: %zu chunks for %" PRIu64 " bytes", name, n, it->size);
         return CKPT_E_CORRUPT;
@@ -470,17 +711,13 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
             goto out;
         }
         st = decode_item(o, m, &m->items[i], err);
+        i++;
         if (st)
             goto out;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(m->items[j].name, m->items[i].name)) {
-                ckpt__seterr(err, "manifest: duplicate item %s", m->items[i].name);
-                st = CKPT_E_CORRUPT;
-                goto out;
-            }
-        i++;
     }
-    st = CKPT_OK;
+    /* validated whole: what restore would trip over is refused here, so
+     * verify and restore see the same manifest */
+    st = ckpt__manifest_check(m, err);
 out:
     cJSON_Delete(root);
     if (st)
@@ -505,8 +742,16 @@ ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len
     cJSON *root = cJSON_CreateObject(), *arr;
     char *text = NULL;
     int ok = root != NULL;
+    unsigned fmt = CKPT_HEAD_FORMAT;
 
-    ok = ok && add_num(root, "format", CKPT_HEAD_FORMAT) &&
+    /* HEAD takes the format of a manifest it names when that is above 2:
+     * readers before format 3 accepted HEAD formats up to 2 and refuse a
+     * larger one with "upgrade", so they neither restore what they cannot
+     * read nor commit over it (their retention would push it out). */
+    for (size_t i = 0; i < h->n; i++)
+        if (h->entries[i].format > CKPT_FORMAT_PACKS && h->entries[i].format > fmt)
+            fmt = h->entries[i].format;
+    ok = ok && add_num(root, "format", fmt) &&
          cJSON_AddStringToObject(root, "kind", "head") && add_u64s(root, "seq", h->seq) &&
          add_u64s(root, "step", h->step) && add_u64s(root, "epoch", h->epoch) &&
          add_num(root, "time_ms", (double)h->time_ms);
@@ -517,6 +762,8 @@ ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len
         ok = o && cJSON_AddItemToArray(arr, o) &&
              cJSON_AddStringToObject(o, "manifest", h->entries[i].manifest) &&
              add_u64s(o, "step", h->entries[i].step) && add_u64s(o, "seq", h->entries[i].seq);
+        if (ok && h->entries[i].format)
+            ok = add_num(o, "format", h->entries[i].format);
     }
     if (!ok)
         goto out;
@@ -551,8 +798,9 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
         ckpt__seterr(err, "HEAD is not a ckpt head object");
         goto out;
     }
-    if (fmt > CKPT_FORMAT_VERSION) {
-        ckpt__seterr(err, "HEAD format %g is newer than this ckpt: upgrade", fmt);
+    if (fmt > CKPT_HEAD_FORMAT_MAX) {
+        ckpt__seterr(err, "HEAD format %g is newer than this ckpt (%d): upgrade", fmt,
+                     CKPT_HEAD_FORMAT_MAX);
         st = CKPT_E_UNSUPPORTED;
         goto out;
     }
@@ -580,12 +828,16 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
     {
         const char *mk = get_str(o, "manifest");
         struct ckpt_head_entry *e = &h->entries[i];
+        double ef = 0;
         if (!mk || strlen(mk) > 512 || strncmp(mk, "manifests/", 10) || !ckpt_key_valid(mk) ||
-            get_u64s(o, "step", &e->step) || get_u64s(o, "seq", &e->seq)) {
+            get_u64s(o, "step", &e->step) || get_u64s(o, "seq", &e->seq) ||
+            (cJSON_GetObjectItemCaseSensitive(o, "format") &&
+             get_num(o, "format", 1, 1e9, &ef))) {
             ckpt__seterr(err, "HEAD: malformed entry %zu", i);
             h->n = i;
             goto out;
         }
+        e->format = (unsigned)ef; /* 0: not recorded (written before format 3) */
         e->manifest = ckpt__strdup(mk);
         h->n = ++i;
         if (!e->manifest) {

@@ -15,16 +15,21 @@
 
 #define CKPT_ID_LEN 16              /* chunk id: XXH3-128 of the raw bytes */
 #define CKPT_ID_HEX (CKPT_ID_LEN * 2)
-#define CKPT_NAME_MAX 255
+#define CKPT_NAME_MAX 4095           /* item names (segments: 255) */
+#define CKPT_TARGET_MAX 4095         /* link targets */
 #define CKPT_DEFAULT_CHUNK (4u << 20)        /* file:// */
 #define CKPT_DEFAULT_CHUNK_REMOTE (8u << 20) /* s3://, gs://, az:// */
 #define CKPT_MIN_CHUNK (64u << 10)
 #define CKPT_MAX_CHUNK (64u << 20)
 #define CKPT_MANIFEST_MAX (256u << 20) /* largest manifest we accept */
 #define CKPT_HEAD_MAX (16u << 20)
-#define CKPT_FORMAT_VERSION 2        /* what this reader accepts (1 and 2) */
+#define CKPT_FORMAT_VERSION 3        /* what this reader accepts (1, 2 and 3) */
 #define CKPT_FORMAT_UNPACKED 1       /* manifests without packs stay format 1 */
-#define CKPT_HEAD_FORMAT 1
+#define CKPT_FORMAT_PACKS 2          /* chunks in packs */
+#define CKPT_FORMAT_NAMES 3          /* link items, names outside the old alphabet */
+#define CKPT_HEAD_FORMAT 1           /* HEAD: 1, or the highest manifest format above 2
+                                        among its entries (docs/FORMAT.md) */
+#define CKPT_HEAD_FORMAT_MAX 3       /* what this reader accepts */
 #define CKPT_CHUNK_VERSION 1         /* the chunk header's version byte */
 #define CKPT_DEFAULT_PACK (32u << 20)  /* object stores; 0 on file:// */
 #define CKPT_MAX_PACK (1u << 30)
@@ -36,7 +41,12 @@ uint64_t ckpt__mono_ns(void);      /* monotonic */
 void ckpt__seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ckpt__hex(const uint8_t *in, size_t n, char *out); /* out: 2n+1 */
 int ckpt__unhex(const char *in, uint8_t *out, size_t n); /* 0 ok */
-int ckpt__name_valid(const char *name);  /* item names: relative, no .., [A-Za-z0-9._-/+=@,] */
+/* Well-formed UTF-8 without control characters. */
+int ckpt__text_valid(const char *s, size_t len);
+/* Item names: relative, no empty/"."/".." segments, UTF-8 text. */
+int ckpt__name_valid(const char *name);
+/* Names formats 1 and 2 accept: [A-Za-z0-9._-/+=@,], at most 255 bytes. */
+int ckpt__name_legacy(const char *name);
 char *ckpt__strdup(const char *s);
 ckpt_status ckpt__mkdirs(const char *path, mode_t mode, char *err);
 ckpt_status ckpt__errno_status(int e);
@@ -119,7 +129,7 @@ const char *ckpt__codec_name(ckpt_codec c);
 ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level);
 
 /* ---- format.c ----------------------------------------------------------- */
-enum { CKPT_ITEM_MEM = 0, CKPT_ITEM_FILE = 1, CKPT_ITEM_DEVICE = 2 };
+enum { CKPT_ITEM_MEM = 0, CKPT_ITEM_FILE = 1, CKPT_ITEM_DEVICE = 2, CKPT_ITEM_LINK = 3 };
 
 struct ckpt_chunk_ref {
     uint8_t id[CKPT_ID_LEN];
@@ -143,6 +153,7 @@ struct ckpt_mitem {
     unsigned elem_size;    /* 0/1 = bytes, 2, 4 (byte grouping) */
     uint64_t size;
     uint32_t mode;         /* file permission bits */
+    char *target;          /* links: the link's text (relative) */
     size_t nchunks;
     struct ckpt_chunk_ref *chunks;
 };
@@ -180,6 +191,7 @@ void ckpt__object_key(const char *run, int kind, const uint8_t id[CKPT_ID_LEN], 
 struct ckpt_head_entry {
     char *manifest;        /* key relative to the run */
     uint64_t step, seq;
+    unsigned format;       /* the manifest's format (0: not recorded, 1 or 2) */
 };
 struct ckpt_head {
     unsigned version;
@@ -190,6 +202,17 @@ struct ckpt_head {
 };
 
 void ckpt__manifest_free(struct ckpt_manifest *m);
+/* The format a manifest is written in: 3 with a link item or a name outside
+ * the old alphabet, else 2 with packs, else 1. */
+unsigned ckpt__manifest_format(const struct ckpt_manifest *m);
+/* The manifest as a whole: names unique, no item also a directory of
+ * another, every link's target relative and resolving, inside the
+ * checkpoint, to a non-link item or a directory of items. CKPT_E_CORRUPT
+ * with the reason (callers saving map it to CKPT_E_INVAL). */
+ckpt_status ckpt__manifest_check(const struct ckpt_manifest *m, char *err);
+/* A link target's own text: relative, 1..CKPT_TARGET_MAX bytes of UTF-8
+ * text. 1 if valid. */
+int ckpt__target_valid(const char *target);
 ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, size_t *len);
 ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manifest *m,
                                   char *err);
@@ -212,7 +235,7 @@ struct ckpt_item {
     void *ptr;             /* host or device pointer */
     size_t size;
     unsigned elem_size;
-    char *path;            /* files */
+    char *path;            /* files: the path; links: the target text */
     struct ckpt_arena *stage; /* host regions without a staging cap: a private
                               copy of the whole region, so a save is one
                               large memcpy (streaming stores) per region */

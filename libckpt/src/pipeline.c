@@ -390,8 +390,7 @@ struct ckpt_save {
     int level;
     struct ckpt_manifest m;     /* items + chunk refs filled by workers */
     char **paths;               /* per item: file path or NULL */
-    uint8_t *is_new;            /* per chunk (flattened): written by this save */
-    size_t *chunk_base;         /* per item: index of its first chunk in is_new */
+    struct fsnap *files;        /* per item: a protected file as ckpt_save saw it */
     pthread_mutex_t mu;
     /* packs (guarded by mu): this save's manifest's pack list, new packs
      * (id filled when uploaded) and older ones chunks were found in */
@@ -401,6 +400,18 @@ struct ckpt_save {
     ckpt_status st;
     char err[CKPT_ERR_MAX];
     uint64_t raw_bytes, new_bytes, stored_bytes;
+};
+
+/* A protected file as the snapshot saw it: what must still hold once every
+ * chunk is read, for the bytes read to be one version of the file. */
+struct fsnap {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+    mode_t mode;
+    size_t left;                /* chunk jobs of the file not finished (sv->mu) */
+    int changed;                /* a chunk job found another file or a shorter one */
 };
 
 struct chunk_job {
@@ -558,67 +569,111 @@ static ckpt_status pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const
     return st;
 }
 
-static ckpt_status read_file_chunk(const char *path, uint64_t off, size_t len, uint8_t *dst,
-                                   char *err)
+/* How many times a protected file is read before a save gives up on it
+ * (it kept changing while it was read). */
+#define FILE_READS 3
+
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static int snap_same(const struct fsnap *f, const struct stat *sb)
+{
+    return f->dev == sb->st_dev && f->ino == sb->st_ino && f->size == sb->st_size &&
+           f->mtime.tv_sec == sb->st_mtim.tv_sec && f->mtime.tv_nsec == sb->st_mtim.tv_nsec &&
+           f->ctime.tv_sec == sb->st_ctim.tv_sec && f->ctime.tv_nsec == sb->st_ctim.tv_nsec;
+}
+
+/* stat() a protected file for a snapshot. File times come from the kernel's
+ * coarse clock: a write in the same tick as the one before our stat would
+ * leave mtime and ctime as they were, and a rewrite during the read would
+ * go unseen. So while the file's last change is not yet in the past of that
+ * clock, wait a tick and look again: any later write then shows as a later
+ * time. (File systems with coarser times than the kernel's, FAT or some NFS
+ * servers, can still hide a same-size rewrite within their resolution.)
+ * @return 0, or -1 with errno. */
+static int snap_file(const char *path, struct fsnap *f)
+{
+    struct stat sb;
+    for (int tries = 0;; tries++) {
+        struct timespec now;
+        if (stat(path, &sb) != 0)
+            return -1;
+        clock_gettime(CLOCK_REALTIME_COARSE, &now);
+        if (tries >= 50 || (ts_before(&sb.st_mtim, &now) && ts_before(&sb.st_ctim, &now)))
+            break;
+        {
+            struct timespec tick = { 0, 1000000 };
+            nanosleep(&tick, NULL);
+        }
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    f->dev = sb.st_dev;
+    f->ino = sb.st_ino;
+    f->size = sb.st_size;
+    f->mtime = sb.st_mtim;
+    f->ctime = sb.st_ctim;
+    f->mode = sb.st_mode & 0777;
+    return 0;
+}
+
+/* Read [off, off+len) of a protected file. Another file at the path (it was
+ * replaced) or a shorter one sets *changed: the bytes are then not used.
+ * A file gone from its path is CKPT_E_NOENT. */
+static ckpt_status read_file_chunk(const char *path, const struct fsnap *f, uint64_t off,
+                                   size_t len, uint8_t *dst, int *changed, char *err)
 {
     ckpt_status st = CKPT_OK;
     size_t got = 0;
+    struct stat sb;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        ckpt__seterr(err, "open %s: %s", path, strerror(errno));
+        ckpt__seterr(err, errno == ENOENT ? "%s was deleted while it was read" : "open %s: %s",
+                     path, strerror(errno));
         return ckpt__errno_status(errno);
+    }
+    if (fstat(fd, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino) {
+        *changed = 1;
+        goto out;
     }
     while (got < len) {
         ssize_t r = pread(fd, dst + got, len - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0) {
-            ckpt__seterr(err, r < 0 ? "read %s: %s" : "%s%s shrank during the save", path,
-                         r < 0 ? strerror(errno) : "");
+        if (r < 0) {
+            ckpt__seterr(err, "read %s: %s", path, strerror(errno));
             st = CKPT_E_IO;
+            break;
+        }
+        if (r == 0) { /* shrank since the snapshot: a new version */
+            *changed = 1;
             break;
         }
         got += (size_t)r;
     }
+out:
     close(fd);
     return st;
 }
 
-static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
+/* Hash one chunk's bytes, point at the copy the run holds, else encode and
+ * write it (its own object, or into the save's open pack). */
+static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsigned elem_size,
+                               struct ckpt_chunk_ref *ref, const uint8_t *raw, size_t len,
+                               struct ckpt_codec_ws *ws, char *err)
 {
-    struct chunk_job *j = arg;
-    struct ckpt_save *sv = j->sv;
-    struct ckpt_mitem *it = &sv->m.items[j->item];
-    struct ckpt_chunk_ref *ref = &it->chunks[j->chunk];
-    const uint8_t *raw;
     struct ckpt_loc loc;
     struct ckpt_pack pk;
     int known;
-    char err[CKPT_ERR_MAX] = "", key[1024];
+    char key[1024];
     ckpt_status st = CKPT_OK;
 
-    if (sv->st) /* already failed: do no more work */
-        goto out;
-    if (!ws) {
-        save_fail(sv, CKPT_E_NOMEM, "worker has no buffers");
-        goto out;
-    }
-    if (j->blk) {
-        raw = j->blk->data;
-    } else if (j->raw) {
-        raw = j->raw;
-    } else {
-        uint8_t *scratch = ckpt__codec_ws_scratch(ws, j->len);
-        st = scratch ? read_file_chunk(sv->paths[j->item], j->off, j->len, scratch, err)
-                     : CKPT_E_NOMEM;
-        if (st) {
-            save_fail(sv, st, "item %s: %s", it->name, scratch ? err : "no memory");
-            goto out;
-        }
-        raw = scratch;
-    }
-    ckpt__chunk_id(raw, j->len, ref->id);
-    ref->raw_len = (uint32_t)j->len;
+    ckpt__chunk_id(raw, len, ref->id);
+    ref->raw_len = (uint32_t)len;
     pthread_mutex_lock(&ctx->run_mu);
     while (!ctx->run_loaded)
         pthread_cond_wait(&ctx->run_cv, &ctx->run_mu);
@@ -633,27 +688,29 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
             slot = pack_slot_of(sv, &pk);
             pthread_mutex_unlock(&sv->mu);
             if (slot == UINT32_MAX) {
-                save_fail(sv, CKPT_E_NOMEM, "no memory for the pack list");
-                goto out;
+                ckpt__seterr(err, "no memory for the pack list");
+                return CKPT_E_NOMEM;
             }
             ref->pack = slot + 1;
             ref->off = loc.off;
         }
-    } else {
+        return CKPT_OK;
+    }
+    {
         const void *obj, *hdr, *payload;
         size_t obj_len, plen;
         struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 1 };
         if (ctx->pack_bytes) {
-            st = ckpt__chunk_encode_parts(ws, raw, j->len, ref->id, sv->codec, sv->level,
-                                          it->elem_size, &hdr, &payload, &plen);
+            st = ckpt__chunk_encode_parts(ws, raw, len, ref->id, sv->codec, sv->level,
+                                          elem_size, &hdr, &payload, &plen);
             obj_len = CKPT_CHUNK_HDR + plen;
         } else {
-            st = ckpt__chunk_encode(ws, raw, j->len, ref->id, sv->codec, sv->level,
-                                    it->elem_size, &obj, &obj_len);
+            st = ckpt__chunk_encode(ws, raw, len, ref->id, sv->codec, sv->level, elem_size,
+                                    &obj, &obj_len);
         }
         if (st) {
-            save_fail(sv, st, "item %s chunk %zu: encode failed", it->name, j->chunk);
-            goto out;
+            ckpt__seterr(err, "encode failed");
+            return st;
         }
         if (ctx->pack_bytes) {
             st = pack_append(ctx, sv, hdr, payload, plen, ref, err);
@@ -661,17 +718,192 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
             ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
             st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
         }
-        if (st) {
-            save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
-            goto out;
-        }
+        if (st)
+            return st;
         ref->stored_len = (uint32_t)obj_len;
-        sv->is_new[sv->chunk_base[j->item] + j->chunk] = 1;
         pthread_mutex_lock(&sv->mu);
         sv->new_bytes += obj_len;
         pthread_mutex_unlock(&sv->mu);
     }
+    return CKPT_OK;
+}
+
+static void fail_file(struct ckpt_save *sv, const struct ckpt_mitem *it, const char *path,
+                      int e, const char *when)
+{
+    if (e == ENOENT)
+        save_fail(sv, CKPT_E_NOENT, "protected file %s (%s) was deleted %s: not committed",
+                  it->name, path, when);
+    else
+        save_fail(sv, ckpt__errno_status(e), "protected file %s (%s): %s", it->name, path,
+                  e == EINVAL ? "not a regular file" : strerror(e));
+}
+
+/* The file changed while its chunks were read: read it again whole, on this
+ * worker, from a new snapshot, until one read sees a single version of it
+ * (FILE_READS in all), then put the chunks of that read in the manifest. */
+static void file_reread(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t i,
+                        struct ckpt_codec_ws *ws)
+{
+    struct ckpt_mitem *it = &sv->m.items[i];
+    const char *path = sv->paths[i];
+    char err[CKPT_ERR_MAX] = "";
+    for (int attempt = 2; attempt <= FILE_READS && !sv->st; attempt++) {
+        struct fsnap nf;
+        struct stat sb;
+        struct ckpt_chunk_ref *refs = NULL;
+        size_t n;
+        int changed = 0, fd;
+        ckpt_status st = CKPT_OK;
+
+        ckpt__log(&ctx->log, CKPT_LOG_INFO, "save", "protected file %s (%s) changed while it "
+                  "was read: reading it again (read %d of %d)", it->name, path, attempt,
+                  FILE_READS);
+        if (snap_file(path, &nf) != 0) {
+            fail_file(sv, it, path, errno, "while it was read");
+            return;
+        }
+        n = (size_t)(((uint64_t)nf.size + ctx->chunk_bytes - 1) / ctx->chunk_bytes);
+        refs = n ? calloc(n, sizeof *refs) : NULL;
+        if (n && !refs) {
+            save_fail(sv, CKPT_E_NOMEM, "item %s: no memory for its chunk list", it->name);
+            return;
+        }
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            free(refs);
+            fail_file(sv, it, path, errno, "while it was read");
+            return;
+        }
+        if (fstat(fd, &sb) != 0 || sb.st_dev != nf.dev || sb.st_ino != nf.ino)
+            changed = 1;
+        for (size_t c = 0; c < n && !changed && !st; c++) {
+            uint64_t off = (uint64_t)c * ctx->chunk_bytes;
+            size_t len = (size_t)((uint64_t)nf.size - off < ctx->chunk_bytes
+                                      ? (uint64_t)nf.size - off : ctx->chunk_bytes);
+            uint8_t *raw = ws ? ckpt__codec_ws_scratch(ws, len) : NULL;
+            size_t got = 0;
+            if (!raw) {
+                st = CKPT_E_NOMEM;
+                snprintf(err, sizeof err, "no memory");
+                break;
+            }
+            while (got < len) {
+                ssize_t r = pread(fd, raw + got, len - got, (off_t)(off + got));
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r < 0) {
+                    st = CKPT_E_IO;
+                    snprintf(err, sizeof err, "read %.400s: %s", path, strerror(errno));
+                    break;
+                }
+                if (r == 0) {
+                    changed = 1;
+                    break;
+                }
+                got += (size_t)r;
+            }
+            if (!st && !changed)
+                st = store_chunk(ctx, sv, it->elem_size, &refs[c], raw, len, ws, err);
+        }
+        close(fd);
+        if (st) {
+            free(refs);
+            save_fail(sv, st, "item %s: %s", it->name, err);
+            return;
+        }
+        if (!changed && stat(path, &sb) != 0) {
+            free(refs);
+            fail_file(sv, it, path, errno, "while it was read");
+            return;
+        }
+        if (!changed && snap_same(&nf, &sb)) {
+            pthread_mutex_lock(&sv->mu);
+            free(it->chunks);
+            it->chunks = refs;
+            it->nchunks = n;
+            sv->raw_bytes += (uint64_t)nf.size - it->size;
+            it->size = (uint64_t)nf.size;
+            it->mode = nf.mode;
+            pthread_mutex_unlock(&sv->mu);
+            return;
+        }
+        free(refs);
+    }
+    save_fail(sv, CKPT_E_IO, "protected file %s (%s) kept changing while it was read (%d "
+              "reads): not committed", it->name, path, FILE_READS);
+}
+
+/* The last chunk job of a protected file: the bytes read are one version of
+ * the file only if it is still what the snapshot saw (same device, inode,
+ * size, mtime and ctime to the nanosecond); else it is read again. */
+static void file_done(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t i,
+                      struct ckpt_codec_ws *ws)
+{
+    struct stat sb;
+    if (sv->st)
+        return;
+    if (stat(sv->paths[i], &sb) != 0) {
+        fail_file(sv, &sv->m.items[i], sv->paths[i], errno, "while it was read");
+        return;
+    }
+    if (!sv->files[i].changed && snap_same(&sv->files[i], &sb))
+        return;
+    file_reread(ctx, sv, i, ws);
+}
+
+static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
+{
+    struct chunk_job *j = arg;
+    struct ckpt_save *sv = j->sv;
+    struct ckpt_mitem *it = &sv->m.items[j->item];
+    struct ckpt_chunk_ref *ref = &it->chunks[j->chunk];
+    const uint8_t *raw;
+    char err[CKPT_ERR_MAX] = "";
+    ckpt_status st = CKPT_OK;
+    int is_file = !j->blk && !j->raw;
+
+    if (sv->st) /* already failed: do no more work */
+        goto out;
+    if (!ws) {
+        save_fail(sv, CKPT_E_NOMEM, "worker has no buffers");
+        goto out;
+    }
+    if (j->blk) {
+        raw = j->blk->data;
+    } else if (j->raw) {
+        raw = j->raw;
+    } else {
+        uint8_t *scratch = ckpt__codec_ws_scratch(ws, j->len);
+        int changed = 0;
+        st = scratch ? read_file_chunk(sv->paths[j->item], &sv->files[j->item], j->off, j->len,
+                                       scratch, &changed, err)
+                     : CKPT_E_NOMEM;
+        if (st) {
+            save_fail(sv, st, "item %s: %s", it->name,
+                      scratch ? err : "no memory");
+            goto out;
+        }
+        if (changed) { /* another version: file_done reads it again */
+            pthread_mutex_lock(&sv->mu);
+            sv->files[j->item].changed = 1;
+            pthread_mutex_unlock(&sv->mu);
+            goto out;
+        }
+        raw = scratch;
+    }
+    st = store_chunk(ctx, sv, it->elem_size, ref, raw, j->len, ws, err);
+    if (st)
+        save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
 out:
+    if (is_file) {
+        size_t left;
+        pthread_mutex_lock(&sv->mu);
+        left = --sv->files[j->item].left;
+        pthread_mutex_unlock(&sv->mu);
+        if (left == 0)
+            file_done(ctx, sv, j->item, ws);
+    }
     block_put(ctx, j->blk);
     save_unref(ctx, sv);
     free(j);
@@ -685,8 +917,7 @@ static void save_free(struct ckpt_save *sv)
         for (size_t i = 0; i < sv->m.nitems; i++)
             free(sv->paths[i]);
     free(sv->paths);
-    free(sv->is_new);
-    free(sv->chunk_base);
+    free(sv->files);
     ckpt__idset_free(&sv->packslot);
     ckpt__manifest_free(&sv->m);
     pthread_mutex_destroy(&sv->mu);
@@ -887,6 +1118,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
     nh.entries[0].manifest = mkey + strlen(ctx->run) + 1;
     nh.entries[0].step = m->step;
     nh.entries[0].seq = m->seq;
+    nh.entries[0].format = ckpt__manifest_format(m);
     for (size_t i = 1; i < keepn; i++)
         nh.entries[i] = ctx->head.entries[i - 1];
     st = ckpt__head_encode(&nh, &hbuf, &hlen);
@@ -984,7 +1216,7 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
     struct ckpt_save *sv;
     struct ckpt_item *it;
     ckpt_status st = CKPT_OK, prev;
-    size_t i, total_chunks = 0;
+    size_t i;
     int hold = !ctx->staging_max;
     ckpt_codec codec;
 
@@ -1020,8 +1252,8 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
     sv->level = ctx->level;
     sv->m.items = calloc(ctx->nitems, sizeof *sv->m.items);
     sv->paths = calloc(ctx->nitems, sizeof *sv->paths);
-    sv->chunk_base = calloc(ctx->nitems, sizeof *sv->chunk_base);
-    if (!sv->m.items || !sv->paths || !sv->chunk_base) {
+    sv->files = calloc(ctx->nitems, sizeof *sv->files);
+    if (!sv->m.items || !sv->paths || !sv->files) {
         save_free(sv);
         return CKPT_E_NOMEM;
     }
@@ -1038,16 +1270,27 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
             save_free(sv);
             return CKPT_E_NOMEM;
         }
-        if (it->kind == CKPT_ITEM_FILE) {
-            struct stat sb;
-            if (stat(it->path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-                ckpt__set_ctx_err(ctx, "protected file %s (%s): %s", it->name, it->path,
-                                  errno ? strerror(errno) : "not a regular file");
+        if (it->kind == CKPT_ITEM_LINK) {
+            mi->mode = 0777;
+            mi->target = ckpt__strdup(it->path);
+            if (!mi->target) {
                 save_free(sv);
-                return CKPT_E_IO;
+                return CKPT_E_NOMEM;
             }
-            mi->size = (uint64_t)sb.st_size;
-            mi->mode = sb.st_mode & 0777;
+        }
+        if (it->kind == CKPT_ITEM_FILE) {
+            struct fsnap *f = &sv->files[i];
+            if (snap_file(it->path, f) != 0) {
+                int e = errno;
+                ckpt__set_ctx_err(ctx, "protected file %s (%s): %s", it->name, it->path,
+                                  e == ENOENT ? "does not exist (deleted before the save)"
+                                  : e == EINVAL ? "not a regular file" : strerror(e));
+                save_free(sv);
+                return e == ENOENT ? CKPT_E_NOENT : e == EINVAL ? CKPT_E_IO
+                                                                : ckpt__errno_status(e);
+            }
+            mi->size = (uint64_t)f->size;
+            mi->mode = f->mode;
             sv->paths[i] = ckpt__strdup(it->path);
             if (!sv->paths[i]) {
                 save_free(sv);
@@ -1060,14 +1303,19 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
             save_free(sv);
             return CKPT_E_NOMEM;
         }
-        sv->chunk_base[i] = total_chunks;
-        total_chunks += mi->nchunks;
+        if (it->kind == CKPT_ITEM_FILE)
+            sv->files[i].left = mi->nchunks;
         sv->raw_bytes += mi->size;
     }
-    sv->is_new = calloc(total_chunks ? total_chunks : 1, 1);
-    if (!sv->is_new) {
-        save_free(sv);
-        return CKPT_E_NOMEM;
+    {
+        /* the item set as a whole: names, directories, where links land */
+        char err[CKPT_ERR_MAX] = "";
+        st = ckpt__manifest_check(&sv->m, err);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "step %" PRIu64 " not saved: %s", step, err);
+            save_free(sv);
+            return st == CKPT_E_NOMEM ? st : CKPT_E_INVAL;
+        }
     }
     sv->pending = 1; /* the submitter's token */
     pthread_mutex_lock(&ctx->run_mu);
@@ -1077,16 +1325,19 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
     if (hold)
         ckpt__pool_hold(ctx, 1);
     for (it = ctx->items, i = 0; it && !st; it = it->next, i++) {
-        struct ckpt_mitem *mi = &sv->m.items[i];
+        /* the shape as snapshotted: once its last job is queued, a file
+         * read again (file_reread) may change its item */
+        const uint64_t size = sv->m.items[i].size;
+        const size_t nchunks = sv->m.items[i].nchunks;
         /* One copy of the whole region: large enough for memcpy's streaming
          * stores, where chunk-sized copies would read every destination
          * line first and take up to twice as long. */
         if (it->stage)
             memcpy(it->stage->base, it->ptr, it->size);
-        for (size_t c = 0; c < mi->nchunks; c++) {
+        for (size_t c = 0; c < nchunks; c++) {
             uint64_t off = (uint64_t)c * ctx->chunk_bytes;
-            size_t len = (size_t)(mi->size - off < ctx->chunk_bytes ? mi->size - off
-                                                                    : ctx->chunk_bytes);
+            size_t len = (size_t)(size - off < ctx->chunk_bytes ? size - off
+                                                                : ctx->chunk_bytes);
             struct chunk_job *j = calloc(1, sizeof *j);
             if (!j) {
                 st = CKPT_E_NOMEM;

@@ -748,6 +748,42 @@ static ckpt_status safe_parents(const char *dir, const char *rel, char *err)
     return CKPT_OK;
 }
 
+/* The checkpoint's links, once every file is in place: each made under a
+ * temporary name and renamed over whatever has its name (a link or file
+ * from an earlier restore; a directory stays and fails the restore), so
+ * nothing is ever written through a link, and a reader sees the old entry
+ * or the new link. Targets were checked with the manifest
+ * (ckpt__manifest_check): relative, landing on an item of this checkpoint. */
+static ckpt_status make_links(const struct ckpt_manifest *m, const char *dir, char *err)
+{
+    char final[8192], tmp[8300];
+    ckpt_status st = CKPT_OK;
+    for (size_t i = 0; i < m->nitems && !st; i++) {
+        const struct ckpt_mitem *mi = &m->items[i];
+        if (mi->kind != CKPT_ITEM_LINK)
+            continue;
+        if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, mi->name) >= sizeof final) {
+            ckpt__seterr(err, "%s/%s: path too long", dir, mi->name);
+            st = CKPT_E_INVAL;
+            break;
+        }
+        snprintf(tmp, sizeof tmp, "%s.ckpt-tmp.%d", final, (int)getpid());
+        st = safe_parents(dir, mi->name, err);
+        if (st)
+            break;
+        unlink(tmp);
+        if (symlink(mi->target, tmp) != 0) {
+            ckpt__seterr(err, "symlink %s: %s", tmp, strerror(errno));
+            st = ckpt__errno_status(errno);
+        } else if (rename(tmp, final) != 0) {
+            ckpt__seterr(err, "link %s: %s", final, strerror(errno));
+            st = ckpt__errno_status(errno);
+            unlink(tmp);
+        }
+    }
+    return st;
+}
+
 static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
                                const char *dir, char *err)
 {
@@ -775,6 +811,8 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     for (i = 0; i < m->nitems && !st; i++) {
         const struct ckpt_mitem *mi = &m->items[i];
         d[i].mode = mi->mode ? mi->mode : 0600;
+        if (mi->kind == CKPT_ITEM_LINK)
+            continue; /* made last (make_links), and never into a region */
         if (dir) {
             char final[4096];
             if (!ckpt__name_valid(mi->name)) {
@@ -826,6 +864,8 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     }
     ckpt__batch_destroy(&b);
     dest_cleanup(d, m->nitems, ctx->restore_sync, &st, err);
+    if (st == CKPT_OK && dir)
+        st = make_links(m, dir, err);
     free(ents);
     return st;
 }
@@ -835,12 +875,15 @@ static ckpt_status check_shape(struct ckpt_ctx *ctx, const struct ckpt_manifest 
 {
     for (struct ckpt_item *it = ctx->items; it; it = it->next) {
         const struct ckpt_mitem *mi = NULL;
+        if (it->kind == CKPT_ITEM_LINK)
+            continue; /* nothing to restore into */
         for (size_t i = 0; i < m->nitems; i++)
             if (!strcmp(m->items[i].name, it->name))
                 mi = &m->items[i];
-        if (!mi) {
-            ckpt__set_ctx_err(ctx, "item '%s' is not in checkpoint step %" PRIu64
-                                   ": nothing restored", it->name, m->step);
+        if (!mi || mi->kind == CKPT_ITEM_LINK) {
+            ckpt__set_ctx_err(ctx, "item '%s' is %s checkpoint step %" PRIu64
+                                   ": nothing restored", it->name,
+                              mi ? "a link in" : "not in", m->step);
             return CKPT_E_MISMATCH;
         }
         if (it->kind != CKPT_ITEM_FILE && (uint64_t)it->size != mi->size) {

@@ -65,12 +65,79 @@ int ckpt__unhex(const char *in, uint8_t *out, size_t n)
     return in[2 * n] == '\0' ? 0 : -1;
 }
 
-/* Item names become file names on restore and parts of nothing else; they
- * must be relative, without "." or ".." components, and of a plain alphabet
- * so every store and filesystem can hold them. */
+/* Text that becomes part of a file system path (item names, link targets):
+ * well-formed UTF-8 (no overlong forms, no surrogates, nothing past
+ * U+10FFFF) without control characters (C0, DEL, C1): a name must print
+ * as what it is, and a terminal must never take it for a command. */
+int ckpt__text_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p, need, cp;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f)
+                return 0;
+            p++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            cp = c & 0x07;
+        } else {
+            return 0; /* continuation byte, overlong lead (c0, c1) or past f4 */
+        }
+        if ((size_t)(end - p) <= need)
+            return 0;
+        for (unsigned i = 1; i <= need; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+            return 0;
+        p += need + 1;
+    }
+    return 1;
+}
+
+/* Item names become file names on restore and parts of nothing else (never
+ * store keys): any real file name works -- relative, '/'-separated, no
+ * empty, "." or ".." segment, each segment at most NAME_MAX (255) bytes,
+ * well-formed UTF-8 without control characters. */
 int ckpt__name_valid(const char *name)
 {
-    return ckpt_path_valid(name, CKPT_NAME_MAX, "+=@,");
+    size_t len, seg = 0;
+    if (!name || !*name || name[0] == '/')
+        return 0;
+    len = strlen(name);
+    if (len > CKPT_NAME_MAX || name[len - 1] == '/' || !ckpt__text_valid(name, len))
+        return 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (name[i] != '/' && name[i] != '\0') {
+            if (++seg > 255)
+                return 0;
+            continue;
+        }
+        if (seg == 0 || (seg == 1 && name[i - 1] == '.') ||
+            (seg == 2 && name[i - 1] == '.' && name[i - 2] == '.'))
+            return 0;
+        seg = 0;
+    }
+    return 1;
+}
+
+/* The alphabet readers of manifest formats 1 and 2 accept: a name outside
+ * it makes its manifest format 3 (docs/FORMAT.md). */
+int ckpt__name_legacy(const char *name)
+{
+    return ckpt_path_valid(name, 255, "+=@,");
 }
 
 char *ckpt__strdup(const char *s)

@@ -17,8 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len;
         if (ckpt__manifest_encode(&m, &buf, &len) == CKPT_OK) {
             struct ckpt_manifest m2;
-            if (ckpt__manifest_decode(buf, len, &m2, err) != CKPT_OK || m2.nitems != m.nitems)
+            if (ckpt__manifest_decode(buf, len, &m2, err) != CKPT_OK || m2.nitems != m.nitems ||
+                m2.version != ckpt__manifest_format(&m))
                 abort();
+            for (size_t i = 0; i < m.nitems; i++)
+                if (strcmp(m2.items[i].name, m.items[i].name) ||
+                    m2.items[i].kind != m.items[i].kind ||
+                    (m.items[i].kind == CKPT_ITEM_LINK &&
+                     strcmp(m2.items[i].target, m.items[i].target)))
+                    abort();
             ckpt__manifest_free(&m2);
             free(buf);
         }

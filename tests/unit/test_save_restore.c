@@ -6,6 +6,7 @@
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "internal.h"
+#include "fault_store.h"
 
 static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)
 {
@@ -622,9 +623,313 @@ static void test_files_and_restore_dir(void **state)
     /* a protected file that vanished: clear error at save */
     snprintf(p, sizeof p, "%s/gone.bin", src);
     assert_int_equal(ckpt_protect_file(ctx, "gone", p), CKPT_OK);
-    assert_int_equal(ckpt_save(ctx, 101), CKPT_E_IO);
+    assert_int_equal(ckpt_save(ctx, 101), CKPT_E_NOENT);
     assert_non_null(strstr(ckpt_errmsg(ctx), "gone"));
     ckpt_close(ctx);
+}
+
+/* The first line of a file ("" if it cannot be read). */
+static void read_line(const char *path, char *line, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    line[0] = '\0';
+    if (f) {
+        if (!fgets(line, (int)n, f))
+            line[0] = '\0';
+        fclose(f);
+    }
+}
+
+/* Whether the newest file under <store>/<sub> (by name) contains `text`. */
+static int store_file_has(const char *sub, const char *text)
+{
+    char cmd[1200], buf[65536];
+    size_t n;
+    snprintf(cmd, sizeof cmd, "cat \"$(ls -d %s/store/%s | sort | tail -n 1)\"", g_dir, sub);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, p);
+    pclose(p);
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
+/* Link items: committed with their target, recreated by ckpt_restore_dir as
+ * links after the files (replacing a file or link of that name, never
+ * writing through one), ignored by ckpt_restore; targets that leave the
+ * checkpoint, dangle or name another link fail the save (CKPT_E_INVAL)
+ * before anything is written. The manifest and HEAD say format 3, so older
+ * readers say "upgrade" and older writers do not commit over it. */
+static void test_links(void **state)
+{
+    char src[800], out[800], p[1600], q[1600], line[200], lt[200];
+    uint64_t step;
+    struct stat sb;
+    (void)state;
+    snprintf(src, sizeof src, "%s/lsrc", g_dir);
+    mkdir(src, 0700);
+    snprintf(p, sizeof p, "%s/sub", src);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/epoch=3.ckpt", src);
+    write_file(p, "epoch three");
+    snprintf(q, sizeof q, "%s/sub/x", src);
+    write_file(q, "x in sub");
+    struct ckpt_ctx *ctx = open_run("links", CKPT_CODEC_ZSTD, 0, 0);
+    assert_int_equal(ckpt_protect_link(ctx, "last.ckpt", "epoch=3.ckpt"), CKPT_OK);
+    assert_int_equal(ckpt_protect_link(ctx, "lastdir", "sub/"), CKPT_OK);
+    assert_int_equal(ckpt_protect_link(ctx, "sub/up", "../epoch=3.ckpt"), CKPT_OK);
+    assert_int_equal(ckpt_protect_file(ctx, "epoch=3.ckpt", p), CKPT_OK); /* after its link */
+    assert_int_equal(ckpt_protect_file(ctx, "sub/x", q), CKPT_OK);
+    assert_int_equal(ckpt_protect_link(ctx, "abs", "/etc/passwd"), CKPT_E_INVAL);
+    assert_int_equal(ckpt_protect_link(ctx, "ctl", "a\nb"), CKPT_E_INVAL);
+    assert_int_equal(ckpt_protect_link(ctx, "last.ckpt", "sub/x"), CKPT_E_EXISTS);
+    save_ok(ctx, 3);
+    assert_true(store_file_has("links/manifests/*", "\"format\":3,"));
+    assert_true(store_file_has("links/manifests/*", "\"kind\":\"link\","));
+    assert_true(store_file_has("links/manifests/*", "\"target\":\"epoch=3.ckpt\""));
+    assert_true(store_file_has("links/HEAD", "\"format\":3,"));
+    assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
+
+    /* into a directory where last.ckpt is a file and lastdir a link to
+     * somewhere else: both replaced by the checkpoint's links */
+    snprintf(out, sizeof out, "%s/lout", g_dir);
+    mkdir(out, 0700);
+    snprintf(p, sizeof p, "%s/last.ckpt", out);
+    write_file(p, "stale file");
+    snprintf(p, sizeof p, "%s/lastdir", out);
+    assert_int_equal(symlink(g_dir, p), 0);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    const char *links[][2] = { { "last.ckpt", "epoch=3.ckpt" }, { "lastdir", "sub/" },
+                               { "sub/up", "../epoch=3.ckpt" } };
+    for (size_t i = 0; i < 3; i++) {
+        ssize_t n;
+        snprintf(p, sizeof p, "%s/%s", out, links[i][0]);
+        assert_int_equal(lstat(p, &sb), 0);
+        assert_true(S_ISLNK(sb.st_mode));
+        n = readlink(p, lt, sizeof lt - 1);
+        assert_true(n > 0);
+        lt[n] = '\0';
+        assert_string_equal(lt, links[i][1]);
+    }
+    snprintf(p, sizeof p, "%s/last.ckpt", out);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "epoch three");
+    snprintf(p, sizeof p, "%s/lastdir/x", out);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "x in sub");
+    snprintf(p, sizeof p, "%s/sub/up", out);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "epoch three");
+    snprintf(p, sizeof p, "%s/x", g_dir); /* nothing went through the old link */
+    assert_int_not_equal(access(p, F_OK), 0);
+    /* a second restore over its own links */
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    /* into the protected regions: the links are ignored */
+    snprintf(p, sizeof p, "%s/epoch=3.ckpt", src);
+    write_file(p, "changed");
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    read_line(p, line, sizeof line);
+    assert_string_equal(line, "epoch three");
+
+    /* targets that do not land on an item of the checkpoint */
+    const char *bad[][2] = { { "esc", "../epoch=3.ckpt" },   { "dang", "nothing" },
+                             { "l2l", "last.ckpt" },         { "self", "." },
+                             { "sub/loop", ".." },           { "thru", "last.ckpt/../sub/x" },
+                             { "filedir", "epoch=3.ckpt/" } };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(ckpt_protect_link(ctx, bad[i][0], bad[i][1]), CKPT_OK);
+        if (ckpt_save(ctx, 4) != CKPT_E_INVAL)
+            fail_msg("link %s -> %s saved", bad[i][0], bad[i][1]);
+        assert_non_null(strstr(ckpt_errmsg(ctx), bad[i][0]));
+        assert_int_equal(ckpt_unprotect(ctx, bad[i][0]), CKPT_OK);
+    }
+    /* an item that is also the directory of another */
+    uint32_t v = 7;
+    assert_int_equal(ckpt_protect(ctx, "sub", &v, sizeof v), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 4), CKPT_E_INVAL);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "directory"));
+    assert_int_equal(ckpt_unprotect(ctx, "sub"), CKPT_OK);
+    save_ok(ctx, 4);
+    ckpt_close(ctx);
+}
+
+/* Any real file name (spaces, '+', accents, CJK) is checkpointed and
+ * restored under its name; the manifest is format 3 only then. */
+static void test_utf8_names(void **state)
+{
+    const char *names[] = { "model bin+x.bin", "r\xc3\xa9sum\xc3\xa9.txt",
+                            "\xe6\xa8\xa1\xe5\x9e\x8b v2.pt", "dir with space/a b" };
+    char src[800], out[800], p[1600], line[100];
+    uint64_t step;
+    (void)state;
+    snprintf(src, sizeof src, "%s/usrc", g_dir);
+    mkdir(src, 0700);
+    struct ckpt_ctx *ctx = open_run("utf8", CKPT_CODEC_ZSTD, 0, 0);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/f%zu", src, i);
+        write_file(p, names[i]);
+        assert_int_equal(ckpt_protect_file(ctx, names[i], p), CKPT_OK);
+    }
+    assert_int_equal(ckpt_protect_file(ctx, "bad\x01name", p), CKPT_E_INVAL);
+    save_ok(ctx, 1);
+    assert_true(store_file_has("utf8/manifests/*", "\"format\":3,"));
+    snprintf(out, sizeof out, "%s/uout", g_dir);
+    assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, names[i]);
+        read_line(p, line, sizeof line);
+        assert_string_equal(line, names[i]);
+    }
+    ckpt_close(ctx);
+    /* the old alphabet stays format 1 */
+    ctx = open_run("ascii", CKPT_CODEC_ZSTD, 0, 0);
+    snprintf(p, sizeof p, "%s/f0", src);
+    assert_int_equal(ckpt_protect_file(ctx, "checkpoint-1/model+x=1@a,b.bin", p), CKPT_OK);
+    save_ok(ctx, 1);
+    assert_true(store_file_has("ascii/manifests/*", "\"format\":1,"));
+    assert_true(store_file_has("ascii/HEAD", "\"format\":1,"));
+    ckpt_close(ctx);
+}
+
+/* ---- protected files that change while the workers read them ---------- */
+struct rewrite {
+    const char *path;
+    size_t n;
+    uint32_t seed;      /* content of the next rewrite */
+    int mode;           /* 0 rewrite in place, 1 rename a new file over it, 2 delete */
+    int done;
+};
+
+static void write_bytes(const char *path, const uint8_t *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Store hook, at a chunk's put: the trainer writes the protected file
+ * again, between the reads of two of its chunks. */
+static void rewrite_hook(void *user, const char *key)
+{
+    struct rewrite *r = user;
+    uint8_t *b = malloc(r->n);
+    char tmp[900];
+    (void)key;
+    fill_random(b, r->n, r->seed++);
+    if (r->mode == 0) {
+        write_bytes(r->path, b, r->n); /* same size, new bytes */
+    } else if (r->mode == 1) {
+        snprintf(tmp, sizeof tmp, "%s.new", r->path);
+        write_bytes(tmp, b, r->n);
+        assert_int_equal(rename(tmp, r->path), 0);
+    } else {
+        unlink(r->path);
+    }
+    r->done++;
+    free(b);
+}
+
+static struct ckpt_ctx *open_one_worker(const char *run)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx = NULL;
+    cfg.store = g_url;
+    cfg.run = run;
+    cfg.chunk_bytes = 64 << 10;
+    cfg.workers = 1; /* chunks read in order: the rewrite lands between two */
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    return ctx;
+}
+
+/* A protected file rewritten while its chunks are read (after the first
+ * chunk's put, before the second chunk's read) is read again: the
+ * checkpoint holds one version of it, never a mix. Rewritten at every
+ * read, the save fails naming the file; deleted before or during the read,
+ * it fails with CKPT_E_NOENT. Nothing is committed by a failed save. */
+static void test_file_changes_during_save(void **state)
+{
+    size_t n = 8 * (64 << 10) + 100;
+    uint8_t *got = malloc(n), *want = malloc(n);
+    char src[800], p[900], out[800];
+    uint64_t step = 0;
+    struct ckpt_info info[2];
+    (void)state;
+    snprintf(src, sizeof src, "%s/csrc", g_dir);
+    mkdir(src, 0700);
+    snprintf(p, sizeof p, "%s/state.pt", src);
+    for (int mode = 0; mode < 2; mode++) {
+        char run[32];
+        struct rewrite rw = { p, n, 100, mode, 0 };
+        snprintf(run, sizeof run, "chg%d", mode);
+        fill_random(want, n, 1);
+        write_bytes(p, want, n);
+        struct ckpt_ctx *ctx = open_one_worker(run);
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 1,
+                                            .act = FAULT_HOOK, .hook = rewrite_hook,
+                                            .user = &rw, .after = 1 });
+        assert_int_equal(ckpt_protect_file(ctx, "state.pt", p), CKPT_OK);
+        save_ok(ctx, 1);
+        assert_int_equal(rw.done, 1);
+        fill_random(want, n, 100); /* the version after the rewrite */
+        snprintf(out, sizeof out, "%s/cout%d", g_dir, mode);
+        assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+        snprintf(p, sizeof p, "%s/state.pt", out);
+        FILE *f = fopen(p, "rb");
+        assert_non_null(f);
+        assert_int_equal(fread(got, 1, n, f), n);
+        fclose(f);
+        assert_memory_equal(got, want, n);
+        snprintf(p, sizeof p, "%s/state.pt", src);
+        ckpt_close(ctx);
+    }
+    /* rewritten at every chunk: it never holds still */
+    {
+        struct rewrite rw = { p, n, 200, 0, 0 };
+        struct ckpt_ctx *ctx = open_one_worker("chg2");
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/",
+                                            .count = ~0u, .act = FAULT_HOOK,
+                                            .hook = rewrite_hook, .user = &rw, .after = 1 });
+        assert_int_equal(ckpt_protect_file(ctx, "state.pt", p), CKPT_OK);
+        assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_E_IO);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        assert_non_null(strstr(ckpt_errmsg(ctx), "kept changing"));
+        memset(info, 0, sizeof info);
+        assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+        assert_int_equal(info[0].step, 0); /* nothing committed */
+        ckpt_close(ctx);
+    }
+    /* deleted while it is read */
+    {
+        struct rewrite rw = { p, n, 300, 2, 0 };
+        struct ckpt_ctx *ctx = open_one_worker("chg3");
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 2,
+                                            .act = FAULT_HOOK, .hook = rewrite_hook,
+                                            .user = &rw, .after = 1 });
+        fill_random(want, n, 1);
+        write_bytes(p, want, n);
+        assert_int_equal(ckpt_protect_file(ctx, "state.pt", p), CKPT_OK);
+        assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_E_NOENT);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        assert_non_null(strstr(ckpt_errmsg(ctx), "deleted"));
+        memset(info, 0, sizeof info);
+        assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+        assert_int_equal(info[0].step, 0);
+        /* and deleted before the save */
+        assert_int_equal(ckpt_save(ctx, 2), CKPT_E_NOENT);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        ckpt_close(ctx);
+    }
+    free(got);
+    free(want);
 }
 
 /* A checkpoint written with a larger chunk size than the reader's (the writer
@@ -846,11 +1151,16 @@ int main(void)
         cmocka_unit_test(test_damage_falls_back),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_files_and_restore_dir),
+        cmocka_unit_test(test_links),
+        cmocka_unit_test(test_utf8_names),
+        cmocka_unit_test(test_file_changes_during_save),
         cmocka_unit_test(test_reader_smaller_chunks),
         cmocka_unit_test(test_staging_cap_and_busy),
         cmocka_unit_test(test_fencing),
         cmocka_unit_test(test_fence_epoch),
         cmocka_unit_test(test_bad_stores),
     };
+    if (getenv("CKPT_TEST_FILTER")) /* one test by name, when working on it */
+        cmocka_set_test_filter(getenv("CKPT_TEST_FILTER"));
     return cmocka_run_group_tests(tests, store_setup, store_teardown);
 }
