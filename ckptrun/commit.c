@@ -276,9 +276,15 @@ ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *
     for (size_t i = 0; i < n; i++) {
         struct walk wk = { protect_visit, &pu, &res->print, res->detail, sizeof res->detail };
         if (src[i].link) {
-            st = CKPT_E_UNSUPPORTED;
-            snprintf(res->detail, sizeof res->detail, "%s: symbolic link items need "
-                     "ckpt_protect_link", src[i].name);
+            /* Where it lands is checked by ckpt_save against the items. */
+            st = ckpt_protect_link(ctx, src[i].name, src[i].link);
+            if (st != CKPT_OK)
+                snprintf(res->detail, sizeof res->detail, "%s -> %s: %s %s", src[i].name,
+                         src[i].link, ckpt_strerror(st), ckpt_errmsg(ctx));
+            else if (names_add(&ns, src[i].name) != 0)
+                st = CKPT_E_NOMEM;
+            else
+                res->links++;
         } else {
             st = walk_path(&wk, src[i].path, src[i].name);
         }
@@ -336,6 +342,8 @@ cJSON *commit_fields(const struct commit_result *res, const char *source)
         return NULL;
     cJSON_AddNumberToObject(o, "step", (double)res->step);
     cJSON_AddNumberToObject(o, "files", (double)res->files);
+    if (res->links)
+        cJSON_AddNumberToObject(o, "links", (double)res->links);
     cJSON_AddNumberToObject(o, "bytes", (double)res->raw_bytes);
     cJSON_AddNumberToObject(o, "stored", (double)res->new_bytes);
     cJSON_AddNumberToObject(o, "ratio", (double)(int64_t)(ratio * 100) / 100.0);

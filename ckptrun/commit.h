@@ -34,6 +34,7 @@ struct commit_result {
     ckpt_status st;
     uint64_t step;
     uint64_t files;
+    uint64_t links;           /* symbolic link items */
     uint64_t raw_bytes;       /* sum of file sizes */
     uint64_t stored_bytes;    /* from ckpt_list, 0 if unknown */
     uint64_t new_bytes;       /* compressed bytes first written by this commit */
@@ -70,8 +71,8 @@ ckpt_status commit_paths(struct ckpt_ctx *ctx, const struct commit_src *src,
                          size_t n, uint64_t step, struct commit_result *res);
 
 #include <cjson/cJSON.h>
-/* Fields of a commit for the log and the run record: step, files, bytes,
- * stored, ratio, mb_s, seconds, source. Caller frees. */
+/* Fields of a commit for the log and the run record: step, files, links
+ * (when any), bytes, stored, ratio, mb_s, seconds, source. Caller frees. */
 cJSON *commit_fields(const struct commit_result *res, const char *source);
 
 #endif

@@ -27,6 +27,7 @@
 
 #define CLOSE_MS 300        /* a close is judged this long after it happened */
 #define LINK_QUIET_MS 300   /* links are read once unchanged this long */
+#define LINK_WAIT_MAX_MS 1000 /* ... or after this long, if they never stop */
 #define QUIET_MAX_MS 2000   /* after a marker: min(settle, this) with no change */
 #define WSCAN_MS 100        /* while a file entry is written: look for its writers */
 #define WRITER_POLL_MS 250  /* someone holds it open for writing: look again */
@@ -49,6 +50,9 @@ struct wpid {
     pid_t pid;
     unsigned long long start; /* /proc/PID/stat starttime: PIDs are reused */
 };
+
+/* What became of a writer, as far as /proc tells. */
+enum fate { F_ALIVE, F_EXITED, F_KILLED, F_GONE };
 
 struct entry {
     char name[256];
@@ -79,6 +83,7 @@ struct entry {
     struct wpid wp[MAX_WRITERS]; /* writers seen while it was written (files) */
     int nwp;
     int writing;              /* modified since its last close */
+    int close_killed;         /* a writer of it was seen killed at its close */
     int64_t wscan;
     char *link;               /* K_LINK: readlink text */
 };
@@ -139,6 +144,7 @@ struct watch {
     int64_t links_changed;    /* a symbolic link was made, removed or re-pointed */
     int jobs_out;             /* queued or in flight, not yet taken (main thread) */
     int64_t links_failed;     /* links_changed when a snapshot for it failed */
+    int64_t wait_since;       /* a snapshot has been waiting for quiet links since */
     int64_t stuck_since;      /* pending entries and no commit since */
     int stuck_told;
     struct entry *ent;
@@ -393,12 +399,14 @@ static int sig_eq(const struct sig *a, const struct sig *b)
     return commit_print_eq(&a->p, &b->p) && a->link_hash == b->link_hash;
 }
 
-/* State and start time of a process. @return 0, -1 when it does not exist. */
-static int proc_stat(pid_t pid, char *state, unsigned long long *start)
+/* State, start time and (zombies) exit status of a process, from
+ * /proc/PID/stat (fields 3, 22 and 52). @return 0, -1 when it does not exist. */
+static int proc_stat(pid_t pid, char *state, unsigned long long *start, int *exit_code)
 {
-    char p[64], buf[1024], *rp;
+    char p[64], buf[2048], *rp, *tok, *save = NULL;
     FILE *f;
     size_t n;
+    int field = 2;
 
     snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
     if (!(f = fopen(p, "r")))
@@ -406,21 +414,34 @@ static int proc_stat(pid_t pid, char *state, unsigned long long *start)
     n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
-    /* comm may hold spaces and parentheses: parse after the last ')'. Field
-     * 3 is the state, field 22 the start time. */
-    if (!(rp = strrchr(buf, ')')) ||
-        sscanf(rp + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-               "%*d %*d %llu", state, start) != 2)
+    *exit_code = 0;
+    /* comm may hold spaces and parentheses: fields start after the last ')'. */
+    if (!(rp = strrchr(buf, ')')))
         return -1;
-    return 0;
+    for (tok = strtok_r(rp + 1, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+        field++;
+        if (field == 3)
+            *state = tok[0];
+        else if (field == 22)
+            *start = strtoull(tok, NULL, 10);
+        else if (field == 52)
+            *exit_code = atoi(tok);
+    }
+    return field >= 22 ? 0 : -1;
 }
 
-static int wpid_alive(const struct wpid *wp)
+/* A zombie's exit status is its own (a live process shows 0 there). */
+static enum fate writer_fate(const struct wpid *wp)
 {
     char state;
     unsigned long long start;
-    return proc_stat(wp->pid, &state, &start) == 0 && start == wp->start && state != 'Z' &&
-           state != 'X';
+    int code;
+
+    if (proc_stat(wp->pid, &state, &start, &code) != 0 || start != wp->start || state == 'X')
+        return F_GONE;
+    if (state != 'Z')
+        return F_ALIVE;
+    return code == 0 ? F_EXITED : F_KILLED; /* a signal, or a failing exit */
 }
 
 /* Processes (other than ckptrun) holding `path` or a file under it open for
@@ -477,7 +498,8 @@ static int writers_of(struct watch *w, const char *path, struct wpid *out, int m
         fdd = NULL;
         if (writes) {
             char state;
-            if (out && proc_stat(pid, &state, &out[found].start) == 0)
+            int code;
+            if (out && proc_stat(pid, &state, &out[found].start, &code) == 0)
                 out[found].pid = pid;
             else if (out)
                 continue; /* gone meanwhile */
@@ -501,64 +523,57 @@ static int writer_under(struct watch *w, const struct entry *e)
 
 enum link_class { L_NONE, L_INSIDE, L_OUTSIDE };
 
-/* Where a link of the directory points. L_INSIDE: its target text is
- * relative and resolves, without leaving the directory, to `*target` (a
- * file or directory entry, or something inside one); L_OUTSIDE: anywhere
- * else that exists (committed as what it points to); L_NONE: dangling. */
-static enum link_class link_class(struct watch *w, const struct entry *l, struct entry **target)
+/* A target text libckpt stores as is: relative, no empty, "." or ".."
+ * component (so it names the path it resolves to, lexically). */
+static int link_text_clean(const char *t)
 {
-    char p[PBUF], real[PATH_MAX], want[PBUF], norm[PATH_MAX], first[256];
-    const char *s;
-    size_t nl = 0;
-    int depth = 0;
+    if (!*t || *t == '/')
+        return 0;
+    for (const char *s = t;;) {
+        size_t n = strcspn(s, "/");
+        if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return 0;
+        s += n;
+        if (!*s)
+            return 1;
+        s++;
+    }
+}
+
+/* Where a link of the directory points. L_INSIDE: into a file or
+ * directory entry `*target` (or something inside one); *copy says whether it
+ * is committed as what it points to rather than as a link item (a link item
+ * needs a clean relative text naming the real path, landing on a file or on
+ * a directory holding files). L_OUTSIDE: anywhere else that exists,
+ * committed as what it points to. L_NONE: dangling. */
+static enum link_class link_class(struct watch *w, const struct entry *l, struct entry **target,
+                                  int *copy)
+{
+    char p[PBUF], real[PATH_MAX], first[256];
+    const char *rel;
+    size_t n = strlen(w->dir);
     struct entry *t;
+    struct stat sb;
 
     *target = NULL;
+    *copy = 1;
     entry_path(w, l, p, sizeof p);
-    if (!l->link || !realpath(p, real))
+    if (!l->link || !realpath(p, real) || stat(real, &sb) != 0)
         return L_NONE;
-    if (l->link[0] == '/')
+    if (strncmp(real, w->dir, n) != 0 || real[n] != '/')
         return L_OUTSIDE;
-    /* Lexically: "a/./b", "a/../b" stay inside; a ".." above the directory
-     * leaves it. */
-    norm[0] = '\0';
-    for (s = l->link; *s;) {
-        size_t n = strcspn(s, "/");
-        if (n == 0 || (n == 1 && s[0] == '.')) {
-            /* nothing */
-        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
-            if (depth == 0)
-                return L_OUTSIDE;
-            char *cut = strrchr(norm, '/');
-            nl = cut ? (size_t)(cut - norm) : 0;
-            norm[nl] = '\0';
-            depth--;
-        } else {
-            if (nl + n + 2 >= sizeof norm)
-                return L_OUTSIDE;
-            if (nl)
-                norm[nl++] = '/';
-            memcpy(norm + nl, s, n);
-            nl += n;
-            norm[nl] = '\0';
-            depth++;
-        }
-        s += n;
-        if (*s == '/')
-            s++;
-    }
-    if (!nl)
-        return L_OUTSIDE; /* the directory itself */
-    /* The lexical path must be where it really leads (no link inside it
-     * taking it elsewhere). */
-    snprintf(want, sizeof want, "%s/%s", w->dir, norm);
-    if (strcmp(want, real) != 0)
-        return L_OUTSIDE;
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(norm, "/"), norm);
+    rel = real + n + 1;
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(rel, "/"), rel);
     t = find_entry(w, first);
     if (!t || t->kind == K_LINK || t == l)
-        return L_OUTSIDE;
+        return L_OUTSIDE; /* a temporary name, or not seen yet */
     *target = t;
+    if (link_text_clean(l->link) && strcmp(l->link, rel) == 0) {
+        struct commit_print cp = { 0 };
+        *copy = !(S_ISREG(sb.st_mode) ||
+                  (S_ISDIR(sb.st_mode) && commit_print_path(real, &cp, NULL, NULL) == 0 &&
+                   cp.files > 0));
+    }
     return L_INSIDE;
 }
 
@@ -619,9 +634,9 @@ static void plan_add(struct plan *pl, struct entry *e, int link_item)
  * once what it points to has not changed for the quiet time (a log growing
  * behind a link never holds a commit back); a dangling one never. */
 static enum link_class link_member(struct watch *w, const struct entry *l, int64_t now,
-                                   struct entry **target)
+                                   struct entry **target, int *copy)
 {
-    enum link_class c = link_class(w, l, target);
+    enum link_class c = link_class(w, l, target, copy);
     if (c == L_INSIDE && !includable(*target))
         c = L_NONE;
     if (c == L_OUTSIDE && (l->sig.p.files == 0 || now - l->changed < (int64_t)quiet_ms(w)))
@@ -636,15 +651,15 @@ static void plan_links(struct watch *w, struct plan *pl, int all, int64_t now)
 {
     for (size_t i = 0; i < w->nent; i++) {
         struct entry *l = &w->ent[i], *t;
+        int copy;
         if (!l->in_use || l->kind != K_LINK)
             continue;
-        switch (link_member(w, l, now, &t)) {
+        switch (link_member(w, l, now, &t, &copy)) {
         case L_INSIDE:
             if (!all && !plan_has(pl, t))
                 break;
             plan_add(pl, t, 0);
-            /* Committed as what it points to until libckpt stores links. */
-            plan_add(pl, l, 0);
+            plan_add(pl, l, !copy); /* restored as a link, made last */
             break;
         case L_OUTSIDE:
             if (all)
@@ -663,8 +678,8 @@ static int links_changed_vs_head(struct watch *w, int64_t now)
 {
     for (size_t i = 0; i < w->nent; i++) {
         struct entry *l = &w->ent[i], *t;
-        int found = 0;
-        if (!l->in_use || l->kind != K_LINK || link_member(w, l, now, &t) == L_NONE)
+        int found = 0, copy;
+        if (!l->in_use || l->kind != K_LINK || link_member(w, l, now, &t, &copy) == L_NONE)
             continue;
         for (size_t k = 0; k < w->nhead && !found; k++)
             if (w->head[k].is_link && strcmp(w->head[k].name, l->name) == 0) {
@@ -762,6 +777,7 @@ static void queue_plan(struct watch *w, struct plan *pl, int head, int64_t now)
     watch_note_step(w, j->step);
     w->jobs_out++;
     w->stuck_since = 0;
+    w->wait_since = 0;
     pthread_mutex_lock(&w->mu);
     if (w->qtail)
         w->qtail->next = j;
@@ -779,7 +795,9 @@ fail:
 
 /* Ready once the links have not changed for a moment and its new entries
  * have been complete for as long (Lightning remakes last.ckpt just after the
- * rename); at once when the child is gone. @return 1, or 0 with *due. */
+ * rename); at once when the child is gone; and at the latest a second after
+ * a snapshot began to wait (links remade faster than that never settle).
+ * @return 1, or 0 with *due. */
 static int plan_ready(struct watch *w, const struct plan *pl, int64_t now, int64_t *due)
 {
     int64_t at = w->links_changed + LINK_QUIET_MS;
@@ -790,6 +808,10 @@ static int plan_ready(struct watch *w, const struct plan *pl, int64_t now, int64
         if (pl->e[i]->kind != K_LINK && needs_commit(pl->e[i]) &&
             pl->e[i]->ok_at + LINK_QUIET_MS > at)
             at = pl->e[i]->ok_at + LINK_QUIET_MS;
+    if (!w->wait_since)
+        w->wait_since = now;
+    if (at > w->wait_since + LINK_WAIT_MAX_MS)
+        at = w->wait_since + LINK_WAIT_MAX_MS;
     if (now >= at)
         return 1;
     *due = at;
@@ -803,10 +825,12 @@ static void due_min(int64_t *next, int64_t due)
 }
 
 /* Decide the next commit (one at a time: what completes meanwhile joins the
- * next snapshot). Older steps that need a commit of their own (a late file
- * in checkpoint-10 once checkpoint-20 exists) go first, outside stops; then
- * the newest state: every complete entry of the newest step, every complete
- * entry without a number, and the links. */
+ * next snapshot). An older step committed before whose entries changed since
+ * (a late file in checkpoint-10 once checkpoint-20 exists) is committed again
+ * first, outside stops; then the newest state: every complete entry of the
+ * newest step, every complete entry without a number, and the links. Older
+ * steps never committed are superseded by the newest: when checkpoints come
+ * faster than they upload, each commit takes the newest. */
 static void plan(struct watch *w, int64_t now, int64_t *next)
 {
     static struct plan pl; /* main thread only; too big for the stack */
@@ -828,7 +852,7 @@ static void plan(struct watch *w, int64_t now, int64_t *next)
         if (!needs_commit(e))
             continue;
         if (e->numbered && e->step < nstar) {
-            if (e->step < low)
+            if (e->done && e->step < low)
                 low = e->step;
         } else {
             head_needed = 1;
@@ -848,8 +872,10 @@ static void plan(struct watch *w, int64_t now, int64_t *next)
     }
     /* A failed snapshot for a link change is tried again at the next change,
      * not in a loop. */
-    if (!head_needed && (w->links_changed == w->links_failed || !links_changed_vs_head(w, now)))
+    if (!head_needed && (w->links_changed == w->links_failed || !links_changed_vs_head(w, now))) {
+        w->wait_since = 0;
         return;
+    }
     pl.n = 0;
     for (size_t i = 0; i < w->nent; i++) {
         struct entry *e = &w->ent[i];
@@ -896,14 +922,28 @@ static void mark_ok(struct watch *w, struct entry *e, const char *by, int64_t no
     }
 }
 
-/* Was this close the writer finishing? Not when a writer seen writing it
- * is gone, the child died, or ckptrun began stopping the child within the
- * moment after it: a process killed mid-write closes its files too. */
-static const char *close_torn(struct watch *w, const struct entry *e)
+/* Was this close the writer finishing, a moment later? Not when a writer
+ * seen writing it was killed (or failed), the child died, or ckptrun began
+ * stopping the child within that moment: a process killed mid-write closes
+ * its files too. @return why not (torn), or NULL; *gone when a writer is gone
+ * without ckptrun seeing how (reaped already): then the close proves nothing
+ * and --settle decides. */
+static const char *close_torn(struct watch *w, const struct entry *e, int *gone)
 {
+    *gone = 0;
+    if (e->close_killed)
+        return "its writer was killed";
     for (int i = 0; i < e->nwp; i++)
-        if (!wpid_alive(&e->wp[i]))
-            return "its writer died";
+        switch (writer_fate(&e->wp[i])) {
+        case F_KILLED:
+            return "its writer was killed";
+        case F_GONE:
+            *gone = 1;
+            break;
+        case F_ALIVE:
+        case F_EXITED:
+            break;
+        }
     if (!w->child_alive && !w->child_clean)
         return "the child died";
     if (w->stop_at && w->stop_at <= e->trig_at + CLOSE_MS)
@@ -915,6 +955,7 @@ static void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
 {
     const char *by = NULL, *why;
     int64_t due = -1;
+    int gone;
     int after_stop = w->stop_at && e->changed >= w->stop_at;
     struct sig s2;
 
@@ -939,12 +980,18 @@ static void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
             due = now + WRITER_POLL_MS; /* someone writes it: their close decides */
             goto later;
         }
-        if ((why = close_torn(w, e)) != NULL) {
+        if ((why = close_torn(w, e, &gone)) != NULL) {
             e->torn = 1;
             e->trigger = T_NONE;
             log_msg(LOG_INFO, "watch", "%s was closed, but %s: not complete (may be torn)",
                     e->name, why);
             goto stay;
+        }
+        if (gone) {
+            e->trigger = T_NONE;
+            log_msg(LOG_DEBUG, "watch", "%s was closed by a process now gone: complete once "
+                    "unchanged for --settle", e->name);
+            goto settle;
         }
         by = "close";
         goto complete;
@@ -966,6 +1013,7 @@ static void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
         by = "marker";
         goto complete;
     }
+settle:
     if (e->torn || after_stop)
         goto stay;
     if (now - e->changed >= (int64_t)w->settle_ms) {
@@ -1445,6 +1493,12 @@ static void on_close(struct watch *w, struct entry *e, int64_t now)
     e->trigger = T_CLOSE;
     e->trig_at = now;
     e->writing = 0;
+    e->close_killed = 0;
+    /* A writer that died with this close may be reaped before the moment
+     * is over: look now too. */
+    for (int i = 0; i < e->nwp; i++)
+        if (writer_fate(&e->wp[i]) == F_KILLED)
+            e->close_killed = 1;
     w->dirty = 1;
 }
 
@@ -1457,6 +1511,7 @@ static void on_modify(struct watch *w, struct entry *e, int64_t now)
     if (!e->writing) {
         e->writing = 1;
         e->nwp = 0;
+        e->close_killed = 0;
         e->wscan = 0;
         w->dirty = 1; /* learn its writers while they write */
     }
