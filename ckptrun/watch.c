@@ -971,6 +971,8 @@ static void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
         by = "rename"; /* atomic: what was renamed is what its writer made */
         goto complete;
     }
+    if (!w->child_alive && !w->child_clean)
+        goto stay; /* after a crash or a kill: what was left may be torn */
     if (e->kind == K_FILE && e->trigger == T_CLOSE) {
         if (now < e->trig_at + CLOSE_MS) {
             due = e->trig_at + CLOSE_MS;
