@@ -61,6 +61,7 @@ struct entry {
     uint64_t gen;             /* instance: a name deleted and made again is new */
     int64_t changed;          /* mono ms of the last change seen */
     int64_t sig_at;           /* when sig was computed */
+    int touched;              /* an event since then */
     struct sig sig;           /* as last computed */
     int sig_ok;               /* the last walk saw everything (nothing vanished) */
     enum trigger trigger;     /* completion evidence waiting to be judged */
@@ -1474,6 +1475,7 @@ int watch_busy(struct watch *w)
 static void touch(struct entry *e, int64_t now)
 {
     e->changed = now;
+    e->touched = 1;
 }
 
 static void on_marker(struct watch *w, struct entry *e, const char *name, int64_t now)
@@ -1704,6 +1706,11 @@ int64_t watch_tick(struct watch *w)
                 w->links_changed = now;
             free(old);
         }
+        /* Complete or removed, and no event since it was last looked at:
+         * nothing to walk (a tree of many files is walked only on change). */
+        if (e->kind != K_LINK && (e->ok || e->removing) && e->sig_ok && !e->touched)
+            continue;
+        e->touched = 0;
         walk_ok = entry_sig(w, e, &s) == 0;
         if (!walk_ok || !sig_eq(&s, &e->sig)) {
             /* Changed: when its events said, or else now, when it was seen

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,6 +199,30 @@ class ReproHF(WriterCase):
         p.p.send_signal(signal.SIGTERM)
         self.assertEqual(p.wait(), 75, p.text())
         self.check_every_checkpoint(check_hf(self), p.text())
+
+    def test_entry_removed_while_it_is_read_is_dropped(self):
+        # checkpoint-10 holds a 2 GiB sparse file (about 1.5 s for libckpt to
+        # read, stored as one chunk) and is deleted while its commit reads
+        # it. Before: a commit-failed warning (or a checkpoint missing files).
+        script = ("import os, time\n"
+                  "d = os.path.join(os.environ['CKPT_DIR'], 'checkpoint-10'); os.makedirs(d)\n"
+                  "with open(os.path.join(d, 'big.bin'), 'wb') as f: f.truncate(2 << 30)\n"
+                  "open(os.path.join(d, 'model.bin'), 'wb').write(os.urandom(65536))\n"
+                  "open(os.path.join(d, 'trainer_state.json'), 'w').write('{}')\n"
+                  "time.sleep(30)\n")
+        p = self.start(self.RUN + ["--", PY, "-c", script])
+        p.wait_line(r" complete entry=checkpoint-10 step=10 by=marker", timeout=30)
+        time.sleep(0.8)
+        shutil.rmtree(os.path.join(self.env["CKPT_DIR"], "checkpoint-10"))
+        time.sleep(2.5)
+        p.p.send_signal(signal.SIGTERM)
+        p.wait()
+        print(p.text(), file=sys.stderr) if os.environ.get("SHOW") else None
+        self.assertNotIn("commit-failed", p.text())
+        for i in self.infos():  # whole, if it got in before the deletion
+            self.assertEqual(i["items"], 3, p.text())
+        if not self.infos():
+            self.assertRegex(p.text(), r" drop entry=checkpoint-10 step=10 why=\"removed")
 
     def test_entry_left_by_a_hard_kill_is_committed_at_start(self):
         # checkpoint-10 reached the store; checkpoint-20 was written but the
