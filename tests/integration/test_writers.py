@@ -383,6 +383,54 @@ class ReproKilledWriter(WriterCase):
         self.assertIn("last.bin (open for writing by pid", warns[0])
 
 
+FLAT_WRITER = r"""
+import os, sys, time
+sys.path.insert(0, %(here)r)
+import writers
+d = os.environ["CKPT_DIR"]
+def save(name, step):
+    writers.write_slowly(os.path.join(d, name), writers.blob(step, b"s%%d" %% step, name, 65536), 0)
+save("config.json", 0)
+for step in (10, 20):
+    save("model_%%d.pt" %% step, step)
+    time.sleep(0.1)
+    save("optim_%%d.pt" %% step, step)
+    time.sleep(1.5)
+os.symlink("model_10.pt", os.path.join(d, "best.pt"))
+print("writer: linked", file=sys.stderr, flush=True)
+time.sleep(30)
+"""
+
+
+class ReproFlat(WriterCase):
+    def test_entries_of_a_step_and_what_links_point_to_are_one_checkpoint(self):
+        # model_N.pt and optim_N.pt (plus config.json, no number) are written
+        # one after the other; then best.pt links to the older model_10.pt.
+        # Each checkpoint holds every entry of its step and the unnumbered
+        # one, and the link with its target, at the highest step. Before:
+        # one checkpoint per file, the newest holding optim_20.pt alone.
+        p = self.start(["--settle", "1s", "--", PY, "-c", FLAT_WRITER % {"here": HERE}])
+        p.wait_line(r"writer: linked", timeout=30)
+        p.wait_line(r" commit step=20 files=4 links=1 ", timeout=10)
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        d = self.restored()
+        self.assertEqual(sorted(os.listdir(d)), ["best.pt", "config.json", "model_10.pt",
+                                                 "model_20.pt", "optim_20.pt"], p.text())
+        self.assertEqual(os.readlink(os.path.join(d, "best.pt")), "model_10.pt")
+        for n in ("model_10.pt", "model_20.pt", "optim_20.pt", "config.json"):
+            writers.read_blob(os.path.join(d, n), n)
+        steps = [i["step"] for i in self.infos()]
+        self.assertEqual(max(steps), 20, p.text())
+        # Step 10's: its files and config.json, whose counter value (11 when
+        # model_10.pt was seen first: above every step seen) may be its step.
+        first = [s for s in steps if 10 <= s < 20]
+        self.assertEqual(len(first), 1, p.text())
+        d = self.restored(first[0])
+        self.assertEqual(sorted(os.listdir(d)), ["config.json", "model_10.pt", "optim_10.pt"],
+                         p.text())
+
+
 class ReproCounter(WriterCase):
     def test_counter_for_names_without_a_number_starts_above_the_highest_step(self):
         # The store holds step 50 and, committed after it, step 30. A file
