@@ -1727,9 +1727,11 @@ int64_t watch_tick(struct watch *w)
             continue;
         if (e->ok && (!walk_ok || !sig_eq(&s, &e->ok_sig)))
             e->ok = 0; /* changed after it was complete: a new version */
-        /* Fewer files than it was committed with, even unseen by inotify
-         * (an overflow, a file system without events): being removed. */
-        if (e->done && walk_ok && s.p.files < e->done_sig.p.files)
+        /* Fewer files than its last complete version, even unseen by inotify
+         * (an overflow, a file system without events): being removed -- unless
+         * its writer says it made a new version (a marker, a rename). */
+        if (walk_ok && e->ok_sig.p.files && s.p.files < e->ok_sig.p.files &&
+            e->trigger == T_NONE)
             entry_lost(w, e, "files");
         if (!e->ok && !e->removing)
             judge(w, e, now, &next);
