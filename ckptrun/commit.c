@@ -47,30 +47,47 @@ static void names_release(struct ckpt_ctx *ctx, struct names *ns)
     ns->n = ns->cap = 0;
 }
 
-static ckpt_status add_file(struct ckpt_ctx *ctx, struct names *ns, const char *path,
-                            const char *name, uint64_t size, struct commit_result *res)
+/* ---- one walk for the fingerprint and for the commit ------------------------ */
+
+/* Called for each regular file found: its path, item name, base name and
+ * stat. Nonzero stops the walk with that status. */
+typedef ckpt_status (*visit_fn)(void *user, const char *path, const char *name,
+                                const char *base, const struct stat *sb);
+
+struct walk {
+    visit_fn visit;
+    void *user;
+    struct commit_print *print;
+    char *detail;             /* may be NULL */
+    size_t detail_n;
+};
+
+static void print_file(struct commit_print *p, const struct stat *sb)
 {
-    ckpt_status st = ckpt_protect_file(ctx, name, path);
-    if (st != CKPT_OK) {
-        snprintf(res->detail, sizeof res->detail, "%s: %s %s", name,
-                 ckpt_strerror(st), ckpt_errmsg(ctx));
-        goto out;
-    }
-    if (names_add(ns, name) != 0) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    res->files++;
-    res->raw_bytes += size;
-out:
-    return st;
+    int64_t mt = (int64_t)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
+    int64_t ct = (int64_t)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec;
+    p->files++;
+    p->bytes += (uint64_t)sb->st_size;
+    p->ino_sum += (uint64_t)sb->st_ino;
+    if (mt > p->mtime_max_ns)
+        p->mtime_max_ns = mt;
+    if (ct > p->ctime_max_ns)
+        p->ctime_max_ns = ct;
 }
 
-/* Depth-first walk. Inside a directory symbolic links to files are followed
+static ckpt_status walk_fail(struct walk *wk, int e, const char *path, const char *what)
+{
+    if (wk->detail)
+        snprintf(wk->detail, wk->detail_n, "%s: %s", path, what ? what : strerror(e));
+    return e == ENOENT || e == ENOTDIR ? CKPT_E_NOENT : e == ENOMEM ? CKPT_E_NOMEM : CKPT_E_IO;
+}
+
+/* Depth-first. Inside a directory symbolic links to files are followed
  * (some trainers link shared files); links to directories are skipped so a
- * loop cannot recurse forever. */
-static ckpt_status add_tree(struct ckpt_ctx *ctx, struct names *ns, const char *path,
-                            const char *name, int depth, struct commit_result *res)
+ * loop cannot recurse forever, and so are dangling links. Anything that
+ * vanishes between readdir and lstat fails the walk: the entry is being
+ * removed or replaced, and a commit without that file would be torn. */
+static ckpt_status walk_tree(struct walk *wk, const char *path, const char *name, int depth)
 {
     ckpt_status st = CKPT_OK;
     DIR *d = NULL;
@@ -79,39 +96,137 @@ static ckpt_status add_tree(struct ckpt_ctx *ctx, struct names *ns, const char *
     struct stat sb;
 
     if (depth > 32) {
-        snprintf(res->detail, sizeof res->detail, "%s: directory tree too deep", path);
-        st = CKPT_E_INVAL;
+        st = walk_fail(wk, EINVAL, path, "directory tree too deep");
         goto out;
     }
     if (!(d = opendir(path))) {
-        snprintf(res->detail, sizeof res->detail, "%s: %s", path, strerror(errno));
-        st = errno == ENOENT ? CKPT_E_NOENT : CKPT_E_IO;
+        st = walk_fail(wk, errno, path, NULL);
         goto out;
     }
+    wk->print->dirs++;
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         if ((size_t)snprintf(p, sizeof p, "%s/%s", path, de->d_name) >= sizeof p ||
             (size_t)snprintf(nm, sizeof nm, "%s/%s", name, de->d_name) >= sizeof nm) {
-            snprintf(res->detail, sizeof res->detail, "%s: path too long", path);
-            st = CKPT_E_INVAL;
+            st = walk_fail(wk, EINVAL, path, "path too long");
             goto out;
         }
-        if (lstat(p, &sb) != 0)
-            continue; /* removed while we walk: the writer is not done; the
-                         commit will miss it, which is what it looked like */
+        if (lstat(p, &sb) != 0) {
+            st = walk_fail(wk, errno, p, NULL);
+            goto out;
+        }
         if (S_ISLNK(sb.st_mode) && (stat(p, &sb) != 0 || S_ISDIR(sb.st_mode)))
             continue;
         if (S_ISDIR(sb.st_mode))
-            st = add_tree(ctx, ns, p, nm, depth + 1, res);
-        else if (S_ISREG(sb.st_mode))
-            st = add_file(ctx, ns, p, nm, (uint64_t)sb.st_size, res);
+            st = walk_tree(wk, p, nm, depth + 1);
+        else if (S_ISREG(sb.st_mode)) {
+            print_file(wk->print, &sb);
+            st = wk->visit ? wk->visit(wk->user, p, nm, de->d_name, &sb) : CKPT_OK;
+        }
         if (st != CKPT_OK)
             goto out;
     }
 out:
     if (d)
         closedir(d);
+    return st;
+}
+
+/* A top-level source: followed when it is a link. */
+static ckpt_status walk_path(struct walk *wk, const char *path, const char *name)
+{
+    struct stat sb;
+    const char *base;
+
+    if (stat(path, &sb) != 0)
+        return walk_fail(wk, errno, path, NULL);
+    if (S_ISDIR(sb.st_mode))
+        return walk_tree(wk, path, name, 0);
+    if (!S_ISREG(sb.st_mode))
+        return walk_fail(wk, EINVAL, path, "not a file or directory");
+    print_file(wk->print, &sb);
+    base = strrchr(name, '/');
+    return wk->visit ? wk->visit(wk->user, path, name, base ? base + 1 : name, &sb) : CKPT_OK;
+}
+
+struct on_file_user {
+    void (*fn)(void *user, const char *name);
+    void *user;
+};
+
+static ckpt_status print_visit(void *user, const char *path, const char *name, const char *base,
+                               const struct stat *sb)
+{
+    struct on_file_user *u = user;
+    (void)path;
+    (void)name;
+    (void)sb;
+    if (u->fn)
+        u->fn(u->user, base);
+    return CKPT_OK;
+}
+
+int commit_print_path(const char *path, struct commit_print *p,
+                      void (*on_file)(void *user, const char *name), void *user)
+{
+    struct on_file_user u = { on_file, user };
+    struct walk wk = { print_visit, &u, p, NULL, 0 };
+    const char *base = strrchr(path, '/');
+    ckpt_status st = walk_path(&wk, path, base ? base + 1 : path);
+
+    if (st == CKPT_OK)
+        return 0;
+    errno = st == CKPT_E_NOENT ? ENOENT : st == CKPT_E_NOMEM ? ENOMEM : EIO;
+    return -1;
+}
+
+void commit_print_add(struct commit_print *sum, const struct commit_print *p)
+{
+    sum->files += p->files;
+    sum->dirs += p->dirs;
+    sum->bytes += p->bytes;
+    sum->ino_sum += p->ino_sum;
+    if (p->mtime_max_ns > sum->mtime_max_ns)
+        sum->mtime_max_ns = p->mtime_max_ns;
+    if (p->ctime_max_ns > sum->ctime_max_ns)
+        sum->ctime_max_ns = p->ctime_max_ns;
+}
+
+int commit_print_eq(const struct commit_print *a, const struct commit_print *b)
+{
+    return a->files == b->files && a->dirs == b->dirs && a->bytes == b->bytes &&
+           a->ino_sum == b->ino_sum && a->mtime_max_ns == b->mtime_max_ns &&
+           a->ctime_max_ns == b->ctime_max_ns;
+}
+
+/* ---- commit ------------------------------------------------------------------ */
+
+struct protect_user {
+    struct ckpt_ctx *ctx;
+    struct names *ns;
+    struct commit_result *res;
+};
+
+static ckpt_status protect_visit(void *user, const char *path, const char *name,
+                                 const char *base, const struct stat *sb)
+{
+    struct protect_user *u = user;
+    ckpt_status st = ckpt_protect_file(u->ctx, name, path);
+
+    (void)base;
+    if (st != CKPT_OK) {
+        snprintf(u->res->detail, sizeof u->res->detail, "%s: %s %s", name, ckpt_strerror(st),
+                 ckpt_errmsg(u->ctx));
+        goto out;
+    }
+    if (names_add(u->ns, name) != 0) {
+        st = CKPT_E_NOMEM;
+        goto out;
+    }
+    u->res->files++;
+    u->res->raw_bytes += (uint64_t)sb->st_size;
+out:
     return st;
 }
 
@@ -132,30 +247,46 @@ static int find_step_cb(void *user, const struct ckpt_info *info)
     return 1;
 }
 
-ckpt_status commit_paths(struct ckpt_ctx *ctx, const struct commit_src *src,
-                         size_t n, uint64_t step, struct commit_result *res)
+/* The sources' print now, for the after-commit comparison; -1 when a walk
+ * fails (something vanished: changed too). */
+static int print_sources(const struct commit_src *src, size_t n, struct commit_print *p)
+{
+    memset(p, 0, sizeof *p);
+    for (size_t i = 0; i < n; i++) {
+        struct walk wk = { NULL, NULL, p, NULL, 0 };
+        if (!src[i].link && walk_path(&wk, src[i].path, src[i].name) != CKPT_OK)
+            return -1;
+    }
+    return 0;
+}
+
+ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *src, size_t n,
+                                 uint64_t step, commit_check_fn check, void *user,
+                                 struct commit_result *res)
 {
     struct names ns = { 0 };
+    struct protect_user pu = { ctx, &ns, res };
     ckpt_status st = CKPT_OK;
-    struct stat sb;
     int64_t t0;
     struct find_step fs = { .step = step };
+    struct commit_print after;
 
     memset(res, 0, sizeof *res);
     res->step = step;
     for (size_t i = 0; i < n; i++) {
-        if (stat(src[i].path, &sb) != 0) {
-            snprintf(res->detail, sizeof res->detail, "%s: %s", src[i].path, strerror(errno));
-            st = errno == ENOENT ? CKPT_E_NOENT : CKPT_E_IO;
-            goto out;
-        }
-        if (S_ISDIR(sb.st_mode))
-            st = add_tree(ctx, &ns, src[i].path, src[i].name, 0, res);
-        else if (S_ISREG(sb.st_mode))
-            st = add_file(ctx, &ns, src[i].path, src[i].name, (uint64_t)sb.st_size, res);
-        else {
-            snprintf(res->detail, sizeof res->detail, "%s: not a file or directory", src[i].path);
-            st = CKPT_E_INVAL;
+        struct walk wk = { protect_visit, &pu, &res->print, res->detail, sizeof res->detail };
+        if (src[i].link) {
+            /* Where it lands is checked by ckpt_save against the items. */
+            st = ckpt_protect_link(ctx, src[i].name, src[i].link);
+            if (st != CKPT_OK)
+                snprintf(res->detail, sizeof res->detail, "%s -> %s: %s %s", src[i].name,
+                         src[i].link, ckpt_strerror(st), ckpt_errmsg(ctx));
+            else if (names_add(&ns, src[i].name) != 0)
+                st = CKPT_E_NOMEM;
+            else
+                res->links++;
+        } else {
+            st = walk_path(&wk, src[i].path, src[i].name);
         }
         if (st != CKPT_OK)
             goto out;
@@ -163,6 +294,12 @@ ckpt_status commit_paths(struct ckpt_ctx *ctx, const struct commit_src *src,
     if (res->files == 0) {
         snprintf(res->detail, sizeof res->detail, "no files to commit");
         st = CKPT_E_NOENT;
+        goto out;
+    }
+    if (check && check(user, &res->print) != 0) {
+        snprintf(res->detail, sizeof res->detail, "changed between its check and its reading");
+        res->aborted = 1;
+        st = CKPT_E_PRECONDITION;
         goto out;
     }
     t0 = mono_ms();
@@ -174,6 +311,10 @@ ckpt_status commit_paths(struct ckpt_ctx *ctx, const struct commit_src *src,
         snprintf(res->detail, sizeof res->detail, "%s", ckpt_errmsg(ctx));
         goto out;
     }
+    /* A rewrite while the library read the files would have changed what
+     * a walk sees (size, mtime, ctime, inode). */
+    if (print_sources(src, n, &after) != 0 || !commit_print_eq(&after, &res->print))
+        res->changed = 1;
     /* Figures for the log line; a failure here does not undo the commit. */
     if (ckpt_list(ctx, find_step_cb, &fs) == CKPT_OK && fs.found) {
         res->stored_bytes = fs.info.stored_bytes;
@@ -185,6 +326,11 @@ out:
     return st;
 }
 
+ckpt_status commit_paths(struct ckpt_ctx *ctx, const struct commit_src *src,
+                         size_t n, uint64_t step, struct commit_result *res)
+{
+    return commit_paths_checked(ctx, src, n, step, NULL, NULL, res);
+}
 cJSON *commit_fields(const struct commit_result *res, const char *source)
 {
     cJSON *o = cJSON_CreateObject();
@@ -196,6 +342,8 @@ cJSON *commit_fields(const struct commit_result *res, const char *source)
         return NULL;
     cJSON_AddNumberToObject(o, "step", (double)res->step);
     cJSON_AddNumberToObject(o, "files", (double)res->files);
+    if (res->links)
+        cJSON_AddNumberToObject(o, "links", (double)res->links);
     cJSON_AddNumberToObject(o, "bytes", (double)res->raw_bytes);
     cJSON_AddNumberToObject(o, "stored", (double)res->new_bytes);
     cJSON_AddNumberToObject(o, "ratio", (double)(int64_t)(ratio * 100) / 100.0);

@@ -399,6 +399,32 @@ int record_has_files(struct record *r, uint64_t step)
     return st == CKPT_OK ? 1 : st == CKPT_E_NOENT ? 0 : -1;
 }
 
+ckpt_status record_files_entries(struct record *r, uint64_t step, cJSON **out)
+{
+    char key[256];
+    cJSON *j = NULL, *arr = NULL;
+    const cJSON *e, *v;
+    ckpt_status st;
+
+    *out = NULL;
+    snprintf(key, sizeof key, "%s/files/%020" PRIu64 ".json", r->run, step);
+    st = get_json(r, key, &j);
+    if (st != CKPT_OK)
+        goto out;
+    v = cJSON_GetObjectItemCaseSensitive(j, "entries");
+    if (!cJSON_IsArray(v) || !(arr = cJSON_CreateArray())) {
+        st = cJSON_IsArray(v) ? CKPT_E_NOMEM : CKPT_E_CORRUPT;
+        goto out;
+    }
+    cJSON_ArrayForEach(e, v)
+        if (cJSON_IsString(e))
+            cJSON_AddItemToArray(arr, cJSON_CreateString(e->valuestring));
+    *out = arr;
+out:
+    cJSON_Delete(j);
+    return st;
+}
+
 ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_t step),
                                void *user, uint64_t *deleted)
 {

@@ -67,6 +67,10 @@ ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const
                               size_t n);
 /* @return 1 when `step` is marked, 0 when not, -1 on a store error. */
 int record_has_files(struct record *r, uint64_t step);
+/* The top-level entries named in the mark of `step`: *out receives a JSON
+ * array (caller frees; strings only, others dropped). @return CKPT_OK,
+ * CKPT_E_NOENT (not marked), CKPT_E_CORRUPT, store errors. */
+ckpt_status record_files_entries(struct record *r, uint64_t step, cJSON **out);
 /* Delete the marks of steps for which keep(user, step) returns 0. */
 ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_t step),
                                void *user, uint64_t *deleted);

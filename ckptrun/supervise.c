@@ -406,6 +406,8 @@ static void enter_term(struct sup *s)
         if (f)
             cJSON_AddNumberToObject(f, "kill_in_ms", (double)(s->deadline - mono_ms()));
         event(s, LOG_INFO, "terminate", f, 0);
+        if (s->w)
+            watch_stopping(s->w); /* what is closed from now on may be torn */
         signal_group(s, SIGTERM);
     }
 }
@@ -714,13 +716,12 @@ static void reap(struct sup *s)
                 cJSON_AddStringToObject(f, "signal", signal_name(WTERMSIG(st)));
         }
         event(s, LOG_INFO, "child-exit", f, 0);
-        watch_set_pgid(s->w, 0);
+        /* A clean exit leaves no writer: what is still settling is done;
+         * after any exit the links are read again (watch.h). */
+        if (s->w)
+            watch_child_exit(s->w, s->child_code);
         if (s->tty)
             tcsetpgrp(STDIN_FILENO, getpgrp());
-        if (s->phase == P_RUN && s->child_code == 0) {
-            /* A clean exit leaves no writer: what is still settling is done. */
-            watch_flush_pending(s->w);
-        }
     }
 }
 
@@ -1343,7 +1344,7 @@ int supervise(struct opts *o, enum sup_mode mode)
     s->lease_told = 1;
     if (record_read_run(s->rec, &prev) == CKPT_OK)
         s->preemptions = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
-    if (watch_open(&s->w, s->dir, o->marker, o->settle_ms, ctx) != 0) {
+    if (watch_open(&s->w, s->dir, o->marker, o->settle_ms, ctx, s->rec) != 0) {
         rc = EXIT_CONFIG;
         goto out;
     }

@@ -1,21 +1,28 @@
 /*
  * watch.h -- commit the checkpoints an unmodified trainer writes into
- * CKPT_DIR (DESIGN.md §3, "Unmodified").
+ * CKPT_DIR (DESIGN.md §3, "Unmodified"; the rules are the contract of
+ * docs/ckptrun.md, "Watched directory").
  *
- * An *entry* is a file, directory or symbolic link directly under the
- * directory. It is complete when
- *   - it was renamed into place (IN_MOVED_TO), or
- *   - a file matching the marker glob in it (or the entry itself) was closed
- *     after writing, or exists when the entry is first seen, or
- *   - nothing changed in it for `settle_ms` and no process of the child's
- *     process group holds a file under it open for writing.
- * Hidden and temporary names (".x", "tmp-x", "x.tmp", "x.part") are never
- * entries. Entries present when watching starts are taken as committed.
+ * An *entry* is a file or directory directly under the directory (hidden
+ * and temporary names never are). It is complete when
+ *   - it was renamed into place, or
+ *   - a file matching the marker glob in it was closed after writing (or is
+ *     there when the entry is first seen), and then nothing in it changed for
+ *     the quiet time (the smaller of settle_ms and 2 s) with no writer, or
+ *   - (a file) its writer closed it, and 300 ms later nobody has it open for
+ *     writing, that writer is alive and the child is not being stopped, or
+ *   - nothing changed in it for `settle_ms` and no process holds a file
+ *     under it open for writing.
+ * An entry that loses a file or directory (deleted, moved away) is being
+ * removed: it is never complete again unless its marker is written again.
  *
- * Each complete entry is committed as one checkpoint (together with the
- * symbolic links in the directory that point to it) by a worker thread that
- * owns its own libckpt context; results come back through a pipe the
- * supervisor polls. Everything else runs on the supervisor's thread.
+ * Each commit is a snapshot: the complete entries of the newest step plus
+ * every complete entry whose name has no number plus the symbolic links of
+ * the directory (as links to items of the same checkpoint, or as what they
+ * point to), at the highest step among its entries. Commits run one at a time
+ * on a worker thread that owns its own libckpt context; results come back
+ * through a pipe the supervisor polls. Everything else runs on the
+ * supervisor's thread.
  */
 #ifndef CKPTRUN_WATCH_H
 #define CKPTRUN_WATCH_H
@@ -25,20 +32,28 @@
 #include "commit.h"
 
 struct watch;
+struct watch_job;
+struct record;
 
 struct watch_result {
-    char entry[256];          /* top-level entry committed */
-    int64_t completed_mono;   /* when the entry was found complete */
-    int64_t changed_mono;     /* last change seen in it before that */
+    char entry[256];          /* the newest entry of the snapshot, for the log */
+    int64_t completed_mono;   /* when the snapshot was taken */
+    int64_t changed_mono;     /* newest change seen in its entries before that */
     struct commit_result res;
-    char **entries;           /* names of every top-level source (entry + links) */
+    char **entries;           /* names of every top-level source (entries + links) */
     size_t nentries;
+    struct watch_job *job;    /* the watcher's own */
 };
 
 /* Watch `dir` (must exist); commits go through `ctx`, which the watcher
- * owns from now on (closed by watch_close). @return 0 or -1 (logged). */
+ * owns from now on (closed by watch_close). Entries already in `dir` are
+ * compared with what the store holds: those named in the `files/` marks of
+ * the run's checkpoints (read through `rec`, which may be NULL: then none)
+ * are taken as committed, the others are new and committed once complete.
+ * The step counter starts above the highest step in the store.
+ * @return 0 or -1 (logged). */
 int watch_open(struct watch **out, const char *dir, const char *marker, uint64_t settle_ms,
-               struct ckpt_ctx *ctx);
+               struct ckpt_ctx *ctx, struct record *rec);
 /* Stop the worker and free everything. With wait == 0 and a commit in
  * flight, the worker is abandoned (the process is about to exit). */
 void watch_close(struct watch *w, int wait);
@@ -49,8 +64,16 @@ int watch_result_fd(const struct watch *w);
 /* Steps are taken from names; names without a number get counter values
  * above every step seen, starting after `step`. */
 void watch_note_step(struct watch *w, uint64_t step);
-/* The child's process group, whose open files decide "no writer" (0: none). */
+/* The child's process group once it runs (its closes are judged as its). */
 void watch_set_pgid(struct watch *w, pid_t pgid);
+/* The child exited with `code` (as a shell reports it: 128+N for signal N).
+ * A clean exit (0, before ckptrun signalled it) leaves no writer: entries
+ * still settling are complete at once. After any exit the links are read
+ * again and the newest checkpoint is committed again if they changed. */
+void watch_child_exit(struct watch *w, int code);
+/* ckptrun is about to SIGTERM/SIGKILL the child's group: what changes or is
+ * closed from now on may be torn by the kill and is not complete. */
+void watch_stopping(struct watch *w);
 /* Stop committing entries for good (commits in flight finish): the child
  * commits the run through libckpt itself, and a run has one writer --
  * two would refuse each other's HEAD updates. */
@@ -64,18 +87,17 @@ void watch_set_settle(struct watch *w, uint64_t settle_ms);
 void watch_handle_inotify(struct watch *w);
 /* A file event reported by the preload shim ("closed" or "renamed"). */
 void watch_file_event(struct watch *w, const char *path, const char *event);
-/* Run completeness checks. @return the monotonic ms at which it wants to be
- * called again, or -1 when nothing is pending. */
+/* Run completeness checks and queue the next commit. @return the monotonic
+ * ms at which it wants to be called again, or -1 when nothing is pending. */
 int64_t watch_tick(struct watch *w);
 /* 1 when events arrived that watch_tick should look at before the time it
- * asked for (new entries, renames, markers): ticking on every wake-up would
- * walk settling trees once per inotify event. */
+ * asked for (new entries, renames, closes, markers, results): ticking on
+ * every wake-up would walk settling trees once per inotify event. */
 int watch_dirty(const struct watch *w);
-/* The child exited cleanly: entries still settling have no writer left and
- * are complete now. (After a crash this is not called: they may be torn.) */
-void watch_flush_pending(struct watch *w);
 
 /* Take one finished commit (after poll says the result fd is readable).
+ * Commits dropped because an entry vanished or changed while being read are
+ * handled here (logged, read again once complete) and never returned.
  * @return a result to free with watch_result_free, or NULL. */
 struct watch_result *watch_take_result(struct watch *w);
 void watch_result_free(struct watch_result *r);

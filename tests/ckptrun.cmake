@@ -17,3 +17,21 @@ add_test(NAME ckptrun_integration
 set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
+
+# The watcher under writers that behave like real trainers (issue 15):
+# tests/integration/test_writers.py drives the real ckptrun with
+# tests/integration/writers.py (HF Trainer-like checkpoint-N/ with rotation
+# and rank shards after the marker, Lightning-like rename + last.ckpt link,
+# several entries and a link in one checkpoint,
+# a killed writer, a writer that never finishes, the step counter), stops it,
+# and restores every committed checkpoint on a fresh HOME/CKPT_DIR. The
+# torch.save overwrite case drives real torch: label nosan.
+add_test(NAME ckptrun_writers
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py
+          HFTrainer ReproHF Lightning ReproLightning ReproFlat ReproKilledWriter ReproCounter)
+set_tests_properties(ckptrun_writers PROPERTIES LABELS integration TIMEOUT 400
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
+add_test(NAME ckptrun_writers_torch
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py TorchOverwrite)
+set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan" TIMEOUT 300
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")

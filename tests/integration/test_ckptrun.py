@@ -514,7 +514,10 @@ class Lightning(Case):
         rc, _, err = self.ckptrun("--settle", "200ms", "--", *self.trainer(
             *args, "--out", out, "--sleep-ms", "2"))
         self.assertEqual(rc, 0, err)
-        self.assertEqual(sorted(self.steps()), [100, 200], err)
+        # 100 may be superseded by 200 before it goes out (each commit takes
+        # the newest state); 200 is committed either way.
+        self.assertIn(200, self.steps(), err)
+        self.assertLessEqual(set(self.steps()), {100, 200}, err)
         dest = os.path.join(self.tmp, "restored")
         rc, _, err = self.ckptrun("restore", dest)
         self.assertEqual(rc, 0, err)
