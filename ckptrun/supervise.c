@@ -118,6 +118,7 @@ struct sup {
     uint64_t epoch;
     int lease_lost;           /* stop committing: another runner holds the run */
     int lease_told;           /* the `lease acquired` event was logged */
+    char stale_holder[256];   /* taken over from this dead holder on this host */
     char dir[PATH_MAX];
     struct record *rec;
     struct watch *w;
@@ -143,7 +144,8 @@ struct sup {
 
     /* Stop. */
     enum phase phase;
-    const char *stop_reason;
+    char stop_reason[32];     /* a copy: signal_name() reuses one buffer */
+    char stop_provider[32];
     enum channel via;
     int64_t t0, ckpt_end, deadline; /* mono ms */
     int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
@@ -433,7 +435,7 @@ static void lease_lost(struct sup *s, const char *why)
     if (s->phase == P_RUN) {
         s->t0 = mono_ms();
         s->deadline = s->t0 + (int64_t)s->o->grace_ms;
-        s->stop_reason = "lease-lost";
+        snprintf(s->stop_reason, sizeof s->stop_reason, "lease-lost");
     } else if (s->deadline > mono_ms() + (int64_t)s->o->grace_ms) {
         s->deadline = mono_ms() + (int64_t)s->o->grace_ms;
     }
@@ -479,7 +481,8 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
     s->t0 = now;
     s->deadline = d;
     s->ckpt_end = d - killwin;
-    s->stop_reason = reason;
+    snprintf(s->stop_reason, sizeof s->stop_reason, "%s", reason);
+    snprintf(s->stop_provider, sizeof s->stop_provider, "%s", provider ? provider : "");
     s->phase = P_CKPT;
     s->preemptions++;
     /* A short budget takes a faster codec for this one save. */
@@ -1195,6 +1198,15 @@ static int take_lease(struct sup *s, int *rc)
         goto out;
     }
     s->epoch = lease_epoch(s->lease);
+    if (lease_took_stale(s->lease)) {
+        /* A runner of this run died on this machine (killed, or the job
+         * was requeued after a hard kill): its lease would only have kept
+         * the run waiting until the expiry. */
+        log_msg(LOG_INFO, "lease", "run %s was held by %s (epoch %" PRIu64 "), whose process "
+                "(pid %d on this host) is gone: lease taken over at once", s->o->run,
+                other.holder, other.epoch, other.pid);
+        snprintf(s->stale_holder, sizeof s->stale_holder, "%s", other.holder);
+    }
     stop = 0;
 out:
     return stop;
@@ -1331,6 +1343,8 @@ int supervise(struct opts *o, enum sup_mode mode)
         cJSON_AddStringToObject(f, "holder", lease_holder(s->lease));
         cJSON_AddNumberToObject(f, "epoch", (double)s->epoch);
         cJSON_AddNumberToObject(f, "ttl_ms", (double)lease_ttl_ms(s->lease));
+        if (s->stale_holder[0])
+            cJSON_AddStringToObject(f, "stale_holder", s->stale_holder);
     }
     event(s, LOG_INFO, "lease", f, 1);
     s->lease_told = 1;
@@ -1465,8 +1479,11 @@ int supervise(struct opts *o, enum sup_mode mode)
     if ((f = fields())) {
         cJSON_AddStringToObject(f, "state", state);
         cJSON_AddNumberToObject(f, "code", rc);
-        if (s->phase != P_RUN)
+        if (s->phase != P_RUN) {
             cJSON_AddStringToObject(f, "stop", s->stop_reason);
+            if (s->stop_provider[0])
+                cJSON_AddStringToObject(f, "provider", s->stop_provider);
+        }
         if (s->last_step >= 0)
             cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
     }
