@@ -382,7 +382,10 @@ struct req_sel {
 static int want_request(const struct client *cl, const void *arg)
 {
     const struct req_sel *r = arg;
-    return (kind_of(cl) & r->kinds) && cl - r->base != r->except;
+    /* -2: the job's process group got the stop's signal; clients that turn
+     * it into a stop asked themselves */
+    return (kind_of(cl) & r->kinds) && cl - r->base != r->except &&
+           !(r->except == -2 && cl->signals);
 }
 
 static int want_stopping(const struct client *cl, const void *arg)
@@ -403,6 +406,14 @@ int ctl_stopping(struct ctl *c, const char *reason, const char *signal)
     n = send_to(c, j, want_stopping, NULL, 1);
 out:
     cJSON_Delete(j);
+    return n;
+}
+
+int ctl_signal_clients(const struct ctl *c, int kinds)
+{
+    int n = 0;
+    for (int i = 0; c && i < CTL_MAX_CLIENTS; i++)
+        n += c->cl[i].fd >= 0 && c->cl[i].signals && (kind_of(&c->cl[i]) & kinds);
     return n;
 }
 

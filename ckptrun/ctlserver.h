@@ -77,7 +77,8 @@ int ctl_connected(const struct ctl *c);
 /* Number of connections that have sent "helper". */
 int ctl_helpers(const struct ctl *c);
 /* Send a request to every connection of the given kinds (CTL_KIND_* mask),
- * except slot `except` (-1: none). codec may be NULL. @return the number
+ * except slot `except` (-1: none; -2: every client that turns signals into
+ * stops). codec may be NULL. @return the number
  * of connections it was written to. */
 int ctl_request(struct ctl *c, const char *reason, int64_t deadline_ms, const char *codec,
                 uint64_t id, int kinds, int except);
@@ -86,6 +87,8 @@ int ctl_request(struct ctl *c, const char *reason, int64_t deadline_ms, const ch
  * it must let it take its default effect. @return the number of clients
  * told, whose acknowledgement ctl_unacked() then counts. */
 int ctl_stopping(struct ctl *c, const char *reason, const char *signal);
+/* Clients of the given kinds that turn SIGTERM/SIGINT into stops. */
+int ctl_signal_clients(const struct ctl *c, int kinds);
 /* Clients told `stopping` that have neither acknowledged nor gone. */
 int ctl_unacked(const struct ctl *c);
 

@@ -236,6 +236,9 @@ static enum channel deliver_request(struct sup *s, const char *reason, int64_t d
     cJSON *f = fields();
 
     s->req_id++;
+    if (except == -2 && self == CH_NONE)
+        self = ctl_signal_clients(s->ctl, CTL_KIND_LIB) ? CH_SOCKET
+               : ctl_signal_clients(s->ctl, CTL_KIND_FILES) ? CH_FILES : CH_NONE;
     if (ctl_connected(s->ctl)) {
         if (ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id,
                         CTL_KIND_LIB | CTL_KIND_FILES, except) > 0 || self == CH_SOCKET)
