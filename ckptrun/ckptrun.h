@@ -48,6 +48,7 @@ struct opts {
     uint64_t settle_ms;
     uint64_t min_age_ms;      /* gc */
     uint64_t lease_ms;        /* run/recover: lease duration, 0 = default (60 s) */
+    int resume_stopped;       /* recover: resume a run in state `stopped` too */
     const char *notice;
     const char *metadata_url;
     const char *codec_str;    /* as given, exported to the child */

@@ -1391,7 +1391,20 @@ static int check_completed(struct sup *s, int *rc)
     if (st == CKPT_OK) {
         state = cJSON_GetObjectItemCaseSensitive(run, "state");
         step = cJSON_GetObjectItemCaseSensitive(run, "last_step");
-        if (cJSON_IsString(state) && strcmp(state->valuestring, "completed") == 0) {
+        int stopped = cJSON_IsString(state) && strcmp(state->valuestring, "stopped") == 0;
+        if (stopped && !s->o->resume_stopped) {
+            /* Its user stopped it (Ctrl-C, scancel): a cron line must not
+             * start again what the user ended. */
+            char sb[32] = "none";
+            if (cJSON_IsNumber(step))
+                snprintf(sb, sizeof sb, "%.0f", step->valuedouble);
+            log_msg(LOG_INFO, "recover", "run %s was stopped by its user (last step %s, at %s): "
+                    "nothing to do (--resume-stopped resumes it)", s->o->run, sb,
+                    fmt_ms((int64_t)cJSON_GetNumberValue(
+                               cJSON_GetObjectItemCaseSensitive(run, "updated_ms")), t, sizeof t));
+            *rc = 0;
+            done = 1;
+        } else if (cJSON_IsString(state) && strcmp(state->valuestring, "completed") == 0) {
             char sb[32] = "none";
             if (cJSON_IsNumber(step))
                 snprintf(sb, sizeof sb, "%.0f", step->valuedouble);
