@@ -27,3 +27,8 @@ add_test(NAME ckptrun_torchrun
 set_tests_properties(ckptrun_torchrun PROPERTIES LABELS "integration;nosan" TIMEOUT 600
   SKIP_RETURN_CODE 77
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
+add_test(NAME ckptrun_slurm
+  COMMAND ${CKPT_PROC_PY} ${CMAKE_CURRENT_LIST_DIR}/integration/test_slurm.py -v)
+set_tests_properties(ckptrun_slurm PROPERTIES LABELS "integration;nosan" TIMEOUT 400
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
