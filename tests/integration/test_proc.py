@@ -127,7 +127,8 @@ class Proc:
     def wait(self, timeout=60):
         rc = self.p.wait(timeout)
         self.t.join(5)
-        self.p.stderr.close()
+        if not self.t.is_alive():  # a leaked process may hold the pipe open
+            self.p.stderr.close()
         return rc
 
     def text(self):
