@@ -7,6 +7,9 @@
 #                    trainer (gloo, CPU) under ckptrun [nosan: torch]
 #   ckptrun_slurm    tests/integration/test_slurm.py: a real single-node SLURM
 #                    started on loopback, requeue recipes [nosan]
+#   test_signals     (unit) libckpt takes SIGTERM/SIGINT as stops under ckptrun
+ckpt_unit(test_signals)
+
 if(NOT TARGET ckptrun)
   return()
 endif()
