@@ -430,12 +430,15 @@ class WholeJob(Case):
 
 class Trust(Case):
     def test_fake_committed_from_outside_is_ignored(self):
+        # An unmodified child; a process outside the job (this test) forges
+        # a libckpt client's `hello` and `committed`: ignored, the run's
+        # last step is never 987654.
         sockf = os.path.join(self.tmp, "sock")
-        out = os.path.join(self.work, "out")
-        p = self.start(["--grace", "20s", "--"] +
-                       self.trainer("--steps", "100000", "--out", out, "--sleep-ms", "5",
-                                    "--socket-file", sockf))
-        p.wait_line(r" connect pid=\d+ kind=helper")
+        script = ("import os,time\n"
+                  "open(%r,'w').write(os.environ.get('CKPT_SOCKET',''))\n"
+                  "os.rename(%r,%r)\n"
+                  "time.sleep(60)\n" % (sockf + ".tmp", sockf + ".tmp", sockf))
+        p = self.start(["--grace", "5s", "--", PY, "-c", script])
         path = wait_for(lambda: os.path.exists(sockf) and open(sockf).read(), what="socket")
         import socket as sk
         fake = sk.socket(sk.AF_UNIX, sk.SOCK_STREAM)
@@ -455,11 +458,11 @@ class Trust(Case):
         p.wait_line(r" connect pid=424242 kind=helper")
         good.close()
         p.p.send_signal(signal.SIGTERM)
-        rc = p.wait()
+        p.wait()
         fake.close()
-        self.assertEqual(rc, 75, p.text())
         self.assertNotIn("987654", p.text())
-        self.assertNotEqual(self.status()["last_step"], 987654)
+        ex = self.events("exit")[-1]
+        self.assertNotEqual(ex.get("last_step"), 987654, ex)
 
 
 def pty_start(case, args):
