@@ -651,11 +651,11 @@ static void begin_stop(struct sup *s, const struct cause *c)
 static void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel self,
                            int64_t since_mono)
 {
-    struct cause c = { signal_name(sig), 0, NULL, -1, CH_NONE, since_mono, job };
     char reason[16];
+    struct cause c = { reason, 0, NULL, -1, CH_NONE, since_mono, job };
 
+    /* a copy: signal_name() reuses one buffer */
     snprintf(reason, sizeof reason, "%s", signal_name(sig));
-    c.reason = reason;
     if (job && from_slot < 0)
         c.except = -2;
     else if (from_slot >= 0) {

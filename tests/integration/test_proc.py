@@ -544,6 +544,29 @@ class CtrlC(Case):
         self.assertEqual(self.status()["state"], "stopped")
         os.close(master)
 
+    def test_ctrl_z_stops_and_fg_continues(self):
+        # Ctrl-Z stops the job (the keeper relays it: ckptrun stops itself so
+        # the shell sees the job stopped); `fg` (SIGCONT to ckptrun) goes on.
+        ARGS = ("--steps", "400", "--every", "100000")
+        ref = self.reference(*ARGS)
+        out = os.path.join(self.work, "out")
+        p, master = pty_start(self, ["--"] + self.trainer(*ARGS, "--out", out, "--sleep-ms", "5"))
+        p.wait_line(r" connect pid=\d+ kind=helper")
+        child = int(re.search(r" child_pid=(\d+)", p.text()).group(1))
+
+        def state(pid):
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+        os.write(master, b"\x1a")
+        wait_for(lambda: state(child) == "T" and state(p.p.pid) == "T", what="job stopped")
+        time.sleep(0.3)
+        self.assertEqual((state(child), state(p.p.pid)), ("T", "T"))
+        os.kill(p.p.pid, signal.SIGCONT)  # what the shell's `fg` does
+        self.assertEqual(p.wait(), 0, p.text())
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), ref)
+        os.close(master)
+
     def test_unmodified_trainer_is_interrupted(self):
         p, master = pty_start(self, ["--", PY, "-c",
                                      "import sys,time\nprint('ready',file=sys.stderr,flush=True)\n"
