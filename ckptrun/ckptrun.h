@@ -15,6 +15,8 @@
  *   watch.c      watching CKPT_DIR for completed checkpoint entries
  *   ctlserver.c  the control socket server (docs/CONTROL.md)
  *   supervise.c  the supervisor: child, signals, stop, event loop, lease
+ *   keeper.c     the keeper of the job's process tree (no survivor, leftovers)
+ *   proctree.c   the job's processes from /proc (async-signal-safe)
  *   recover.c    `recover`: the cron/systemd entry point (lease.c: the lease)
  *   doctor.c     `ckptrun doctor`: notice, store, throughput, disk checks
  */

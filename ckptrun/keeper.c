@@ -80,7 +80,7 @@ static int signal_tree(int sig)
  * were meant to be inherited by COMMAND and stay. */
 static void close_ckptrun_fds(int k1, int k2, int k3)
 {
-    static int fds[4096];
+    static int fds[4096]; /* ckptrun holds a few dozen; more are left open */
     char buf[2048];
     int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
     long r;

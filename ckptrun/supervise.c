@@ -1,14 +1,22 @@
 /*
- * supervise.c -- `ckptrun [run] -- COMMAND`: restore, start the child in its
- * own process group, and drive one event loop (signalfd, timerfd, inotify,
- * control socket, commit results, notices) until the child is gone.
+ * supervise.c -- `ckptrun [run] -- COMMAND`: restore, start the child under
+ * the keeper (keeper.h: the job's process group and subreaper, so no process
+ * of the tree outlives us), and drive one event loop (signalfd, timerfd,
+ * inotify, control socket, commit results, notices, the keeper's reports)
+ * until the child and every process of its tree are gone.
  *
  * Stops (SIGTERM, scheduler or cloud notice) have a deadline D: by default
  * now + --grace, else the notice's deadline less a safety margin. The time
  * to D is split: up to the last third (at most --grace) is the child's to
  * exit after SIGTERM; before that, the final checkpoint is requested and
- * awaited. SIGKILL goes to the group at D. So a child that ignores requests
- * is still gone by D, and ckptrun always finishes before the deadline.
+ * awaited. SIGKILL goes to the whole tree at D. So a child that ignores
+ * requests is still gone by D, and ckptrun always finishes before the
+ * deadline. A SIGTERM or SIGINT that reached the job's processes directly
+ * (the keeper reports one its group got; libckpt and the Python helper
+ * report one they took as a stop) starts the same stop; clients that take
+ * signals as stops are told `stopping` before ckptrun's own signal. Ctrl-C
+ * (SIGINT), and a plain SIGTERM under SLURM, are the user's stop: state
+ * `stopped`, exit 128 + the signal.
  *
  * Lease (docs/recover.md): before anything else the supervisor takes the
  * run's lease, fences HEAD at the new epoch, and hands the epoch to the
