@@ -146,6 +146,7 @@ struct sup {
     pid_t child, pgid;        /* COMMAND; the job's process group (the keeper's) */
     int child_alive;
     int child_sigint;         /* COMMAND died of SIGINT or exited 130 */
+    int child_sigterm;        /* COMMAND died of SIGTERM or exited 143 */
     int child_code;           /* exit code as a shell reports it */
     int tty;                  /* gave the terminal to the child */
     int resumed;
@@ -834,6 +835,8 @@ static void child_exited(struct sup *s, pid_t pid, int st)
     s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     s->child_sigint = (WIFSIGNALED(st) && WTERMSIG(st) == SIGINT) ||
                       (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGINT);
+    s->child_sigterm = (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM) ||
+                       (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM);
     if ((f = fields())) {
         cJSON_AddNumberToObject(f, "pid", (double)pid);
         cJSON_AddNumberToObject(f, "code", s->child_code);
@@ -1750,10 +1753,11 @@ int supervise(struct opts *o, enum sup_mode mode)
         rc = EXIT_STOPPED_LOST;
         state = "lost";
     } else if (s->phase >= P_TERM ||
-               (s->phase != P_RUN && (s->job_signalled || s->user_stop))) {
+               (s->phase != P_RUN && (s->job_signalled || s->user_stop || s->child_sigterm))) {
         /* Stopped: by us, or by the stop's own signal, which reached the
          * child directly (kill -TERM of the whole job, Ctrl-C) -- whatever
-         * code it then exited with is the stop's consequence. */
+         * code it then exited with is the stop's consequence; and a child
+         * that died of SIGTERM while we were stopping it. */
         if (!s->final_done)
             final_result(s, s->via == CH_NONE && !s->failed_since_stop && !watch_busy(s->w) &&
                                 s->last_step >= 0);
