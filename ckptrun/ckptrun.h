@@ -15,6 +15,8 @@
  *   watch.c      watching CKPT_DIR for completed checkpoint entries
  *   ctlserver.c  the control socket server (docs/CONTROL.md)
  *   supervise.c  the supervisor: child, signals, stop, event loop, lease
+ *   keeper.c     the keeper of the job's process tree (no survivor, leftovers)
+ *   proctree.c   the job's processes from /proc (async-signal-safe)
  *   recover.c    `recover`: the cron/systemd entry point (lease.c: the lease)
  *   doctor.c     `ckptrun doctor`: notice, store, throughput, disk checks
  */
@@ -49,6 +51,7 @@ struct opts {
     uint64_t min_age_ms;      /* gc */
     int dry_run;              /* gc --dry-run */
     uint64_t lease_ms;        /* run/recover: lease duration, 0 = default (60 s) */
+    int resume_stopped;       /* recover: resume a run in state `stopped` too */
     const char *notice;
     const char *metadata_url;
     const char *codec_str;    /* as given, exported to the child */

@@ -571,12 +571,15 @@ int cmd_status(struct opts *o)
         goto out;
     cJSON_AddStringToObject(out, "run", o->run);
     cJSON_AddStringToObject(out, "store", o->store);
-    cJSON_AddStringToObject(out, "state", run ? str(run, "state", "unknown") : "unknown");
-    /* The lease, when recovery keeps one: who runs the job now. */
+    /* The lease, when recovery keeps one: who runs the job now. A RUN
+     * that says `running` while no live runner holds the lease (its holder
+     * died: stale on this host, or expired) is shown as `stale`. */
     {
         struct lease_info li;
         char lerr[CKPT_ERR_MAX] = "";
+        const char *state = run ? str(run, "state", "unknown") : "unknown";
         if (lease_read(record_store(rec), o->run, &li, NULL, lerr) == CKPT_OK) {
+            enum lease_state ls = lease_state(&li, now_ms());
             cJSON *l = cJSON_AddObjectToObject(out, "lease");
             if (l) {
                 cJSON_AddStringToObject(l, "holder", li.holder);
@@ -584,9 +587,13 @@ int cmd_status(struct opts *o)
                 cJSON_AddNumberToObject(l, "expires_ms", (double)li.expires_ms);
                 cJSON_AddNumberToObject(l, "heartbeat_ms", (double)li.heartbeat_ms);
                 cJSON_AddBoolToObject(l, "released", li.released);
-                cJSON_AddBoolToObject(l, "live", lease_is_live(&li, now_ms()));
+                cJSON_AddBoolToObject(l, "live", ls == LEASE_LIVE);
+                cJSON_AddStringToObject(l, "state", lease_state_name(ls));
             }
+            if (strcmp(state, "running") == 0 && ls != LEASE_LIVE)
+                state = "stale";
         }
+        cJSON_AddStringToObject(out, "state", state);
     }
     if (run) {
         cJSON_AddNumberToObject(out, "updated_ms", num(run, "updated_ms", 0));
@@ -622,10 +629,9 @@ int cmd_status(struct opts *o)
         {
             const cJSON *l = cJSON_GetObjectItemCaseSensitive(out, "lease");
             if (l) {
-                int live = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "live"));
                 int rel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released"));
                 printf("lease        %s, epoch %.0f, %s\n", str(l, "holder", "?"),
-                       num(l, "epoch", 0), live ? "live" : rel ? "released" : "expired");
+                       num(l, "epoch", 0), str(l, "state", "?"));
                 printf("heartbeat    %s\n",
                        iso_time((int64_t)num(l, "heartbeat_ms", 0), a, sizeof a));
                 if (!rel)

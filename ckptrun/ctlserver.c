@@ -1,20 +1,27 @@
 /* ctlserver.c -- see ctlserver.h. */
 #include "ctlserver.h"
 #include "log.h"
+#include "proctree.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 struct client {
     int fd;                   /* -1 = free slot */
-    int hello;
-    int pid;
+    int hello;                /* sent "hello" (libckpt) */
+    int helper;               /* sent "helper" (writes its own files) */
+    int signals;              /* turns SIGTERM/SIGINT into stops: told `stopping` */
+    int trusted;              /* of the job: our descendant, or presented the key */
+    int warned;               /* an untrusted message was logged */
+    int told_stopping, acked; /* ctl_stopping sent / acknowledged */
+    int pid;                  /* SO_PEERCRED at accept, or hello's */
     size_t len;
     char buf[CTL_MAX_LINE + 1];
 };
@@ -23,8 +30,19 @@ struct ctl {
     int lfd;
     char dir[256];
     char path[300];
+    char key[33];             /* 128 random bits, hex */
     struct client cl[CTL_MAX_CLIENTS];
 };
+
+static int kind_of(const struct client *cl)
+{
+    return cl->hello ? CTL_KIND_LIB : cl->helper ? CTL_KIND_FILES : 0;
+}
+
+const char *ctl_key(const struct ctl *c)
+{
+    return c->key;
+}
 
 int ctl_open(struct ctl **out, char *path, size_t n)
 {
@@ -46,6 +64,15 @@ int ctl_open(struct ctl **out, char *path, size_t n)
     if (!base || !*base || access(base, W_OK | X_OK) != 0)
         base = "/tmp";
     snprintf(c->dir, sizeof c->dir, "%s/ckptrun-XXXXXX", base);
+    {
+        unsigned char raw[16];
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+            log_msg(LOG_ERROR, "control", "cannot draw the socket key: %s", strerror(errno));
+            goto out;
+        }
+        for (int i = 0; i < 16; i++)
+            snprintf(c->key + 2 * i, 3, "%02x", raw[i]);
+    }
     if (!mkdtemp(c->dir)) {
         log_msg(LOG_ERROR, "control", "cannot create a private directory in %s: %s", base,
                 strerror(errno));
@@ -80,9 +107,8 @@ static void drop(struct client *cl)
 {
     if (cl->fd >= 0)
         close(cl->fd);
+    memset(cl, 0, sizeof *cl);
     cl->fd = -1;
-    cl->hello = 0;
-    cl->len = 0;
 }
 
 void ctl_close(struct ctl *c)
@@ -121,18 +147,40 @@ static const char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+static int jbool(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsTrue(v) || (cJSON_IsNumber(v) && v->valuedouble != 0) ||
+           (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0);
+}
+
 /* One line from a client. Unknown types and fields are ignored (forward
  * compatibility); a line that is not a JSON object is logged and skipped. */
 static void handle_line(struct ctl *c, int slot, const char *line, size_t len, ctl_event_fn fn,
                         void *user)
 {
     cJSON *j = cJSON_ParseWithLength(line, len);
+    struct client *cl = &c->cl[slot];
     struct ctl_event ev;
     const char *type;
 
     if (!cJSON_IsObject(j)) {
         log_msg(LOG_WARN, "control", "malformed message from client %d ignored", slot);
         goto out;
+    }
+    if (!cl->trusted) {
+        const char *key = jstr(j, "key");
+        if (strlen(key) == strlen(c->key) && strcmp(key, c->key) == 0) {
+            cl->trusted = 1;
+        } else {
+            /* A same-user process outside the job: a forged `committed`
+             * would become the run's final step. */
+            if (!cl->warned)
+                log_msg(LOG_WARN, "control", "messages from pid %d ignored: not a process of "
+                        "the job and no valid key (CKPT_SOCKET_KEY)", cl->pid);
+            cl->warned = 1;
+            goto out;
+        }
     }
     memset(&ev, 0, sizeof ev);
     ev.client = slot;
@@ -142,8 +190,15 @@ static void handle_line(struct ctl *c, int slot, const char *line, size_t len, c
         ev.type = CTL_HELLO;
         ev.pid = (int)jnum(j, "pid");
         ev.items = (uint64_t)jnum(j, "items");
-        c->cl[slot].hello = 1;
-        c->cl[slot].pid = ev.pid;
+        cl->hello = 1;
+        cl->signals = jbool(j, "signals");
+        cl->pid = ev.pid;
+    } else if (strcmp(type, "helper") == 0) {
+        ev.type = CTL_HELPER;
+        ev.pid = (int)jnum(j, "pid");
+        cl->helper = 1;
+        cl->signals = jbool(j, "signals");
+        cl->pid = ev.pid;
     } else if (strcmp(type, "saving") == 0) {
         ev.type = CTL_SAVING;
     } else if (strcmp(type, "committed") == 0) {
@@ -160,9 +215,23 @@ static void handle_line(struct ctl *c, int slot, const char *line, size_t len, c
         ev.type = CTL_FILE;
         ev.path = jstr(j, "path");
         ev.file_event = jstr(j, "event");
+    } else if (strcmp(type, "signal") == 0) {
+        ev.type = CTL_SIGNAL;
+        ev.signal = jstr(j, "signal");
+        ev.pid = (int)jnum(j, "pid");
+        ev.mono_ms = (int64_t)jnum(j, "mono_ms");
+        if (strcmp(ev.signal, "SIGTERM") != 0 && strcmp(ev.signal, "SIGINT") != 0)
+            goto out;
+    } else if (strcmp(type, "stopping") == 0) {
+        ev.type = CTL_STOPPING_ACK;
+        ev.pid = cl->pid;
+        if (!cl->told_stopping || cl->acked)
+            goto out;
+        cl->acked = 1;
     } else {
         goto out;
     }
+    ev.kind = kind_of(cl);
     fn(user, &ev);
 out:
     cJSON_Delete(j);
@@ -203,10 +272,10 @@ static void read_client(struct ctl *c, int slot, ctl_event_fn fn, void *user)
     return;
 gone:
     {
-        struct ctl_event ev = { .type = CTL_GONE, .client = slot, .pid = cl->pid };
-        int was_hello = cl->hello;
+        struct ctl_event ev = { .type = CTL_GONE, .client = slot, .pid = cl->pid,
+                                .kind = kind_of(cl) };
         drop(cl);
-        if (was_hello)
+        if (ev.kind)
             fn(user, &ev);
     }
 }
@@ -230,10 +299,21 @@ void ctl_handle(struct ctl *c, const struct pollfd *fds, int n, ctl_event_fn fn,
                     close(fd);
                     continue;
                 }
-                c->cl[slot].fd = fd;
-                c->cl[slot].len = 0;
-                c->cl[slot].hello = 0;
-                c->cl[slot].pid = 0;
+                {
+                    struct client *cl = &c->cl[slot];
+                    struct ucred cr;
+                    socklen_t crl = sizeof cr;
+                    memset(cl, 0, sizeof *cl);
+                    cl->fd = fd;
+                    /* The peer as it connected: a process of the job descends
+                     * from us (the keeper is our child and every orphan of
+                     * the job is re-parented to it). */
+                    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && cr.pid > 0) {
+                        cl->pid = (int)cr.pid;
+                        cl->trusted = pt_descends((int)cr.pid, (int)getpid()) &&
+                                      (int)cr.pid != (int)getpid();
+                    }
+                }
             }
             continue;
         }
@@ -253,15 +333,106 @@ int ctl_connected(const struct ctl *c)
     return n;
 }
 
-int ctl_request(struct ctl *c, const char *reason, int64_t deadline_ms, const char *codec,
-                uint64_t id)
+int ctl_helpers(const struct ctl *c)
 {
-    cJSON *j = cJSON_CreateObject();
-    char *s = NULL;
+    int n = 0;
+    for (int i = 0; c && i < CTL_MAX_CLIENTS; i++)
+        n += c->cl[i].fd >= 0 && c->cl[i].helper && !c->cl[i].hello;
+    return n;
+}
+
+/* Send one line to the clients for which want(cl) holds. */
+static int send_to(struct ctl *c, cJSON *j, int (*want)(const struct client *, const void *),
+                   const void *arg, int mark_stopping)
+{
+    char *s = cJSON_PrintUnformatted(j);
     size_t len;
     int sent = 0;
 
-    if (!j)
+    if (!s)
+        return 0;
+    len = strlen(s);
+    s[len++] = '\n'; /* replaces the NUL: the buffer is len+1 long */
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
+        struct client *cl = &c->cl[i];
+        if (cl->fd < 0 || !want(cl, arg))
+            continue;
+        /* Messages are tiny; a peer whose buffer is full is not reading and
+         * would not act on it anyway. */
+        if (send(cl->fd, s, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len) {
+            sent++;
+            if (mark_stopping) {
+                cl->told_stopping = 1;
+                cl->acked = 0;
+            }
+        } else {
+            log_msg(LOG_WARN, "control", "message not delivered to client %d (pid %d): %s", i,
+                    cl->pid, strerror(errno));
+        }
+    }
+    free(s);
+    return sent;
+}
+
+struct req_sel {
+    int kinds, except;
+    const struct client *base;
+};
+
+static int want_request(const struct client *cl, const void *arg)
+{
+    const struct req_sel *r = arg;
+    /* -2: the job's process group got the stop's signal; clients that turn
+     * it into a stop asked themselves */
+    return (kind_of(cl) & r->kinds) && cl - r->base != r->except &&
+           !(r->except == -2 && cl->signals);
+}
+
+static int want_stopping(const struct client *cl, const void *arg)
+{
+    (void)arg;
+    return kind_of(cl) && cl->signals;
+}
+
+int ctl_stopping(struct ctl *c, const char *reason, const char *signal)
+{
+    cJSON *j = cJSON_CreateObject();
+    int n = 0;
+    if (!c || !j)
+        goto out;
+    cJSON_AddStringToObject(j, "type", "stopping");
+    cJSON_AddStringToObject(j, "reason", reason ? reason : "");
+    cJSON_AddStringToObject(j, "signal", signal);
+    n = send_to(c, j, want_stopping, NULL, 1);
+out:
+    cJSON_Delete(j);
+    return n;
+}
+
+int ctl_signal_clients(const struct ctl *c, int kinds)
+{
+    int n = 0;
+    for (int i = 0; c && i < CTL_MAX_CLIENTS; i++)
+        n += c->cl[i].fd >= 0 && c->cl[i].signals && (kind_of(&c->cl[i]) & kinds);
+    return n;
+}
+
+int ctl_unacked(const struct ctl *c)
+{
+    int n = 0;
+    for (int i = 0; c && i < CTL_MAX_CLIENTS; i++)
+        n += c->cl[i].fd >= 0 && c->cl[i].told_stopping && !c->cl[i].acked;
+    return n;
+}
+
+int ctl_request(struct ctl *c, const char *reason, int64_t deadline_ms, const char *codec,
+                uint64_t id, int kinds, int except)
+{
+    cJSON *j = cJSON_CreateObject();
+    struct req_sel sel = { kinds, except, c ? c->cl : NULL };
+    int sent = 0;
+
+    if (!c || !j)
         goto out;
     cJSON_AddStringToObject(j, "type", "request");
     cJSON_AddStringToObject(j, "reason", reason);
@@ -269,24 +440,8 @@ int ctl_request(struct ctl *c, const char *reason, int64_t deadline_ms, const ch
     if (codec)
         cJSON_AddStringToObject(j, "codec", codec);
     cJSON_AddNumberToObject(j, "id", (double)id);
-    if (!(s = cJSON_PrintUnformatted(j)))
-        goto out;
-    len = strlen(s);
-    s[len++] = '\n'; /* replaces the NUL: the buffer is len+1 long */
-    for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
-        struct client *cl = &c->cl[i];
-        if (cl->fd < 0 || !cl->hello)
-            continue;
-        /* Messages are tiny; a peer whose buffer is full is not reading and
-         * would not act on it anyway. */
-        if (send(cl->fd, s, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len)
-            sent++;
-        else
-            log_msg(LOG_WARN, "control", "request not delivered to client %d (pid %d): %s", i,
-                    cl->pid, strerror(errno));
-    }
+    sent = send_to(c, j, want_request, &sel, 0);
 out:
-    free(s);
     cJSON_Delete(j);
     return sent;
 }

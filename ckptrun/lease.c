@@ -1,6 +1,8 @@
 /* lease.c -- the run's lease on the store (lease.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,8 @@ struct lease {
     uint64_t epoch;
     int64_t expires_ms;
     int held;
+    int took_stale;
+    struct lease_info me;     /* our own identity fields (has_ident 0: unknown) */
 };
 
 static int64_t now_ms(void)
@@ -45,6 +49,130 @@ static void sleep_ms(long ms)
 int lease_is_live(const struct lease_info *li, int64_t t)
 {
     return !li->released && li->holder[0] && li->expires_ms + LEASE_SKEW_MS > t;
+}
+
+/* ---- who we are on this machine ------------------------------------------ */
+
+/* Read a small file whole (a /proc entry). @return bytes read or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t r, got = 0;
+    if (fd < 0)
+        return -1;
+    while ((size_t)got < n - 1 && (r = read(fd, buf + got, n - 1 - (size_t)got)) != 0) {
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            got = -1;
+            break;
+        }
+        got += r;
+    }
+    close(fd);
+    if (got >= 0)
+        buf[got] = '\0';
+    return got;
+}
+
+/* State letter and start time (clock ticks after boot, field 22) of `pid`
+ * from /proc/PID/stat. The command name (field 2) may hold spaces and
+ * parentheses: the fields after it start after the last ')'.
+ * @return 0, or -1 when there is no such process (or it cannot be read). */
+static int proc_start(int pid, char *state, uint64_t *start)
+{
+    char path[64], buf[1024], *p, *end;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (read_small(path, buf, sizeof buf) <= 0 || !(p = strrchr(buf, ')')))
+        return -1;
+    p++;
+    while (*p == ' ')
+        p++;
+    *state = *p;
+    /* fields 3 (state) .. 22 (starttime): skip 19 separators */
+    for (int f = 3; f < 22; f++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+        p++;
+    }
+    errno = 0;
+    *start = strtoull(p, &end, 10);
+    return errno || end == p ? -1 : 0;
+}
+
+/* Host names go into JSON unescaped: keep a plain alphabet. */
+static void plain_copy(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c >= 0x21 && c < 0x7f && c != '"' && c != '\\') ? (char)c : '_';
+    }
+    dst[i] = '\0';
+}
+
+static void self_ident(struct lease_info *me)
+{
+    char buf[128], *nl, link[64], host[128] = "";
+    ssize_t n;
+    char state;
+
+    memset(me, 0, sizeof *me);
+    if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0)
+        return;
+    if ((nl = strchr(buf, '\n')))
+        *nl = '\0';
+    plain_copy(me->boot_id, sizeof me->boot_id, buf);
+    /* "pid:[4026531836]": the namespace's inode number */
+    n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+    if (n <= 0)
+        return;
+    link[n] = '\0';
+    if (sscanf(link, "pid:[%" SCNu64 "]", &me->pid_ns) != 1 || !me->pid_ns)
+        return;
+    gethostname(host, sizeof host - 1);
+    plain_copy(me->hostname, sizeof me->hostname, host);
+    me->pid = (int)getpid();
+    if (!me->boot_id[0] || proc_start(me->pid, &state, &me->start_ticks) != 0)
+        return;
+    me->has_ident = 1;
+}
+
+int lease_holder_gone(const struct lease_info *li)
+{
+    struct lease_info me;
+    char state;
+    uint64_t start;
+
+    if (!li->has_ident || li->pid <= 0)
+        return 0;
+    self_ident(&me);
+    /* Another boot, PID namespace or host: its PIDs mean nothing here
+     * (containers on one host share the boot id, not the namespace). */
+    if (!me.has_ident || strcmp(me.boot_id, li->boot_id) != 0 || me.pid_ns != li->pid_ns ||
+        strcmp(me.hostname, li->hostname) != 0)
+        return 0;
+    if (proc_start(li->pid, &state, &start) != 0)
+        return kill(li->pid, 0) != 0 && errno == ESRCH; /* no such process */
+    /* A zombie has ended; another start time is another process (PIDs are
+     * reused). */
+    return state == 'Z' || state == 'X' || start != li->start_ticks;
+}
+
+enum lease_state lease_state(const struct lease_info *li, int64_t t)
+{
+    if (li->released)
+        return LEASE_RELEASED;
+    if (!lease_is_live(li, t))
+        return LEASE_EXPIRED;
+    return lease_holder_gone(li) ? LEASE_STALE : LEASE_LIVE;
+}
+
+const char *lease_state_name(enum lease_state st)
+{
+    return st == LEASE_LIVE ? "live" : st == LEASE_STALE ? "stale"
+           : st == LEASE_EXPIRED ? "expired" : "released";
 }
 
 static ckpt_status parse(const char *buf, size_t len, struct lease_info *out, char *err)
@@ -71,6 +199,26 @@ static ckpt_status parse(const char *buf, size_t len, struct lease_info *out, ch
     out->expires_ms = (int64_t)x->valuedouble;
     out->heartbeat_ms = (int64_t)hb->valuedouble;
     out->released = cJSON_IsTrue(r);
+    {
+        /* The holder's identity (optional: older writers have none). */
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "boot_id");
+        const cJSON *ns = cJSON_GetObjectItemCaseSensitive(o, "pid_ns");
+        const cJSON *hn = cJSON_GetObjectItemCaseSensitive(o, "hostname");
+        const cJSON *pd = cJSON_GetObjectItemCaseSensitive(o, "pid");
+        const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "start_ticks");
+        if (cJSON_IsString(b) && strlen(b->valuestring) < sizeof out->boot_id &&
+            cJSON_IsNumber(ns) && ns->valuedouble >= 1 && ns->valuedouble < 9007199254740992.0 &&
+            cJSON_IsString(hn) && strlen(hn->valuestring) < sizeof out->hostname &&
+            cJSON_IsNumber(pd) && pd->valuedouble >= 1 && pd->valuedouble <= 4194304 &&
+            cJSON_IsNumber(sl) && sl->valuedouble >= 0 && sl->valuedouble < 9007199254740992.0) {
+            snprintf(out->boot_id, sizeof out->boot_id, "%s", b->valuestring);
+            out->pid_ns = (uint64_t)ns->valuedouble;
+            snprintf(out->hostname, sizeof out->hostname, "%s", hn->valuestring);
+            out->pid = (int)pd->valuedouble;
+            out->start_ticks = (uint64_t)sl->valuedouble;
+            out->has_ident = out->boot_id[0] != '\0';
+        }
+    }
     st = CKPT_OK;
 out:
     cJSON_Delete(o);
@@ -152,6 +300,7 @@ ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms, 
     /* host and pid say who; the nonce tells two runs of one pid apart */
     snprintf(l->holder, sizeof l->holder, "%s:%d:%02x%02x%02x%02x", host, (int)getpid(), nonce[0],
              nonce[1], nonce[2], nonce[3]);
+    self_ident(&l->me);
     *out = l;
     return CKPT_OK;
 }
@@ -159,7 +308,7 @@ ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms, 
 static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                                ckpt_put_cond cond, const char *if_match, char *err)
 {
-    char body[600], etag[CKPT_ETAG_MAX];
+    char body[900], etag[CKPT_ETAG_MAX];
     int64_t t = now_ms();
     int64_t exp = released ? 0 : t + (int64_t)l->ttl_ms;
     struct ckpt_put_opts po = { cond, if_match, 0 };
@@ -169,6 +318,11 @@ static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                      "\"heartbeat_ms\":%lld,\"released\":%s",
                      l->holder, (unsigned long long)epoch, (long long)exp, (long long)t,
                      released ? "true" : "false");
+    if (l->me.has_ident)
+        n += snprintf(body + n, sizeof body - (size_t)n,
+                      ",\"boot_id\":\"%s\",\"pid_ns\":%" PRIu64 ",\"hostname\":\"%s\","
+                      "\"pid\":%d,\"start_ticks\":%" PRIu64,
+                      l->me.boot_id, l->me.pid_ns, l->me.hostname, l->me.pid, l->me.start_ticks);
     n += snprintf(body + n, sizeof body - (size_t)n, SUM_TAG "%016llx\"}\n",
                   (unsigned long long)XXH64(body, (size_t)n, 0));
     if (!l->st->ops->has_conditional(l->st))
@@ -185,17 +339,24 @@ static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
 static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *contended,
                                 char *err)
 {
-    struct lease_info cur;
+    struct lease_info cur, prev;
     char etag[CKPT_ETAG_MAX] = "";
     ckpt_status st;
+    int stale = 0;
     memset(other, 0, sizeof *other);
+    memset(&prev, 0, sizeof prev);
+    l->took_stale = 0;
     st = lease_read(l->st, l->run, &cur, etag, err);
     if (st == CKPT_E_NOENT) {
         st = write_lease(l, 1, 0, CKPT_PUT_IF_NONE_MATCH, NULL, err);
     } else if (st == CKPT_OK) {
         if (lease_is_live(&cur, now_ms()) && strcmp(cur.holder, l->holder)) {
-            *other = cur;
-            return CKPT_E_EXISTS;
+            if (!lease_holder_gone(&cur)) {
+                *other = cur;
+                return CKPT_E_EXISTS;
+            }
+            stale = 1; /* its holder died on this machine: no need to wait */
+            prev = cur;
         }
         st = write_lease(l, cur.epoch + 1, 0, CKPT_PUT_IF_MATCH, etag, err);
     } else if (st == CKPT_E_CORRUPT) {
@@ -225,6 +386,10 @@ static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *
         }
     }
     l->held = 1;
+    if (stale) {
+        l->took_stale = 1;
+        *other = prev;
+    }
     return CKPT_OK;
 }
 
@@ -294,6 +459,7 @@ ckpt_status lease_release(struct lease *l, char *err)
     return st == CKPT_E_PRECONDITION ? CKPT_OK : st;
 }
 
+int lease_took_stale(const struct lease *l) { return l->took_stale; }
 uint64_t lease_epoch(const struct lease *l) { return l->epoch; }
 const char *lease_holder(const struct lease *l) { return l->holder; }
 int64_t lease_expires_ms(const struct lease *l) { return l->expires_ms; }

@@ -3,7 +3,8 @@
  *
  * <run>/LEASE is a small JSON object:
  *   {"format":1,"holder":"host:pid:nonce","epoch":N,"expires_ms":T,
- *    "heartbeat_ms":T,"released":false}
+ *    "heartbeat_ms":T,"released":false,"boot_id":"..","pid_ns":N,
+ *    "hostname":"..","pid":N,"start_ticks":N,"sum":".."}
  * created with a create-only write, taken over (when expired or released)
  * and renewed with writes conditional on the etag last read. Every takeover
  * increments the epoch; the new holder then fences HEAD (ckpt_fence), so a
@@ -15,6 +16,15 @@
  * runners apart, but two racing within the delay could both win; fencing
  * then still refuses all but one HEAD write only where HEAD writes are
  * conditional. Expiry uses the writer's clock; readers allow a skew margin.
+ *
+ * Same-host staleness: the holder also records who it is on its machine
+ * (kernel boot id, PID namespace, host name, PID and the process's start
+ * time in clock ticks since boot). A reader on the same boot, in the same
+ * PID namespace and with the same host name can tell that the holder
+ * process is gone (no such PID, a zombie, or a PID reused by a process that
+ * started at another time): such a lease is stale and taken over at once.
+ * Anywhere else (another host, another container's PID namespace, a LEASE
+ * written without these fields) only the expiry counts.
  *
  * Not thread-safe: one lease is used by one thread.
  */
@@ -36,22 +46,53 @@ struct lease_info {
     int64_t expires_ms;
     int64_t heartbeat_ms;
     int released;
+    /* The holder's identity on its machine; has_ident 0 when the LEASE
+     * carries none (written by an older ckptrun). */
+    int has_ident;
+    char boot_id[40];
+    uint64_t pid_ns;
+    char hostname[72];
+    int pid;
+    uint64_t start_ticks;
+};
+
+/* What a reader can say about a lease's holder (lease_state). */
+enum lease_state {
+    LEASE_LIVE,               /* held, not expired, holder not known to be gone */
+    LEASE_STALE,              /* not expired, but its holder process is gone (same host) */
+    LEASE_EXPIRED,            /* not renewed in time */
+    LEASE_RELEASED            /* given back by a graceful stop */
 };
 
 /* Read <run>/LEASE. @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT, store errors.
  * etag (CKPT_ETAG_MAX) may be NULL. */
 ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info *out,
                        char *etag, char *err);
-/* 1 if `li` is held by a live runner at `now_ms`. */
+/* 1 if `li` is held by a runner whose lease has not expired at `now_ms`
+ * (the expiry rule alone; see lease_state for the holder's liveness). */
 int lease_is_live(const struct lease_info *li, int64_t now_ms);
+/* 1 when the holder recorded in `li` ran on this very machine, boot and PID
+ * namespace (and host name) and that process is gone: no such PID, a
+ * zombie, or a process with another start time. 0 when it is alive or
+ * cannot be judged from here. */
+int lease_holder_gone(const struct lease_info *li);
+/* The one definition of a lease's state, used by `run`/`recover` (take
+ * over unless LEASE_LIVE) and by `ckptrun status`. */
+enum lease_state lease_state(const struct lease_info *li, int64_t now_ms);
+/* "live", "stale", "expired", "released". */
+const char *lease_state_name(enum lease_state st);
 
 ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms,
                        struct lease **out);
 /* Take the lease. @return CKPT_OK (held; see lease_epoch), CKPT_E_EXISTS (a
  * live runner holds it: *other describes it), CKPT_E_PRECONDITION (lost a
  * race: another runner took it just now; *other filled when readable),
- * store errors. */
+ * store errors. On CKPT_OK after taking over a stale lease (its holder on
+ * this host is gone, lease_holder_gone), *other describes that holder and
+ * lease_took_stale() is 1; otherwise *other is zeroed. */
 ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err);
+/* 1 when the last successful lease_acquire took over a stale lease. */
+int lease_took_stale(const struct lease *l);
 /* Extend the expiry. @return CKPT_OK, CKPT_E_FENCED (someone else holds it
  * now: stop committing), store errors (transient: retry before expiry). */
 ckpt_status lease_renew(struct lease *l, char *err);

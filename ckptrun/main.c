@@ -32,7 +32,7 @@ enum {
     O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
     O_STATE_BYTES, O_BUDGET,
     O_LEASE, O_STORAGE_CLASS, O_SSE, O_SSE_KMS, O_MAX_RATE, O_CONNECTIONS,
-    O_SYNC, O_DRY_RUN,
+    O_SYNC, O_DRY_RUN, O_RESUME_STOPPED,
 };
 
 static const struct option long_opts[] = {
@@ -71,6 +71,7 @@ static const struct option long_opts[] = {
     { "max-rate", required_argument, NULL, O_MAX_RATE },
     { "connections", required_argument, NULL, O_CONNECTIONS },
     { "sync", no_argument, NULL, O_SYNC },
+    { "resume-stopped", no_argument, NULL, O_RESUME_STOPPED },
     { NULL, 0, NULL, 0 },
 };
 
@@ -131,8 +132,9 @@ static void help(const char *cmd)
             "Options:\n"
             "  --dir DIR          trainer's checkpoint directory [CKPT_DIR] (./checkpoints)\n"
             "  --interval D       ask for a checkpoint every D [CKPT_INTERVAL] (off)\n"
-            "  --signal SIG|none  signal sent to the child (not its group) to ask for a\n"
-            "                     checkpoint when it is not on the socket [CKPT_SIGNAL]\n"
+            "  --signal SIG|none  signal sent to ask for a checkpoint when the child is not\n"
+            "                     on the socket: to the child if it handles it, else to the\n"
+            "                     topmost handler of each branch of its tree [CKPT_SIGNAL]\n"
             "                     (none; USR1 with --preload, which makes it safe)\n"
             "  --grace D          whole time budget of a stop without its own deadline:\n"
             "                     checkpoint, SIGTERM to the group, SIGKILL at the end (30s)\n"
@@ -213,11 +215,13 @@ static void help(const char *cmd)
     else if (strcmp(cmd, "recover") == 0)
         h = "ckptrun recover [OPTIONS] -- COMMAND [ARG...]\n\n"
             "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
-            "the run is completed or another live instance holds its lease (naming it);\n"
+            "the run is completed (or stopped by its user) or another live instance\n"
+            "holds its lease (naming it);\n"
             "otherwise takes the lease and supervises COMMAND exactly as `run` does\n"
             "(a run that does not exist yet is started). Requires --run or CKPT_RUN.\n"
             "Takes the options of `run`, and:\n"
             "  --lease D          lease duration, renewed every D/3 (60s)\n"
+            "  --resume-stopped   also resume a run its user stopped (Ctrl-C, scancel)\n"
             "See docs/recover.md for crontab, systemd and cloud-init recipes.\n"
             "Exit: 0 nothing to do, else as `run`; 74 also when the lease was lost.\n";
     if (h)
@@ -515,6 +519,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             setenv("CKPT_CONNECTIONS", optarg, 1);
             break;
         case O_SYNC: setenv("CKPT_RESTORE_SYNC", "1", 1); break;
+        case O_RESUME_STOPPED: o->resume_stopped = 1; break;
         case O_PRELOAD: o->preload = 1; break;
         case O_LOG_JSON: o->log_json = 1; log_setup(1, o->verbosity); break;
         case 'q': o->verbosity = -1; break;

@@ -1,14 +1,22 @@
 /*
- * supervise.c -- `ckptrun [run] -- COMMAND`: restore, start the child in its
- * own process group, and drive one event loop (signalfd, timerfd, inotify,
- * control socket, commit results, notices) until the child is gone.
+ * supervise.c -- `ckptrun [run] -- COMMAND`: restore, start the child under
+ * the keeper (keeper.h: the job's process group and subreaper, so no process
+ * of the tree outlives us), and drive one event loop (signalfd, timerfd,
+ * inotify, control socket, commit results, notices, the keeper's reports)
+ * until the child and every process of its tree are gone.
  *
  * Stops (SIGTERM, scheduler or cloud notice) have a deadline D: by default
  * now + --grace, else the notice's deadline less a safety margin. The time
  * to D is split: up to the last third (at most --grace) is the child's to
  * exit after SIGTERM; before that, the final checkpoint is requested and
- * awaited. SIGKILL goes to the group at D. So a child that ignores requests
- * is still gone by D, and ckptrun always finishes before the deadline.
+ * awaited. SIGKILL goes to the whole tree at D. So a child that ignores
+ * requests is still gone by D, and ckptrun always finishes before the
+ * deadline. A SIGTERM or SIGINT that reached the job's processes directly
+ * (the keeper reports one its group got; libckpt and the Python helper
+ * report one they took as a stop) starts the same stop; clients that take
+ * signals as stops are told `stopping` before ckptrun's own signal. Ctrl-C
+ * (SIGINT), and a plain SIGTERM under SLURM, are the user's stop: state
+ * `stopped`, exit 128 + the signal.
  *
  * Lease (docs/recover.md): before anything else the supervisor takes the
  * run's lease, fences HEAD at the new epoch, and hands the epoch to the
@@ -20,10 +28,12 @@
 #include "ckptrun.h"
 #include "commit.h"
 #include "ctlserver.h"
+#include "keeper.h"
 #include "lease.h"
 #include "log.h"
 #include "notice_sink.h"
 #include "parse.h"
+#include "proctree.h"
 #include "record.h"
 #include "store.h"
 #include "watch.h"
@@ -56,9 +66,14 @@ void ckptrun_notice_stop(void) __attribute__((weak));
 
 #define STOP_MARGIN_MS 5000       /* kept free before a notice's deadline */
 #define STOP_SETTLE_MS 2000       /* settle time while a stop waits for an entry */
+#define STOPPING_ACK_MS 1000     /* longest wait for `stopping` acknowledgements */
 #define MAX_PFDS (8 + CTL_MAX_CLIENTS + 1)
 
-enum channel { CH_NONE, CH_SIGNAL, CH_SOCKET };
+/* How a stop request reached the child, and so what answers it: CH_SOCKET
+ * a libckpt commit (`committed`), CH_SIGNAL and CH_FILES (the request over
+ * the socket to processes that write their own files, the Python helper)
+ * the commit of an entry written after the stop began. */
+enum channel { CH_NONE, CH_SIGNAL, CH_SOCKET, CH_FILES };
 enum phase { P_RUN, P_CKPT, P_TERM, P_KILL };
 
 /* Notices posted from other threads: a tiny queue under a mutex, with an
@@ -118,6 +133,7 @@ struct sup {
     uint64_t epoch;
     int lease_lost;           /* stop committing: another runner holds the run */
     int lease_told;           /* the `lease acquired` event was logged */
+    char stale_holder[256];   /* taken over from this dead holder on this host */
     char dir[PATH_MAX];
     struct record *rec;
     struct watch *w;
@@ -126,8 +142,11 @@ struct sup {
     int sfd, tfd;
     sigset_t mask;
 
-    pid_t child, pgid;
+    struct keeper kp;         /* the job's process tree (keeper.h) */
+    pid_t child, pgid;        /* COMMAND; the job's process group (the keeper's) */
     int child_alive;
+    int child_sigint;         /* COMMAND died of SIGINT or exited 130 */
+    int child_sigterm;        /* COMMAND died of SIGTERM or exited 143 */
     int child_code;           /* exit code as a shell reports it */
     int tty;                  /* gave the terminal to the child */
     int resumed;
@@ -143,7 +162,8 @@ struct sup {
 
     /* Stop. */
     enum phase phase;
-    const char *stop_reason;
+    char stop_reason[32];     /* a copy: signal_name() reuses one buffer */
+    char stop_provider[32];
     enum channel via;
     int64_t t0, ckpt_end, deadline; /* mono ms */
     int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
@@ -151,6 +171,15 @@ struct sup {
     int ever_saving;          /* the child's libckpt sends "saving" messages */
     int child_writes;         /* the child commits checkpoints itself */
     int final_done, final_ok;
+    int user_stop;            /* Ctrl-C, or a plain SIGTERM under SLURM: state `stopped` */
+    int job_signalled;        /* the stop's signal also reached the job's processes */
+    int warned;               /* a scheduler's warning signal (SIGUSR1/SIGXCPU) came */
+    int term_sig;             /* what ends the child after the final checkpoint */
+    int no_kill;              /* a user interrupt: no SIGKILL, the child ends itself */
+    int64_t term_due;         /* mono ms: send term_sig (awaiting `stopping` acks), 0 none */
+    int term_sent;
+    int64_t t_accept;         /* mono ms: entries changed since answer the stop */
+    int64_t last_changed;     /* newest changed_mono of a committed watched entry, -1 */
     int saw_saving;
     uint64_t await_step;
     int failed_since_stop;
@@ -183,52 +212,73 @@ static void note_commit(struct sup *s, uint64_t step, double seconds)
     watch_note_step(s->w, step);
 }
 
-/* Whether process `pid` has a handler for `sig` (SigCgt in /proc/PID/status).
- * A Python trainer has none while it is still importing and none again once
- * the interpreter is finalizing: the signal would kill it. 1 when unknown. */
-static int child_catches(pid_t pid, int sig)
+/* Send the request signal to the processes of the job that handle it
+ * (keeper.h: COMMAND if it does, else the topmost handler in each branch,
+ * never one of their descendants). @return the number signalled; the pids
+ * are logged. */
+static int signal_handlers(struct sup *s, int sig, char *pids_txt, size_t n)
 {
-    char path[64], line[256];
-    FILE *f;
-    int r = 1;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    if (!f)
-        return 1;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long mask;
-        if (sscanf(line, "SigCgt: %llx", &mask) == 1) {
-            r = sig >= 1 && sig <= 64 ? (int)((mask >> (sig - 1)) & 1) : 1;
-            break;
-        }
-    }
-    fclose(f);
-    return r;
+    int pids[64], cnt;
+    size_t at = 0;
+
+    pids_txt[0] = '\0';
+    if (s->kp.alive)
+        cnt = keeper_signal_handlers(&s->kp, sig, pids, 64);
+    else /* no keeper (it died): COMMAND alone, if it still handles it */
+        cnt = pt_catches(s->child, sig) == 1 && kill(s->child, sig) == 0 ? (pids[0] = s->child, 1)
+                                                                         : 0;
+    for (int i = 0; i < cnt && at + 12 < n; i++)
+        at += (size_t)snprintf(pids_txt + at, n - at, "%s%d", i ? "," : "", pids[i]);
+    return cnt < 0 ? 0 : cnt;
 }
 
-/* Ask the child for a checkpoint through the best channel it has. */
+/* Ask the child for a checkpoint through the best channel it has.
+ * `except` is a control client that already asked itself (it took the
+ * stop's signal): -1 none, -2 every client that turns signals into stops
+ * (the job's process group got the signal); `self` the channel such a
+ * client is (CH_NONE when none). */
 static enum channel deliver_request(struct sup *s, const char *reason, int64_t deadline_unix,
-                                    const char *codec)
+                                    const char *codec, int except, enum channel self)
 {
     enum channel ch = CH_NONE;
+    char pids[800] = "";
     cJSON *f = fields();
 
     s->req_id++;
-    if (ctl_connected(s->ctl) && ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id) > 0)
-        ch = CH_SOCKET;
-    else if (s->o->sig && s->child_alive && !s->ever_connected &&
-             !child_catches(s->child, s->o->sig))
-        log_msg(LOG_WARN, "request", "the command does not handle %s now (still starting, "
-                "or exiting): not sent, it would kill it", signal_name(s->o->sig));
-    else if (s->o->sig && s->child_alive && !s->ever_connected && kill(s->child, s->o->sig) == 0)
-        ch = CH_SIGNAL; /* to the child process only, not its group */
-    /* A child that connected once gets no signal after it disconnects: it
-     * closed its context (ckpt_close at the end of training), and a signal
-     * it no longer handles could kill it. */
+    if (except == -2 && self == CH_NONE)
+        self = ctl_signal_clients(s->ctl, CTL_KIND_LIB) ? CH_SOCKET
+               : ctl_signal_clients(s->ctl, CTL_KIND_FILES) ? CH_FILES : CH_NONE;
+    if (ctl_connected(s->ctl)) {
+        if (ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id,
+                        CTL_KIND_LIB | CTL_KIND_FILES, except) > 0 || self == CH_SOCKET)
+            ch = CH_SOCKET;
+    } else if (!s->o->sig && ctl_helpers(s->ctl)) {
+        /* Processes that write their own files, reachable over the socket
+         * (the Python helper): the answer is an entry written after the
+         * request, as with a signal. */
+        if (ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id, CTL_KIND_FILES,
+                        except) > 0 || self == CH_FILES)
+            ch = CH_FILES;
+    } else if (self != CH_NONE) {
+        ch = self;
+    }
+    if (ch == CH_NONE && s->o->sig && s->child_alive && !s->ever_connected) {
+        /* A child that connected once (libckpt) gets no signal after it
+         * disconnects: it closed its context (ckpt_close at the end of
+         * training), and a signal it no longer handles could kill it. */
+        if (signal_handlers(s, s->o->sig, pids, sizeof pids) > 0)
+            ch = CH_SIGNAL;
+        else
+            log_msg(LOG_WARN, "request", "the command does not handle %s now (no process of "
+                    "its tree does: still starting, or exiting): not sent, it would kill it",
+                    signal_name(s->o->sig));
+    }
     if (f) {
         cJSON_AddStringToObject(f, "reason", reason);
-        cJSON_AddStringToObject(f, "via", ch == CH_SOCKET ? "socket"
+        cJSON_AddStringToObject(f, "via", ch == CH_SOCKET || ch == CH_FILES ? "socket"
                                          : ch == CH_SIGNAL ? signal_name(s->o->sig) : "none");
+        if (pids[0])
+            cJSON_AddStringToObject(f, "pids", pids);
         if (deadline_unix)
             cJSON_AddNumberToObject(f, "deadline_ms", (double)deadline_unix);
         if (codec)
@@ -396,19 +446,63 @@ static void final_result(struct sup *s, int ok)
     finish_acks(s);
 }
 
+/* SIGKILL to the whole job: the keeper kills every process of its tree
+ * (also those outside the process group); without it, the group. */
+static void kill_all(struct sup *s)
+{
+    if (s->w)
+        watch_stopping(s->w);
+    if (s->kp.alive)
+        keeper_kill(&s->kp);
+    else
+        signal_group(s, SIGKILL);
+}
+
+static void send_term(struct sup *s)
+{
+    if (s->term_sent)
+        return;
+    s->term_sent = 1;
+    s->term_due = 0;
+    if (s->child_alive) {
+        if (s->w)
+            watch_stopping(s->w); /* what is closed from now on may be torn */
+        signal_group(s, s->term_sig);
+    }
+}
+
+/* The final checkpoint is settled (or the time for it is up): end the
+ * child. Clients that turn signals into stops are first told `stopping`
+ * (docs/CONTROL.md) so that the signal that follows takes its default
+ * effect at once; their acknowledgements are awaited at most a second. */
 static void enter_term(struct sup *s)
 {
+    int told;
+
     if (s->phase >= P_TERM)
         return;
     s->phase = P_TERM;
-    if (s->child_alive) {
-        cJSON *f = fields();
-        if (f)
+    if (!s->child_alive)
+        return;
+    if (s->no_kill && s->via == CH_NONE) {
+        /* A user's interrupt that reached the child directly, and nothing
+         * else to wait for: it ends (or not) as it would without us. */
+        s->term_sent = 1;
+        return;
+    }
+    cJSON *f = fields();
+    if (f) {
+        cJSON_AddStringToObject(f, "signal", signal_name(s->term_sig));
+        if (!s->no_kill)
             cJSON_AddNumberToObject(f, "kill_in_ms", (double)(s->deadline - mono_ms()));
-        event(s, LOG_INFO, "terminate", f, 0);
-        if (s->w)
-            watch_stopping(s->w); /* what is closed from now on may be torn */
-        signal_group(s, SIGTERM);
+    }
+    event(s, LOG_INFO, "terminate", f, 0);
+    told = ctl_stopping(s->ctl, s->stop_reason, signal_name(s->term_sig));
+    if (told > 0) {
+        int64_t due = mono_ms() + STOPPING_ACK_MS;
+        s->term_due = due < s->deadline || s->no_kill ? due : s->deadline;
+    } else {
+        send_term(s);
     }
 }
 
@@ -435,7 +529,7 @@ static void lease_lost(struct sup *s, const char *why)
     if (s->phase == P_RUN) {
         s->t0 = mono_ms();
         s->deadline = s->t0 + (int64_t)s->o->grace_ms;
-        s->stop_reason = "lease-lost";
+        snprintf(s->stop_reason, sizeof s->stop_reason, "lease-lost");
     } else if (s->deadline > mono_ms() + (int64_t)s->o->grace_ms) {
         s->deadline = mono_ms() + (int64_t)s->o->grace_ms;
     }
@@ -444,15 +538,38 @@ static void lease_lost(struct sup *s, const char *why)
 
 /* ---- stop ---------------------------------------------------------------- */
 
-static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
-                       const char *provider)
+/* What started a stop. */
+struct cause {
+    const char *reason;       /* "SIGTERM", "SIGUSR1", "SIGXCPU", "SIGINT", "notice" */
+    int64_t deadline_unix;    /* 0: now + --grace */
+    const char *provider;     /* notices */
+    int except;               /* control client that asked itself (deliver_request) */
+    enum channel self;        /* ... and its channel */
+    int64_t since_mono;       /* when the signal reached the job, 0 unknown */
+    int job;                  /* the signal reached the job's processes directly */
+};
+
+/* An entry written since the stop's signal reached the job may already
+ * have been committed (a trainer that saved before we even heard of it):
+ * that is the final checkpoint. */
+static void check_answered(struct sup *s)
+{
+    if (s->phase == P_CKPT && (s->via == CH_SIGNAL || s->via == CH_FILES) &&
+        s->last_changed >= 0 && s->last_changed >= s->t_accept) {
+        final_result(s, 1);
+        enter_term(s);
+    }
+}
+
+static void begin_stop(struct sup *s, const struct cause *c)
 {
     int64_t now = mono_ms(), d, total, killwin;
-    const char *codec = NULL;
+    const char *codec = NULL, *reason = c->reason;
+    int user = 0;
     cJSON *f;
 
-    if (deadline_unix > 0)
-        d = now + (deadline_unix - now_ms()) - STOP_MARGIN_MS;
+    if (c->deadline_unix > 0)
+        d = now + (c->deadline_unix - now_ms()) - STOP_MARGIN_MS;
     else
         d = now + (int64_t)s->o->grace_ms;
     if (d < now + 1000)
@@ -465,25 +582,47 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
         return;
     }
     if (s->phase != P_RUN) {
-        /* Already stopping: a nearer deadline shortens it, nothing else. */
-        if (d < s->deadline) {
+        /* Already stopping: a nearer deadline shortens it, nothing else
+         * (but the job's own processes may have got the signal too). */
+        if (d < s->deadline && !s->no_kill) {
             s->deadline = d;
             if (s->ckpt_end > d)
                 s->ckpt_end = d;
         }
+        s->job_signalled |= c->job;
+        if (c->since_mono > 0 && c->since_mono < s->t_accept && c->since_mono > s->t0 - 60000)
+            s->t_accept = c->since_mono;
         log_msg(LOG_INFO, "stop", "already stopping (%s)", reason);
+        check_answered(s);
         return;
     }
+    /* Ctrl-C is the user stopping the run; so is a plain SIGTERM under
+     * SLURM (scancel): the scheduler warns with --signal (SIGUSR1/SIGXCPU)
+     * before a time limit or preemption, and a requeued job resumes anyway.
+     * Stopped runs are not resumed by `recover`. */
+    if (strcmp(reason, "SIGINT") == 0) {
+        user = 1;
+        s->term_sig = SIGINT;
+        s->no_kill = 1; /* let the interrupt proceed; the child decides */
+    } else if (strcmp(reason, "SIGTERM") == 0 && getenv("SLURM_JOB_ID") && !s->warned) {
+        user = 1;
+    }
+    s->user_stop = user;
+    s->job_signalled = c->job;
     total = d - now;
     killwin = total / 3;
     if (killwin > (int64_t)s->o->grace_ms)
         killwin = (int64_t)s->o->grace_ms;
     s->t0 = now;
+    s->t_accept = c->since_mono > 0 && c->since_mono < now && c->since_mono > now - 60000
+                      ? c->since_mono : now;
     s->deadline = d;
     s->ckpt_end = d - killwin;
-    s->stop_reason = reason;
+    snprintf(s->stop_reason, sizeof s->stop_reason, "%s", reason);
+    snprintf(s->stop_provider, sizeof s->stop_provider, "%s", c->provider ? c->provider : "");
     s->phase = P_CKPT;
-    s->preemptions++;
+    if (!user)
+        s->preemptions++;
     /* A short budget takes a faster codec for this one save. */
     if (s->o->codec != CKPT_CODEC_NONE && s->o->codec != CKPT_CODEC_LZ4) {
         int64_t budget = s->ckpt_end - now;
@@ -494,10 +633,12 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
     }
     if ((f = fields())) {
         cJSON_AddStringToObject(f, "reason", reason);
-        if (provider && *provider)
-            cJSON_AddStringToObject(f, "provider", provider);
-        if (deadline_unix > 0)
-            cJSON_AddNumberToObject(f, "deadline_ms", (double)deadline_unix);
+        if (c->provider && *c->provider)
+            cJSON_AddStringToObject(f, "provider", c->provider);
+        if (user)
+            cJSON_AddBoolToObject(f, "user", 1);
+        if (c->deadline_unix > 0)
+            cJSON_AddNumberToObject(f, "deadline_ms", (double)c->deadline_unix);
         cJSON_AddNumberToObject(f, "budget_ms", (double)total);
         if (s->last_step >= 0)
             cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
@@ -506,13 +647,42 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
     watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
     if (codec)
         watch_next_codec(s->w, strcmp(codec, "none") == 0 ? CKPT_CODEC_NONE : CKPT_CODEC_LZ4);
-    s->via = s->child_alive ? deliver_request(s, "stop", now_ms() + (s->ckpt_end - now), codec)
+    s->via = s->child_alive ? deliver_request(s, "stop", now_ms() + (s->ckpt_end - now), codec,
+                                              c->except, c->self)
                             : CH_NONE;
     if (s->via == CH_NONE) {
         /* Nothing can reach the child: the final checkpoint is what is
          * complete already plus the commits in flight. Stop it at once. */
         enter_term(s);
     }
+    check_answered(s);
+}
+
+/* A stop from a signal: ckptrun's own (SIGTERM, SIGUSR1, SIGXCPU, SIGINT),
+ * the job's process group's (the keeper saw it: job = 1, every process
+ * that turns signals into stops got it too), or one a client process took
+ * as a stop and reported (from_slot). */
+static void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel self,
+                           int64_t since_mono)
+{
+    char reason[16];
+    struct cause c = { reason, 0, NULL, -1, CH_NONE, since_mono, job };
+
+    /* a copy: signal_name() reuses one buffer */
+    snprintf(reason, sizeof reason, "%s", signal_name(sig));
+    if (job && from_slot < 0)
+        c.except = -2;
+    else if (from_slot >= 0) {
+        c.except = from_slot;
+        c.self = self;
+    }
+    if (sig == SIGUSR1 || sig == SIGXCPU) {
+        /* Batch schedulers (SLURM --signal, LSF, PBS) warn this way ahead
+         * of the time limit: a stop with --lead to go. */
+        s->warned = 1;
+        c.deadline_unix = now_ms() + (int64_t)s->o->lead_ms + STOP_MARGIN_MS;
+    }
+    begin_stop(s, &c);
 }
 
 static void handle_notice(struct sup *s, struct notice *n)
@@ -528,7 +698,7 @@ static void handle_notice(struct sup *s, struct notice *n)
     }
     event(s, LOG_INFO, "notice", f, 1);
     if (n->kind == CKPTRUN_NOTICE_REBALANCE) {
-        deliver_request(s, "rebalance", 0, NULL);
+        deliver_request(s, "rebalance", 0, NULL, -1, CH_NONE);
         if (n->ack)
             n->ack(n->ack_user, 0, s->last_step < 0 ? 0 : (uint64_t)s->last_step);
         free(n);
@@ -536,7 +706,10 @@ static void handle_notice(struct sup *s, struct notice *n)
     }
     n->next = s->acks;
     s->acks = n;
-    begin_stop(s, "notice", n->deadline_ms, n->provider);
+    {
+        struct cause c = { "notice", n->deadline_ms, n->provider, -1, CH_NONE, 0, 0 };
+        begin_stop(s, &c);
+    }
     if (s->final_done)
         finish_acks(s);
 }
@@ -549,7 +722,7 @@ static char **child_env(struct sup *s, const char *preload)
     static const char *const ours[] = { "CKPT_SOCKET=", "CKPT_DIR=", "CKPT_STORE=", "CKPT_RUN=",
                                         "CKPT_SIGNAL=", "CKPT_RESUMED=", "CKPT_STEP=",
                                         "CKPT_CODEC=", "CKPT_KEEP=", "LD_PRELOAD=",
-                                        "CKPT_EPOCH=", NULL };
+                                        "CKPT_EPOCH=", "CKPT_SOCKET_KEY=", NULL };
     size_t n = 0, k = 0;
     char **env, buf[PATH_MAX + 64];
 
@@ -572,8 +745,10 @@ static char **child_env(struct sup *s, const char *preload)
         if (!(env[k++] = strdup(buf)))                                            \
             goto oom;                                                             \
     } while (0)
-    if (s->sock[0])
+    if (s->sock[0]) {
         ADD("CKPT_SOCKET=%s", s->sock);
+        ADD("CKPT_SOCKET_KEY=%s", ctl_key(s->ctl)); /* for processes outside our tree */
+    }
     ADD("CKPT_DIR=%s", s->dir);
     ADD("CKPT_STORE=%s", s->o->store);
     ADD("CKPT_RUN=%s", s->o->run);
@@ -628,59 +803,80 @@ out:
     return rc;
 }
 
+/* Start COMMAND under the keeper (keeper.h), in the keeper's process
+ * group, which gets the terminal's foreground. @return 0, or -1 when
+ * nothing could be started (errno); an exec failure is logged and leaves a
+ * child that exits 127. */
 static int spawn(struct sup *s, char **env)
 {
-    pid_t parent = getpid(), pid;
-    int ep[2], err = 0, rc = -1;
-    sigset_t none;
-    ssize_t r;
+    int exec_err = 0;
 
-    if (pipe2(ep, O_CLOEXEC) != 0)
-        goto out;
-    sigemptyset(&none);
-    pid = fork();
-    if (pid < 0) {
-        close(ep[0]);
-        close(ep[1]);
-        goto out;
-    }
-    if (pid == 0) {
-        /* Child: async-signal-safe calls only (the parent has threads). */
-        setpgid(0, 0);
-        if (s->tty)
-            tcsetpgrp(STDIN_FILENO, getpid());
-        /* Die with ckptrun, even by SIGKILL; if it already died between
-         * fork and here, the request came too late: leave now. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        for (int sig = 1; sig < NSIG; sig++)
-            if (sig != SIGKILL && sig != SIGSTOP)
-                signal(sig, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execvpe(s->o->args[0], s->o->args, env);
-        err = errno;
-        if (write(ep[1], &err, sizeof err) < 0)
-            (void)0;
-        _exit(127);
-    }
-    /* Parent: both sides set the group, whoever runs first. */
-    setpgid(pid, pid);
-    s->child = s->pgid = pid;
+    if (keeper_start(&s->kp, s->o->args, env, s->tty, &exec_err) != 0)
+        return -1;
+    s->child = s->kp.child;
+    s->pgid = s->kp.pid;
     s->child_alive = 1;
-    if (s->tty && tcsetpgrp(STDIN_FILENO, pid) != 0)
+    if (s->tty && tcsetpgrp(STDIN_FILENO, s->pgid) != 0)
         log_msg(LOG_DEBUG, "tty", "tcsetpgrp: %s", strerror(errno));
-    close(ep[1]);
-    r = read(ep[0], &err, sizeof err);
-    close(ep[0]);
-    if (r == (ssize_t)sizeof err) {
-        log_error("cannot run '%s': %s", s->o->args[0], strerror(err));
-        errno = err;
-        goto out; /* the child exits 127; reaped by the loop */
+    if (exec_err) {
+        log_error("cannot run '%s': %s", s->o->args[0], strerror(exec_err));
+        errno = exec_err;
+        return -1; /* the child exits 127; its exit is reported */
     }
-    rc = 0;
-out:
-    return rc;
+    return 0;
+}
+
+/* COMMAND ended (reported by the keeper, or reaped by us if the keeper
+ * died). Leftover processes of the job (a metrics uploader, a daemon it
+ * started) get SIGTERM now and SIGKILL after --grace (in a stop: by the
+ * deadline). */
+static void child_exited(struct sup *s, pid_t pid, int st)
+{
+    cJSON *f;
+
+    if (!s->child_alive)
+        return;
+    s->child_alive = 0;
+    s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    s->child_sigint = (WIFSIGNALED(st) && WTERMSIG(st) == SIGINT) ||
+                      (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGINT);
+    s->child_sigterm = (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM) ||
+                       (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM);
+    if ((f = fields())) {
+        cJSON_AddNumberToObject(f, "pid", (double)pid);
+        cJSON_AddNumberToObject(f, "code", s->child_code);
+        if (WIFSIGNALED(st))
+            cJSON_AddStringToObject(f, "signal", signal_name(WTERMSIG(st)));
+    }
+    event(s, LOG_INFO, "child-exit", f, 0);
+    /* A clean exit leaves no writer: what is still settling is done;
+     * after any exit the links are read again (watch.h). */
+    if (s->w)
+        watch_child_exit(s->w, s->child_code);
+    if (s->tty)
+        tcsetpgrp(STDIN_FILENO, getpgrp());
+    if (s->kp.alive) {
+        int64_t grace = (int64_t)s->o->grace_ms;
+        if (s->phase != P_RUN && s->deadline - mono_ms() < grace)
+            grace = s->deadline - mono_ms();
+        if (s->phase == P_KILL)
+            keeper_kill(&s->kp);
+        else
+            keeper_finish(&s->kp, grace > 0 ? (unsigned)grace : 0);
+    }
+}
+
+/* Ctrl-Z stopped the child: hand the terminal back and stop ourselves so
+ * the shell sees the job stopped; on `fg` give it back and continue the
+ * child. */
+static void child_stopped(struct sup *s)
+{
+    if (!s->tty)
+        return;
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+    kill(getpid(), SIGSTOP);
+    tcsetpgrp(STDIN_FILENO, s->pgid);
+    signal_group(s, SIGCONT);
 }
 
 static void reap(struct sup *s)
@@ -688,42 +884,22 @@ static void reap(struct sup *s)
     int st;
     pid_t pid;
 
-    /* Every child: ours, hooks, and (as PID 1 or subreaper) orphans. */
-    while ((pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
-        if (pid != s->child)
-            continue;
-        if (WIFSTOPPED(st)) {
-            /* Ctrl-Z stopped the child: hand the terminal back and stop
-             * ourselves so the shell sees the job stopped; on `fg` give it
-             * back and continue the child. */
-            if (s->tty) {
-                tcsetpgrp(STDIN_FILENO, getpgrp());
-                kill(getpid(), SIGSTOP);
-                tcsetpgrp(STDIN_FILENO, s->pgid);
-                signal_group(s, SIGCONT);
-            }
-            continue;
+    /* Every child: the keeper, hooks, and (as PID 1 or subreaper) orphans;
+     * COMMAND itself only if the keeper died before it. */
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (pid == s->kp.pid && s->kp.alive) {
+            s->kp.alive = 0;
+            if (s->child_alive && !WIFEXITED(st))
+                log_msg(LOG_WARN, "keeper", "the job's keeper (pid %d) was killed (%s): its "
+                        "processes are no longer tracked", (int)pid,
+                        WIFSIGNALED(st) ? signal_name(WTERMSIG(st)) : "?");
+        } else if (pid == s->child) {
+            child_exited(s, pid, st); /* re-parented to us: the keeper is gone */
         }
-        if (WIFCONTINUED(st))
-            continue;
-        s->child_alive = 0;
-        s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        cJSON *f = fields();
-        if (f) {
-            cJSON_AddNumberToObject(f, "pid", (double)pid);
-            cJSON_AddNumberToObject(f, "code", s->child_code);
-            if (WIFSIGNALED(st))
-                cJSON_AddStringToObject(f, "signal", signal_name(WTERMSIG(st)));
-        }
-        event(s, LOG_INFO, "child-exit", f, 0);
-        /* A clean exit leaves no writer: what is still settling is done;
-         * after any exit the links are read again (watch.h). */
-        if (s->w)
-            watch_child_exit(s->w, s->child_code);
-        if (s->tty)
-            tcsetpgrp(STDIN_FILENO, getpgrp());
     }
 }
+
+static void on_keeper(struct sup *s);
 
 /* ---- event sources --------------------------------------------------------- */
 
@@ -754,10 +930,35 @@ static void on_ctl(void *user, const struct ctl_event *ev)
         }
         event(s, LOG_INFO, "connect", f, 0);
         return;
+    case CTL_HELPER:
+        if (f) {
+            cJSON_AddNumberToObject(f, "pid", ev->pid);
+            cJSON_AddStringToObject(f, "kind", "helper");
+        }
+        event(s, LOG_INFO, "connect", f, 0);
+        return;
     case CTL_GONE:
         if (f)
             cJSON_AddNumberToObject(f, "pid", ev->pid);
         event(s, LOG_INFO, "disconnect", f, 0);
+        if (s->term_due && !s->term_sent && ctl_unacked(s->ctl) == 0)
+            send_term(s);
+        return;
+    case CTL_SIGNAL:
+        /* A process of the job took a SIGTERM or SIGINT that reached it
+         * directly as a stop: it saves at its next safe point. */
+        if (f) {
+            cJSON_AddNumberToObject(f, "pid", ev->pid);
+            cJSON_AddStringToObject(f, "signal", ev->signal);
+        }
+        event(s, LOG_INFO, "child-signal", f, 0);
+        stop_on_signal(s, strcmp(ev->signal, "SIGINT") == 0 ? SIGINT : SIGTERM, 1, ev->client,
+                       ev->kind == CTL_KIND_LIB ? CH_SOCKET : CH_FILES, ev->mono_ms);
+        return;
+    case CTL_STOPPING_ACK:
+        cJSON_Delete(f);
+        if (s->term_due && !s->term_sent && ctl_unacked(s->ctl) == 0)
+            send_term(s);
         return;
     case CTL_SAVING:
         s->ever_saving = 1;
@@ -821,6 +1022,8 @@ static void on_result(struct sup *s, struct watch_result *r)
 
     if (r->res.st == CKPT_OK) {
         note_commit(s, r->res.step, r->res.seconds);
+        if (r->changed_mono > s->last_changed)
+            s->last_changed = r->changed_mono;
         if (s->rec)
             record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
         f = commit_fields(&r->res, "watch");
@@ -841,11 +1044,53 @@ static void on_result(struct sup *s, struct watch_result *r)
             renewer_kick(&s->rn); /* a takeover? the renewal says */
     }
     /* A signal-aware trainer's answer to the stop request: an entry written
-     * (last changed) after the request; one that was only settling then is
-     * older state. */
-    if (s->phase != P_RUN && s->via == CH_SIGNAL && r->changed_mono >= s->t0) {
+     * (last changed) after the request -- or after the stop's signal reached
+     * the job, when the trainer took it itself; one that was only settling
+     * then is older state. */
+    if (s->phase != P_RUN && (s->via == CH_SIGNAL || s->via == CH_FILES) &&
+        r->changed_mono >= s->t_accept) {
         final_result(s, r->res.st == CKPT_OK);
         enter_term(s);
+    }
+}
+
+/* Reports of the keeper (keeper.h). */
+static void on_keeper(struct sup *s)
+{
+    struct keeper_msg m;
+    int r;
+
+    while ((r = keeper_read(&s->kp, &m)) > 0) {
+        switch (m.type) {
+        case KR_EXIT:
+            child_exited(s, m.pid, m.value);
+            break;
+        case KR_STOPPED:
+            child_stopped(s);
+            break;
+        case KR_SIGNAL:
+            /* The job's process group got SIGTERM (kill -TERM -PGID, a
+             * scheduler or systemd signalling every process) or SIGINT
+             * (Ctrl-C on the terminal, which the job holds): a stop, as if
+             * it had been sent to us. */
+            if (m.value == SIGTERM || m.value == SIGINT) {
+                cJSON *f = fields();
+                if (f) {
+                    cJSON_AddStringToObject(f, "signal", signal_name(m.value));
+                    cJSON_AddNumberToObject(f, "sender", m.pid);
+                }
+                event(s, LOG_INFO, "group-signal", f, 0);
+                stop_on_signal(s, m.value, 1, -1, CH_NONE, mono_ms());
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (r < 0) {
+        /* The keeper exited: every report is read. */
+        close(s->kp.rep_fd);
+        s->kp.rep_fd = -1;
     }
 }
 
@@ -858,16 +1103,12 @@ static void on_signal(struct sup *s, int sig)
         reap(s);
         break;
     case SIGTERM:
-        begin_stop(s, "SIGTERM", 0, NULL);
-        break;
     case SIGUSR1:
     case SIGXCPU:
-        /* Batch schedulers (SLURM --signal, LSF, PBS) warn this way ahead
-         * of the time limit: a stop with --lead to go. */
-        begin_stop(s, signal_name(sig), now_ms() + (int64_t)s->o->lead_ms + STOP_MARGIN_MS, NULL);
+        stop_on_signal(s, sig, 0, -1, CH_NONE, 0);
         break;
     case SIGUSR2:
-        deliver_request(s, "manual", 0, NULL);
+        deliver_request(s, "manual", 0, NULL, -1, CH_NONE);
         break;
     case SIGINT:
     case SIGHUP:
@@ -876,6 +1117,10 @@ static void on_signal(struct sup *s, int sig)
             cJSON_AddStringToObject(f, "signal", signal_name(sig));
         event(s, LOG_INFO, "forward", f, 0);
         signal_group(s, sig);
+        /* SIGINT is the user interrupting the run: the job's processes got
+         * it now (those that turn it into a stop ask themselves). */
+        if (sig == SIGINT)
+            stop_on_signal(s, SIGINT, 1, -1, CH_NONE, mono_ms());
         break;
     default:
         break;
@@ -1055,14 +1300,17 @@ static void run_hook(struct sup *s, const char *cmd, const char *state, int code
 
 static void arm_timer(struct sup *s)
 {
-    int64_t due = -1, cands[4] = { s->next_periodic, s->watch_due, -1, -1 };
+    int64_t due = -1, cands[5] = { s->next_periodic, s->watch_due, -1, -1, -1 };
     struct itimerspec its;
 
     if (s->phase == P_CKPT)
         cands[2] = s->ckpt_end;
-    if (s->phase == P_CKPT || s->phase == P_TERM || (s->phase == P_KILL && !s->child_alive))
+    if (s->phase == P_CKPT || (s->phase == P_TERM && (!s->no_kill || !s->child_alive)) ||
+        (s->phase == P_KILL && !s->child_alive))
         cands[3] = s->deadline;
-    for (int i = 0; i < 4; i++)
+    if (s->term_due && !s->term_sent)
+        cands[4] = s->term_due;
+    for (int i = 0; i < 5; i++)
         if (cands[i] > 0 && (due < 0 || cands[i] < due))
             due = cands[i];
     if (s->drain_deadline && (due < 0 || s->drain_deadline < due))
@@ -1086,32 +1334,38 @@ static void on_timer(struct sup *s)
         (void)0; /* spurious wake-up; the checks below are idempotent */
     if (s->next_periodic > 0 && now >= s->next_periodic) {
         if (s->phase == P_RUN && s->child_alive)
-            deliver_request(s, "periodic", 0, NULL);
+            deliver_request(s, "periodic", 0, NULL, -1, CH_NONE);
         s->next_periodic = now + (int64_t)s->o->interval_ms;
     }
     if (s->phase == P_CKPT && now >= s->ckpt_end) {
         log_msg(LOG_WARN, "stop", "no checkpoint committed in time; stopping the child");
         enter_term(s);
     }
-    if ((s->phase == P_TERM) && now >= s->deadline) {
+    if (s->term_due && !s->term_sent && now >= s->term_due) {
+        log_msg(LOG_DEBUG, "stop", "%d client(s) did not acknowledge `stopping` in time",
+                ctl_unacked(s->ctl));
+        send_term(s);
+    }
+    if (s->phase == P_TERM && now >= s->deadline && !(s->no_kill && s->child_alive)) {
         s->phase = P_KILL;
         if (s->child_alive) {
-            log_msg(LOG_WARN, "kill", "child did not exit in time: SIGKILL to group %d",
-                    (int)s->pgid);
-            signal_group(s, SIGKILL);
+            log_msg(LOG_WARN, "kill", "child did not exit in time: SIGKILL to every process "
+                    "of the job (group %d)", (int)s->pgid);
+            kill_all(s);
         }
     }
 }
 
-/* Done when the child is gone and commits are finished (or, during a stop,
- * the deadline has come). */
+/* Done when the child is gone, commits are finished and no process of the
+ * job is left (or, during a stop, the deadline has come). */
 static int loop_done(struct sup *s)
 {
+    int tree_left = s->kp.alive || s->kp.rep_fd >= 0;
     if (s->child_alive)
         return 0;
-    if (!watch_busy(s->w))
+    if (!watch_busy(s->w) && !tree_left)
         return 1;
-    if (s->drain_deadline && mono_ms() >= s->drain_deadline)
+    if (s->drain_deadline && mono_ms() >= s->drain_deadline && !tree_left)
         return 1;
     return s->phase != P_RUN && mono_ms() >= s->deadline;
 }
@@ -1123,6 +1377,27 @@ static const char *fmt_ms(int64_t ms, char *buf, size_t n)
     if (ms <= 0 || !gmtime_r(&t, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm))
         snprintf(buf, n, "never");
     return buf;
+}
+
+/* The loop is over (the deadline may have cut it short): nothing of the
+ * job may outlive us. The keeper SIGKILLs what is left; wait briefly for
+ * it (processes in uninterruptible sleep can take a moment). */
+static void end_tree(struct sup *s)
+{
+    int64_t until = mono_ms() + 2000;
+
+    if (!s->kp.alive)
+        return;
+    keeper_kill(&s->kp);
+    while (s->kp.alive && mono_ms() < until) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        reap(s);
+        if (s->kp.alive)
+            nanosleep(&ts, NULL);
+    }
+    if (s->kp.alive)
+        log_msg(LOG_WARN, "exit", "processes of the job are still exiting; the keeper (pid %d) "
+                "kills them after we exit", (int)s->kp.pid);
 }
 
 /* recover: a completed run needs nothing (one GET). @return 1 when the
@@ -1138,7 +1413,20 @@ static int check_completed(struct sup *s, int *rc)
     if (st == CKPT_OK) {
         state = cJSON_GetObjectItemCaseSensitive(run, "state");
         step = cJSON_GetObjectItemCaseSensitive(run, "last_step");
-        if (cJSON_IsString(state) && strcmp(state->valuestring, "completed") == 0) {
+        int stopped = cJSON_IsString(state) && strcmp(state->valuestring, "stopped") == 0;
+        if (stopped && !s->o->resume_stopped) {
+            /* Its user stopped it (Ctrl-C, scancel): a cron line must not
+             * start again what the user ended. */
+            char sb[32] = "none";
+            if (cJSON_IsNumber(step))
+                snprintf(sb, sizeof sb, "%.0f", step->valuedouble);
+            log_msg(LOG_INFO, "recover", "run %s was stopped by its user (last step %s, at %s): "
+                    "nothing to do (--resume-stopped resumes it)", s->o->run, sb,
+                    fmt_ms((int64_t)cJSON_GetNumberValue(
+                               cJSON_GetObjectItemCaseSensitive(run, "updated_ms")), t, sizeof t));
+            *rc = 0;
+            done = 1;
+        } else if (cJSON_IsString(state) && strcmp(state->valuestring, "completed") == 0) {
             char sb[32] = "none";
             if (cJSON_IsNumber(step))
                 snprintf(sb, sizeof sb, "%.0f", step->valuedouble);
@@ -1203,6 +1491,15 @@ static int take_lease(struct sup *s, int *rc)
         goto out;
     }
     s->epoch = lease_epoch(s->lease);
+    if (lease_took_stale(s->lease)) {
+        /* A runner of this run died on this machine (killed, or the job
+         * was requeued after a hard kill): its lease would only have kept
+         * the run waiting until the expiry. */
+        log_msg(LOG_INFO, "lease", "run %s was held by %s (epoch %" PRIu64 "), whose process "
+                "(pid %d on this host) is gone: lease taken over at once", s->o->run,
+                other.holder, other.epoch, other.pid);
+        snprintf(s->stale_holder, sizeof s->stale_holder, "%s", other.holder);
+    }
     stop = 0;
 out:
     return stop;
@@ -1246,7 +1543,10 @@ int supervise(struct opts *o, enum sup_mode mode)
     s->o = o;
     s->mode = mode;
     s->sfd = s->tfd = -1;
+    s->kp.cmd_fd = s->kp.rep_fd = -1;
     s->last_step = -1;
+    s->last_changed = -1;
+    s->term_sig = SIGTERM;
     s->watch_due = -1;
     s->started_ms = now_ms();
     if (o->nargs < 1) {
@@ -1339,6 +1639,8 @@ int supervise(struct opts *o, enum sup_mode mode)
         cJSON_AddStringToObject(f, "holder", lease_holder(s->lease));
         cJSON_AddNumberToObject(f, "epoch", (double)s->epoch);
         cJSON_AddNumberToObject(f, "ttl_ms", (double)lease_ttl_ms(s->lease));
+        if (s->stale_holder[0])
+            cJSON_AddStringToObject(f, "stale_holder", s->stale_holder);
     }
     event(s, LOG_INFO, "lease", f, 1);
     s->lease_told = 1;
@@ -1372,7 +1674,8 @@ int supervise(struct opts *o, enum sup_mode mode)
     s->tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
     set_state(s, "running");
     if (spawn(s, env) != 0 && !s->child_alive) {
-        log_error("cannot start '%s': %s", o->args[0], strerror(errno));
+        log_error("cannot start '%s' (the keeper of its process tree: %s)", o->args[0],
+                  strerror(errno));
         rc = EXIT_CONFIG;
         goto out;
     }
@@ -1405,6 +1708,7 @@ int supervise(struct opts *o, enum sup_mode mode)
         pf[n++] = (struct pollfd){ .fd = watch_inotify_fd(s->w), .events = POLLIN };
         pf[n++] = (struct pollfd){ .fd = watch_result_fd(s->w), .events = POLLIN };
         pf[n++] = (struct pollfd){ .fd = g_nfd, .events = POLLIN };
+        pf[n++] = (struct pollfd){ .fd = s->kp.rep_fd, .events = POLLIN }; /* -1: ignored */
         int nbase = n;
         ctl_pollfds(s->ctl, pf, &n, MAX_PFDS);
         if (poll(pf, (nfds_t)n, -1) < 0) {
@@ -1444,11 +1748,14 @@ int supervise(struct opts *o, enum sup_mode mode)
             if (renewer_lost(&s->rn, why, sizeof why))
                 lease_lost(s, why);
         }
+        if (pf[5].revents)
+            on_keeper(s);
         ctl_handle(s->ctl, pf + nbase, n - nbase, on_ctl, s);
         if (pf[1].revents)
             on_timer(s);
     }
 
+    end_tree(s);
     /* Outcome. */
     if (!s->lease_lost && renewer_lost(&s->rn, why, sizeof why))
         lease_lost(s, why);
@@ -1456,12 +1763,27 @@ int supervise(struct opts *o, enum sup_mode mode)
         /* Whatever the child did, the run is another runner's now. */
         rc = EXIT_STOPPED_LOST;
         state = "lost";
-    } else if (s->phase >= P_TERM) {
+    } else if (s->phase >= P_TERM ||
+               (s->phase != P_RUN && (s->job_signalled || s->user_stop || s->child_sigterm))) {
+        /* Stopped: by us, or by the stop's own signal, which reached the
+         * child directly (kill -TERM of the whole job, Ctrl-C) -- whatever
+         * code it then exited with is the stop's consequence; and a child
+         * that died of SIGTERM while we were stopping it. */
         if (!s->final_done)
             final_result(s, s->via == CH_NONE && !s->failed_since_stop && !watch_busy(s->w) &&
                                 s->last_step >= 0);
-        rc = s->final_ok ? EXIT_STOPPED_OK : EXIT_STOPPED_LOST;
-        state = "preempted";
+        if (s->user_stop) {
+            rc = 128 + s->term_sig; /* 130 for Ctrl-C, 143 for scancel */
+            state = "stopped";
+        } else {
+            rc = s->final_ok ? EXIT_STOPPED_OK : EXIT_STOPPED_LOST;
+            state = "preempted";
+        }
+    } else if (s->phase == P_RUN && s->child_sigint) {
+        /* Interrupted by a SIGINT we never saw (not through our terminal
+         * or our signals): the user stopped it all the same. */
+        rc = 128 + SIGINT;
+        state = "stopped";
     } else {
         rc = s->child_code;
         state = rc == 0 ? "completed" : "failed";
@@ -1473,8 +1795,11 @@ int supervise(struct opts *o, enum sup_mode mode)
     if ((f = fields())) {
         cJSON_AddStringToObject(f, "state", state);
         cJSON_AddNumberToObject(f, "code", rc);
-        if (s->phase != P_RUN)
+        if (s->phase != P_RUN) {
             cJSON_AddStringToObject(f, "stop", s->stop_reason);
+            if (s->stop_provider[0])
+                cJSON_AddStringToObject(f, "provider", s->stop_provider);
+        }
         if (s->last_step >= 0)
             cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
     }
@@ -1509,7 +1834,7 @@ out:
             run_hook(s, o->on_complete, state, rc);
         else if (strcmp(state, "preempted") == 0)
             run_hook(s, o->on_preempt, state, rc);
-        else
+        else if (strcmp(state, "stopped") != 0) /* a user's stop runs no hook */
             run_hook(s, o->on_failure, state, rc);
     }
     if (ckptrun_notice_stop && notices)
@@ -1533,6 +1858,7 @@ out:
             }
         free(env);
     }
+    keeper_close(&s->kp); /* a keeper still there kills what is left */
     if (s->sfd >= 0)
         close(s->sfd);
     if (s->tfd >= 0)

@@ -4,7 +4,7 @@ Standard library only; copy this file next to your trainer. Everything works
 the same with and without ckptrun: without it, requested() still answers
 SIGUSR1 and saved() does nothing.
 
-    import ckpt_helper as ckpt                  # first: handles SIGUSR1 early
+    import ckpt_helper as ckpt                  # first: handles signals early
     step = resume_newest(ckpt.checkpoint_dir())  # your own resume logic
     while step < steps:
         train_one_step(); step += 1
@@ -13,25 +13,41 @@ SIGUSR1 and saved() does nothing.
             ckpt.saved(path, step)
 
 How a request reaches requested(), in order of preference:
-  1. The LD_PRELOAD shim (`ckptrun --preload`, libckpt_preload.so) is in the
+  1. Under ckptrun (CKPT_SOCKET set) the helper connects to ckptrun when it
+     is imported and says `helper` (docs/CONTROL.md): ckptrun then sends
+     its requests (periodic, stop, notice; with their reason and deadline)
+     over that connection -- unless ckptrun was given `--signal`, which it
+     then uses instead. A thread reads them.
+  2. The LD_PRELOAD shim (`ckptrun --preload`, libckpt_preload.so) is in the
      process: its in-process API is found with ctypes (CDLL(None)), and
      ckpt_preload_take_request() reads and clears a request its signal
      handler caught (the shim makes the signal safe whatever the program
      does with it). With CKPT_HELPER_SOCKET=1 under ckptrun, the shim's
-     libckpt context is opened too: it says hello on the control socket, so
-     ckptrun sends requests (with their reason and deadline) over the socket
-     instead of the signal, and they reach requested() through the
-     context's ckpt_should_save(). This is opt-in because it makes the
-     trainer a socket client (DESIGN.md way 3), and ckptrun then waits for
-     libckpt's own `committed` answer to a stop request, which a trainer
-     that writes its own files never sends.
-  2. No shim: a handler for the request signal (CKPT_SIGNAL, default
+     libckpt context is opened instead of the helper's own connection: it
+     says hello on the control socket, and ckptrun then waits for libckpt's
+     own `committed` answer to a stop request, which a trainer that writes
+     its own files never sends (kept for compatibility).
+  3. No shim: a handler for the request signal (CKPT_SIGNAL, default
      SIGUSR1) is installed when this module is imported -- only if the
      program has none, and only from the main thread -- and records it.
-  3. Neither possible: requested() is always False.
 A request is reported once: requested() returns True once per request.
-Under ckptrun, requests come by signal only with `--signal SIGUSR1` (or
-another signal): ckptrun's default is `none`.
+
+Stops that reach the trainer directly (under ckptrun, main thread only, and
+only for a signal the program has left at its default when this module is
+imported; a handler the program installs later wins):
+  - SIGTERM -- a scheduler, Kubernetes or `kill -TERM -PGID` signalling
+    every process of the job: the first one becomes a checkpoint request
+    (reported to ckptrun), so the trainer saves at its next safe point and
+    the run ends 75 with a fresh final checkpoint;
+  - SIGINT -- Ctrl-C: the first one is a user stop, reported to ckptrun;
+    the trainer saves at its next safe point and ckptrun then lets the
+    interrupt proceed (KeyboardInterrupt) once the checkpoint is committed.
+A second one (at least half a second later: a launcher such as torchrun
+forwards the signal it got to its workers at once), or the one that
+follows ckptrun's `stopping` message, takes its default effect at once:
+SIGTERM ends the process, SIGINT raises KeyboardInterrupt. In a process
+forked from the one that imported the helper (a data-loader worker) the
+signals take their default effect.
 
 Thread safety: every function may be called from any thread.
 """
@@ -39,22 +55,33 @@ Thread safety: every function may be called from any thread.
 import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import threading
+import time
 
 __all__ = ["requested", "restored_step", "checkpoint_dir", "saved"]
 
 _lock = threading.Lock()
 _lib = None              # the shim's functions; False once known absent
 _ctx_opened = False
-# Set by the signal handler (no shim). A plain list, not a threading.Event:
-# Python runs signal handlers on the main thread between bytecodes, possibly
-# while that thread is inside Event.clear() holding the Event's lock, and
-# Event.set() in the handler would then deadlock on it.
+# Set by the signal handlers and the reader thread. Plain lists, not
+# threading.Event: Python runs signal handlers on the main thread between
+# bytecodes, possibly while that thread is inside Event.clear() holding the
+# Event's lock, and Event.set() in the handler would then deadlock on it.
 _pending = [False]
 _handler_installed = False
 _conn = None             # (socket, pid) of our connection to ckptrun
+
+# Stops (SIGTERM, SIGINT); see the module's docstring.
+_REPEAT_S = 0.5          # a repeat within this is the same stop, forwarded
+_owner = [0]             # pid that installed the stop handlers (0: none)
+_stopping = [False]      # ckptrun said `stopping`
+_stop_taken = [False]    # a stop signal asked for the final save already
+_first = {}              # signal -> time.monotonic() of the first one
+_reports = []            # (signal name, monotonic s) not yet sent to ckptrun
+_wake = [None, None]     # pipe: the handlers wake the reader thread
 
 
 # ---------------------------------------------------------------- requests
@@ -122,6 +149,7 @@ def requested():
     flag check otherwise)."""
     global _ctx_opened
     lib = _shim()
+    got = False
     if lib is not None:
         if (not _ctx_opened and os.environ.get("CKPT_SOCKET")
                 and os.environ.get("CKPT_HELPER_SOCKET") == "1"):
@@ -132,14 +160,15 @@ def requested():
                     # usable) leaves the signal path working.
                     lib.ckpt_preload_ctx()
                     _ctx_opened = True
-        return lib.ckpt_preload_take_request() != 0
-    _install_handler()
+        got = lib.ckpt_preload_take_request() != 0
+    else:
+        _install_handler()
     if _pending[0]:
         # A second request arriving between these two lines is served by
         # the same save, which has not started yet.
         _pending[0] = False
-        return True
-    return False
+        got = True
+    return got
 
 
 # ---------------------------------------------------------------- state
@@ -162,7 +191,17 @@ def checkpoint_dir():
     return os.environ.get("CKPT_DIR") or "./checkpoints"
 
 
-# ---------------------------------------------------------------- saved
+# ---------------------------------------------------------------- ckptrun
+
+def _key():
+    # ckptrun accepts messages only from the job's processes or with the
+    # run's key (a process started outside its tree, e.g. through srun).
+    return os.environ.get("CKPT_SOCKET_KEY", "")
+
+
+def _line(msg):
+    return (json.dumps(msg, separators=(",", ":")) + "\n").encode()
+
 
 def _send(line):
     """Send one line on our own connection to CKPT_SOCKET, reconnecting once
@@ -207,13 +246,147 @@ def saved(path, step):
     entry by watching the directory)."""
     msg = {"type": "file", "path": os.path.abspath(os.fspath(path)),
            "event": "renamed", "step": int(step)}
-    line = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
+    if _key():
+        msg["key"] = _key()
+    line = _line(msg)
     if len(line) > 4096:  # docs/CONTROL.md: a message is at most 4096 bytes
         return False
     with _lock:
         return _send(line)
 
 
+def _flush_reports():
+    """Send the stop signals taken so far (reader thread)."""
+    while _reports:
+        name, when = _reports.pop(0)
+        with _lock:
+            _send(_line({"type": "signal", "signal": name, "pid": os.getpid(),
+                         "mono_ms": int(when * 1000)}))
+
+
+def _handle(msg):
+    t = msg.get("type")
+    if t == "request":
+        if msg.get("reason") == "stop" and _stop_taken[0]:
+            return  # the stop's signal reached us too: one save answers both
+        _pending[0] = True
+    elif t == "stopping":
+        # ckptrun ends us next: its signal must take its default effect.
+        _stopping[0] = True
+        with _lock:
+            _send(_line({"type": "stopping", "pid": os.getpid()}))
+
+
+def _reader(sock, pid):
+    """Read ckptrun's messages on our connection; send signal reports."""
+    buf = b""
+    while _conn is not None and _conn[0] is sock and os.getpid() == pid:
+        try:
+            ready, _, _ = select.select([sock, _wake[0]], [], [])
+        except (OSError, ValueError):
+            return
+        if _wake[0] in ready:
+            try:
+                os.read(_wake[0], 64)
+            except OSError:
+                pass
+            _flush_reports()
+        if sock not in ready:
+            continue
+        try:
+            data = sock.recv(4096)
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+        if not data:
+            return  # ckptrun went away
+        buf += data
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(msg, dict):
+                _handle(msg)
+
+
+def _default_action(signum, frame):
+    """The signal's own effect, now."""
+    if signum == signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _on_stop(signum, frame):
+    now = time.monotonic()
+    if os.getpid() != _owner[0] or _stopping[0]:
+        return _default_action(signum, frame)
+    first = _first.get(signum)
+    if first is not None:
+        if now - first < _REPEAT_S:
+            return  # the same stop, forwarded by a launcher
+        return _default_action(signum, frame)  # a second one: at once
+    _first[signum] = now
+    _stop_taken[0] = True
+    _pending[0] = True
+    _reports.append(("SIGTERM" if signum == signal.SIGTERM else "SIGINT", now))
+    try:
+        os.write(_wake[1], b"s")
+    except OSError:
+        pass  # full: the reader is already woken
+
+
+def _attach():
+    """Under ckptrun: connect, take SIGTERM/SIGINT as stops, say `helper`,
+    and start the reader thread. Nothing without CKPT_SOCKET, or when the
+    shim's context is asked to be the client (CKPT_HELPER_SOCKET=1)."""
+    if not os.environ.get("CKPT_SOCKET"):
+        return
+    if os.environ.get("CKPT_HELPER_SOCKET") == "1" and _shim() is not None:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+    with _lock:
+        if not _send(b""):  # connects
+            return
+        sock = _conn[0]
+        sock.settimeout(None)
+    names = []
+    try:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        _wake[0], _wake[1] = r, w
+        _owner[0] = os.getpid()
+        for sig, dflt in ((signal.SIGTERM, signal.SIG_DFL),
+                          (signal.SIGINT, signal.default_int_handler)):
+            if signal.getsignal(sig) is dflt:
+                signal.signal(sig, _on_stop)
+                names.append(sig.name)
+    except (OSError, ValueError):
+        pass
+    msg = {"type": "helper", "proto": 1, "pid": os.getpid(), "signals": names}
+    if _key():
+        msg["key"] = _key()
+    with _lock:
+        ok = _send(_line(msg)) and _conn is not None and _conn[0] is sock
+    if not ok:
+        # Nobody would end a stop taken from a signal: leave them alone.
+        for sig, dflt in ((signal.SIGTERM, signal.SIG_DFL),
+                          (signal.SIGINT, signal.default_int_handler)):
+            if signal.getsignal(sig) is _on_stop:
+                signal.signal(sig, dflt)
+        _owner[0] = 0
+        return
+    threading.Thread(target=_reader, args=(sock, os.getpid()), name="ckpt_helper",
+                     daemon=True).start()
+
+
 # A request may come while the trainer is still importing torch: be ready
 # from the moment this module is imported.
 _install_handler()
+_attach()

@@ -1,8 +1,16 @@
-/* control.c -- the libckpt side of the control socket (docs/CONTROL.md). */
+/* control.c -- the libckpt side of the control socket (docs/CONTROL.md).
+ *
+ * One connection per context, one reader thread. The connection says
+ * `hello` with the run's key (CKPT_SOCKET_KEY: ckptrun trusts only the
+ * job's processes), and whether this process turns SIGTERM/SIGINT into
+ * stops (signals.c); such a signal is reported (`signal`) before any later
+ * message of the connection, so ckptrun sees it before the `saving` of the
+ * save it causes. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +24,29 @@ struct ckpt_control {
     struct ckpt_ctx *ctx;
     int fd;
     int wake[2];             /* close() wakes the reader */
+    int sigfd;               /* signals.c: a signal to report, -1 none */
     pthread_t reader;
     pthread_mutex_t wmu;     /* one writer at a time */
 };
+
+static void send_locked(struct ckpt_control *c, const char *json_line);
+
+/* Report signals taken as stops; caller holds wmu. */
+static void flush_signals(struct ckpt_control *c)
+{
+    int sig;
+    long long when;
+    char line[160];
+
+    while (ckpt__signals_take(&sig, &when)) {
+        snprintf(line, sizeof line,
+                 "{\"type\":\"signal\",\"signal\":\"%s\",\"pid\":%d,\"mono_ms\":%lld}",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", (int)getpid(), when);
+        send_locked(c, line);
+        ckpt__log(&c->ctx->log, CKPT_LOG_INFO, "control",
+                  "%s taken as a stop: checkpoint requested", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    }
+}
 
 static void handle_line(struct ckpt_control *c, const char *line, size_t len)
 {
@@ -33,9 +61,23 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
         int lvl;
         if (cJSON_IsString(codec) && ckpt__codec_parse(codec->valuestring, &cd, &lvl))
             cd = CKPT_CODEC_DEFAULT;
+        if (cJSON_IsString(reason) && strcmp(reason->valuestring, "stop") == 0 &&
+            ckpt__signals_taken()) {
+            /* The stop's signal reached us too and asked for the final
+             * save already: one save answers both. */
+            ckpt__log(&c->ctx->log, CKPT_LOG_DEBUG, "control", "stop request: already saving");
+            goto out;
+        }
         ckpt__log(&c->ctx->log, CKPT_LOG_INFO, "control", "checkpoint requested (%s)",
                   cJSON_IsString(reason) ? reason->valuestring : "?");
         ckpt_request(c->ctx, cd);
+    } else if (!strcmp(type->valuestring, "stopping")) {
+        /* ckptrun ends us next (after the final checkpoint): its signal
+         * must take effect. Acknowledged once set. */
+        char ack[96];
+        ckpt__signals_stopping();
+        snprintf(ack, sizeof ack, "{\"type\":\"stopping\",\"pid\":%d}", (int)getpid());
+        ckpt__control_send(c, ack);
     } else if (!strcmp(type->valuestring, "epoch")) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
         if (cJSON_IsNumber(e) && e->valuedouble >= 0) {
@@ -54,15 +96,23 @@ static void *reader_main(void *arg)
     char buf[8192];
     size_t have = 0;
     for (;;) {
-        struct pollfd p[2] = { { c->fd, POLLIN, 0 }, { c->wake[0], POLLIN, 0 } };
+        struct pollfd p[3] = { { c->fd, POLLIN, 0 }, { c->wake[0], POLLIN, 0 },
+                               { c->sigfd, POLLIN, 0 } };
         ssize_t r;
-        if (poll(p, 2, -1) < 0) {
+        if (poll(p, c->sigfd >= 0 ? 3 : 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (p[1].revents)
             break;
+        if (c->sigfd >= 0 && p[2].revents) {
+            pthread_mutex_lock(&c->wmu);
+            flush_signals(c);
+            pthread_mutex_unlock(&c->wmu);
+            if (!(p[0].revents))
+                continue;
+        }
         r = read(c->fd, buf + have, sizeof buf - have);
         if (r < 0 && errno == EINTR)
             continue;
@@ -83,11 +133,23 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
+/* A JSON string body for the key: only the hex digits ckptrun makes. */
+static void key_copy(char *out, size_t n, const char *key)
+{
+    size_t i = 0;
+    for (; key && key[i] && i + 1 < n && i < 64; i++) {
+        char ch = key[i];
+        out[i] = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ? ch : '0';
+    }
+    out[i] = '\0';
+}
+
 ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
 {
     struct sockaddr_un sa = { 0 };
     struct ckpt_control *c;
-    char hello[256];
+    char hello[512], key[65];
+    int signals;
     if (strlen(path) >= sizeof sa.sun_path)
         return CKPT_E_CONFIG;
     c = calloc(1, sizeof *c);
@@ -95,6 +157,7 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
         return CKPT_E_NOMEM;
     c->ctx = ctx;
     c->wake[0] = c->wake[1] = -1;
+    c->sigfd = -1;
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sa.sun_family = AF_UNIX;
     strcpy(sa.sun_path, path);
@@ -102,14 +165,22 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
         pipe2(c->wake, O_CLOEXEC) != 0)
         goto fail;
     pthread_mutex_init(&c->wmu, NULL);
+    /* Before the reader starts (it polls the signal pipe) and before
+     * hello (which says whether we take the signals). */
+    signals = ckpt__signals_install(ctx);
+    c->sigfd = signals ? ckpt__signals_wake_fd() : -1;
     if (ckpt_thread_start(&c->reader, reader_main, c) != 0) {
+        if (signals)
+            ckpt__signals_uninstall(ctx);
         pthread_mutex_destroy(&c->wmu);
         goto fail;
     }
     ctx->control = c;
+    key_copy(key, sizeof key, getenv("CKPT_SOCKET_KEY"));
     snprintf(hello, sizeof hello,
-             "{\"type\":\"hello\",\"proto\":1,\"pid\":%d,\"run\":\"%s\",\"items\":%zu}",
-             (int)getpid(), ctx->run, ctx->nitems);
+             "{\"type\":\"hello\",\"proto\":1,\"pid\":%d,\"run\":\"%s\",\"items\":%zu,"
+             "\"signals\":%s,\"key\":\"%s\"}",
+             (int)getpid(), ctx->run, ctx->nitems, signals ? "true" : "false", key);
     ckpt__control_send(c, hello);
     return CKPT_OK;
 fail:
@@ -123,7 +194,8 @@ fail:
     return CKPT_E_UNREACHABLE;
 }
 
-void ckpt__control_send(struct ckpt_control *c, const char *json_line)
+/* Caller holds wmu. */
+static void send_locked(struct ckpt_control *c, const char *json_line)
 {
     size_t len = strlen(json_line);
     char buf[4096];
@@ -131,7 +203,6 @@ void ckpt__control_send(struct ckpt_control *c, const char *json_line)
         return;
     memcpy(buf, json_line, len);
     buf[len++] = '\n';
-    pthread_mutex_lock(&c->wmu);
     for (size_t off = 0; off < len;) {
         ssize_t w = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
@@ -140,6 +211,16 @@ void ckpt__control_send(struct ckpt_control *c, const char *json_line)
             break; /* ckptrun gone: nothing to report to */
         off += (size_t)w;
     }
+}
+
+void ckpt__control_send(struct ckpt_control *c, const char *json_line)
+{
+    pthread_mutex_lock(&c->wmu);
+    /* A signal taken as a stop goes first: ckptrun must learn of it before
+     * the `saving` of the save it caused. */
+    if (c->sigfd >= 0)
+        flush_signals(c);
+    send_locked(c, json_line);
     pthread_mutex_unlock(&c->wmu);
 }
 
@@ -147,6 +228,9 @@ void ckpt__control_close(struct ckpt_control *c)
 {
     if (!c)
         return;
+    /* The program is done with the library (typically about to exit): its
+     * signals are its own again. */
+    ckpt__signals_uninstall(c->ctx);
     if (write(c->wake[1], "x", 1) < 0) {
         /* the reader also ends when the socket closes */
     }

@@ -140,6 +140,8 @@ static char g_real[PATH_MAX];    /* realpath(CKPT_DIR) + '/', if different */
 static size_t g_real_len;
 static char g_sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int g_sig;                /* request signal, 0 = none */
+static char g_key[65];           /* CKPT_SOCKET_KEY: ckptrun trusts only the job's
+                                    processes, or messages that carry it */
 
 /* ------------------------------------------------------------------------ */
 /* Paths.                                                                   */
@@ -388,8 +390,9 @@ static void announce(const char *path, const char *event)
     at = (size_t)snprintf(m, sizeof m, "{\"type\":\"file\",\"path\":\"");
     if (json_str(m, &at, path) != 0)
         goto out;
-    int n = snprintf(m + at, sizeof m - at, "\",\"event\":\"%s\",\"pid\":%ld}\n",
-                     event, (long)getpid());
+    int n = snprintf(m + at, sizeof m - at, "\",\"event\":\"%s\",\"pid\":%ld%s%s%s}\n",
+                     event, (long)getpid(), g_key[0] ? ",\"key\":\"" : "", g_key,
+                     g_key[0] ? "\"" : "");
     if (n < 0 || (size_t)n >= sizeof m - at)
         goto out;
     at += (size_t)n;
@@ -1014,6 +1017,16 @@ __attribute__((constructor)) static void preload_init(void)
 
     g_sig = parse_signal(getenv("CKPT_SIGNAL"));
     take_signal();
+    {
+        /* hex digits only: it goes into a JSON string as it is */
+        const char *key = getenv("CKPT_SOCKET_KEY");
+        size_t i = 0;
+        for (; key && i + 1 < sizeof g_key && ((key[i] >= '0' && key[i] <= '9') ||
+                                              (key[i] >= 'a' && key[i] <= 'f'));
+             i++)
+            g_key[i] = key[i];
+        g_key[i] = '\0';
+    }
 
     /* Tracking needs both: where to watch and whom to tell. */
     if (!dir || !*dir || !sock || !*sock ||

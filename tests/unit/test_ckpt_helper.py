@@ -325,5 +325,136 @@ class HelperTest(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), "True False")
 
 
+class StopSignalTest(unittest.TestCase):
+    """Under ckptrun (CKPT_SOCKET set) the helper connects at import, says
+    `helper`, reads requests and `stopping`, and takes SIGTERM/SIGINT as
+    stops. Each case runs a fresh interpreter against a fake ckptrun."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ckpt-helper-")
+        self.srv = FakeServer(os.path.join(self.tmp, "ctl.sock"))
+
+    def tearDown(self):
+        self.srv.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def child(self, code):
+        env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+        env.update(PYTHONPATH=EXAMPLES, CKPT_SOCKET=self.srv.path, CKPT_SOCKET_KEY="ab" * 16,
+                   CKPT_SIGNAL="none")
+        env.pop("LD_PRELOAD", None)
+        return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def send(self, msg):
+        with self.srv.cv:
+            conns = list(self.srv.conns)
+        for c in conns:
+            c.sendall((json.dumps(msg) + "\n").encode())
+
+    def lines_of(self, type_, n=1, timeout=10):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            got = [m for m in self.srv.wait(0) if m.get("type") == type_]
+            if len(got) >= n:
+                return got
+            time.sleep(0.02)
+        self.fail("no %d %r message in %r" % (n, type_, self.srv.wait(0)))
+
+    def test_helper_hello_and_requests_over_the_socket(self):
+        p = self.child("import sys, time, ckpt_helper\n"
+                       "print('up', flush=True)\n"
+                       "while not ckpt_helper.requested(): time.sleep(0.01)\n"
+                       "print('requested', flush=True)\n")
+        self.assertEqual(p.stdout.readline().strip(), "up")
+        hello = self.lines_of("helper")[0]
+        self.assertEqual(hello["pid"], p.pid)
+        self.assertEqual(sorted(hello["signals"]), ["SIGINT", "SIGTERM"])
+        self.assertEqual(hello["key"], "ab" * 16)
+        self.send({"type": "request", "reason": "periodic", "deadline_ms": 0, "id": 1})
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn("requested", out)
+
+    def test_first_sigterm_is_a_save_then_stopping_lets_it_end(self):
+        p = self.child("import os, sys, time, ckpt_helper\n"
+                       "print('up', flush=True)\n"
+                       "while not ckpt_helper.requested(): time.sleep(0.01)\n"
+                       "print('saving', flush=True)\n"
+                       "time.sleep(60)\n")
+        self.assertEqual(p.stdout.readline().strip(), "up")
+        self.lines_of("helper")
+        os.kill(p.pid, signal.SIGTERM)
+        self.assertEqual(p.stdout.readline().strip(), "saving")  # survived: a request
+        rep = self.lines_of("signal")[0]
+        self.assertEqual((rep["signal"], rep["pid"]), ("SIGTERM", p.pid))
+        self.assertGreater(rep["mono_ms"], 0)
+        # ckptrun's own stop request after that is the same save
+        self.send({"type": "stopping", "reason": "SIGTERM", "signal": "SIGTERM"})
+        self.assertEqual(self.lines_of("stopping")[0]["pid"], p.pid)  # acknowledged
+        os.kill(p.pid, signal.SIGTERM)
+        p.communicate(timeout=20)
+        self.assertEqual(p.returncode, -signal.SIGTERM)
+
+    def test_second_sigterm_ends_at_once_but_a_quick_repeat_does_not(self):
+        p = self.child("import os, sys, time, ckpt_helper\n"
+                       "print('up', flush=True)\n"
+                       "time.sleep(60)\n")
+        self.assertEqual(p.stdout.readline().strip(), "up")
+        self.lines_of("helper")
+        os.kill(p.pid, signal.SIGTERM)
+        os.kill(p.pid, signal.SIGTERM)  # forwarded by a launcher: the same stop
+        time.sleep(1.0)
+        self.assertIsNone(p.poll())
+        os.kill(p.pid, signal.SIGTERM)  # a second one, later: now
+        p.communicate(timeout=20)
+        self.assertEqual(p.returncode, -signal.SIGTERM)
+        self.assertEqual(len(self.lines_of("signal")), 1)
+
+    def test_sigint_is_a_user_stop_then_keyboardinterrupt(self):
+        p = self.child("import os, sys, time, ckpt_helper\n"
+                       "print('up', flush=True)\n"
+                       "while not ckpt_helper.requested(): time.sleep(0.01)\n"
+                       "print('saving', flush=True)\n"
+                       "try:\n    time.sleep(60)\n"
+                       "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
+        self.assertEqual(p.stdout.readline().strip(), "up")
+        self.lines_of("helper")
+        os.kill(p.pid, signal.SIGINT)
+        self.assertEqual(p.stdout.readline().strip(), "saving")
+        self.assertEqual(self.lines_of("signal")[0]["signal"], "SIGINT")
+        self.send({"type": "stopping", "reason": "SIGINT", "signal": "SIGINT"})
+        self.lines_of("stopping")
+        os.kill(p.pid, signal.SIGINT)
+        out, _ = p.communicate(timeout=20)
+        self.assertIn("interrupted", out)
+        self.assertEqual(p.returncode, 0)
+
+    def test_program_handler_wins_and_forked_child_gets_default(self):
+        # A handler installed before the import is kept: no stop taken.
+        p = self.child("import os, signal, sys, time\n"
+                       "signal.signal(signal.SIGTERM, lambda *a: print('mine', flush=True))\n"
+                       "import ckpt_helper\n"
+                       "print('up', flush=True)\n"
+                       "pid = os.fork()\n"
+                       "if pid == 0:\n"
+                       "    time.sleep(60)\n"
+                       "print(pid, flush=True)\n"
+                       "time.sleep(0.5)\n"
+                       "os.kill(pid, signal.SIGINT)\n"
+                       "_, st = os.waitpid(pid, 0)\n"
+                       "print('child', st, flush=True)\n"
+                       "os.kill(os.getpid(), signal.SIGTERM)\n"
+                       "time.sleep(0.5)\n")
+        self.assertEqual(p.stdout.readline().strip(), "up")
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn("mine", out)
+        self.assertEqual(self.lines_of("helper")[0]["signals"], ["SIGINT"])
+        # the forked child: SIGINT is its default (KeyboardInterrupt, exit 1)
+        self.assertRegex(out, r"child (256|2)\b")
+        self.assertEqual([m for m in self.srv.wait(0) if m.get("type") == "signal"], [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -2,6 +2,7 @@
  * takeover after expiry with a new epoch, renew refused after takeover,
  * release, races between processes, damaged LEASE; and HEAD fencing. */
 #include <sys/wait.h>
+#include <time.h>
 #include "test_util.h"
 #include "internal.h"
 #include "lease.h"
@@ -110,34 +111,140 @@ static void test_lease_checksum(void **state)
     ckpt_store_close(st);
 }
 
-/* Eight processes race for one lease, ten times: exactly one wins each time. */
+/* Eight processes race for one lease, ten times: exactly one wins each time.
+ * Each stays alive until all have tried: a winner that had already exited
+ * would leave a stale lease on this host, which the others rightly take. */
 static void test_race(void **state)
 {
     (void)state;
     for (int round = 0; round < 10; round++) {
-        char run[32];
+        char run[32], r;
         pid_t pids[8];
-        int wins = 0;
+        int wins = 0, res[2], hold[2];
         snprintf(run, sizeof run, "race%d", round);
+        assert_int_equal(pipe(res), 0);
+        assert_int_equal(pipe(hold), 0);
         for (int i = 0; i < 8; i++) {
             pids[i] = fork();
             if (pids[i] == 0) {
                 struct ckpt_store *st;
                 struct lease *l;
                 struct lease_info other;
-                char err[CKPT_ERR_MAX];
-                if (ckpt_store_open(g_url, NULL, &st, err) || lease_open(st, run, 60000, &l))
-                    _exit(2);
-                _exit(lease_acquire(l, &other, err) == CKPT_OK ? 0 : 1);
+                char err[CKPT_ERR_MAX], c = '2';
+                close(res[0]);
+                close(hold[1]);
+                if (ckpt_store_open(g_url, NULL, &st, err) == 0 &&
+                    lease_open(st, run, 60000, &l) == 0)
+                    c = lease_acquire(l, &other, err) == CKPT_OK ? '0' : '1';
+                if (write(res[1], &c, 1) != 1 || read(hold[0], &c, 1) < 0)
+                    _exit(3);
+                _exit(0);
             }
         }
+        close(res[1]);
+        close(hold[0]);
         for (int i = 0; i < 8; i++) {
-            int status;
-            waitpid(pids[i], &status, 0);
-            wins += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            assert_int_equal(read(res[0], &r, 1), 1);
+            assert_true(r == '0' || r == '1');
+            wins += r == '0';
         }
+        close(hold[1]); /* everyone may exit now */
+        close(res[0]);
+        for (int i = 0; i < 8; i++)
+            waitpid(pids[i], NULL, 0);
         assert_int_equal(wins, 1);
     }
+}
+
+/* A LEASE whose holder ran on this host, in this PID namespace, but whose
+ * process is gone (no such PID, or the PID now names a process that started
+ * at another time) is stale: taken over at once, not after its expiry. A
+ * live holder, a holder in another PID namespace or on another host, and a
+ * LEASE without the identity fields keep the expiry rule. */
+static void put_lease(struct ckpt_store *st, const char *ident)
+{
+    char body[900], err[CKPT_ERR_MAX];
+    int64_t t = (int64_t)time(NULL) * 1000;
+    snprintf(body, sizeof body, "{\"format\":1,\"holder\":\"somehost:1:abcd\",\"epoch\":4,"
+             "\"expires_ms\":%lld,\"heartbeat_ms\":%lld,\"released\":false%s}\n",
+             (long long)(t + 600000), (long long)t, ident);
+    assert_int_equal(ckpt_store_put(st, "x/LEASE", body, strlen(body), NULL, NULL, err), CKPT_OK);
+}
+
+static void test_stale_same_host(void **state)
+{
+    struct ckpt_store *st = store();
+    struct lease *a, *b;
+    struct lease_info other, li, me;
+    char err[CKPT_ERR_MAX], ident[600];
+    pid_t dead;
+    (void)state;
+    /* our own identity, as a lease we hold records it */
+    assert_int_equal(lease_open(st, "me", 60000, &a), CKPT_OK);
+    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "me", &me, NULL, err), CKPT_OK);
+    assert_true(me.has_ident);
+    assert_int_equal(me.pid, getpid());
+    assert_false(lease_holder_gone(&me));
+    assert_int_equal(lease_state(&me, me.heartbeat_ms), LEASE_LIVE);
+    lease_close(a);
+    /* a PID that is gone: a reaped child */
+    dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+#define IDENT(pid, start, ns, host)                                                        \
+    snprintf(ident, sizeof ident, ",\"boot_id\":\"%s\",\"pid_ns\":%llu,\"hostname\":\"%s\","  \
+             "\"pid\":%d,\"start_ticks\":%llu", me.boot_id, (unsigned long long)(ns), host,     \
+             (int)(pid), (unsigned long long)(start))
+    IDENT(dead, me.start_ticks, me.pid_ns, me.hostname);
+    put_lease(st, ident);
+    assert_int_equal(lease_read(st, "x", &li, NULL, err), CKPT_OK);
+    assert_true(lease_holder_gone(&li));
+    assert_int_equal(lease_state(&li, li.heartbeat_ms), LEASE_STALE);
+    assert_string_equal(lease_state_name(LEASE_STALE), "stale");
+    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    assert_true(lease_took_stale(b));
+    assert_int_equal(other.pid, dead);
+    assert_int_equal(lease_epoch(b), 5);
+    lease_close(b);
+    /* a live PID (ours) with another start time: PID reuse, also gone */
+    IDENT(getpid(), me.start_ticks + 1, me.pid_ns, me.hostname);
+    put_lease(st, ident);
+    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    assert_true(lease_took_stale(b));
+    lease_close(b);
+    /* a live holder (this process, under another holder name) */
+    IDENT(getpid(), me.start_ticks, me.pid_ns, me.hostname);
+    put_lease(st, ident);
+    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
+    assert_false(lease_took_stale(b));
+    lease_close(b);
+    /* another PID namespace (another container on this host): never judged */
+    IDENT(dead, me.start_ticks, me.pid_ns + 1, me.hostname);
+    put_lease(st, ident);
+    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
+    lease_close(b);
+    /* another host name */
+    IDENT(dead, me.start_ticks, me.pid_ns, "elsewhere");
+    put_lease(st, ident);
+    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
+    lease_close(b);
+    /* no identity fields (an older ckptrun): expiry only */
+    put_lease(st, "");
+    assert_int_equal(lease_read(st, "x", &li, NULL, err), CKPT_OK);
+    assert_false(li.has_ident);
+    assert_int_equal(lease_state(&li, li.heartbeat_ms), LEASE_LIVE);
+    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
+    lease_close(b);
+#undef IDENT
+    ckpt_store_close(st);
 }
 
 /* A store without conditional writes (s3rver): the file store with its
@@ -240,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_damaged_lease),
         cmocka_unit_test(test_lease_checksum),
         cmocka_unit_test(test_race),
+        cmocka_unit_test(test_stale_same_host),
         cmocka_unit_test(test_fence),
         cmocka_unit_test(test_weak_takeover),
     };

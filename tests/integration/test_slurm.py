@@ -1,0 +1,367 @@
+#!/usr/bin/python3
+"""ckptrun under a real single-node SLURM (issue 15 item 7).
+
+The test starts its own cluster on loopback: a munge key and munged, a
+generated slurm.conf (free ports, state in a temporary directory, the
+default requeue settings: nothing requeues a job that exits 75 by itself),
+slurmctld and slurmd; and stops them after. It skips (exit 77, with the
+reason) only when that cluster cannot be started here.
+
+Every job runs the batch-script recipe of docs/notices.md ("SLURM"): ckptrun
+in the background, the scheduler's warning signal (B:USR1) forwarded to it,
+and `scontrol requeue "$SLURM_JOB_ID"` when ckptrun exits 75 after that
+warning -- never after a plain SIGTERM. Five jobs at once, each its own run:
+
+  warn      scancel --signal=USR1 --batch: stop, 75, requeued by the script
+  timelimit --time=1 --signal=B:USR1@30: the same, from the time limit
+  requeue   scontrol requeue while it runs: SLURM requeues it
+  hardkill  SIGKILL of ckptrun, then scontrol requeue: the requeued job takes
+            the dead runner's lease at once (same host) and resumes
+  cancel    plain scancel: the user's stop; the job ends (not requeued),
+            the run is recorded as stopped with its final checkpoint
+A requeued job waits on its BeginTime: the test releases it
+(scontrol update StartTime=now). Every requeued job ends COMPLETED with the
+trainer's output byte-identical to an uninterrupted run.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
+CKPTRUN = os.path.join(BIN, "ckptrun")
+TRAINER = os.path.join(HERE, "helper_trainer.py")
+PY = "/usr/bin/python3"
+STEPS = 2500
+SLEEP_MS = 10
+
+# The recipe of docs/notices.md, with this test's paths filled in.
+RECIPE = r"""#!/bin/bash
+#SBATCH --signal=B:USR1@30
+#SBATCH --requeue
+#SBATCH --open-mode=append
+export CKPT_STORE="{store}" CKPT_RUN="{run}" CKPT_DIR="{ckdir}" CKPT_NOTICE=none HOME="{home}"
+# ckptrun in the background: this script decides about the requeue.
+{ckptrun} run --lead 20s --grace 8s -- {trainer} &
+pid=$!
+echo "$pid" > "{pidfile}"
+warned=
+trap 'warned=1; kill -USR1 "$pid"' USR1   # the scheduler's warning: checkpoint, stop, requeue
+trap 'kill -TERM "$pid"' TERM             # scancel: stop; the job ends
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
+wait "$pid"; rc=$?
+echo "ckptrun exit $rc warned=${{warned:-0}}"
+if [ "$rc" = 75 ] && [ -n "$warned" ]; then
+  scontrol requeue "$SLURM_JOB_ID"
+fi
+exit "$rc"
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Cluster:
+    """munged + slurmctld + slurmd in a temporary directory."""
+
+    def __init__(self, root):
+        self.root = root
+        self.procs = []
+        self.env = dict(os.environ, SLURM_CONF=os.path.join(root, "slurm.conf"))
+        for k in list(self.env):
+            if k.startswith("SLURM_") and k != "SLURM_CONF":
+                del self.env[k]
+
+    def start(self):
+        """@return None when up, else why not."""
+        for prog in ("munged", "slurmctld", "slurmd", "sbatch", "scontrol"):
+            if not shutil.which(prog) and not os.path.exists("/usr/sbin/" + prog):
+                return "%s is not installed" % prog
+        if os.geteuid() != 0:
+            return "slurmd needs root here (job processes run as the submitting user)"
+        r = self.root
+        mdir = os.path.join(r, "munge")
+        os.makedirs(mdir, mode=0o700)
+        with open(os.path.join(mdir, "key"), "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(os.path.join(mdir, "key"), 0o400)
+        sock = os.path.join(mdir, "sock")
+        m = subprocess.run(["munged", "--force", "--socket=" + sock,
+                            "--key-file=" + os.path.join(mdir, "key"),
+                            "--log-file=" + os.path.join(mdir, "log"),
+                            "--pid-file=" + os.path.join(mdir, "pid"),
+                            "--seed-file=" + os.path.join(mdir, "seed")],
+                           capture_output=True, text=True)
+        if m.returncode != 0:
+            return "munged: " + (m.stderr or m.stdout).strip()
+        self.munge_pid_file = os.path.join(mdir, "pid")
+        host = socket.gethostname()
+        for d in ("state", "spool"):
+            os.makedirs(os.path.join(r, d))
+        open(os.path.join(r, "plugstack.conf"), "w").close()
+        conf = """ClusterName=ckpttest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={p1}
+SlurmdPort={p2}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={sock}
+CredType=cred/munge
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool
+SlurmctldPidFile={r}/slurmctld.pid
+SlurmdPidFile={r}/slurmd.pid
+SlurmctldLogFile={r}/slurmctld.log
+SlurmdLogFile={r}/slurmd.log
+PlugStackConfig={r}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+MpiDefault=none
+SwitchType=switch/none
+ReturnToService=2
+KillWait=10
+MinJobAge=600
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName={host} NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+""".format(host=host, p1=free_port(), p2=free_port(), sock=sock, r=r)
+        with open(self.env["SLURM_CONF"], "w") as f:
+            f.write(conf)
+        for args, log in ((["slurmctld", "-D", "-f", self.env["SLURM_CONF"]], "ctld.out"),
+                          (["slurmd", "-D", "-f", self.env["SLURM_CONF"], "-N", host], "d.out")):
+            with open(os.path.join(r, log), "w") as out:
+                self.procs.append(subprocess.Popen(args, env=self.env, stdout=out,
+                                                   stderr=subprocess.STDOUT,
+                                                   start_new_session=True))
+        end = time.monotonic() + 40
+        while time.monotonic() < end:
+            s = subprocess.run(["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True,
+                               text=True)
+            if s.returncode == 0 and s.stdout.strip() in ("idle", "mix", "alloc"):
+                return None
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.5)
+        logs = ""
+        for name in ("slurmctld.log", "slurmd.log", "ctld.out", "d.out"):
+            try:
+                with open(os.path.join(r, name)) as f:
+                    logs += "".join(f.readlines()[-5:])
+            except OSError:
+                pass
+        return "the cluster did not come up:\n" + logs
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        try:
+            with open(self.munge_pid_file) as f:
+                os.kill(int(f.read().strip()), signal.SIGTERM)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def run(self, *args, check=True):
+        r = subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError("%s: %s" % (" ".join(args), r.stderr + r.stdout))
+        return r
+
+    def job(self, jid):
+        r = self.run("scontrol", "show", "job", "-o", jid, check=False)
+        return dict(re.findall(r"(\w+)=(\S*)", r.stdout))
+
+
+class Slurm(unittest.TestCase):
+    cluster = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ckpt-slurm-")
+        cls.cluster = Cluster(os.path.join(cls.tmp, "cluster"))
+        os.makedirs(cls.cluster.root)
+        why = cls.cluster.start()
+        if why:
+            cls.cluster.stop()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            print("SKIP: cannot start a SLURM cluster here: %s" % why, file=sys.stderr)
+            sys.exit(77)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        if os.environ.get("CKPT_TEST_KEEP"):
+            print("kept %s" % cls.tmp, file=sys.stderr)
+        else:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def reference(self):
+        d = os.path.join(self.tmp, "ref")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CKPT_")}
+        env["CKPT_DIR"] = os.path.join(d, "ck")
+        out = os.path.join(d, "out")
+        os.makedirs(d)
+        subprocess.run([PY, TRAINER, "--steps", str(STEPS), "--out", out, "--sleep-ms", "0"],
+                       env=env, check=True, capture_output=True, timeout=120)
+        with open(out, "rb") as f:
+            return f.read()
+
+    def submit(self, name, extra=(), sleep_ms=SLEEP_MS):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(os.path.join(d, "home"))
+        job = {"name": name, "dir": d, "out": os.path.join(d, "final.out"),
+               "log": os.path.join(d, "job.log"), "pidfile": os.path.join(d, "ckptrun.pid")}
+        trainer = "%s %s --steps %d --every 150 --sleep-ms %d --out %s" % (
+            PY, TRAINER, STEPS, sleep_ms, job["out"])
+        script = os.path.join(d, "job.sh")
+        with open(script, "w") as f:
+            f.write(RECIPE.format(store="file://" + os.path.join(self.tmp, "store"), run=name,
+                                  ckdir=os.path.join(d, "ck"), home=os.path.join(d, "home"),
+                                  ckptrun=CKPTRUN, trainer=trainer, pidfile=job["pidfile"]))
+        r = self.cluster.run("sbatch", "--parsable", "-J", name, "-o", job["log"],
+                             *extra, script)
+        job["id"] = r.stdout.strip().split(";")[0]
+        return job
+
+    def log(self, job):
+        try:
+            with open(job["log"]) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def wait_log(self, job, pattern, count=1, timeout=90):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if len(re.findall(pattern, self.log(job))) >= count:
+                return
+            time.sleep(0.2)
+        raise AssertionError("%s: no %r in the job's output:\n%s" % (
+            job["name"], pattern, self.log(job)))
+
+    def until_done(self, job, timeout=200):
+        """Release the job whenever it waits on its BeginTime after a requeue;
+        @return its final state."""
+        end = time.monotonic() + timeout
+        pending_since = None
+        while time.monotonic() < end:
+            info = self.cluster.job(job["id"])
+            state = info.get("JobState")
+            if state == "PENDING" and info.get("Reason") == "BeginTime":
+                # SLURM holds a requeued job back (BeginTime) while slurmd
+                # cleans up its previous instance; released too early,
+                # slurmd refuses to launch it ("already killed"). Give the
+                # cleanup a few seconds instead of SLURM's two minutes.
+                if pending_since is None:
+                    pending_since = time.monotonic()
+                elif time.monotonic() - pending_since > 4:
+                    self.cluster.run("scontrol", "update", "JobId=" + job["id"],
+                                     "StartTime=now", check=False)
+                    pending_since = None
+            elif state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+                # a requeue by the script itself happens after its exit line
+                time.sleep(1)
+                info = self.cluster.job(job["id"])
+                if info.get("JobState") == state:
+                    return info
+            else:
+                pending_since = None
+            time.sleep(0.5)
+        raise AssertionError("%s did not finish: %s\n%s" % (job["name"],
+                                                           self.cluster.job(job["id"]),
+                                                           self.log(job)))
+
+    def status(self, job):
+        r = subprocess.run([CKPTRUN, "status", "--json", "--store",
+                            "file://" + os.path.join(self.tmp, "store"), "--run", job["name"]],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_requeue_recipes(self):
+        ref = self.reference()
+        jobs = {n: self.submit(n) for n in ("warn", "requeue", "hardkill", "cancel")}
+        # still training when the warning comes, 30 s before the 1 min
+        # limit: 2500 steps of 20 ms
+        jobs["timelimit"] = self.submit("timelimit", ("--time=1",), sleep_ms=20)
+        for job in jobs.values():
+            self.wait_log(job, r"trainer: start at step 0")
+        time.sleep(2)  # some steps: the final checkpoint is not the first
+        c = self.cluster
+        c.run("scancel", "--signal=USR1", "--batch", jobs["warn"]["id"])
+        c.run("scontrol", "requeue", jobs["requeue"]["id"])
+        self.wait_log(jobs["hardkill"], r" commit step=\d+")  # a checkpoint to resume from
+        with open(jobs["hardkill"]["pidfile"]) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        self.wait_log(jobs["hardkill"], r"ckptrun exit 137")
+        wait = time.monotonic() + 30
+        while c.job(jobs["hardkill"]["id"]).get("JobState") not in ("FAILED", "COMPLETED") \
+                and time.monotonic() < wait:
+            time.sleep(0.2)
+        c.run("scontrol", "requeue", jobs["hardkill"]["id"])
+        c.run("scancel", jobs["cancel"]["id"])
+
+        results = {}
+        threads = [threading.Thread(target=lambda n=n: results.__setitem__(
+            n, self.until_done(jobs[n]))) for n in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for n in ("warn", "timelimit", "requeue", "hardkill"):
+            job, info = jobs[n], results.get(n)
+            self.assertIsNotNone(info, n)
+            self.assertEqual(info.get("JobState"), "COMPLETED", "%s: %s\n%s" % (
+                n, info, self.log(job)))
+            self.assertGreaterEqual(int(info.get("Restarts", "0")), 1, n)
+            self.assertRegex(self.log(job), r"trainer: start at step [1-9]")  # resumed
+            with open(job["out"], "rb") as f:
+                self.assertEqual(f.read(), ref, n)
+            self.assertEqual(self.status(job)["state"], "completed")
+        for n in ("warn", "timelimit"):
+            self.assertIn("ckptrun exit 75 warned=1", self.log(jobs[n]), n)
+        self.assertIn("is gone: lease taken over at once", self.log(jobs["hardkill"]))
+        # scancel: the user's stop ends the job; the run is stopped with a
+        # final checkpoint, and nothing brings it back
+        job, info = jobs["cancel"], results["cancel"]
+        self.assertEqual(info.get("JobState"), "CANCELLED", self.log(job))
+        self.assertEqual(info.get("Restarts"), "0")
+        self.assertIn("ckptrun exit 143 warned=0", self.log(job))
+        self.assertIn("stop reason=SIGTERM user=true", self.log(job))
+        self.assertIn("final committed=true", self.log(job))
+        st = self.status(job)
+        self.assertEqual(st["state"], "stopped")
+        self.assertFalse(os.path.exists(job["out"]))
+
+
+if __name__ == "__main__":
+    if not os.access(CKPTRUN, os.X_OK):
+        sys.exit("ckptrun not found at %s (set CKPT_BIN)" % CKPTRUN)
+    unittest.main()

@@ -1,0 +1,193 @@
+/* test_signals.c -- libckpt under ckptrun takes SIGTERM/SIGINT that reach
+ * the process directly as stops (libckpt/src/signals.c, control.c): a fake
+ * ckptrun on a Unix socket; each case runs in a forked child, since the
+ * signal's default action ends it. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include "test_util.h"
+#include "ckpt.h"
+
+static char *g_dir;
+static char g_url[700], g_sock[700];
+
+static int setup(void **s)
+{
+    (void)s;
+    g_dir = test_tmpdir();
+    snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
+    snprintf(g_sock, sizeof g_sock, "%s/ctl", g_dir);
+    return 0;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    test_rmrf(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+static int listen_on(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    unlink(path);
+    assert_true(strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    return fd;
+}
+
+/* Read one line (up to 4 KiB) within 10 s. */
+static void read_line(int fd, char *buf, size_t n)
+{
+    size_t at = 0;
+    while (at + 1 < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        ssize_t r;
+        assert_true(poll(&p, 1, 10000) == 1);
+        r = read(fd, buf + at, 1);
+        assert_true(r == 1);
+        if (buf[at] == '\n')
+            break;
+        at++;
+    }
+    buf[at] = '\0';
+}
+
+/* The trainer: opens a context under "ckptrun", then follows `script`. */
+static pid_t trainer(int own_handler)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct ckpt_config cfg = CKPT_CONFIG_INIT;
+        struct ckpt_ctx *ctx;
+        uint32_t x = 1;
+        setenv("CKPT_SOCKET", g_sock, 1);
+        setenv("CKPT_SOCKET_KEY", "0123456789abcdef0123456789abcdef", 1);
+        cfg.store = g_url;
+        cfg.run = "sig";
+        if (own_handler)
+            signal(SIGTERM, SIG_IGN); /* the program decides: ignores it */
+        if (ckpt_open(&cfg, &ctx) != CKPT_OK)
+            _exit(2);
+        ckpt_protect(ctx, "x", &x, sizeof x);
+        /* stand in for a training loop: save when asked */
+        for (int i = 0; i < 2000; i++) {
+            if (ckpt_should_save(ctx)) {
+                ckpt_save(ctx, (uint64_t)i);
+                ckpt_wait(ctx);
+            }
+            usleep(5000);
+        }
+        ckpt_close(ctx);
+        _exit(0);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+/* First SIGTERM: a save request, reported (`signal`) before the save's
+ * `saving`; ckptrun's `stopping` is acknowledged; the next SIGTERM ends
+ * the process at once. */
+static void test_sigterm_is_a_stop(void **state)
+{
+    int lfd = listen_on(g_sock), cfd, st;
+    char line[4096];
+    pid_t pid;
+    (void)state;
+    pid = trainer(0);
+    cfd = accept(lfd, NULL, NULL);
+    assert_true(cfd >= 0);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"hello\""));
+    assert_non_null(strstr(line, "\"signals\":true"));
+    assert_non_null(strstr(line, "\"key\":\"0123456789abcdef0123456789abcdef\""));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"signal\",\"signal\":\"SIGTERM\""));
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"saving\"")); /* the save it asked for */
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"committed\""));
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* still alive */
+    assert_int_equal(write(cfd, "{\"type\":\"stopping\",\"signal\":\"SIGTERM\"}\n", 39), 39);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"stopping\""));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    st = wait_exit(pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    close(cfd);
+    close(lfd);
+}
+
+/* Without `stopping`: a repeat within 0.5 s is the same stop, a second
+ * one later ends the process; SIGINT likewise. */
+static void test_second_signal_ends(void **state)
+{
+    static const int sigs[] = { SIGTERM, SIGINT };
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        int lfd = listen_on(g_sock), cfd, st;
+        char line[4096];
+        pid_t pid = trainer(0);
+        cfd = accept(lfd, NULL, NULL);
+        read_line(cfd, line, sizeof line); /* hello */
+        kill(pid, sigs[k]);
+        kill(pid, sigs[k]);
+        usleep(700000);
+        assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+        kill(pid, sigs[k]);
+        st = wait_exit(pid);
+        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == sigs[k]);
+        close(cfd);
+        close(lfd);
+    }
+}
+
+/* A program's own disposition is kept: no handler installed, and hello
+ * says so for SIGTERM (SIGINT is still taken). */
+static void test_program_disposition_kept(void **state)
+{
+    int lfd = listen_on(g_sock), cfd, st;
+    char line[4096];
+    pid_t pid;
+    (void)state;
+    pid = trainer(1);
+    cfd = accept(lfd, NULL, NULL);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"signals\":true")); /* SIGINT */
+    kill(pid, SIGTERM); /* ignored by the program: nothing happens */
+    usleep(300000);
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+    {
+        struct pollfd p = { cfd, POLLIN, 0 };
+        assert_int_equal(poll(&p, 1, 200), 0); /* no report */
+    }
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    close(cfd);
+    close(lfd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigterm_is_a_stop),
+        cmocka_unit_test(test_second_signal_ends),
+        cmocka_unit_test(test_program_disposition_kept),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
