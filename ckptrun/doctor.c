@@ -159,46 +159,6 @@ static void add(struct doctor *d, const char *name, enum verdict v, const char *
     }
 }
 
-/* ---- sizes ---------------------------------------------------------------- */
-
-/* "7GiB", "1.5G", "512M", "4096": binary multiples for K/M/G/T with or
- * without "iB", decimal for "KB"/"MB"/"GB"/"TB". @return 0 or -1. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v, mult = 1;
-    int rc = -1;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || errno || v < 0 || !(v < 1e300))
-        goto out;
-    if (*end) {
-        char u = (char)(*end | 0x20);
-        const char *rest = end + 1;
-        double base = 1024;
-        if (u == 'b' && !end[1])
-            rest = end + 1, u = 0;
-        if (u) {
-            if (strcmp(rest, "B") == 0 || strcmp(rest, "b") == 0)
-                base = 1000;
-            else if (*rest && strcmp(rest, "iB") != 0 && strcmp(rest, "ib") != 0)
-                goto out;
-            mult = u == 'k' ? base : u == 'm' ? base * base : u == 'g' ? base * base * base
-                 : u == 't' ? base * base * base * base : 0;
-            if (mult == 0)
-                goto out;
-        }
-    }
-    v *= mult;
-    if (v < 1 || v > 1e15)
-        goto out; /* a petabyte of state is a typo */
-    *out = (uint64_t)v;
-    rc = 0;
-out:
-    return rc;
-}
-
 /* ---- notice --------------------------------------------------------------- */
 
 static void check_notice(struct doctor *d)
@@ -537,7 +497,7 @@ static void check_disk(struct doctor *d)
     avail = (uint64_t)vs.f_bavail * vs.f_frsize;
     /* Test hook (docs/doctor.md): pretend the filesystem has this much free. */
     if (ov && *ov)
-        parse_size(ov, &avail);
+        parse_size(ov, &avail, NULL);
     mount_of(real, mnt, sizeof mnt, type, sizeof type, src, sizeof src);
     fmt_bytes(avail, b1, sizeof b1);
     fmt_bytes(need, b2, sizeof b2);
@@ -1068,7 +1028,7 @@ static void check_throughput(struct doctor *d)
         goto out;
     }
     /* A smaller bound may be asked for (tests, metered links); never more. */
-    if (ov && *ov && parse_size(ov, &cap) == 0 && cap > PROBE_MAX)
+    if (ov && *ov && parse_size(ov, &cap, NULL) == 0 && cap > PROBE_MAX)
         cap = PROBE_MAX;
     if (cap < 64 * 1024)
         cap = 64 * 1024;
@@ -1295,7 +1255,9 @@ int cmd_doctor(struct opts *o)
         goto out;
     }
     d->o = o;
-    if (o->state_bytes && parse_size(o->state_bytes, &d->state_bytes) != 0) {
+    /* sizes follow the one convention (rules.h): 7GiB = 7G = 7 x 2^30 */
+    if (o->state_bytes && (parse_size(o->state_bytes, &d->state_bytes, NULL) != 0 ||
+                           d->state_bytes > (uint64_t)1e15)) {
         log_error("--state-bytes '%s' is not a size (e.g. 7GiB, 1.5G, 512M)", o->state_bytes);
         rc = EXIT_USAGE;
         goto out;

@@ -146,7 +146,8 @@ struct ckpt_store_config {
 };
 
 /* Sizes and rates as users write them: "50M", "1.5G", "800k", "1048576"
- * (K/M/G = 1024^n; "B"/"iB" suffix accepted). @return bytes, 0 if invalid. */
+ * (K/M/G/T = 1024^n, also KiB..; kB/MB/GB/TB = 1000^n: libckpt/src/rules.h).
+ * @return bytes, 0 if invalid. */
 uint64_t ckpt_store_parse_size(const char *s);
 
 /* Open the store named by `url` (file:///abs, s3://bucket/prefix,

@@ -486,6 +486,7 @@ static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
     ckpt__object_key(ctx->run, CKPT_OBJ_PACK, p.id, key, sizeof key);
     st = ctx->store->ops->put(ctx->store, key, b->data, b->len, &po, NULL, err);
     if (st == CKPT_OK) {
+        ckpt__progress_add(&ctx->progress.stored_bytes, b->len);
         pthread_mutex_lock(&sv->mu);
         sv->m.packs[b->slot] = p;
         pthread_mutex_unlock(&sv->mu);
@@ -660,6 +661,8 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
         } else {
             ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
             st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
+            if (st == CKPT_OK)
+                ckpt__progress_add(&ctx->progress.stored_bytes, obj_len);
         }
         if (st) {
             save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
@@ -672,6 +675,10 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
         pthread_mutex_unlock(&sv->mu);
     }
 out:
+    if (!sv->st) { /* progress: this chunk is stored (or known) */
+        ckpt__progress_add(&ctx->progress.bytes_done, j->len);
+        ckpt__progress_add(&ctx->progress.chunks_done, 1);
+    }
     block_put(ctx, j->blk);
     save_unref(ctx, sv);
     free(j);
@@ -1070,6 +1077,9 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
         return CKPT_E_NOMEM;
     }
     sv->pending = 1; /* the submitter's token */
+    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_SAVE, step);
+    ckpt__progress_add(&ctx->progress.bytes_total, sv->raw_bytes);
+    ckpt__progress_add(&ctx->progress.chunks_total, total_chunks);
     pthread_mutex_lock(&ctx->run_mu);
     ctx->inflight = sv;
     pthread_mutex_unlock(&ctx->run_mu);
