@@ -391,10 +391,13 @@ void cli_help(FILE *f, int cmd, const char *version)
         fprintf(f, "ckptrun %s: checkpoint and resume training on spot instances\n\n", version);
         fprintf(f, "Usage:\n");
         for (int i = 0; i < CMD__COUNT; i++) {
-            char u[96];
-            snprintf(u, sizeof u, "ckptrun %s%s %s", i == CMD_RUN ? "[run]" : cli_cmds[i].name,
-                     "", i == CMD_RUN ? cli_cmds[i].usage : "[OPTIONS]");
-            fprintf(f, "  %-44s %s\n", u, cli_cmds[i].summary);
+            char u[160];
+            snprintf(u, sizeof u, "ckptrun %-7s %s", i == CMD_RUN ? "[run]" : cli_cmds[i].name,
+                     cli_cmds[i].usage);
+            if (strlen(u) <= 46)
+                fprintf(f, "  %-46s %s\n", u, cli_cmds[i].summary);
+            else
+                fprintf(f, "  %s\n  %-46s %s\n", u, "", cli_cmds[i].summary);
         }
         fprintf(f, "\n`ckptrun COMMAND --help` (or `ckptrun help COMMAND`) explains one command;\n"
                    "`man ckptrun` has them all.\n\nCommon options (environment variable in "
@@ -405,7 +408,7 @@ void cli_help(FILE *f, int cmd, const char *version)
         for (size_t i = 0; i < cli_nopts; i++)
             if ((cli_opts[i].cmds & CMDBIT(cmd)) && cli_opts[i].cmds != CMD_ALL)
                 opt_help(f, &cli_opts[i]);
-        fprintf(f, "Common options (environment variable in brackets):\n");
+        fprintf(f, "\nCommon options (environment variable in brackets):\n");
     }
     for (size_t i = 0; i < cli_nopts; i++)
         if (cli_opts[i].cmds == CMD_ALL)
@@ -507,6 +510,7 @@ static void roff_opt(FILE *f, const struct cli_opt *o)
         snprintf(extra, sizeof extra, "%s%s%s%s%s%s", o->env ? "Environment: " : "",
                  o->env ? o->env : "", o->env && o->dflt ? ". " : "",
                  o->dflt ? "Default: " : "", o->dflt ? o->dflt : "", ".");
+        fputs(".br\n", f);
         roff_text(f, extra);
     }
 }

@@ -25,6 +25,10 @@ static size_t g_status_len;
 static int g_hold;
 static char *g_held[HELD_MAX];
 static size_t g_nheld, g_dropped;
+static char *g_final; /* the command's error line, once said */
+
+static void lib_flush(const char *final_msg, int keep);
+static int about(const char *msg, const char *final_msg);
 
 static void look_at_terminal(void)
 {
@@ -260,8 +264,16 @@ void log_error(const char *fmt, ...)
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
-    /* the library's errors this line quotes are not said twice */
-    log_lib_release(msg);
+    /* The library's messages this line is about are not said twice, and
+     * those that still come (a background job's view of the same failure)
+     * are judged against it too. */
+    int holding;
+    pthread_mutex_lock(&g_lock);
+    free(g_final);
+    g_final = strdup(msg);
+    holding = g_hold;
+    pthread_mutex_unlock(&g_lock);
+    lib_flush(msg, holding);
     look_at_terminal();
     pthread_mutex_lock(&g_lock);
     status_erase();
@@ -329,10 +341,12 @@ void log_lib(void *user, ckpt_log_level level, const char *subject, const char *
            : level == CKPT_LOG_INFO  ? LOG_INFO
            : level == CKPT_LOG_WARN  ? LOG_WARN : LOG_ERROR;
     (void)user;
-    if (lv == LOG_ERROR) {
+    if (lv >= LOG_WARN) {
         int kept = 0;
         pthread_mutex_lock(&g_lock);
-        if (g_hold) {
+        if (g_final && about(msg ? msg : "", g_final)) {
+            kept = 1; /* a background job's view of the error already said */
+        } else if (g_hold) {
             char *line = NULL;
             if (g_nheld < HELD_MAX &&
                 asprintf(&line, "%s\t%s", subject ? subject : "", msg ? msg : "") >= 0)
@@ -357,9 +371,21 @@ void log_lib_hold(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-void log_lib_release(const char *final_msg)
+/* Whether a library message is about what `final_msg` says: contained in
+ * it, or ending in the same detail (its last ": " segment, curl's text,
+ * "expected X, found Y") when that is specific enough. */
+static int about(const char *msg, const char *final_msg)
 {
-    char *held[HELD_MAX];
+    const char *seg = final_msg ? strrchr(final_msg, ':') : NULL;
+    seg = seg && strlen(seg + 1) >= 12 ? seg + 2 : NULL;
+    return final_msg && (strstr(final_msg, msg) || (seg && strstr(msg, seg)));
+}
+
+/* Print the held messages not about `final_msg` (NULL: the command's
+ * error, if it logged one); keep holding when `keep`. */
+static void lib_flush(const char *final_msg, int keep)
+{
+    char *held[HELD_MAX], *last = NULL;
     size_t n, dropped;
 
     pthread_mutex_lock(&g_lock);
@@ -367,17 +393,25 @@ void log_lib_release(const char *final_msg)
     dropped = g_dropped;
     memcpy(held, g_held, n * sizeof held[0]);
     g_nheld = g_dropped = 0;
-    g_hold = 0;
+    g_hold = keep;
+    if (!final_msg && g_final)
+        final_msg = last = strdup(g_final);
     pthread_mutex_unlock(&g_lock);
     for (size_t i = 0; i < n; i++) {
         char *tab = strchr(held[i], '\t');
         const char *msg = tab ? tab + 1 : held[i];
         if (tab)
             *tab = '\0';
-        if (!final_msg || !strstr(final_msg, msg))
+        if (!about(msg, final_msg))
             lib_line(LOG_WARN, held[i], msg);
         free(held[i]);
     }
     if (dropped)
-        log_msg(LOG_WARN, "lib", "%zu more library errors not shown", dropped);
+        log_msg(LOG_WARN, "lib", "%zu more library messages not shown", dropped);
+    free(last);
+}
+
+void log_lib_release(const char *final_msg)
+{
+    lib_flush(final_msg, 0);
 }

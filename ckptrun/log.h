@@ -55,10 +55,11 @@ void log_status(const char *text);
 void log_lib(void *user, ckpt_log_level level, const char *subject, const char *msg);
 ckpt_log_level log_lib_level(void);
 /* Administration commands report a failure once, in their own error line,
- * which quotes the library's detail. While held, the library's error-level
- * messages are kept instead of printed; log_lib_release() prints, as
- * warnings, the kept ones the final message (may be NULL) does not already
- * contain (a verify that found several damaged chunks names each). */
+ * which quotes the library's detail. While held, the library's warnings and
+ * errors are kept instead of printed; log_lib_release() prints, as
+ * warnings, the kept ones that are not about what the final message (may
+ * be NULL) says: contained in it, or ending in the same detail (its last
+ * ": " segment). A verify that found several damaged chunks names each. */
 void log_lib_hold(void);
 void log_lib_release(const char *final_msg);
 

@@ -235,6 +235,34 @@ static int unknown_command(const char *word, int in_help)
     return EXIT_USAGE;
 }
 
+/* The index of a subcommand written after options ("ckptrun --store S
+ * status"), or -1: the first word that is neither an option nor an
+ * option's value, before any "--". */
+static int command_after_options(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            return -1;
+        if (strncmp(a, "--", 2) == 0) {
+            size_t n = strcspn(a + 2, "=");
+            if (a[2 + n] == '=')
+                continue;
+            for (size_t k = 0; k < cli_nopts; k++)
+                if (strlen(cli_opts[k].name) == n && strncmp(cli_opts[k].name, a + 2, n) == 0 &&
+                    cli_opts[k].arg) {
+                    i++; /* its value */
+                    break;
+                }
+            continue;
+        }
+        if (a[0] == '-' && a[1])
+            continue; /* short flags (-q, -v): none takes a value */
+        return cli_cmd_find(a) >= 0 ? i : -1;
+    }
+    return -1;
+}
+
 /* Parse argv into o. @return 0, or an exit code (-1: exit 0 after help). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -246,9 +274,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
     o->cmd_id = CMD_RUN;
     if (argc > 1 && strcmp(argv[1], "__generate") == 0) {
         /* hidden build step: the man page and completions (cli.h) */
-        rc = argc == 3 && cli_generate(stdout, argv[2], CKPT_VERSION_FULL) == 0 ? -1 : EXIT_USAGE;
+        FILE *f = argc == 4 ? fopen(argv[3], "w") : stdout;
+        rc = (argc == 3 || argc == 4) && f && cli_generate(f, argv[2], CKPT_VERSION_FULL) == 0
+                 ? -1 : EXIT_USAGE;
+        if (f && f != stdout && fclose(f) != 0)
+            rc = EXIT_USAGE;
         if (rc == EXIT_USAGE)
-            log_error("__generate man|bash|zsh");
+            log_error("__generate man|bash|zsh [FILE]");
         goto out;
     }
     if (argc > 1 && strcmp(argv[1], "help") == 0) {
@@ -260,6 +292,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
         cli_help(stdout, id, CKPT_VERSION_FULL);
         rc = -1;
         goto out;
+    }
+    {
+        /* options may come before the subcommand, as with git: move it first */
+        int at = command_after_options(argc, argv);
+        if (at > 1) {
+            char *w = argv[at];
+            memmove(argv + 2, argv + 1, (size_t)(at - 1) * sizeof *argv);
+            argv[1] = w;
+        }
     }
     if (argc > 1 && cli_cmd_find(argv[1]) >= 0) {
         o->cmd_id = cli_cmd_find(argv[1]);

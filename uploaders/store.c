@@ -160,9 +160,11 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
 #include "http.h"
 /* Once per process: a plain-http endpoint off this machine carries the
  * requests, session tokens and signatures in clear (docs/stores.md). */
-static ckpt_status opened(ckpt_status st, struct ckpt_store *s, const struct ckpt_store_config *c)
+static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
+                          const struct ckpt_store_config *c)
 {
-    if (st == CKPT_OK && ckpt_http_cleartext_remote(s->endpoint) && c->log_fn &&
+    const struct ckpt_store *s = st == CKPT_OK ? *out : NULL; /* after the open, not before */
+    if (s && ckpt_http_cleartext_remote(s->endpoint) && c->log_fn &&
         c->log_level <= CKPT_LOG_WARN && ckpt_http_cleartext_first()) {
         char msg[400];
         snprintf(msg, sizeof msg, "endpoint %.*s is plain http and not on this machine: "
@@ -206,7 +208,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     }
     if (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5)) {
 #ifdef CKPT_WITH_S3
-        return opened(ckpt_store_s3_open(url, cfg, out, err), *out, cfg);
+        return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
 #else
         if (err)
             snprintf(err, CKPT_ERR_MAX, "%.2s:// stores are not compiled into this build", url);
@@ -215,7 +217,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     }
     if (!strncmp(url, "az://", 5)) {
 #ifdef CKPT_WITH_AZURE
-        return opened(ckpt_store_az_open(url, cfg, out, err), *out, cfg);
+        return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
 #else
         if (err)
             snprintf(err, CKPT_ERR_MAX, "az:// stores are not compiled into this build");
