@@ -608,6 +608,7 @@ int main(int argc, char **argv)
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
     ckpt_retry_set_observer(retry_notice);
 #endif
+    ckpt_store_set_notice_log(log_lib, NULL);
     if ((rc = resolve(&o)) != 0)
         goto out;
     switch (o.cmd_id) {

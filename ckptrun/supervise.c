@@ -27,6 +27,9 @@
 #include "record.h"
 #include "store.h"
 #include "watch.h"
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "retry.h"
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -466,6 +469,9 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
         /* Already stopping: a nearer deadline shortens it, nothing else. */
         if (d < s->deadline) {
             s->deadline = d;
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+            ckpt_retry_set_deadline(d);
+#endif
             if (s->ckpt_end > d)
                 s->ckpt_end = d;
         }
@@ -479,6 +485,9 @@ static void begin_stop(struct sup *s, const char *reason, int64_t deadline_unix,
     s->t0 = now;
     s->deadline = d;
     s->ckpt_end = d - killwin;
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+    ckpt_retry_set_deadline(d); /* the store's retries end with the stop (retry.h) */
+#endif
     s->stop_reason = reason;
     s->phase = P_CKPT;
     s->preemptions++;

@@ -156,6 +156,15 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     return CKPT_OK;
 }
 
+static ckpt_log_fn notice_fn;
+static void *notice_user;
+
+void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user)
+{
+    notice_user = user;
+    notice_fn = fn;
+}
+
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
 #include "http.h"
 /* Once per process: a plain-http endpoint off this machine carries the
@@ -164,13 +173,14 @@ static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
                           const struct ckpt_store_config *c)
 {
     const struct ckpt_store *s = st == CKPT_OK ? *out : NULL; /* after the open, not before */
-    if (s && ckpt_http_cleartext_remote(s->endpoint) && c->log_fn &&
-        c->log_level <= CKPT_LOG_WARN && ckpt_http_cleartext_first()) {
+    ckpt_log_fn fn = c->log_fn && c->log_level <= CKPT_LOG_WARN ? c->log_fn : notice_fn;
+    void *user = c->log_fn && c->log_level <= CKPT_LOG_WARN ? c->log_user : notice_user;
+    if (s && fn && ckpt_http_cleartext_remote(s->endpoint) && ckpt_http_cleartext_first()) {
         char msg[400];
         snprintf(msg, sizeof msg, "endpoint %.*s is plain http and not on this machine: "
                  "requests, signatures and any session token travel unencrypted "
                  "(use https://)", (int)strcspn(s->endpoint, " "), s->endpoint);
-        c->log_fn(c->log_user, CKPT_LOG_WARN, "store", msg);
+        fn(user, CKPT_LOG_WARN, "store", msg);
     }
     return st;
 }

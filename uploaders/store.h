@@ -157,6 +157,10 @@ uint64_t ckpt_store_parse_size(const char *s);
 ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg,
                             struct ckpt_store **out, char *err);
 void ckpt_store_close(struct ckpt_store *st);
+/* Where a store opened without a log callback reports what its user must
+ * know once per process (a plain-http endpoint off this machine). Set once
+ * at start, before any store is opened (not thread-safe). */
+void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user);
 
 /* The default store URL: file://$XDG_DATA_HOME/ckpt or ~/.local/share/ckpt.
  * Writes into buf; @return buf or NULL if it does not fit / no HOME. */
