@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include "ckpt.h"
 
-/* Exit codes, DESIGN.md §3 (sysexits.h values). */
+/* Exit codes (docs/ckptrun.md, "Exit codes"; sysexits.h values). */
 enum {
     EXIT_STOPPED_OK = 75,     /* stopped, final checkpoint committed */
     EXIT_STOPPED_LOST = 74,   /* stopped, final checkpoint not committed */

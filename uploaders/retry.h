@@ -1,6 +1,6 @@
 /*
  * retry.h -- the one place where object-store failures are classified and
- * retried (SPEC.md part B, "Retry").
+ * retried (docs/stores.md, "Retries").
  *
  * Classification (ckpt_retry_classify) turns an HTTP reply (status, the
  * service's error code from the XML body or x-ms-error-code) or a transport
