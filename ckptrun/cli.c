@@ -647,16 +647,19 @@ static void gen_bash(FILE *f)
           "complete -F _ckptrun ckptrun\n", f);
 }
 
-/* zsh _arguments spec text: brackets, colons and quotes escaped. */
-static void zsh_desc(FILE *f, const char *s)
+/* Text inside a single-quoted zsh word, with `special` characters
+ * backslash-quoted for _arguments/_describe: the brackets of an option's
+ * explanation, the colons of a message, an action or a _describe entry. */
+static void zsh_text(FILE *f, const char *s, const char *special)
 {
     for (; *s; s++) {
-        if (*s == '[' || *s == ']' || *s == ':' || *s == '\\')
-            fputc('\\', f);
         if (*s == '\'')
             fputs("'\\''", f);
-        else
+        else {
+            if (*s == '\\' || strchr(special, *s))
+                fputc('\\', f);
             fputc(*s, f);
+        }
     }
 }
 
@@ -670,7 +673,7 @@ static void gen_zsh(FILE *f)
           "  cmds=(\n", f);
     for (int i = 0; i < CMD__COUNT; i++) {
         fprintf(f, "    '%s:", cli_cmds[i].name);
-        zsh_desc(f, cli_cmds[i].summary);
+        zsh_text(f, cli_cmds[i].summary, ":");
         fputs("'\n", f);
     }
     fputs("  )\n"
@@ -693,21 +696,29 @@ static void gen_zsh(FILE *f)
             const struct cli_opt *o = &cli_opts[k];
             if (!(o->cmds & CMDBIT(i)))
                 continue;
-            fprintf(f, "        '--%s%s[", o->name, o->arg ? "=" : "");
-            zsh_desc(f, o->help);
-            fputs("]", f);
-            if (o->arg) {
-                fputs(":", f);
-                zsh_desc(f, o->arg);
-                fputs(":", f);
-                if (o->values && !strcmp(o->values, "@dir"))
-                    fputs("_files -/", f);
-                else if (o->values && !strcmp(o->values, "@file"))
-                    fputs("_files", f);
-                else if (o->values)
-                    fprintf(f, "(%s)", o->values);
+            for (int form = 0; form < (o->short_name ? 2 : 1); form++) {
+                if (form == 0)
+                    fprintf(f, "        '--%s%s[", o->name, o->arg ? "=" : "");
+                else
+                    fprintf(f, "        '-%c[", o->short_name);
+                zsh_text(f, o->help, "[]");
+                fputs("]", f);
+                if (o->arg) {
+                    fputs(":", f);
+                    zsh_text(f, o->arg, ":");
+                    fputs(":", f);
+                    if (o->values && !strcmp(o->values, "@dir"))
+                        fputs("_files -/", f);
+                    else if (o->values && !strcmp(o->values, "@file"))
+                        fputs("_files", f);
+                    else if (o->values) {
+                        fputs("(", f);
+                        zsh_text(f, o->values, ":");
+                        fputs(")", f);
+                    }
+                }
+                fputs("' \\\n", f);
             }
-            fputs("' \\\n", f);
         }
         if (i == CMD_RUN || i == CMD_RECOVER)
             fputs("        '*::training command:_normal'\n", f);
