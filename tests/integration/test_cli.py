@@ -531,6 +531,7 @@ class Build(unittest.TestCase):
             opts |= set(re.findall(r"^ +(?:-\w, )?(--[a-z][a-z-]*)", out, re.M))
         return opts
 
+    @unittest.skipUnless(shutil.which("groff"), "groff missing (scripts/deps.sh installs it)")
     def test_man_page_and_completions_match_help(self):
         man = os.path.join(BUILD, "share", "man", "man1", "ckptrun.1")
         bash = os.path.join(BUILD, "share", "bash-completion", "completions", "ckptrun")
