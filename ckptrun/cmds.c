@@ -251,6 +251,11 @@ int cmd_save(struct opts *o)
      * and retention would count it among the kept ones. */
     if (ckpt_list(ctx, rows_cb, &rows) == CKPT_OK && !o->force) {
         const struct ckpt_row *nw = row_newest(&rows);
+        if (rows.oom) {
+            log_error("save: out of memory listing run %s's checkpoints", o->run);
+            rc = EXIT_FAIL;
+            goto out;
+        }
         if (nw && o->step < nw->step) {
             log_error("save: step %" PRIu64 " is lower than run %s's newest checkpoint (step %"
                       PRIu64 "), which is what run and recover resume from; --force commits "
@@ -433,25 +438,12 @@ static void run_name_cb(void *user, const char *run)
         printf("%s\n", run);
 }
 
-static void ls_print(const struct opts *o, const struct rows *r, cJSON *arr)
+/* The table of ls: newest first, as ckpt_list gives them. */
+static void ls_print(const struct rows *r)
 {
     char ts[40], raw[32], stored[32], nw[32];
     for (size_t k = 0; k < r->n; k++) {
         const struct ckpt_row *i = &r->v[k];
-        if (arr) {
-            cJSON *c = cJSON_CreateObject();
-            if (!c)
-                continue;
-            cJSON_AddNumberToObject(c, "step", (double)i->step);
-            cJSON_AddNumberToObject(c, "time_ms", (double)i->time_ms);
-            cJSON_AddNumberToObject(c, "items", (double)i->items);
-            cJSON_AddNumberToObject(c, "raw_bytes", (double)i->raw);
-            cJSON_AddNumberToObject(c, "stored_bytes", (double)i->stored);
-            cJSON_AddNumberToObject(c, "new_bytes", (double)i->new_bytes);
-            cJSON_AddNumberToObject(c, "chunks", (double)i->chunks);
-            cJSON_AddItemToArray(arr, c);
-            continue;
-        }
         if (k == 0)
             printf("%-12s %-24s %7s %10s %10s %10s\n", "STEP", "COMMITTED", "ITEMS", "RAW",
                    "STORED", "NEW");
@@ -459,7 +451,6 @@ static void ls_print(const struct opts *o, const struct rows *r, cJSON *arr)
                iso_time(i->time_ms, ts, sizeof ts), i->items, fmt_bytes(i->raw, raw, sizeof raw),
                fmt_bytes(i->stored, stored, sizeof stored), fmt_bytes(i->new_bytes, nw, sizeof nw));
     }
-    (void)o;
 }
 
 /* ls --json keeps every ckpt_info field it printed before (seq, epoch,
@@ -541,7 +532,7 @@ int cmd_ls(struct opts *o)
                 log_msg(LOG_INFO, "ls", "run %s has no committed checkpoint", o->run);
         }
         if (!arr)
-            ls_print(o, &rows, NULL);
+            ls_print(&rows);
     }
     if (arr)
         print_json(arr);
