@@ -780,9 +780,11 @@ static const char *str(const cJSON *o, const char *k, const char *dflt)
 /* Figures derived from the event history. A "session" is one ckptrun
  * process (host + pid): its running time is from its start event to its last
  * event; the work lost at a stop or failure is the time since the session's
- * last commit (or its start when it committed nothing). */
+ * last commit (or its start when it committed nothing). A runner session
+ * (one with a start event) that ends with no exit event died without a word
+ * (SIGKILL, a lost machine): a crash, whose loss runs to its last event. */
 struct history {
-    uint64_t commits, commit_bytes, commit_stored, stops, failures, sessions;
+    uint64_t commits, commit_bytes, commit_stored, stops, failures, crashes, sessions;
     uint64_t run_ms, lost_ms;
     /* the last commit event: its size and speed */
     int have_last;
@@ -790,12 +792,12 @@ struct history {
     int64_t last_ms;
 };
 
-static void summarize(const cJSON *events, struct history *h)
+static void summarize(const cJSON *events, int runner_live, struct history *h)
 {
     const cJSON *ev;
     char cur[128] = "";
     int64_t start = 0, last = 0, last_commit = 0;
-    int open = 0, had_start = 0;
+    int open = 0, had_start = 0, ended = 0;
 
     memset(h, 0, sizeof *h);
     /* Events are sorted by time; sessions do not overlap (one live runner),
@@ -807,16 +809,23 @@ static void summarize(const cJSON *events, struct history *h)
         snprintf(id, sizeof id, "%s/%.0f", str(ev, "host", "?"), num(ev, "pid", 0));
         /* (a runner's `lease` event comes before its `start`: same session) */
         if ((strcmp(type, "start") == 0 && had_start) || strcmp(id, cur) != 0) {
-            if (open)
+            if (open) {
                 h->run_ms += (uint64_t)(last - start);
+                if (had_start && !ended) {
+                    h->crashes++;
+                    h->lost_ms += (uint64_t)(last - last_commit);
+                }
+            }
             snprintf(cur, sizeof cur, "%s", id);
             start = last = last_commit = t;
             open = 1;
-            had_start = 0;
+            had_start = ended = 0;
             h->sessions++;
         }
         if (strcmp(type, "start") == 0)
             had_start = 1;
+        if (strcmp(type, "exit") == 0)
+            ended = 1;
         last = t;
         if (strcmp(type, "commit") == 0) {
             h->commits++;
@@ -838,8 +847,14 @@ static void summarize(const cJSON *events, struct history *h)
             h->lost_ms += (uint64_t)(t - last_commit);
         }
     }
-    if (open)
+    if (open) {
         h->run_ms += (uint64_t)(last - start);
+        /* the newest runner: dead if it said nothing and holds no live lease */
+        if (had_start && !ended && !runner_live) {
+            h->crashes++;
+            h->lost_ms += (uint64_t)(last - last_commit);
+        }
+    }
 }
 
 /* The state word status shows. It is the record's state; a runner that is
@@ -897,7 +912,8 @@ int cmd_status(struct opts *o)
         events = cJSON_CreateArray();
     if (skipped)
         log_msg(LOG_WARN, "record", "%zu event objects unreadable; skipped", skipped);
-    summarize(events, &h);
+    have_lease = lease_read(record_store(rec), o->run, &li, NULL, err) == CKPT_OK;
+    summarize(events, have_lease && lease_is_live(&li, now), &h);
     if ((rc = open_ctx(o, &ctx)) != 0)
         goto out;
     if (ckpt_list(ctx, rows_cb, &rows) != CKPT_OK)
@@ -910,7 +926,6 @@ int cmd_status(struct opts *o)
     nw = row_newest(&rows);
     for (size_t i = 0; i < rows.n; i++)
         raw += rows.v[i].raw;
-    have_lease = lease_read(record_store(rec), o->run, &li, NULL, err) == CKPT_OK;
     if (!(out = cJSON_CreateObject()))
         goto out;
     cJSON_AddStringToObject(out, "run", o->run);
@@ -951,6 +966,7 @@ int cmd_status(struct opts *o)
     cJSON_AddNumberToObject(out, "checkpoint_bytes", (double)raw);
     cJSON_AddNumberToObject(out, "preemptions", (double)h.stops);
     cJSON_AddNumberToObject(out, "failures", (double)h.failures);
+    cJSON_AddNumberToObject(out, "crashes", (double)h.crashes);
     cJSON_AddNumberToObject(out, "sessions", (double)h.sessions);
     cJSON_AddNumberToObject(out, "commits", (double)h.commits);
     cJSON_AddNumberToObject(out, "committed_bytes", (double)h.commit_bytes);
@@ -1016,12 +1032,16 @@ int cmd_status(struct opts *o)
                fmt_bytes(h.commit_bytes, a, sizeof a), fmt_bytes(h.commit_stored, b, sizeof b));
         printf("preemptions  %" PRIu64 "\n", h.stops);
         printf("failures     %" PRIu64 "\n", h.failures);
+        if (h.crashes)
+            printf("crashes      %" PRIu64 " (runners that ended without a word: SIGKILL, a "
+                   "lost machine)\n", h.crashes);
         printf("run time     %s in %" PRIu64 " session%s\n", fmt_duration(h.run_ms, c, sizeof c),
                h.sessions, h.sessions == 1 ? "" : "s");
-        printf("lost work    %s (estimate, %" PRIu64 " stop%s, %" PRIu64 " failure%s: training "
-               "done after a session's last commit, or its start, until it stopped or failed; "
-               "a resume redoes it)\n", fmt_duration(h.lost_ms, a, sizeof a), h.stops,
-               h.stops == 1 ? "" : "s", h.failures, h.failures == 1 ? "" : "s");
+        printf("lost work    %s (estimate, %" PRIu64 " stop%s, %" PRIu64 " failure%s, %" PRIu64
+               " crash%s: training done after a session's last commit, or its start, until it "
+               "stopped, failed or was last heard of; a resume redoes it)\n",
+               fmt_duration(h.lost_ms, a, sizeof a), h.stops, h.stops == 1 ? "" : "s",
+               h.failures, h.failures == 1 ? "" : "s", h.crashes, h.crashes == 1 ? "" : "es");
     }
 out:
     log_lib_release(NULL);

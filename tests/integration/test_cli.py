@@ -408,8 +408,8 @@ class Status(Case):
         self.assertRegex(out, r"expiry +\S+Z \(in 5\d s\)")
         self.assertRegex(out, r"newest +step 7, \S+Z \((just now|\d+ s ago)\), 1 items, 293 KiB")
         self.assertRegex(out, r"last commit +step 7 .*: 293 KiB, 293 KiB new, .*/s in [\d.]+s")
-        self.assertRegex(out, r"lost work +\S+ \(estimate, 0 stops, 0 failures: training done "
-                              r"after a session's last commit")
+        self.assertRegex(out, r"lost work +\S+ \(estimate, 0 stops, 0 failures, 0 crashes: "
+                              r"training done after a session's last commit")
 
 
 class Rules(Case):
