@@ -6,9 +6,11 @@
  * interface (store.h) only.
  *
  * Modules (one file each):
- *   main.c       command line, environment fallbacks, help, dispatch
+ *   main.c       command line, environment fallbacks, dispatch
+ *   cli.c        the command line as data: --help, man page, completions
  *   parse.c      pure parsing (durations, steps from names, codecs, signals)
- *   log.c        the event log on stderr
+ *   log.c        the event log on stderr, result lines, the status line
+ *   progress.c   progress display of long library calls (terminal only)
  *   cmds.c       save, restore, ls, verify, gc, status
  *   commit.c     commit files/directories as one checkpoint (save + watcher)
  *   record.c     the run record in the store (RUN, events/, files/)
@@ -26,7 +28,7 @@
 #include <stdint.h>
 #include "ckpt.h"
 
-/* Exit codes, DESIGN.md §3 (sysexits.h values). */
+/* Exit codes (docs/ckptrun.md, "Exit codes"; sysexits.h values). */
 enum {
     EXIT_STOPPED_OK = 75,     /* stopped, final checkpoint committed */
     EXIT_STOPPED_LOST = 74,   /* stopped, final checkpoint not committed */
@@ -37,6 +39,7 @@ enum {
 
 struct opts {
     const char *cmd;          /* "run", "save", "restore", ... */
+    int cmd_id;               /* enum cli_cmd_id (cli.h) */
     const char *store;        /* NULL: library default */
     char store_buf[1024];
     const char *run;
@@ -65,7 +68,9 @@ struct opts {
     uint64_t step;
     const char *marker;       /* --complete-marker GLOB */
     const char *on_complete, *on_preempt, *on_failure;
+    int force;                /* save --force: a step below the newest */
     const char *state_bytes;  /* doctor --state-bytes SIZE, as given */
+    const char *changed;      /* doctor --changed FRACTION, as given */
     uint64_t budget_ms;       /* doctor --budget (0 = default) */
     char **args;              /* COMMAND [ARG...] or PATH... or DIR */
     int nargs;
@@ -84,6 +89,11 @@ int open_ctx(const struct opts *o, struct ckpt_ctx **ctx);
 /* mkdir -p with owner-only permissions for what it creates (cmds.c).
  * @return 0 or -1 with errno. */
 int mkdir_owner(const char *path);
+
+/* Whether run o->run exists in the store (has a HEAD or a RUN record), for
+ * names only an existing run may have (cmds.c). @return 1 yes, 0 no, or
+ * -(exit code) when the store cannot be asked (logged). */
+int run_exists(const struct opts *o);
 
 /* Subcommands (cmds.c); each returns the process exit code. */
 int cmd_save(struct opts *o);

@@ -7,8 +7,12 @@
  *   provider, metadata, imds-token, window      where the notice comes from
  *   state, disk, disk-survival                  the local side
  *   store, store-rw, conditional                credentials and lease guarantee
+ *   changed                                     how much of the state a final save
+ *                                               sends (--changed, the run's own
+ *                                               checkpoints, else all of it)
  *   codec, upload, download                     measured on this CPU and link
  *   estimate-full, estimate-incremental         notice -> committed, vs window
+ *   lost-work                                   training lost per preemption
  * docs/doctor.md documents each line and the estimate's formula.
  *
  * Bounds. Time: every phase gets a share of --budget (default 30 s); the
@@ -60,7 +64,7 @@
 #define SAMPLE_MIN (4u << 20)
 #define DEFAULT_BUDGET_MS 30000
 #define DEFAULT_STATE (1ull << 30)  /* when nothing says how big the state is */
-#define CHANGED_FRACTION 0.02       /* incremental: share of chunks that changed */
+#define CHANGED_SMALL 0.5           /* "mostly unchanged": under half changes */
 #define FIT_MARGIN 0.75             /* "fits" = under 75% of the window */
 #define MAX_CHECKS 24
 #define MAX_THREADS 8
@@ -100,6 +104,12 @@ struct doctor {
     size_t sample_bytes, bf16_bytes;
     double ratio;                   /* stored / raw */
     double t_full_s, t_same_s;      /* sample: all new; nothing changed */
+
+    /* what a final save sends: the share of the state that changes
+     * between checkpoints (1 = all of it, as in full training) */
+    double changed;
+    int changed_known;              /* given (--changed) or measured */
+    char changed_src[300];
 
     /* store */
     struct ckpt_store *st;
@@ -157,46 +167,6 @@ static void add(struct doctor *d, const char *name, enum verdict v, const char *
             printf("      %-20s -> %s\n", "", c->advice);
         fflush(stdout);
     }
-}
-
-/* ---- sizes ---------------------------------------------------------------- */
-
-/* "7GiB", "1.5G", "512M", "4096": binary multiples for K/M/G/T with or
- * without "iB", decimal for "KB"/"MB"/"GB"/"TB". @return 0 or -1. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v, mult = 1;
-    int rc = -1;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || errno || v < 0 || !(v < 1e300))
-        goto out;
-    if (*end) {
-        char u = (char)(*end | 0x20);
-        const char *rest = end + 1;
-        double base = 1024;
-        if (u == 'b' && !end[1])
-            rest = end + 1, u = 0;
-        if (u) {
-            if (strcmp(rest, "B") == 0 || strcmp(rest, "b") == 0)
-                base = 1000;
-            else if (*rest && strcmp(rest, "iB") != 0 && strcmp(rest, "ib") != 0)
-                goto out;
-            mult = u == 'k' ? base : u == 'm' ? base * base : u == 'g' ? base * base * base
-                 : u == 't' ? base * base * base * base : 0;
-            if (mult == 0)
-                goto out;
-        }
-    }
-    v *= mult;
-    if (v < 1 || v > 1e15)
-        goto out; /* a petabyte of state is a typo */
-    *out = (uint64_t)v;
-    rc = 0;
-out:
-    return rc;
 }
 
 /* ---- notice --------------------------------------------------------------- */
@@ -537,7 +507,7 @@ static void check_disk(struct doctor *d)
     avail = (uint64_t)vs.f_bavail * vs.f_frsize;
     /* Test hook (docs/doctor.md): pretend the filesystem has this much free. */
     if (ov && *ov)
-        parse_size(ov, &avail);
+        parse_size(ov, &avail, NULL);
     mount_of(real, mnt, sizeof mnt, type, sizeof type, src, sizeof src);
     fmt_bytes(avail, b1, sizeof b1);
     fmt_bytes(need, b2, sizeof b2);
@@ -659,6 +629,14 @@ static int newest_info(void *user, const struct ckpt_info *info)
 {
     *(struct ckpt_info *)user = *info;
     return 1;
+}
+
+/* Up to 8 checkpoints, newest first (check_changed). */
+static int newest_rows(void *user, const struct ckpt_info *info)
+{
+    struct { struct ckpt_info *v; unsigned n; } *c = user;
+    c->v[c->n++] = *info;
+    return c->n >= 8;
 }
 
 static void rm_tree(const char *path)
@@ -1068,7 +1046,7 @@ static void check_throughput(struct doctor *d)
         goto out;
     }
     /* A smaller bound may be asked for (tests, metered links); never more. */
-    if (ov && *ov && parse_size(ov, &cap) == 0 && cap > PROBE_MAX)
+    if (ov && *ov && parse_size(ov, &cap, NULL) == 0 && cap > PROBE_MAX)
         cap = PROBE_MAX;
     if (cap < 64 * 1024)
         cap = 64 * 1024;
@@ -1194,26 +1172,135 @@ static void estimate(const struct doctor *d, const struct meas *m, double change
 static void advise(const struct doctor *d, const struct est *e, char *out, size_t cap)
 {
     char b[32];
+    /* A shorter --interval does not make a final save smaller when the whole
+     * state changes between checkpoints (full training): it only bounds
+     * what a failed final save loses. */
     if (e->net_s >= e->cpu_s)
         snprintf(out, cap,
-                 "upload-bound at %s/s: use a bucket in this instance's region (or a faster "
-                 "link), save incrementally with a shorter --interval so the final save has "
-                 "little new data, and keep --interval short to bound the loss if it fails",
-                 mb(d->up_bps, b, sizeof b));
+                 "upload-bound at %s/s: use a bucket in this instance's region or a faster "
+                 "link; keep --interval short, since a final save that does not commit falls "
+                 "back to the last periodic one", mb(d->up_bps, b, sizeof b));
     else
         snprintf(out, cap,
-                 "compression-bound on this CPU: try --codec lz4 (or zstd:1), save incrementally "
-                 "with a shorter --interval so the final save has little new data, and keep "
-                 "--interval short to bound the loss if it fails");
+                 "compression-bound on this CPU: try --codec lz4 (or zstd:1) or more cores; "
+                 "keep --interval short, since a final save that does not commit falls back to "
+                 "the last periodic one");
+}
+
+/* How much of the state changes between checkpoints: what a final save
+ * has to compress and send. --changed says it; else the run's own
+ * checkpoints show it (new bytes / stored bytes of each but the oldest
+ * retained, the largest share); else all of it, as in full training, where
+ * every weight and optimizer moment moves every step. */
+static void check_changed(struct doctor *d)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx = NULL;
+    struct ckpt_info rows[8];
+    struct { struct ckpt_info *v; unsigned n; } c = { rows, 0 };
+    double worst = 0;
+
+    if (d->changed_known) {
+        add(d, "changed", V_OK, NULL, "%.1f%% of the state changes between checkpoints (%s)",
+            d->changed * 100.0, d->changed_src);
+        return;
+    }
+    d->changed = 1.0;
+    if (d->store_ok) {
+        cfg.store = d->o->store;
+        cfg.run = d->o->run;
+        cfg.no_control = 1;
+        cfg.log_fn = log_lib;
+        cfg.log_level = CKPT_LOG_ERROR;
+        if (ckpt_open(&cfg, &ctx) == CKPT_OK)
+            ckpt_list(ctx, newest_rows, &c); /* newest first, at most 8 */
+        ckpt_close(ctx);
+    }
+    for (unsigned i = 0; i + 1 < c.n; i++) /* the oldest listed was all new */
+        if (rows[i].stored_bytes) {
+            double f = (double)rows[i].new_bytes / (double)rows[i].stored_bytes;
+            worst = f > worst ? f : worst;
+        }
+    if (c.n >= 2) {
+        d->changed = worst > 0.001 ? worst : 0.001;
+        d->changed_known = 1;
+        snprintf(d->changed_src, sizeof d->changed_src,
+                 "measured on run %.100s: the most new data any of its last %u checkpoints "
+                 "stored", d->o->run, c.n - 1);
+        add(d, "changed", V_OK, NULL, "%.1f%% of the state changes between checkpoints (%s)",
+            d->changed * 100.0, d->changed_src);
+    } else {
+        snprintf(d->changed_src, sizeof d->changed_src, "assumed: full training changes every "
+                 "weight and optimizer state between checkpoints");
+        add(d, "changed", V_OK, NULL, "all of the state changes between checkpoints (%s; pass "
+            "--changed for a frozen-backbone or LoRA run, or run doctor once the run has two "
+            "checkpoints)", d->changed_src);
+    }
+}
+
+static enum verdict fit(double t, double win)
+{
+    return win <= 0 ? V_OK : t <= FIT_MARGIN * win ? V_OK : t <= win ? V_WARN : V_FAIL;
+}
+
+/* What a preemption costs in training time, given whether the final save
+ * fits (final_ok) and how long a periodic save takes to commit (commit_s). */
+static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_s)
+{
+    double iv = (double)d->o->interval_ms / 1000.0;
+    char b1[32], b2[32], w[32];
+    double avg = iv / 2.0 + commit_s, worst = iv + commit_s;
+
+    fmt_duration((uint64_t)d->window_ms, w, sizeof w);
+    if (iv > 0) {
+        /* preempted at a uniform moment of an interval: the last periodic
+         * checkpoint is I/2 old on average, one interval when its
+         * successor had not committed yet (probability commit/I) */
+        cJSON_AddNumberToObject(ej, "interval_s", iv);
+        cJSON_AddNumberToObject(ej, "lost_if_final_fails_s", rnd1(avg));
+        cJSON_AddNumberToObject(ej, "lost_if_final_fails_max_s", rnd1(worst));
+    }
+    fmt_duration((uint64_t)(avg * 1000), b1, sizeof b1);
+    fmt_duration((uint64_t)(worst * 1000), b2, sizeof b2);
+    if (d->window_ms > 0 && final_ok) {
+        cJSON_AddNumberToObject(ej, "lost_per_preemption_s", 0);
+        if (iv > 0)
+            add(d, "lost-work", V_OK, NULL, "a preemption loses almost nothing: the final "
+                "checkpoint commits inside the %s window; if it fails, the run resumes from the "
+                "last periodic one (every %.0f s): %s lost on average, at most %s", w, iv, b1, b2);
+        else
+            add(d, "lost-work", V_OK, "set --interval (e.g. 30m) to bound what a failed final "
+                "save loses", "a preemption loses almost nothing: the final checkpoint commits "
+                "inside the %s window; if it fails, everything since the trainer's own last "
+                "save is lost (no --interval)", w);
+    } else if (iv > 0) {
+        cJSON_AddNumberToObject(ej, "lost_per_preemption_s", rnd1(avg));
+        add(d, "lost-work",
+            d->window_ms > 0 ? V_WARN : V_OK,
+            "shorten --interval to lose less, or make the final save fit (see estimate-full)",
+            "each %s loses %s of training on average, at most %s: %s, so the run resumes "
+            "from the last periodic checkpoint (every %.0f s, ~%.1f s to commit)",
+            d->window_ms > 0 ? "preemption" : "stop or crash", b1, b2,
+            d->window_ms > 0 ? "the final checkpoint does not fit the window"
+                             : "no notice arrives before the end", iv, commit_s);
+    } else {
+        add(d, "lost-work", d->window_ms > 0 ? V_FAIL : V_WARN,
+            "set --interval (e.g. 30m): a preemption then loses at most one interval plus a "
+            "commit", "each %s loses everything since the trainer's own last save: %s, and no "
+            "--interval", d->window_ms > 0 ? "preemption" : "stop or crash",
+            d->window_ms > 0 ? "the final checkpoint does not fit the window"
+                             : "no notice arrives before the end");
+    }
 }
 
 static void check_estimate(struct doctor *d, cJSON *ej)
 {
-    struct est full, incr;
+    struct est full, fin, periodic;
     struct meas m;
-    char b1[32], adv[600], w[32];
+    char b1[32], adv[600], w[32], fits_why[400] = "";
     double win = (double)d->window_ms / 1000.0;
     enum verdict vf, vi;
+    int small = d->changed_known && d->changed <= CHANGED_SMALL, final_ok;
 
     if (!d->codec_ok || d->up_bps <= 0 || !d->sample_bytes) {
         add(d, "estimate-full", V_FAIL,
@@ -1226,16 +1313,22 @@ static void check_estimate(struct doctor *d, cJSON *ej)
     m.t_same_s = d->t_same_s;
     m.ratio = d->ratio;
     estimate(d, &m, 1.0, &full);
-    estimate(d, &m, CHANGED_FRACTION, &incr);
+    estimate(d, &m, d->changed, &fin);
     fmt_duration((uint64_t)d->window_ms, w, sizeof w);
-    vf = win <= 0 ? V_OK : full.total_s <= FIT_MARGIN * win ? V_OK
-                        : full.total_s <= win                ? V_WARN : V_FAIL;
-    vi = win <= 0 ? V_OK : incr.total_s <= FIT_MARGIN * win ? V_OK
-                        : incr.total_s <= win                ? V_WARN : V_FAIL;
-    /* A final save that does not fit in full but fits incrementally works
-     * only when the trainer saved recently: a warning, not a failure. */
-    if (vf == V_FAIL && vi != V_FAIL)
+    vf = fit(full.total_s, win);
+    vi = fit(fin.total_s, win);
+    /* The final save of a stop sends what changed since the last commit.
+     * In full training that is everything, however often the trainer saved
+     * before: a full checkpoint that does not fit fails. Only a state known
+     * to be mostly unchanged between checkpoints (frozen layers, LoRA:
+     * --changed, or measured on the run) makes the smaller save the one
+     * that counts; the full one is then a warning. */
+    if (vf == V_FAIL && small && vi != V_FAIL) {
         vf = V_WARN;
+        snprintf(fits_why, sizeof fits_why, "; the final save still fits: only %.1f%% changes "
+                 "between checkpoints (%s)", d->changed * 100.0, d->changed_src);
+    }
+    final_ok = small ? vi != V_FAIL : fit(full.total_s, win) != V_FAIL;
     advise(d, &full, adv, sizeof adv);
     if (vf != V_OK && full.cpu_s > full.net_s && d->o->codec != CKPT_CODEC_LZ4 &&
         d->sample && left_ms(d) > 2000) {
@@ -1254,24 +1347,36 @@ static void check_estimate(struct doctor *d, cJSON *ej)
     }
     add(d, "estimate-full", vf, adv,
         "full checkpoint of %s: ~%.1f s from notice to commit (compress %.1f s, upload %.1f s "
-        "of %.0f%% stored, overlapped)%s%s%s", fmt_bytes(d->state_bytes, b1, sizeof b1),
+        "of %.0f%% stored, overlapped)%s%s%s%s", fmt_bytes(d->state_bytes, b1, sizeof b1),
         full.total_s, full.cpu_s, full.net_s, d->ratio * 100.0,
         win > 0 ? "; window " : "; no notice window", win > 0 ? w : "",
-        vf == V_OK ? "" : vf == V_WARN && full.total_s > win ? ": does NOT fit"
-                        : vf == V_WARN ? ": tight" : ": does NOT fit");
-    advise(d, &incr, adv, sizeof adv);
-    add(d, "estimate-incremental", vi, adv,
-        "incremental (%.0f%% changed): ~%.1f s (snapshot+hash %.1f s, upload %.1f s)%s%s%s",
-        CHANGED_FRACTION * 100.0, incr.total_s, incr.cpu_s, incr.net_s,
-        win > 0 ? "; window " : "", win > 0 ? w : "",
-        vi == V_OK ? "" : vi == V_WARN ? ": tight" : ": does NOT fit");
+        vf == V_OK ? "" : full.total_s > win ? ": does NOT fit" : ": tight", fits_why);
+    if (!small) {
+        add(d, "estimate-incremental", V_SKIP, NULL, "not counted on: %s, so the final save "
+            "is a full one", d->changed_src);
+    } else {
+        advise(d, &fin, adv, sizeof adv);
+        add(d, "estimate-incremental", vi, adv,
+            "final save with %.1f%% changed: ~%.1f s (snapshot+hash %.1f s, upload %.1f s)%s%s%s",
+            d->changed * 100.0, fin.total_s, fin.cpu_s, fin.net_s,
+            win > 0 ? "; window " : "", win > 0 ? w : "",
+            vi == V_OK ? "" : vi == V_WARN ? ": tight" : ": does NOT fit");
+    }
+    /* a periodic save of the same size, without the notice latency */
+    periodic = small ? fin : full;
+    periodic.total_s -= (double)d->poll_ms / 1000.0;
+    check_lost(d, ej, final_ok, periodic.total_s);
     cJSON_AddNumberToObject(ej, "full_s", rnd1(full.total_s));
     cJSON_AddNumberToObject(ej, "full_compress_s", rnd1(full.cpu_s));
     cJSON_AddNumberToObject(ej, "full_upload_s", rnd1(full.net_s));
-    cJSON_AddNumberToObject(ej, "incremental_s", rnd1(incr.total_s));
-    cJSON_AddNumberToObject(ej, "incremental_changed", CHANGED_FRACTION);
+    cJSON_AddNumberToObject(ej, "changed", (double)(int64_t)(d->changed * 10000) / 10000);
+    cJSON_AddStringToObject(ej, "changed_source", d->changed_src);
+    cJSON_AddNumberToObject(ej, "incremental_s", rnd1(fin.total_s));
+    cJSON_AddNumberToObject(ej, "incremental_changed", (double)(int64_t)(d->changed * 10000) / 10000);
+    cJSON_AddNumberToObject(ej, "final_s", rnd1(small ? fin.total_s : full.total_s));
     cJSON_AddBoolToObject(ej, "fits_full", win <= 0 || full.total_s <= win);
-    cJSON_AddBoolToObject(ej, "fits_incremental", win <= 0 || incr.total_s <= win);
+    cJSON_AddBoolToObject(ej, "fits_incremental", win <= 0 || fin.total_s <= win);
+    cJSON_AddBoolToObject(ej, "fits_final", win <= 0 || final_ok);
     if (d->down_bps > 0)
         cJSON_AddNumberToObject(ej, "restore_download_s",
                                 rnd1((double)d->state_bytes * d->ratio / d->down_bps));
@@ -1295,10 +1400,28 @@ int cmd_doctor(struct opts *o)
         goto out;
     }
     d->o = o;
-    if (o->state_bytes && parse_size(o->state_bytes, &d->state_bytes) != 0) {
+    /* sizes follow the one convention (rules.h): 7GiB = 7G = 7 x 2^30 */
+    if (o->state_bytes && (parse_size(o->state_bytes, &d->state_bytes, NULL) != 0 ||
+                           d->state_bytes > (uint64_t)1e15)) {
         log_error("--state-bytes '%s' is not a size (e.g. 7GiB, 1.5G, 512M)", o->state_bytes);
         rc = EXIT_USAGE;
         goto out;
+    }
+    if (o->changed) {
+        /* "2%" or "0.02": the share of the state a checkpoint changes */
+        char *end;
+        double v = strtod(o->changed, &end);
+        if (end != o->changed && *end == '%')
+            v /= 100.0, end++;
+        if (end == o->changed || *end || !(v > 0 && v <= 1)) {
+            log_error("--changed '%s' is not a share of the state in (0, 1] (e.g. 2%% or 0.02)",
+                      o->changed);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        d->changed = v;
+        d->changed_known = 1;
+        snprintf(d->changed_src, sizeof d->changed_src, "--changed %s", o->changed);
     }
     if (o->nargs > 0) {
         log_error("doctor takes no arguments (see ckptrun doctor --help)");
@@ -1325,6 +1448,7 @@ int cmd_doctor(struct opts *o)
     check_state(d);
     check_disk(d);
     check_store(d);
+    check_changed(d);
     check_codec(d);
     if (left_ms(d) > 1000)
         check_throughput(d);

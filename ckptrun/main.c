@@ -1,11 +1,17 @@
 /*
  * main.c -- command line: subcommand, options with environment fallbacks,
- * per-command help, and dispatch. Nothing here touches the store.
+ * and dispatch. The options and the help texts are data (cli.c); nothing
+ * here touches the store except run_exists() for names only an existing
+ * run may carry.
  */
 #include "ckptrun.h"
+#include "cli.h"
 #include "log.h"
 #include "parse.h"
 #include "store.h"
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "retry.h"
+#endif
 
 #include <getopt.h>
 #include <libgen.h>
@@ -13,224 +19,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef CKPT_VERSION_FULL
 #define CKPT_VERSION_FULL CKPT_VERSION_STRING
 #endif
 
-/* `recover` belongs to the recovery module; when it is not linked in,
- * ckptrun says so instead of failing to link. */
 /* --signal or CKPT_SIGNAL given (even "none"): --preload then keeps it. */
 static int sig_explicit;
 
+/* `recover` belongs to the recovery module; when it is not linked in,
+ * ckptrun says so instead of failing to link. */
 int cmd_recover(struct opts *o) __attribute__((weak));
-
-enum {
-    O_STORE = 256, O_RUN, O_DIR, O_INTERVAL, O_KEEP, O_SIGNAL, O_GRACE, O_NOTICE,
-    O_METADATA_URL, O_CODEC, O_PRELOAD, O_LOG_JSON, O_VERSION, O_STEP, O_JSON,
-    O_LEAD, O_SETTLE, O_MARKER, O_ON_COMPLETE, O_ON_PREEMPT, O_ON_FAILURE, O_MIN_AGE,
-    O_STATE_BYTES, O_BUDGET,
-    O_LEASE, O_STORAGE_CLASS, O_SSE, O_SSE_KMS, O_MAX_RATE, O_CONNECTIONS,
-    O_SYNC, O_DRY_RUN, O_RESUME_STOPPED,
-};
-
-static const struct option long_opts[] = {
-    { "store", required_argument, NULL, O_STORE },
-    { "run", required_argument, NULL, O_RUN },
-    { "dir", required_argument, NULL, O_DIR },
-    { "interval", required_argument, NULL, O_INTERVAL },
-    { "keep", required_argument, NULL, O_KEEP },
-    { "signal", required_argument, NULL, O_SIGNAL },
-    { "grace", required_argument, NULL, O_GRACE },
-    { "notice", required_argument, NULL, O_NOTICE },
-    { "metadata-url", required_argument, NULL, O_METADATA_URL },
-    { "codec", required_argument, NULL, O_CODEC },
-    { "preload", no_argument, NULL, O_PRELOAD },
-    { "log-json", no_argument, NULL, O_LOG_JSON },
-    { "quiet", no_argument, NULL, 'q' },
-    { "verbose", no_argument, NULL, 'v' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, O_VERSION },
-    { "step", required_argument, NULL, O_STEP },
-    { "json", no_argument, NULL, O_JSON },
-    { "lead", required_argument, NULL, O_LEAD },
-    { "settle", required_argument, NULL, O_SETTLE },
-    { "complete-marker", required_argument, NULL, O_MARKER },
-    { "on-complete", required_argument, NULL, O_ON_COMPLETE },
-    { "on-preempt", required_argument, NULL, O_ON_PREEMPT },
-    { "on-failure", required_argument, NULL, O_ON_FAILURE },
-    { "min-age", required_argument, NULL, O_MIN_AGE },
-    { "dry-run", no_argument, NULL, O_DRY_RUN },
-    { "state-bytes", required_argument, NULL, O_STATE_BYTES },
-    { "budget", required_argument, NULL, O_BUDGET },
-    { "lease", required_argument, NULL, O_LEASE },
-    { "storage-class", required_argument, NULL, O_STORAGE_CLASS },
-    { "sse", required_argument, NULL, O_SSE },
-    { "sse-kms-key-id", required_argument, NULL, O_SSE_KMS },
-    { "max-rate", required_argument, NULL, O_MAX_RATE },
-    { "connections", required_argument, NULL, O_CONNECTIONS },
-    { "sync", no_argument, NULL, O_SYNC },
-    { "resume-stopped", no_argument, NULL, O_RESUME_STOPPED },
-    { NULL, 0, NULL, 0 },
-};
-
-static const char common_help[] =
-    "Common options (environment variable in brackets):\n"
-    "  --store URL        store: file:///abs/path, s3://bucket/prefix, gs://..., az://...\n"
-    "                     [CKPT_STORE] (default file://$XDG_DATA_HOME/ckpt)\n"
-    "  --run NAME         run inside the store [CKPT_RUN] (default: basename of cwd)\n"
-    "  --codec C          zstd[:LEVEL] | lz4 | none [CKPT_CODEC] (default zstd:1)\n"
-    "  --keep N           committed checkpoints to retain [CKPT_KEEP] (default 3)\n"
-    "Object stores (set for the trainer too; docs/stores.md):\n"
-    "  --connections N    parallel requests [CKPT_CONNECTIONS] (default 8); 8 MiB chunks\n"
-    "                     travel in 32 MiB packs [CKPT_PACK_BYTES], N/2 at once\n"
-    "  --max-rate RATE    upload cap in bytes/s, e.g. 50M [CKPT_MAX_RATE] (default none)\n"
-    "  --storage-class C  S3 storage class, e.g. STANDARD_IA, INTELLIGENT_TIERING,\n"
-    "                     GLACIER_IR [CKPT_S3_STORAGE_CLASS] (GLACIER, DEEP_ARCHIVE refused)\n"
-    "  --sse AES256|aws:kms  S3 server-side encryption [CKPT_S3_SSE]\n"
-    "  --sse-kms-key-id ID   KMS key for aws:kms (implies it) [CKPT_S3_SSE_KMS_KEY_ID]\n"
-    "  --log-json         one JSON object per log line on stderr\n"
-    "  -q, --quiet        only warnings and errors;  -v, --verbose  debug lines\n"
-    "  -h, --help         this help;  --version  print the version\n"
-    "Durations: 250ms, 90s, 30m, 1h, 1h30m (a bare number is seconds).\n";
-
-static const char exit_help[] =
-    "Exit codes: 0 ok, 64 bad command line, 78 bad configuration or credentials,\n"
-    "69 store unreachable; see each command for others.\n";
-
-static void help(const char *cmd)
-{
-    const char *h = NULL;
-    if (!cmd) {
-        printf("ckptrun %s: checkpoint and resume training on spot instances\n\n"
-               "  ckptrun [run] [OPTIONS] -- COMMAND [ARG...]   supervise a training command\n"
-               "  ckptrun recover [OPTIONS] -- COMMAND [ARG...] entry point on a new instance\n"
-               "  ckptrun save    [OPTIONS] --step N PATH...    commit files as a checkpoint\n"
-               "  ckptrun restore [OPTIONS] [--step N] DIR      write a checkpoint's files to DIR\n"
-               "  ckptrun ls      [OPTIONS]                     runs of a store / checkpoints of a run\n"
-               "  ckptrun status  [OPTIONS]                     run record: state, preemptions, bytes\n"
-               "  ckptrun verify  [OPTIONS] [--step N]          check every chunk's checksum\n"
-               "  ckptrun gc      [OPTIONS] --keep N            apply retention, delete unused objects\n"
-               "  ckptrun doctor  [OPTIONS] [--state-bytes N]   will a checkpoint make it in time?\n\n"
-               "`ckptrun COMMAND --help` explains one command.\n\n%s\n%s",
-               CKPT_VERSION_FULL, common_help, exit_help);
-        return;
-    }
-    if (strcmp(cmd, "run") == 0)
-        h = "ckptrun [run] [OPTIONS] -- COMMAND [ARG...]\n\n"
-            "Runs COMMAND in its own process group, after restoring the run's latest\n"
-            "file checkpoint into CKPT_DIR, and commits its checkpoints to the store.\n"
-            "The child gets CKPT_SOCKET, CKPT_DIR, CKPT_STORE, CKPT_RUN, CKPT_SIGNAL,\n"
-            "CKPT_RESUMED (1 if a checkpoint was restored) and CKPT_STEP.\n\n"
-            "How checkpoints are taken:\n"
-            "  - programs linked with libckpt get requests over CKPT_SOCKET;\n"
-            "  - otherwise entries (files or directories directly under CKPT_DIR) are\n"
-            "    committed when complete: renamed into place, holding a closed file that\n"
-            "    matches --complete-marker, or unchanged for --settle with no writer.\n"
-            "    Step: number after step= step- step_ checkpoint-, else the last number.\n\n"
-            "Options:\n"
-            "  --dir DIR          trainer's checkpoint directory [CKPT_DIR] (./checkpoints)\n"
-            "  --interval D       ask for a checkpoint every D [CKPT_INTERVAL] (off)\n"
-            "  --signal SIG|none  signal sent to ask for a checkpoint when the child is not\n"
-            "                     on the socket: to the child if it handles it, else to the\n"
-            "                     topmost handler of each branch of its tree [CKPT_SIGNAL]\n"
-            "                     (none; USR1 with --preload, which makes it safe)\n"
-            "  --grace D          whole time budget of a stop without its own deadline:\n"
-            "                     checkpoint, SIGTERM to the group, SIGKILL at the end (30s)\n"
-            "  --lead D           deadline of a SIGUSR1/SIGXCPU scheduler notice (60s)\n"
-            "  --settle D         quiet time after which an entry is complete (10s)\n"
-            "  --complete-marker GLOB  an entry is complete once a file matching GLOB\n"
-            "                     in it has been closed (e.g. trainer_state.json)\n"
-            "  --notice P         auto|aws|gcp|azure|aliyun|tencent|none [CKPT_NOTICE]\n"
-            "  --metadata-url URL replace scheme/host/port of the metadata service\n"
-            "  --preload          inject libckpt_preload.so into the command\n"
-            "  --lease D          lease on the run, renewed every D/3 (60s); a run whose\n"
-            "                     lease another live runner holds is refused (exit 78)\n"
-            "  --on-complete CMD, --on-preempt CMD, --on-failure CMD\n"
-            "                     run `sh -c CMD` at the end, with CKPT_RUN, CKPT_STATE,\n"
-            "                     CKPT_STEP, CKPT_EXIT set; e.g. --on-preempt 'shutdown -h now'\n\n"
-            "Signals to ckptrun: SIGTERM stops (checkpoint, then stop the child); SIGUSR1\n"
-            "and SIGXCPU are scheduler notices (stop within --lead); SIGUSR2 checkpoints now\n"
-            "and keeps running; SIGINT and SIGHUP are forwarded to the child.\n\n"
-            "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
-            "the run completed), 75 stopped with the final checkpoint committed,\n"
-            "74 stopped without it or lease lost, 78 also when another runner holds the\n"
-            "lease, 64 / 69 as below.\n";
-    else if (strcmp(cmd, "save") == 0)
-        h = "ckptrun save [OPTIONS] --step N PATH...\n\n"
-            "Commits files and directories as one checkpoint at step N. Items are named\n"
-            "relative to each PATH's parent: `save --step 100 out/checkpoint-100` stores\n"
-            "checkpoint-100/model.bin, and `restore DIR` puts it back as\n"
-            "DIR/checkpoint-100/model.bin. Unchanged bytes are not stored again.\n"
-            "Retention (--keep) applies after the commit.\n";
-    else if (strcmp(cmd, "restore") == 0)
-        h = "ckptrun restore [OPTIONS] [--step N] DIR\n\n"
-            "Writes every item of the checkpoint at step N (default: the newest that\n"
-            "verifies) as files under DIR, created owner-only when missing. If the newest\n"
-            "checkpoint is damaged an older one is used, with a warning, and the exit is 0.\n"
-            "Names that would escape DIR are refused. Each file is renamed into place once\n"
-            "every byte of it has verified; like cp or curl, restore leaves the writing\n"
-            "to disk to the kernel (the store holds the durable copy).\n"
-            "  --sync             make each file durable (fsync) before its rename\n"
-            "                     [CKPT_RESTORE_SYNC=1]; costs the disk's write time\n"
-            "Exit: 0 restored, 1 no checkpoint / damaged / refused.\n";
-    else if (strcmp(cmd, "ls") == 0)
-        h = "ckptrun ls [OPTIONS] [--json]\n\n"
-            "With a run selected (--run or CKPT_RUN): one line per committed checkpoint,\n"
-            "newest first: step, time, items, raw bytes, stored bytes, new bytes.\n"
-            "Without one: the names of the runs in the store.\n";
-    else if (strcmp(cmd, "status") == 0)
-        h = "ckptrun status [OPTIONS] [--json]\n\n"
-            "The run record: state (running, preempted, completed, failed), last update,\n"
-            "host and pid, the lease (holder, epoch, live/expired/released, last heartbeat,\n"
-            "expiry), preemptions, checkpoints, bytes committed, running time, and an\n"
-            "estimate of the work lost to stops (time from the last commit to each stop).\n";
-    else if (strcmp(cmd, "verify") == 0)
-        h = "ckptrun verify [OPTIONS] [--step N]\n\n"
-            "Reads every chunk of checkpoint N (default: every committed checkpoint) and\n"
-            "checks its checksum. Exit: 0 intact, 1 damage found (details on stderr),\n"
-            "69 store unreachable.\n";
-    else if (strcmp(cmd, "gc") == 0)
-        h = "ckptrun gc [OPTIONS] --keep N [--min-age D] [--dry-run]\n\n"
-            "Keeps the newest N committed checkpoints (never the newest that verifies),\n"
-            "deletes the others and every chunk object or pack no kept checkpoint uses\n"
-            "that is older than --min-age by the store's clock (default 15m; a pack goes\n"
-            "only when none of its chunks is used). Never deletes what a save running\n"
-            "elsewhere commits with: such a save is refused instead and the next one\n"
-            "commits. A save that commits meanwhile makes gc start over from the new\n"
-            "HEAD. --dry-run lists what would be deleted and why, and deletes nothing.\n";
-    else if (strcmp(cmd, "doctor") == 0)
-        h = "ckptrun doctor [OPTIONS] [--state-bytes SIZE | --dir DIR] [--budget D] [--json]\n\n"
-            "Checks, in at most --budget (default 30s), that this instance can save in\n"
-            "time: provider and notice endpoint (--notice, --metadata-url), the window\n"
-            "(--grace on Kubernetes, --lead under SLURM), the store's credentials and a\n"
-            "write/read/delete under RUN/.doctor/, conditional writes, upload and\n"
-            "download speed (at most 32 MiB each way), --codec speed and ratio on this\n"
-            "CPU, free space in --dir, and estimates the time from notice to a committed\n"
-            "full and incremental checkpoint. State size: --state-bytes (e.g. 7GiB), else\n"
-            "the newest entry in --dir. One ok/warn/fail line per check (--json: one\n"
-            "object). Exit: 0 everything fits, 1 something fails. See docs/doctor.md.\n"
-            "Also read: --dir, --notice, --metadata-url, --grace, --lead, --interval, as for run.\n";
-    else if (strcmp(cmd, "recover") == 0)
-        h = "ckptrun recover [OPTIONS] -- COMMAND [ARG...]\n\n"
-            "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
-            "the run is completed (or stopped by its user) or another live instance\n"
-            "holds its lease (naming it);\n"
-            "otherwise takes the lease and supervises COMMAND exactly as `run` does\n"
-            "(a run that does not exist yet is started). Requires --run or CKPT_RUN.\n"
-            "Takes the options of `run`, and:\n"
-            "  --lease D          lease duration, renewed every D/3 (60s)\n"
-            "  --resume-stopped   also resume a run its user stopped (Ctrl-C, scancel)\n"
-            "See docs/recover.md for crontab, systemd and cloud-init recipes.\n"
-            "Exit: 0 nothing to do, else as `run`; 74 also when the lease was lost.\n";
-    if (h)
-        printf("%s\n%s\n%s", h, common_help, exit_help);
-}
-
-static const char *const commands[] = {
-    "run", "recover", "save", "restore", "ls", "status", "verify", "gc", "doctor", NULL,
-};
 
 int exit_code_for_status(ckpt_status st)
 {
@@ -273,7 +74,8 @@ int open_ctx(const struct opts *o, struct ckpt_ctx **ctx)
     st = ckpt_open(&cfg, ctx);
     if (st != CKPT_OK) {
         rc = exit_code_for_status(st);
-        log_error("cannot open store %s (run %s): %s", o->store, o->run, ckpt_strerror(st));
+        log_error("cannot open store %s (run %s): %s: %s", o->store, o->run, ckpt_strerror(st),
+                  ckpt_errmsg(NULL));
         *ctx = NULL;
     }
     return rc;
@@ -287,6 +89,18 @@ static int notice_valid(const char *v)
         if (strcmp(v, ok[i]) == 0)
             return 1;
     return 0;
+}
+
+/* A size option or variable that used a decimal unit ("50MB") meant MiB
+ * before sizes had one convention: say what it means now. */
+static void warn_si(const char *what, const char *v, uint64_t bytes)
+{
+    char b[32];
+    log_msg(LOG_WARN, "options", "%s '%s' is %llu bytes (kB, MB, GB are powers of 1000; "
+            "earlier versions read them as KiB, MiB, GiB): write %.*sM or %.*sMiB for "
+            "powers of 1024 (this is %s)", what, v, (unsigned long long)bytes,
+            (int)strcspn(v, "kKmMgGtT"), v, (int)strcspn(v, "kKmMgGtT"), v,
+            fmt_bytes(bytes, b, sizeof b));
 }
 
 /* Options read from the environment are configuration (exit 78 when bad);
@@ -305,7 +119,7 @@ static int set_defaults_from_env(struct opts *o)
 {
     const char *v;
     uint64_t n;
-    int rc = 0;
+    int rc = 0, si = 0;
 
     o->keep = 3;
     o->grace_ms = 30000;
@@ -341,22 +155,29 @@ static int set_defaults_from_env(struct opts *o)
     }
     if ((v = getenv("CKPT_CODEC")) && *v) {
         if (parse_codec(v, &o->codec, &o->codec_level) != 0) {
-            log_error("CKPT_CODEC='%s' is not zstd[:1-22], lz4 or none", v);
+            log_error("CKPT_CODEC='%s' is not zstd[:1-19], lz4 or none", v);
             rc = EXIT_CONFIG;
             goto out;
         }
         o->codec_str = v;
     }
+    if ((v = getenv("CKPT_MAX_RATE")) && *v) {
+        if (parse_size(v, &n, &si) != 0) {
+            log_error("CKPT_MAX_RATE='%s' is not a rate in bytes/s (e.g. 50M, 1G)", v);
+            rc = EXIT_CONFIG;
+            goto out;
+        }
+        if (si)
+            warn_si("CKPT_MAX_RATE", v, n);
+    }
+    if ((v = getenv("CKPT_CONNECTIONS")) && *v &&
+        (parse_u64(v, &n) != 0 || n < 1 || n > 256)) {
+        log_error("CKPT_CONNECTIONS='%s' is not a count from 1 to 256", v);
+        rc = EXIT_CONFIG;
+        goto out;
+    }
 out:
     return rc;
-}
-
-static int is_command(const char *s)
-{
-    for (int i = 0; commands[i]; i++)
-        if (strcmp(s, commands[i]) == 0)
-            return 1;
-    return 0;
 }
 
 static int bad_duration(const char *opt, const char *v)
@@ -365,35 +186,141 @@ static int bad_duration(const char *opt, const char *v)
     return EXIT_USAGE;
 }
 
+/* A store URL ckpt_store_open would refuse for its form alone (the store
+ * itself is not contacted). */
+static int store_url_ok(const char *u)
+{
+    return (strncmp(u, "file://", 7) == 0 && u[7] == '/') ||
+           ((strncmp(u, "s3://", 5) == 0 || strncmp(u, "gs://", 5) == 0 ||
+             strncmp(u, "az://", 5) == 0) && u[5] && u[5] != '/');
+}
+
+/* Whether `word` names a program the child could exec: a path to an
+ * executable file, or one found on PATH as execvp would. */
+static int is_program(const char *word)
+{
+    const char *path = getenv("PATH");
+    struct stat sb;
+    char buf[4096];
+
+    if (!*word)
+        return 0;
+    if (strchr(word, '/'))
+        return stat(word, &sb) == 0 && S_ISREG(sb.st_mode) && access(word, X_OK) == 0;
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        snprintf(buf, sizeof buf, "%.*s/%s", n ? (int)n : 1, n ? path : ".", word);
+        if (stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) && access(buf, X_OK) == 0)
+            return 1;
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+static int unknown_command(const char *word, int in_help)
+{
+    const char *s = cli_suggest(word);
+    char hint[128] = "";
+
+    if (s)
+        snprintf(hint, sizeof hint, "; did you mean `ckptrun %s`?", s);
+    if (in_help)
+        log_error("unknown command '%s'%s (commands: run, recover, save, restore, ls, "
+                  "status, verify, gc, doctor)", word, hint);
+    else
+        log_error("'%s' is neither a ckptrun command nor a program on PATH%s (to run a "
+                  "program of that name: ckptrun -- %s; see ckptrun --help)", word, hint, word);
+    return EXIT_USAGE;
+}
+
+/* The index of a subcommand written after options ("ckptrun --store S
+ * status"), or -1: the first word that is neither an option nor an
+ * option's value, before any "--". */
+static int command_after_options(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            return -1;
+        if (strncmp(a, "--", 2) == 0) {
+            size_t n = strcspn(a + 2, "=");
+            if (a[2 + n] == '=')
+                continue;
+            for (size_t k = 0; k < cli_nopts; k++)
+                if (strlen(cli_opts[k].name) == n && strncmp(cli_opts[k].name, a + 2, n) == 0 &&
+                    cli_opts[k].arg) {
+                    i++; /* its value */
+                    break;
+                }
+            continue;
+        }
+        if (a[0] == '-' && a[1])
+            continue; /* short flags (-q, -v): none takes a value */
+        return cli_cmd_find(a) >= 0 ? i : -1;
+    }
+    return -1;
+}
+
 /* Parse argv into o. @return 0, or an exit code (-1: exit 0 after help). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    int c, rc = 0, first = 1, want_help = 0, want_version = 0;
+    int c, rc = 0, first = 1, want_help = 0, want_version = 0, si = 0;
     const char *s3_flag = NULL; /* an S3-only option given: warned about below if unused */
+    int explicit_cmd = 0, store_from_cli = 0;
     uint64_t n;
-    /* `run` stops at the first non-option: the rest is the command. */
-    const char *short_opts;
 
-    o->cmd = "run";
-    if (argc > 1 && is_command(argv[1])) {
-        o->cmd = argv[1];
-        first = 2;
-    } else if (argc > 1 && strcmp(argv[1], "help") == 0) {
-        help(argc > 2 && is_command(argv[2]) ? argv[2] : NULL);
+    o->cmd_id = CMD_RUN;
+    if (argc > 1 && strcmp(argv[1], "__generate") == 0) {
+        /* hidden build step: the man page and completions (cli.h) */
+        FILE *f = argc == 4 ? fopen(argv[3], "w") : stdout;
+        rc = (argc == 3 || argc == 4) && f && cli_generate(f, argv[2], CKPT_VERSION_FULL) == 0
+                 ? -1 : EXIT_USAGE;
+        if (f && f != stdout && fclose(f) != 0)
+            rc = EXIT_USAGE;
+        if (rc == EXIT_USAGE)
+            log_error("__generate man|bash|zsh [FILE]");
+        goto out;
+    }
+    if (argc > 1 && strcmp(argv[1], "help") == 0) {
+        int id = argc > 2 ? cli_cmd_find(argv[2]) : -1;
+        if (argc > 2 && id < 0 && strcmp(argv[2], "help") != 0) {
+            rc = unknown_command(argv[2], 1);
+            goto out;
+        }
+        cli_help(stdout, id, CKPT_VERSION_FULL);
         rc = -1;
         goto out;
     }
+    {
+        /* options may come before the subcommand, as with git: move it first */
+        int at = command_after_options(argc, argv);
+        if (at > 1) {
+            char *w = argv[at];
+            memmove(argv + 2, argv + 1, (size_t)(at - 1) * sizeof *argv);
+            argv[1] = w;
+        }
+    }
+    if (argc > 1 && cli_cmd_find(argv[1]) >= 0) {
+        o->cmd_id = cli_cmd_find(argv[1]);
+        explicit_cmd = 1;
+        first = 2;
+    }
+    o->cmd = cli_cmds[o->cmd_id].name;
     if ((rc = set_defaults_from_env(o)) != 0)
         goto out;
-    short_opts = (strcmp(o->cmd, "run") == 0 || strcmp(o->cmd, "recover") == 0) ? "+:qvhV" : ":qvhV";
-    /* getopt sees argv shifted past the subcommand. */
+    /* getopt sees argv shifted past the subcommand; run and recover stop at
+     * the first non-option (the training command). */
     argv += first - 1;
     argc -= first - 1;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv,
+                            cli_short_options(o->cmd_id == CMD_RUN || o->cmd_id == CMD_RECOVER),
+                            cli_long_options(), NULL)) != -1) {
         switch (c) {
-        case O_STORE: o->store = optarg; break;
+        case O_STORE: o->store = optarg; store_from_cli = 1; break;
         case O_RUN: o->run = optarg; break;
         case O_DIR: o->dir = optarg; break;
         case O_INTERVAL:
@@ -421,6 +348,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             }
             break;
         case O_STATE_BYTES: o->state_bytes = optarg; break;
+        case O_CHANGED: o->changed = optarg; break;
         case O_BUDGET:
             if (parse_duration_ms(optarg, &o->budget_ms) != 0 || o->budget_ms == 0) {
                 rc = bad_duration("--budget", optarg);
@@ -456,6 +384,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             }
             o->step_set = 1;
             break;
+        case O_FORCE: o->force = 1; break;
         case O_SIGNAL:
             sig_explicit = 1;
             if (parse_signal(optarg, &o->sig) != 0) {
@@ -466,7 +395,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_CODEC:
             if (parse_codec(optarg, &o->codec, &o->codec_level) != 0) {
-                log_error("--codec '%s' is not zstd[:1-22], lz4 or none", optarg);
+                log_error("--codec '%s' is not zstd[:1-19], lz4 or none", optarg);
                 rc = EXIT_USAGE;
                 goto out;
             }
@@ -503,11 +432,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
             setenv("CKPT_S3_SSE_KMS_KEY_ID", optarg, 1);
             break;
         case O_MAX_RATE:
-            if (ckpt_store_parse_size(optarg) == 0) {
+            if (parse_size(optarg, &n, &si) != 0) {
                 log_error("--max-rate '%s' is not a rate in bytes/s (e.g. 50M, 1G)", optarg);
                 rc = EXIT_USAGE;
                 goto out;
             }
+            if (si)
+                warn_si("--max-rate", optarg, n);
             setenv("CKPT_MAX_RATE", optarg, 1);
             break;
         case O_CONNECTIONS:
@@ -519,6 +450,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             setenv("CKPT_CONNECTIONS", optarg, 1);
             break;
         case O_SYNC: setenv("CKPT_RESTORE_SYNC", "1", 1); break;
+        case O_DRY_RUN: o->dry_run = 1; break;
         case O_RESUME_STOPPED: o->resume_stopped = 1; break;
         case O_PRELOAD: o->preload = 1; break;
         case O_LOG_JSON: o->log_json = 1; log_setup(1, o->verbosity); break;
@@ -528,7 +460,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'V':
         case O_VERSION: want_version = 1; break;
         case O_JSON: o->json = 1; break;
-        case O_DRY_RUN: o->dry_run = 1; break;
         case O_MARKER: o->marker = optarg; break;
         case O_ON_COMPLETE: o->on_complete = optarg; break;
         case O_ON_PREEMPT: o->on_preempt = optarg; break;
@@ -547,7 +478,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
     }
     if (want_help) {
-        help(first == 2 ? o->cmd : NULL);
+        cli_help(stdout, explicit_cmd ? o->cmd_id : -1, CKPT_VERSION_FULL);
         rc = -1;
         goto out;
     }
@@ -558,6 +489,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     o->args = argv + optind;
     o->nargs = argc - optind;
+    /* `ckptrun WORD ...` runs WORD only when it is a program: a mistyped
+     * subcommand ("stauts", "list") must not take a lease, create a run and
+     * fail with 127. After `--` or an explicit `run`, any word is the command. */
+    if (o->cmd_id == CMD_RUN && !explicit_cmd && o->nargs > 0 &&
+        !(optind > 1 && strcmp(argv[optind - 1], "--") == 0) && !is_program(o->args[0])) {
+        rc = unknown_command(o->args[0], 0);
+        goto out;
+    }
+    if (store_from_cli && *o->store && !store_url_ok(o->store)) {
+        log_error("--store '%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
+                  "gs://bucket/prefix, az://container/prefix)", o->store);
+        rc = EXIT_USAGE;
+        goto out;
+    }
     {
         const char *url = o->store && *o->store ? o->store : getenv("CKPT_STORE");
         if (s3_flag && (!url || (strncmp(url, "s3://", 5) && strncmp(url, "gs://", 5))))
@@ -580,6 +525,7 @@ static int resolve(struct opts *o)
     char cwd[4096];
     int rc = 0;
     int run_from_env = o->run && getenv("CKPT_RUN") && o->run == getenv("CKPT_RUN");
+    int creates = o->cmd_id == CMD_RUN || o->cmd_id == CMD_RECOVER || o->cmd_id == CMD_SAVE;
 
     if (!o->store || !*o->store) {
         if (!ckpt_store_default_url(o->store_buf, sizeof o->store_buf)) {
@@ -588,17 +534,37 @@ static int resolve(struct opts *o)
             goto out;
         }
         o->store = o->store_buf;
+    } else if (!store_url_ok(o->store)) {
+        log_error("CKPT_STORE='%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
+                  "gs://bucket/prefix, az://container/prefix)", o->store);
+        rc = EXIT_CONFIG;
+        goto out;
     }
     if (o->run && *o->run) {
-        if (!run_name_valid(o->run)) {
-            log_error("run name '%s' is not valid: use 1-128 of A-Z a-z 0-9 . _ - "
+        /* An existing run opens under any name ckptrun or libckpt accepted
+         * before the rules were shared; a new one needs the strict name. */
+        if (!run_name_openable(o->run)) {
+            log_error("run name '%s' is not valid: use " "1-128 of A-Z a-z 0-9 . _ - "
                       "(not starting with '.')", o->run);
             rc = run_from_env ? EXIT_CONFIG : EXIT_USAGE;
             goto out;
         }
-    } else if (strcmp(o->cmd, "ls") == 0) {
+        if (creates && !run_name_valid(o->run)) {
+            int e = run_exists(o);
+            if (e < 0) {
+                rc = -e;
+                goto out;
+            }
+            if (e == 0) {
+                log_error("run name '%s' can only open an existing run: a new run's name is "
+                          "1-128 of A-Z a-z 0-9 . _ - (not starting with '.')", o->run);
+                rc = run_from_env ? EXIT_CONFIG : EXIT_USAGE;
+                goto out;
+            }
+        }
+    } else if (o->cmd_id == CMD_LS) {
         o->run = NULL; /* ls without a run lists the runs of the store */
-    } else if (strcmp(o->cmd, "recover") == 0) {
+    } else if (o->cmd_id == CMD_RECOVER) {
         /* cron and systemd start us in $HOME or /: a name from the working
          * directory would silently start a different run */
         log_error("recover needs the run's name: --run NAME or CKPT_RUN");
@@ -619,6 +585,16 @@ out:
     return rc;
 }
 
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+/* Every retry of a store request, as it happens: a warning on a terminal
+ * (a person waits and should see why), a debug line otherwise. */
+static void retry_notice(const struct ckpt_retry_notice *n)
+{
+    log_msg(log_interactive() ? LOG_WARN : LOG_DEBUG, "retry", "retrying %u/%u in %.1fs: %s",
+            n->attempt, n->max, (double)n->delay_ms / 1000.0, n->reason);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -631,31 +607,30 @@ int main(int argc, char **argv)
         goto out;
     }
     log_setup(o.log_json, o.verbosity);
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+    ckpt_retry_set_observer(retry_notice);
+#endif
+    ckpt_store_set_notice_log(log_lib, NULL);
     if ((rc = resolve(&o)) != 0)
         goto out;
-    if (strcmp(o.cmd, "run") == 0)
-        rc = cmd_run(&o);
-    else if (strcmp(o.cmd, "recover") == 0) {
+    switch (o.cmd_id) {
+    case CMD_RUN: rc = cmd_run(&o); break;
+    case CMD_RECOVER:
         if (cmd_recover) {
             rc = cmd_recover(&o);
         } else {
             log_error("recover is not available in this build");
             rc = EXIT_USAGE;
         }
-    } else if (strcmp(o.cmd, "save") == 0)
-        rc = cmd_save(&o);
-    else if (strcmp(o.cmd, "restore") == 0)
-        rc = cmd_restore(&o);
-    else if (strcmp(o.cmd, "ls") == 0)
-        rc = cmd_ls(&o);
-    else if (strcmp(o.cmd, "status") == 0)
-        rc = cmd_status(&o);
-    else if (strcmp(o.cmd, "verify") == 0)
-        rc = cmd_verify(&o);
-    else if (strcmp(o.cmd, "doctor") == 0)
-        rc = cmd_doctor(&o);
-    else
-        rc = cmd_gc(&o);
+        break;
+    case CMD_SAVE: rc = cmd_save(&o); break;
+    case CMD_RESTORE: rc = cmd_restore(&o); break;
+    case CMD_LS: rc = cmd_ls(&o); break;
+    case CMD_STATUS: rc = cmd_status(&o); break;
+    case CMD_VERIFY: rc = cmd_verify(&o); break;
+    case CMD_DOCTOR: rc = cmd_doctor(&o); break;
+    default: rc = cmd_gc(&o); break;
+    }
 out:
     return rc;
 }

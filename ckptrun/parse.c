@@ -1,5 +1,6 @@
 /* parse.c -- see parse.h. No allocation, no I/O: everything here is pure. */
 #include "parse.h"
+#include "rules.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -29,73 +30,9 @@ out:
     return rc;
 }
 
-/* Milliseconds per unit; longest suffix first so "ms" wins over "m". */
-static int unit_ms(const char **p, uint64_t *mult)
-{
-    static const struct { const char *u; uint64_t ms; } units[] = {
-        { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
-    };
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        size_t n = strlen(units[i].u);
-        if (strncmp(*p, units[i].u, n) == 0) {
-            *p += n;
-            *mult = units[i].ms;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 int parse_duration_ms(const char *s, uint64_t *ms)
 {
-    uint64_t total = 0;
-    const char *p = s;
-    int rc = -1, parts = 0;
-
-    if (!s || !*s)
-        goto out;
-    while (*p) {
-        /* One component: digits, optional fraction, optional unit. Integer
-         * arithmetic throughout so "0.1s" is exactly 100 ms. */
-        uint64_t ip = 0, frac = 0, frac_div = 1, mult = 1000;
-        int digits = 0;
-        while (*p >= '0' && *p <= '9') {
-            if (ip > UINT64_MAX / 10 - 10)
-                goto out;
-            ip = ip * 10 + (uint64_t)(*p++ - '0');
-            digits++;
-        }
-        if (*p == '.') {
-            p++;
-            while (*p >= '0' && *p <= '9') {
-                if (frac_div < 1000000000ULL) { /* ignore digits beyond ns */
-                    frac = frac * 10 + (uint64_t)(*p - '0');
-                    frac_div *= 10;
-                }
-                p++;
-                digits++;
-            }
-        }
-        if (!digits)
-            goto out;
-        if (*p) {
-            if (unit_ms(&p, &mult) != 0)
-                goto out;
-        } else if (parts > 0) {
-            goto out; /* "1h30" is ambiguous: require a unit after the first */
-        }
-        if (ip > UINT64_MAX / mult)
-            goto out;
-        uint64_t v = ip * mult + frac * mult / frac_div;
-        if (total > UINT64_MAX - v)
-            goto out;
-        total += v;
-        parts++;
-    }
-    *ms = total;
-    rc = 0;
-out:
-    return rc;
+    return ckpt__rule_duration_ms(s, ms); /* the library reads CKPT_INTERVAL the same way */
 }
 
 /* Parse the digits at p (at most 19, so the value fits); @return 1 if any. */
@@ -153,31 +90,12 @@ out:
 
 int parse_codec(const char *s, ckpt_codec *codec, int *level)
 {
-    uint64_t lv = 0;
-    int rc = -1;
+    return ckpt__rule_codec(s, codec, level); /* what ckpt_open accepts, no more */
+}
 
-    if (!s)
-        goto out;
-    if (strcmp(s, "none") == 0) {
-        *codec = CKPT_CODEC_NONE;
-        *level = 0;
-    } else if (strcmp(s, "lz4") == 0) {
-        *codec = CKPT_CODEC_LZ4;
-        *level = 0;
-    } else if (strcmp(s, "zstd") == 0) {
-        *codec = CKPT_CODEC_ZSTD;
-        *level = 0;
-    } else if (strncmp(s, "zstd:", 5) == 0) {
-        if (parse_u64(s + 5, &lv) != 0 || lv < 1 || lv > 22)
-            goto out;
-        *codec = CKPT_CODEC_ZSTD;
-        *level = (int)lv;
-    } else {
-        goto out;
-    }
-    rc = 0;
-out:
-    return rc;
+int parse_size(const char *s, uint64_t *bytes, int *si)
+{
+    return ckpt__rule_size(s, bytes, si);
 }
 
 const char *codec_name(ckpt_codec codec)
@@ -255,13 +173,12 @@ static int name_char_ok(char c)
 
 int run_name_valid(const char *name)
 {
-    size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n > 128 || name[0] == '.')
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!name_char_ok(name[i]))
-            return 0;
-    return 1;
+    return ckpt__rule_run_name(name, 1);
+}
+
+int run_name_openable(const char *name)
+{
+    return ckpt__rule_run_name(name, 0);
 }
 
 int name_sanitize(const char *in, char *out, size_t n)
@@ -297,17 +214,26 @@ int name_is_temporary(const char *name)
 
 char *fmt_bytes(uint64_t bytes, char *buf, size_t n)
 {
-    static const char *const u[] = { "B", "kB", "MB", "GB", "TB", "PB" };
+    /* One convention everywhere (rules.h): binary multiples, named so. */
+    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
     double v = (double)bytes;
     size_t i = 0;
-    while (v >= 1000.0 && i + 1 < sizeof u / sizeof u[0]) {
-        v /= 1000.0;
+    while (v >= 1024.0 && i + 1 < sizeof u / sizeof u[0]) {
+        v /= 1024.0;
         i++;
     }
     if (i == 0)
         snprintf(buf, n, "%llu B", (unsigned long long)bytes);
     else
-        snprintf(buf, n, "%.1f %s", v, u[i]);
+        snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, u[i]);
+    return buf;
+}
+
+char *fmt_rate(double bytes_per_s, char *buf, size_t n)
+{
+    char b[32];
+    fmt_bytes(bytes_per_s > 0 ? (uint64_t)bytes_per_s : 0, b, sizeof b);
+    snprintf(buf, n, "%s/s", b);
     return buf;
 }
 

@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include "ckpt.h"
 
-/* "90s", "30m", "1h30m", "250ms", "1.5h"; a bare number means seconds.
+/* "90s", "30m", "1h30m", "250ms", "1.5h"; a bare number means seconds
+ * (the rule libckpt applies to CKPT_INTERVAL too).
  * @return 0 and *ms on success, -1 on a malformed or overflowing value. */
 int parse_duration_ms(const char *s, uint64_t *ms);
 
@@ -22,8 +23,13 @@ int parse_u64(const char *s, uint64_t *out);
  * carries no number (the caller then uses its own counter). */
 int parse_step_from_name(const char *name, uint64_t *step);
 
-/* "zstd", "zstd:LEVEL" (1..22), "lz4", "none". @return 0 or -1. */
+/* "zstd", "zstd:LEVEL" (1..19), "lz4", "none": exactly what libckpt's
+ * ckpt_open accepts (the rule is libckpt/src/rules.c). @return 0 or -1. */
 int parse_codec(const char *s, ckpt_codec *codec, int *level);
+/* A size: K/M/G/T = 1024^n (also KiB..), kB/MB/GB/TB = 1000^n, B or a bare
+ * number = bytes. *si (may be NULL) is 1 when a decimal unit was used.
+ * @return 0 or -1 (malformed, zero, too large). */
+int parse_size(const char *s, uint64_t *bytes, int *si);
 /* Name of a codec as the control protocol spells it ("zstd", ...). */
 const char *codec_name(ckpt_codec codec);
 
@@ -33,9 +39,13 @@ int parse_signal(const char *s, int *sig);
 /* "SIGUSR1" for a signal number, "none" for 0; static storage. */
 const char *signal_name(int sig);
 
-/* 1 when `name` is a valid run name: 1..128 of [A-Za-z0-9._-], not "." or
- * "..", not starting with '.'. */
+/* 1 when `name` may name a new run: 1..128 of [A-Za-z0-9._-], not starting
+ * with '.'. */
 int run_name_valid(const char *name);
+/* 1 when `name` may name an existing run (what either ckptrun or libckpt
+ * accepted before the rules were shared): 1..200 of [A-Za-z0-9._-], not "."
+ * or "..". */
+int run_name_openable(const char *name);
 /* Copy `in` into out (size n) with every character outside [A-Za-z0-9._-]
  * replaced by '_' and a leading '.' dropped. @return 0, -1 if empty or too
  * long. Used for the default run name (basename of the working directory)
@@ -48,7 +58,8 @@ int name_sanitize(const char *in, char *out, size_t n);
 int name_is_temporary(const char *name);
 
 /* Human formats into buf (size n); @return buf. */
-char *fmt_bytes(uint64_t bytes, char *buf, size_t n);  /* "12.3 MB" */
+char *fmt_bytes(uint64_t bytes, char *buf, size_t n);  /* "12.3 MiB" (1024^n) */
+char *fmt_rate(double bytes_per_s, char *buf, size_t n); /* "12.3 MiB/s" */
 char *fmt_duration(uint64_t ms, char *buf, size_t n);  /* "1h02m", "4.2s" */
 
 #endif

@@ -37,6 +37,9 @@
 #include "record.h"
 #include "store.h"
 #include "watch.h"
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "retry.h"
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -586,6 +589,9 @@ static void begin_stop(struct sup *s, const struct cause *c)
          * (but the job's own processes may have got the signal too). */
         if (d < s->deadline && !s->no_kill) {
             s->deadline = d;
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+            ckpt_retry_set_deadline(d);
+#endif
             if (s->ckpt_end > d)
                 s->ckpt_end = d;
         }
@@ -618,6 +624,9 @@ static void begin_stop(struct sup *s, const struct cause *c)
                       ? c->since_mono : now;
     s->deadline = d;
     s->ckpt_end = d - killwin;
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+    ckpt_retry_set_deadline(d); /* the store's retries end with the stop (retry.h) */
+#endif
     snprintf(s->stop_reason, sizeof s->stop_reason, "%s", reason);
     snprintf(s->stop_provider, sizeof s->stop_provider, "%s", c->provider ? c->provider : "");
     s->phase = P_CKPT;

@@ -20,7 +20,13 @@ export CKPT_STORE="file://$store_dir"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 trainer=("$bin/c_trainer" --steps 400 --every 50 --hidden 2048 --quiet --sleep-ms 5)
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only, and never with NO_COLOR (no-color.org):
+# `make demo > file` stays plain text.
+if [[ -t 1 && -z "${NO_COLOR:-}" && "${TERM:-}" != dumb ]]; then
+  say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  say() { printf '\n== %s\n' "$*"; }
+fi
 
 rm -rf "$store_dir/ckpt-demo" "$store_dir/ckpt-demo-ref"
 

@@ -8,7 +8,8 @@ pkgs=(build-essential cmake pkg-config
       libzstd-dev liblz4-dev libxxhash-dev libcjson-dev libssl-dev
       libcurl4-openssl-dev libexpat1-dev libcmocka-dev libisal-dev
       zstd lz4 curl python3 python3-torch python3-numpy
-      slurm-wlm munge openmpi-bin libopenmpi-dev)
+      slurm-wlm munge openmpi-bin libopenmpi-dev
+      bsdutils groff-base)  # script(1) for the terminal tests, groff to check the man page
 [[ "${1:-}" == --bench ]] && pkgs+=(awscli time)
 missing=()
 # Node.js and npm (for the s3rver/azurite test peers): any install will do,

@@ -6,7 +6,7 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
 add_executable(test_ckptrun_parse ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_parse.c
-  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c)
+  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c)
 target_include_directories(test_ckptrun_parse PRIVATE ${CMAKE_SOURCE_DIR}/ckptrun)
 target_link_libraries(test_ckptrun_parse PRIVATE ckpt_internal PkgConfig::CMOCKA)
 add_test(NAME test_ckptrun_parse COMMAND test_ckptrun_parse)
@@ -35,3 +35,18 @@ add_test(NAME ckptrun_writers_torch
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py TorchOverwrite)
 set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan" TIMEOUT 300
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
+# The command line as a user meets it (issue 17): tests/integration/test_cli.py.
+#   cli_integration  subcommands, progress (under script(1)), --json, errors,
+#                    colour, status, shared rules, plain-http warning, failing
+#                    fast on a dead store (file:// and mock_s3.py, loopback)
+#   cli_build        the generated manual page and completions, cmake --install,
+#                    pkg-config, make targets leaving the tree clean (nosan:
+#                    it builds and links outside the sanitizer build)
+add_test(NAME cli_integration
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_cli.py)
+set_tests_properties(cli_integration PROPERTIES LABELS integration TIMEOUT 400
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_BUILD=${CMAKE_BINARY_DIR}")
+add_test(NAME cli_build
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_cli.py --build)
+set_tests_properties(cli_build PROPERTIES LABELS "integration;nosan" TIMEOUT 600
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_BUILD=${CMAKE_BINARY_DIR}")

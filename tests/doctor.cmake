@@ -5,10 +5,11 @@
 #   doctor_badcreds   mock_s3.py refusing the key: fail line names the source
 #   doctor_slow       mock_s3.py behind faultproxy.py at 2 MB/s: does not fit
 #   doctor_disk       1 MiB tmpfs (when mountable) and CKPT_DOCTOR_DISK_FREE
+#   doctor_changed    the changing share measured from the run's checkpoints
 if(NOT TARGET ckptrun)
   return()
 endif()
-set(_doctor_cases disk)
+set(_doctor_cases disk changed)
 if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
   list(APPEND _doctor_cases providers) # the notice module needs libcurl
 endif()

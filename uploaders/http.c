@@ -3,10 +3,13 @@
  * thread, which callers hand their requests to. See http.h for the policy.
  */
 #include "http.h"
+#include "retry.h"
 #include "store.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -562,6 +565,9 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
             snprintf(resp->errmsg, sizeof(resp->errmsg), "%s",
                      curl_easy_strerror(rc));
     }
+    /* the detail a retry notice names ("Failed to connect to ...: Connection
+     * refused"); cleared by a transfer that got its reply */
+    ckpt_retry_note_transport(resp->status ? "" : resp->errmsg);
     release(h, c);
 out:
     curl_slist_free_all(hl);
@@ -638,4 +644,61 @@ ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out
     *len_out = resp->len;
     resp->body = NULL;
     return CKPT_OK;
+}
+
+int ckpt_http_cleartext_remote(const char *endpoint)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL;
+    int remote = 0;
+
+    char url[512];
+
+    if (!u || !endpoint || strncasecmp(endpoint, "http://", 7) != 0)
+        goto out;
+    /* a store's endpoint may carry a note after a space: "(region x)" */
+    snprintf(url, sizeof url, "%.*s", (int)strcspn(endpoint, " "), endpoint);
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        remote = 1; /* cannot tell: say so rather than stay quiet */
+        goto out;
+    }
+    if (strcasecmp(scheme, "http") != 0)
+        goto out;
+    {
+        /* curl gives IPv6 hosts in brackets */
+        char h[256];
+        struct in_addr a4;
+        struct in6_addr a6;
+        size_t n = strlen(host);
+        if (n >= 2 && host[0] == '[' && host[n - 1] == ']')
+            snprintf(h, sizeof h, "%.*s", (int)(n - 2), host + 1);
+        else
+            snprintf(h, sizeof h, "%s", host);
+        n = strlen(h);
+        if (strcasecmp(h, "localhost") == 0 ||
+            (n > 10 && strcasecmp(h + n - 10, ".localhost") == 0))
+            goto out; /* RFC 6761: always loopback */
+        if (inet_pton(AF_INET, h, &a4) == 1) {
+            remote = (ntohl(a4.s_addr) >> 24) != 127;
+            goto out;
+        }
+        if (inet_pton(AF_INET6, h, &a6) == 1) {
+            remote = !IN6_IS_ADDR_LOOPBACK(&a6);
+            goto out;
+        }
+        remote = 1; /* a name: it may resolve anywhere */
+    }
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(u);
+    return remote;
+}
+
+int ckpt_http_cleartext_first(void)
+{
+    static atomic_int warned;
+    return atomic_exchange(&warned, 1) == 0;
 }

@@ -88,6 +88,15 @@ void ckpt_http_resp_free(struct ckpt_http_resp *resp);
 ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
                                      size_t *len_out);
 
+/* 1 when `endpoint` is a plain http:// URL whose host is not loopback
+ * (127.0.0.0/8, ::1, localhost): requests, session tokens and signatures
+ * would cross a network in clear. Loopback emulators (MinIO, Azurite, mocks)
+ * stay quiet. */
+int ckpt_http_cleartext_remote(const char *endpoint);
+/* 1 the first time it is called in this process, then 0: the cleartext
+ * warning is said once, however many stores a process opens. */
+int ckpt_http_cleartext_first(void);
+
 /* Copy the value of response header `name` (case-insensitive, first one,
  * trimmed) into out. @return 1 if found (and it fit), else 0. */
 int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,

@@ -5,6 +5,8 @@
 #include "retry.h"
 
 #include <curl/curl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +14,55 @@
 
 #define THROTTLE_MAX_MS 5000L
 #define THROTTLE_START_MS 100L
+#define FAST_ATTEMPTS 3         /* before any store answered: CKPT_RETRY_FAST_ATTEMPTS */
+#define FAST_MS 3000L           /* ... within this long: CKPT_RETRY_FAST_MS */
+#define FAST_CAP_MS 1000L       /* ... with backoff sleeps of at most this */
+
+/* Process-wide (see retry.h): some store replied; the stop's deadline; who
+ * is told about retries. */
+static atomic_int g_answered;
+static atomic_llong g_deadline_ms;
+static _Atomic(ckpt_retry_observer) g_observer;
+
+/* The last classification on this thread, for the retry notice. */
+static _Thread_local struct {
+    long http;
+    int curl;
+    char code[64];
+    char transport[256];
+} t_last;
+
+int ckpt_retry_answered(void)
+{
+    return atomic_load(&g_answered);
+}
+
+void ckpt_retry_reset_answered(void)
+{
+    atomic_store(&g_answered, 0);
+}
+
+void ckpt_retry_set_deadline(int64_t mono_ms)
+{
+    long long cur = atomic_load(&g_deadline_ms);
+    if (mono_ms == 0) {
+        atomic_store(&g_deadline_ms, 0);
+        return;
+    }
+    while ((cur == 0 || mono_ms < cur) &&
+           !atomic_compare_exchange_weak(&g_deadline_ms, &cur, (long long)mono_ms))
+        ;
+}
+
+void ckpt_retry_set_observer(ckpt_retry_observer fn)
+{
+    atomic_store(&g_observer, fn);
+}
+
+void ckpt_retry_note_transport(const char *errmsg)
+{
+    snprintf(t_last.transport, sizeof t_last.transport, "%s", errmsg ? errmsg : "");
+}
 
 int64_t ckpt_mono_ms(void)
 {
@@ -56,6 +107,11 @@ ckpt_status ckpt_retry_classify(long http_status, int curl_code,
     ckpt_status st;
 
     *kind = CKPT_RETRY_NEVER;
+    t_last.http = http_status;
+    t_last.curl = curl_code;
+    snprintf(t_last.code, sizeof t_last.code, "%s", code ? code : "");
+    if (http_status != 0)
+        atomic_store(&g_answered, 1); /* the endpoint is right: it replied */
     if (http_status == 0) {
         switch ((CURLcode)curl_code) {
         case CURLE_OK:
@@ -66,9 +122,10 @@ ckpt_status ckpt_retry_classify(long http_status, int curl_code,
         case CURLE_COULDNT_RESOLVE_PROXY:
         case CURLE_COULDNT_CONNECT:
             /* Retried (a restarting endpoint or a flapping network), but
-             * reported as unreachable when the budget runs out. */
+             * reported as unreachable when the budget runs out; briefly
+             * while no store has answered yet (retry.h, failing fast). */
             st = CKPT_E_UNREACHABLE;
-            *kind = CKPT_RETRY_AGAIN;
+            *kind = CKPT_RETRY_CONNECT;
             break;
         case CURLE_URL_MALFORMAT:
         case CURLE_UNSUPPORTED_PROTOCOL:
@@ -224,36 +281,70 @@ void ckpt_retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
     r->seed = (unsigned)ts.tv_nsec ^ (unsigned)(uintptr_t)r ^ (unsigned)getpid();
 }
 
+/* Why the last attempt on this thread failed, for the retry notice. */
+static void reason(char *out, size_t n)
+{
+    if (t_last.http)
+        snprintf(out, n, "HTTP %ld%s%s", t_last.http, t_last.code[0] ? " " : "", t_last.code);
+    else if (t_last.transport[0])
+        snprintf(out, n, "%s", t_last.transport);
+    else
+        snprintf(out, n, "%s", curl_easy_strerror((CURLcode)t_last.curl));
+}
+
 int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
 {
-    long ceiling, sleep;
-    int64_t elapsed;
+    long ceiling, sleep, cap = r->p->cap_ms, budget = r->p->budget_ms;
+    unsigned max = r->p->max_attempts, min = r->p->min_attempts;
+    int64_t elapsed, deadline = atomic_load(&g_deadline_ms);
+    ckpt_retry_observer obs;
     unsigned shift;
-    int again = 0;
+    int again = 0, fast = 0;
 
     r->attempt++;
     if (kind == CKPT_RETRY_NEVER)
         goto out;
     if (r->t)
         ckpt_throttle_note(r->t, kind == CKPT_RETRY_THROTTLE);
-    if (r->attempt >= r->p->max_attempts)
+    if (kind == CKPT_RETRY_CONNECT && !atomic_load(&g_answered)) {
+        /* Nothing has ever answered: most likely a wrong endpoint or a store
+         * that is not running. Say so in seconds (retry.h). */
+        const char *v = getenv("CKPT_RETRY_FAST_MS"), *a = getenv("CKPT_RETRY_FAST_ATTEMPTS");
+        long fast_ms = v && *v && atol(v) >= 0 ? atol(v) : FAST_MS;
+        long fast_n = a && *a && atol(a) >= 1 ? atol(a) : FAST_ATTEMPTS;
+        fast = 1;
+        max = min = (unsigned)fast_n < max ? (unsigned)fast_n : max;
+        budget = fast_ms;
+        cap = cap < FAST_CAP_MS ? cap : FAST_CAP_MS;
+    }
+    if (r->attempt >= max)
         goto out;
+    elapsed = ckpt_mono_ms() - r->start_ms;
+    if (deadline && ckpt_mono_ms() >= deadline)
+        goto out; /* a stop's deadline: no new attempt after it */
     if (kind == CKPT_RETRY_SKEW) {
         /* The caller corrected its clock from the reply: retry at once
          * (still bounded by max_attempts above). */
         again = 1;
         goto out;
     }
-    elapsed = ckpt_mono_ms() - r->start_ms;
-    if (r->attempt >= r->p->min_attempts && elapsed >= r->p->budget_ms)
+    if ((r->attempt >= min || fast) && elapsed >= budget)
         goto out;
     shift = r->attempt - 1 > 20 ? 20 : r->attempt - 1;
     ceiling = r->p->base_ms << shift;
     if (kind == CKPT_RETRY_THROTTLE)
         ceiling *= 4;              /* throttling: back off harder */
-    if (ceiling > r->p->cap_ms || ceiling < 0)
-        ceiling = r->p->cap_ms;
+    if (ceiling > cap || ceiling < 0)
+        ceiling = cap;
     sleep = ceiling > 0 ? (long)(rand_r(&r->seed) % (ceiling + 1)) : 0;
+    if (deadline && ckpt_mono_ms() + sleep >= deadline)
+        goto out; /* the next attempt would start after the deadline */
+    if ((obs = atomic_load(&g_observer)) != NULL) {
+        char why[300];
+        struct ckpt_retry_notice n = { r->attempt + 1, max, sleep, why };
+        reason(why, sizeof why);
+        obs(&n);
+    }
     sleep_ms(sleep);
     again = 1;
 out:

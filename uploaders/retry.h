@@ -1,13 +1,15 @@
 /*
  * retry.h -- the one place where object-store failures are classified and
- * retried (SPEC.md part B, "Retry").
+ * retried (docs/stores.md, "Retries").
  *
  * Classification (ckpt_retry_classify) turns an HTTP reply (status, the
  * service's error code from the XML body or x-ms-error-code) or a transport
  * failure (CURLcode) into a ckpt_status and a retry kind:
  *   retry:    500, 502, 503 ServiceUnavailable, 504, 400 RequestTimeout,
  *             409 ConditionalRequestConflict / OperationAborted, connection
- *             resets, timeouts, truncated replies, connect failures
+ *             resets, timeouts, truncated replies
+ *   connect:  connection refused, host or proxy not resolved (retry, but see
+ *             "Failing fast" below)
  *   throttle: 503 SlowDown, 429, Azure ServerBusy (retry, and slow the whole
  *             client: see struct ckpt_throttle)
  *   skew:     403 RequestTimeTooSkewed (caller corrects its clock from the
@@ -25,6 +27,18 @@
  * Defaults: base 200 ms, cap 20 s, 6..12 attempts, budget 120 s. Tests shorten
  * them with CKPT_RETRY_BASE_MS, CKPT_RETRY_CAP_MS, CKPT_RETRY_BUDGET_MS and
  * CKPT_RETRY_ATTEMPTS (read once per store open).
+ *
+ * Failing fast. Until some store has answered this process once (any HTTP
+ * reply, even an error status), a `connect` failure is most likely a wrong
+ * endpoint or a store that is not running: it gets at most
+ * CKPT_RETRY_FAST_ATTEMPTS (3) attempts within CKPT_RETRY_FAST_MS (3 s), so
+ * `ckptrun ls` on a closed port says "unreachable" in about a second, not
+ * after two minutes. Once a store has answered, connect failures, resets and
+ * DNS errors get the whole budget above: a store restarting during the
+ * final save of a preemption must not turn it into a lost checkpoint.
+ * Deadline. ckpt_retry_set_deadline() bounds every retry of the process
+ * (a stop's deadline): no backoff sleeps past it and no attempt starts after
+ * it, so a failing store cannot hold a stop beyond its end.
  */
 #ifndef CKPT_RETRY_H
 #define CKPT_RETRY_H
@@ -37,7 +51,8 @@ typedef enum {
     CKPT_RETRY_NEVER = 0,
     CKPT_RETRY_AGAIN,
     CKPT_RETRY_THROTTLE,
-    CKPT_RETRY_SKEW
+    CKPT_RETRY_SKEW,
+    CKPT_RETRY_CONNECT        /* no connection: refused, unresolvable */
 } ckpt_retry_kind;
 
 struct ckpt_retry_policy {
@@ -82,6 +97,34 @@ void ckpt_retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
  * caller should try again, 0 when it must give up (never-retry kind,
  * attempts or budget exhausted). */
 int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind);
+
+/* Process-wide state, thread-safe (atomics).
+ * ckpt_retry_answered(): 1 once any store replied in this process (set by
+ * ckpt_retry_classify for every HTTP reply). ckpt_retry_reset_answered()
+ * is for tests. */
+int ckpt_retry_answered(void);
+void ckpt_retry_reset_answered(void);
+/* Bound every later retry to `mono_ms` (ckpt_mono_ms clock; 0 = none). A
+ * nearer deadline replaces a farther one, never the other way round, until
+ * it is cleared with 0. */
+void ckpt_retry_set_deadline(int64_t mono_ms);
+
+/* The transport's detail of the failure being classified on this thread
+ * (curl's error text), for the retry notice; http.c calls it. */
+void ckpt_retry_note_transport(const char *errmsg);
+
+/* Told about every retry (before its backoff sleep), from the requesting
+ * thread: `attempt` is the attempt about to be made (2 after the first
+ * failure) of at most `max`, after `delay_ms`, and `reason` why the last one
+ * failed ("HTTP 503 SlowDown", curl's text). A terminal UI shows it
+ * ("retrying 2/6: connection refused"). NULL: nobody is told. */
+struct ckpt_retry_notice {
+    unsigned attempt, max;
+    long delay_ms;
+    const char *reason;
+};
+typedef void (*ckpt_retry_observer)(const struct ckpt_retry_notice *n);
+void ckpt_retry_set_observer(ckpt_retry_observer fn);
 
 /* Clock skew: seconds to add to the local clock so that it matches the
  * server's, from an HTTP Date header. @return 1 if parsed. */

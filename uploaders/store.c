@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "rules.h"
 
 int ckpt_path_valid(const char *p, size_t max, const char *extra)
 {
@@ -70,31 +71,12 @@ char *ckpt_store_default_url(char *buf, size_t len)
     return n > 0 && (size_t)n < len ? buf : NULL;
 }
 
-/* "50M", "1.5G", "800k", "1048576": bytes (per second for rates); K/M/G are
- * powers of 1024, an optional trailing "B" or "iB" is accepted. 0 on error. */
+/* Sizes and rates follow the rule libckpt and ckptrun share (rules.h):
+ * K/M/G/T are powers of 1024, kB/MB/GB/TB powers of 1000. 0 on error. */
 uint64_t ckpt_store_parse_size(const char *s)
 {
-    char *end;
-    double v;
-    uint64_t mul = 1;
-    if (!s || !*s || *s == '-')
-        return 0;
-    v = strtod(s, &end);
-    if (end == s || !(v > 0))
-        return 0;
-    switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    default: break;
-    }
-    if (mul > 1 && *end == 'i')
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || v * (double)mul > 1e18)
-        return 0;
-    return (uint64_t)(v * (double)mul);
+    uint64_t v = 0;
+    return ckpt__rule_size(s, &v, NULL) == 0 ? v : 0;
 }
 
 /* Storage classes whose objects cannot be read back without a restore
@@ -174,6 +156,36 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     return CKPT_OK;
 }
 
+static ckpt_log_fn notice_fn;
+static void *notice_user;
+
+void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user)
+{
+    notice_user = user;
+    notice_fn = fn;
+}
+
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "http.h"
+/* Once per process: a plain-http endpoint off this machine carries the
+ * requests, session tokens and signatures in clear (docs/stores.md). */
+static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
+                          const struct ckpt_store_config *c)
+{
+    const struct ckpt_store *s = st == CKPT_OK ? *out : NULL; /* after the open, not before */
+    ckpt_log_fn fn = c->log_fn && c->log_level <= CKPT_LOG_WARN ? c->log_fn : notice_fn;
+    void *user = c->log_fn && c->log_level <= CKPT_LOG_WARN ? c->log_user : notice_user;
+    if (s && fn && ckpt_http_cleartext_remote(s->endpoint) && ckpt_http_cleartext_first()) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "endpoint %.*s is plain http and not on this machine: "
+                 "requests, signatures and any session token travel unencrypted "
+                 "(use https://)", (int)strcspn(s->endpoint, " "), s->endpoint);
+        fn(user, CKPT_LOG_WARN, "store", msg);
+    }
+    return st;
+}
+#endif
+
 ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg_in,
                             struct ckpt_store **out, char *err)
 {
@@ -206,7 +218,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     }
     if (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5)) {
 #ifdef CKPT_WITH_S3
-        return ckpt_store_s3_open(url, cfg, out, err);
+        return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
 #else
         if (err)
             snprintf(err, CKPT_ERR_MAX, "%.2s:// stores are not compiled into this build", url);
@@ -215,7 +227,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     }
     if (!strncmp(url, "az://", 5)) {
 #ifdef CKPT_WITH_AZURE
-        return ckpt_store_az_open(url, cfg, out, err);
+        return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
 #else
         if (err)
             snprintf(err, CKPT_ERR_MAX, "az:// stores are not compiled into this build");

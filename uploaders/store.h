@@ -146,7 +146,8 @@ struct ckpt_store_config {
 };
 
 /* Sizes and rates as users write them: "50M", "1.5G", "800k", "1048576"
- * (K/M/G = 1024^n; "B"/"iB" suffix accepted). @return bytes, 0 if invalid. */
+ * (K/M/G/T = 1024^n, also KiB..; kB/MB/GB/TB = 1000^n: libckpt/src/rules.h).
+ * @return bytes, 0 if invalid. */
 uint64_t ckpt_store_parse_size(const char *s);
 
 /* Open the store named by `url` (file:///abs, s3://bucket/prefix,
@@ -156,6 +157,10 @@ uint64_t ckpt_store_parse_size(const char *s);
 ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg,
                             struct ckpt_store **out, char *err);
 void ckpt_store_close(struct ckpt_store *st);
+/* Where a store opened without a log callback reports what its user must
+ * know once per process (a plain-http endpoint off this machine). Set once
+ * at start, before any store is opened (not thread-safe). */
+void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user);
 
 /* The default store URL: file://$XDG_DATA_HOME/ckpt or ~/.local/share/ckpt.
  * Writes into buf; @return buf or NULL if it does not fit / no HOME. */

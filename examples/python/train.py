@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A small, fully deterministic PyTorch trainer that checkpoints and resumes.
 
-This is way 2 of DESIGN.md section 3 ("signal-aware"): the trainer writes its
+This is way 2 of docs/ckptrun.md, "How the trainer takes part" ("signal-aware"): it writes its
 own checkpoints as `checkpoint-N/` directories in its checkpoint directory and
 resumes from the newest one; ckptrun (if any) commits each directory to the
 store once it has been renamed into place, and restores the newest committed

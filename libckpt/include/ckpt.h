@@ -472,6 +472,44 @@ CKPT_API ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *ste
  * the next save only. Thread-safe, async-signal-safe. */
 CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
 
+/* ------------------------------------------------------------------------ */
+/* Progress: what a long call is doing, for a progress display.              */
+
+typedef enum {
+    CKPT_PROGRESS_IDLE = 0,    /* nothing started yet on this context */
+    CKPT_PROGRESS_SAVE = 1,    /* ckpt_save()'s background persist */
+    CKPT_PROGRESS_RESTORE = 2, /* ckpt_restore() / ckpt_restore_dir() */
+    CKPT_PROGRESS_VERIFY = 3   /* ckpt_verify() */
+} ckpt_progress_phase;
+
+/* Counters of the context's current (or last) save, restore or verify.
+ * Byte counts are raw (uncompressed) bytes of items; `stored_bytes` are the
+ * bytes moved to (save) or read from (restore, verify) the store. Totals are
+ * known when the phase starts, except for a verify of several checkpoints,
+ * where they grow as each checkpoint's manifest is read. A chunk the run
+ * already holds counts as done when it is recognised (save), or once
+ * (verify: a chunk shared by several checkpoints is read once). */
+struct ckpt_progress {
+    ckpt_progress_phase phase;
+    uint64_t step;             /* checkpoint being processed */
+    uint64_t bytes_done;
+    uint64_t bytes_total;
+    uint64_t chunks_done;
+    uint64_t chunks_total;
+    uint64_t stored_bytes;
+    uint64_t checkpoints_done; /* verify: checkpoints whose chunks are all queued */
+    int64_t started_ms;        /* Unix ms the phase started (0 when idle) */
+    uint64_t reserved[6];      /* zero */
+};
+
+/* Fill *out with the context's progress counters. Thread-safe: meant to be
+ * called from another thread (a display) while the context's own thread is
+ * inside ckpt_wait(), ckpt_restore_dir() or ckpt_verify(); every counter is
+ * read atomically (the set is not one snapshot: done may briefly lead its
+ * total by a chunk). Cheap (a few atomic loads). Since 0.1.0.
+ * @return CKPT_OK, CKPT_E_INVAL (NULL argument). */
+CKPT_API ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *out);
+
 /* Version of the library actually loaded. */
 CKPT_API unsigned ckpt_version_number(void);
 CKPT_API const char *ckpt_version_string(void);

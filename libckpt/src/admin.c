@@ -77,6 +77,7 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
     if (!ctx)
         return CKPT_E_INVAL;
     ckpt__wait(ctx);
+    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_VERIFY, step);
     st = ckpt__read_head(ctx, &h, NULL, &exists);
     if (st)
         return st;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "rules.h"
 
 void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
 {
@@ -37,37 +38,17 @@ static int env_u64(const char *name, uint64_t *v)
     return (*end || errno) ? -1 : 1;
 }
 
-/* Run names become store key components: keep them to a portable alphabet. */
+/* Run names, durations and codecs follow the rules ckptrun checks too
+ * (rules.h): a run is opened under the lenient name rule; ckptrun applies
+ * the strict one when it creates a run. */
 static int run_name_valid(const char *r)
 {
-    if (!r || !*r || strlen(r) > 200 || !strcmp(r, ".") || !strcmp(r, ".."))
-        return 0;
-    for (; *r; r++)
-        if (!((*r >= 'a' && *r <= 'z') || (*r >= 'A' && *r <= 'Z') || (*r >= '0' && *r <= '9') ||
-              *r == '.' || *r == '_' || *r == '-'))
-            return 0;
-    return 1;
+    return ckpt__rule_run_name(r, 0);
 }
 
 static ckpt_status parse_duration_ms(const char *s, uint64_t *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    double mult = 1000; /* bare numbers are seconds */
-    if (end == s || v < 0)
-        return CKPT_E_CONFIG;
-    if (!strcmp(end, "ms"))
-        mult = 1;
-    else if (!strcmp(end, "s") || !*end)
-        mult = 1000;
-    else if (!strcmp(end, "m"))
-        mult = 60000;
-    else if (!strcmp(end, "h"))
-        mult = 3600000;
-    else
-        return CKPT_E_CONFIG;
-    *out = (uint64_t)(v * mult);
-    return CKPT_OK;
+    return ckpt__rule_duration_ms(s, out) == 0 ? CKPT_OK : CKPT_E_CONFIG;
 }
 
 static void load_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)

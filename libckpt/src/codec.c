@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "rules.h"
 
 struct ckpt_codec_ws {
     size_t chunk;
@@ -502,22 +503,5 @@ const char *ckpt__codec_name(ckpt_codec c)
 
 ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level)
 {
-    *level = 0;
-    if (!strcmp(s, "none")) {
-        *codec = CKPT_CODEC_NONE;
-    } else if (!strcmp(s, "lz4")) {
-        *codec = CKPT_CODEC_LZ4;
-    } else if (!strncmp(s, "zstd", 4) && (s[4] == '\0' || s[4] == ':')) {
-        *codec = CKPT_CODEC_ZSTD;
-        if (s[4] == ':') {
-            char *end;
-            long l = strtol(s + 5, &end, 10);
-            if (*end || end == s + 5 || l < 1 || l > 19)
-                return CKPT_E_CONFIG;
-            *level = (int)l;
-        }
-    } else {
-        return CKPT_E_CONFIG;
-    }
-    return CKPT_OK;
+    return ckpt__rule_codec(s, codec, level) == 0 ? CKPT_OK : CKPT_E_CONFIG; /* rules.h */
 }

@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 #include "internal.h"
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "retry.h"
+#endif
 
 struct ckpt_control {
     struct ckpt_ctx *ctx;
@@ -70,6 +73,15 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
         }
         ckpt__log(&c->ctx->log, CKPT_LOG_INFO, "control", "checkpoint requested (%s)",
                   cJSON_IsString(reason) ? reason->valuestring : "?");
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+        {
+            /* a stop's deadline bounds the store's retries (retry.h) */
+            const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "deadline_ms");
+            if (cJSON_IsNumber(dl) && dl->valuedouble > 0)
+                ckpt_retry_set_deadline(ckpt_mono_ms() +
+                                        ((int64_t)dl->valuedouble - ckpt__now_ms()));
+        }
+#endif
         ckpt_request(c->ctx, cd);
     } else if (!strcmp(type->valuestring, "stopping")) {
         /* ckptrun ends us next (after the final checkpoint): its signal

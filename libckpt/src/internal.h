@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "ckpt.h"
+#include "progress.h"
 #include "store.h"
 
 #define CKPT_ID_LEN 16              /* chunk id: XXH3-128 of the raw bytes */
@@ -403,6 +404,8 @@ struct ckpt_ctx {
 
     pthread_mutex_t err_mu;
     char errmsg[CKPT_ERR_MAX];
+
+    struct ckpt__progress progress; /* ckpt_progress(): atomics, any thread */
 };
 
 void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)

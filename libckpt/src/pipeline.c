@@ -497,6 +497,7 @@ static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
     ckpt__object_key(ctx->run, CKPT_OBJ_PACK, p.id, key, sizeof key);
     st = ctx->store->ops->put(ctx->store, key, b->data, b->len, &po, NULL, err);
     if (st == CKPT_OK) {
+        ckpt__progress_add(&ctx->progress.stored_bytes, b->len);
         pthread_mutex_lock(&sv->mu);
         sv->m.packs[b->slot] = p;
         pthread_mutex_unlock(&sv->mu);
@@ -772,6 +773,8 @@ static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsig
         } else {
             ckpt__chunk_key(ctx->run, ref->id, key, sizeof key);
             st = ctx->store->ops->put(ctx->store, key, obj, obj_len, &po, NULL, err);
+            if (st == CKPT_OK)
+                ckpt__progress_add(&ctx->progress.stored_bytes, obj_len);
         }
         if (st)
             return st;
@@ -951,6 +954,10 @@ static void chunk_job_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *
     if (st)
         save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
 out:
+    if (!sv->st) { /* progress: this chunk is stored (or known) */
+        ckpt__progress_add(&ctx->progress.bytes_done, j->len);
+        ckpt__progress_add(&ctx->progress.chunks_done, 1);
+    }
     if (is_file) {
         size_t left;
         pthread_mutex_lock(&sv->mu);
@@ -1544,7 +1551,7 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
     struct ckpt_save *sv;
     struct ckpt_item *it;
     ckpt_status st = CKPT_OK, prev;
-    size_t i;
+    size_t i, total_chunks = 0;
     int hold = !ctx->staging_max;
     ckpt_codec codec;
 
@@ -1634,6 +1641,7 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
         if (it->kind == CKPT_ITEM_FILE)
             sv->files[i].left = mi->nchunks;
         sv->raw_bytes += mi->size;
+        total_chunks += mi->nchunks;
     }
     {
         /* the item set as a whole: names, directories, where links land */
@@ -1646,6 +1654,9 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
         }
     }
     sv->pending = 1; /* the submitter's token */
+    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_SAVE, step);
+    ckpt__progress_add(&ctx->progress.bytes_total, sv->raw_bytes);
+    ckpt__progress_add(&ctx->progress.chunks_total, total_chunks);
     pthread_mutex_lock(&ctx->run_mu);
     ctx->inflight = sv;
     pthread_mutex_unlock(&ctx->run_mu);

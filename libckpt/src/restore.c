@@ -544,6 +544,14 @@ static ckpt_status deliver(struct ckpt_ctx *ctx, struct ckpt_codec_ws *ws, const
     return st;
 }
 
+/* progress (ckpt_progress): one chunk delivered or verified */
+static void counted(struct ckpt_ctx *ctx, const struct rent *e)
+{
+    ckpt__progress_add(&ctx->progress.bytes_done, e->c->raw_len);
+    ckpt__progress_add(&ctx->progress.stored_bytes, e->c->stored_len);
+    ckpt__progress_add(&ctx->progress.chunks_done, 1);
+}
+
 static void rjob_report(struct ckpt_ctx *ctx, struct rjob *j, const struct rent *e,
                         ckpt_status st, const char *err, char *msg, size_t n)
 {
@@ -663,6 +671,7 @@ static size_t early_fn(void *arg, size_t have)
             if (e->d)
                 chunk_in(e->d);
         }
+        counted(a->ctx, e);
         (*a->next)++;
         a->mode = 0;
     }
@@ -741,8 +750,10 @@ static void rjob_fn(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
             const struct rent *e = &j->e[next];
             const uint8_t *obj = (const uint8_t *)buf + (j->ranged ? e->c->off - j->off : 0);
             st = deliver(ctx, ws, e, obj, derr);
-            if (st == CKPT_OK)
+            if (st == CKPT_OK) {
+                counted(ctx, e);
                 continue;
+            }
             ckpt__seterr(err, "%s: %s", j->key, derr);
             if (st == CKPT_E_CORRUPT && attempt < FETCH_ATTEMPTS) {
                 ckpt__log(&ctx->log, CKPT_LOG_WARN, "verify", "%s (attempt %d of %d, fetching "
@@ -816,6 +827,9 @@ static ckpt_status plan(struct ckpt_ctx *ctx, struct ckpt_batch *b, const struct
     t.bad = bad;
     t.step = m->step;
     qsort(ents, n, sizeof *ents, rent_cmp); /* own objects (pack 0) first */
+    for (size_t k = 0; k < n; k++) /* progress totals */
+        ckpt__progress_add(&ctx->progress.bytes_total, ents[k].c->raw_len);
+    ckpt__progress_add(&ctx->progress.chunks_total, n);
     while (i < n) {
         size_t k = i + 1;
         const struct ckpt_chunk_ref *c = ents[i].c;
@@ -873,6 +887,7 @@ ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manife
     ckpt__batch_init(&b);
     b.pending = 1;
     plan(ctx, &b, m, ents, n, bad);
+    ckpt__progress_add(&ctx->progress.checkpoints_done, 1);
     ckpt__batch_done(&b, CKPT_OK, NULL);
     st = ckpt__batch_wait(&b);
     if (st)
@@ -1241,6 +1256,7 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
 
     ckpt__wait(ctx);
     ckpt__idset_init(&bad_ids);
+    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_RESTORE, want);
     st = ckpt__read_head(ctx, &h, NULL, &exists);
     if (st)
         return st;

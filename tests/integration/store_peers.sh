@@ -304,6 +304,7 @@ sys.exit(1 if bad or len(packs) != 3 or not 1 <= st["max_inflight"] <= 2 else 0)
     done
     # S3 settings in the environment do not concern (nor break) a file store;
     # given as flags there, they are named as ignored.
+    mkdir -p "$TMP/fs" # ls reads a store, never creates one
     CKPT_S3_STORAGE_CLASS=GLACIER CKPT_S3_SSE=bogus "$CONF" ls --store "file://$TMP/fs" \
         >"$TMP/fs.log" 2>&1 || { echo "S3 settings broke a file store"; cat "$TMP/fs.log"; rc=1; }
     "$CONF" ls --store "file://$TMP/fs" --storage-class STANDARD_IA >"$TMP/fs.log" 2>&1 &&

@@ -171,7 +171,11 @@ class BadInput(Case):
         self.assertIn("--preload", self.one_line(err))
 
     def test_bad_store(self):
+        # a bad value on the command line is usage; in the environment, configuration
         rc, _, err = self.ckptrun("--store", "nope://x", "--", "true")
+        self.assertEqual(rc, 64)
+        self.one_line(err)
+        rc, _, err = self.ckptrun("--", "true", env=dict(self.env, CKPT_STORE="nope://x"))
         self.assertEqual(rc, 78)
         self.one_line(err)
 

@@ -2,7 +2,7 @@
 # test_doctor.sh -- `ckptrun doctor` against loopback mocks.
 #
 #   test_doctor.sh CKPTRUN SOURCE_DIR CASE
-#   CASE: providers | badcreds | slow | disk
+#   CASE: providers | badcreds | slow | changed | disk
 #
 # providers  each provider through tests/tools/metadata_mock.py with a fake
 #            DMI directory (CKPT_DMI_DIR), plus --notice forced, no provider
@@ -11,7 +11,9 @@
 #            credential source, exit 1 (environment and profile)
 # slow       mock_s3.py behind faultproxy.py with a 2 MB/s uplink: the
 #            estimate says the checkpoint does not fit, exit 1, and the
-#            whole run stays inside --budget
+#            whole run stays inside --budget; a full checkpoint that does not
+#            fit fails unless --changed says little changes; lost work stated
+# changed    the changing share measured from a run's own checkpoints
 # disk       a 1 MiB tmpfs mounted in a private mount namespace (skipped with
 #            a message when that is not allowed), and the documented
 #            CKPT_DOCTOR_DISK_FREE override: the disk line fails
@@ -221,16 +223,63 @@ slow)
         --state-bytes 40GiB --budget 15s
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     jcheck "c['estimate-full']['status'] == 'fail' and 'NOT fit' in c['estimate-full']['message']"
-    jcheck "c['estimate-incremental']['status'] == 'fail'"
+    jcheck "c['estimate-incremental']['status'] == 'skip'"
     jcheck "'upload-bound' in c['estimate-full']['advice']"
     jcheck "j['estimate']['upload_bps'] < 4000000 and not j['estimate']['fits_full']"
     jcheck "j['bytes_sent'] <= 34 * 1024 * 1024"
     [ "$ms" -le 17000 ] || fail "took ${ms} ms with --budget 15s"
-    # A smaller state on the same link: full does not fit, incremental does.
-    CKPT_DMI_DIR="$TMP/dmi" doctor 0 --metadata-url "http://127.0.0.1:$PORT" \
+    # A smaller state on the same link: a full checkpoint does not fit. In
+    # full training every byte changes between checkpoints, so the final
+    # save is a full one: that fails (exit 1), however small an incremental
+    # save would be -- and the work lost per preemption is stated.
+    CKPT_DMI_DIR="$TMP/dmi" doctor 1 --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 2GiB --budget 15s --interval 10m
+    jcheck "c['estimate-full']['status'] == 'fail' and c['estimate-incremental']['status'] == 'skip'"
+    jcheck "j['estimate']['changed'] == 1 and not j['estimate']['fits_final']"
+    jcheck "c['lost-work']['status'] == 'warn' and 'on average' in c['lost-work']['message']"
+    jcheck "300 < j['estimate']['lost_if_final_fails_s'] < 2000 and j['estimate']['interval_s'] == 600"
+    # Without --interval the loss is unbounded: that fails too.
+    CKPT_DMI_DIR="$TMP/dmi" doctor 1 --metadata-url "http://127.0.0.1:$PORT" \
         --state-bytes 2GiB --budget 15s
+    jcheck "c['lost-work']['status'] == 'fail' and '--interval' in c['lost-work']['advice']"
+    # A frozen-backbone / LoRA run says how little changes: the final save
+    # then fits, the full one is only a warning, exit 0.
+    CKPT_DMI_DIR="$TMP/dmi" doctor 0 --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 2GiB --budget 15s --changed 2% --interval 10m
     jcheck "c['estimate-full']['status'] == 'warn' and c['estimate-incremental']['status'] == 'ok'"
-    echo "slow store: estimate fails (${ms} ms, inside the budget); smaller state: warn"
+    jcheck "j['estimate']['changed'] == 0.02 and j['estimate']['fits_final']"
+    jcheck "c['lost-work']['status'] == 'ok' and 'almost nothing' in c['lost-work']['message']"
+    echo "slow store: estimate fails (${ms} ms, inside the budget); smaller state: full fails," \
+        "--changed 2%: warn, lost work stated"
+    ;;
+
+changed)
+    # The share that changes, measured from the run's own checkpoints: 25
+    # chunks of 4 MiB, one of them rewritten between two saves (4%).
+    dmi "$TMP/dmi" "QEMU"
+    export CKPT_DMI_DIR="$TMP/dmi"
+    mkdir -p "$TMP/src/m"
+    head -c $((100 * 1024 * 1024)) /dev/urandom >"$TMP/src/m/w.bin"
+    "$CKPTRUN" save --store "$STORE" --run dtest -q --codec none --step 1 "$TMP/src/m" ||
+        fail "save 1"
+    dd if=/dev/urandom of="$TMP/src/m/w.bin" bs=1M count=4 seek=8 conv=notrunc 2>/dev/null
+    "$CKPTRUN" save --store "$STORE" --run dtest -q --codec none --step 2 "$TMP/src/m" ||
+        fail "save 2"
+    KUBERNETES_SERVICE_HOST=10.0.0.1 doctor 0 --grace 60s --state-bytes 1GiB --budget 20s \
+        --interval 10m
+    jcheck "0.03 < j['estimate']['changed'] < 0.06 and 'measured' in j['estimate']['changed_source']"
+    jcheck "c['changed']['status'] == 'ok' and 'measured on run dtest' in c['changed']['message']"
+    jcheck "c['estimate-incremental']['status'] != 'skip'"
+    # --changed wins over the measurement; a fresh run assumes everything.
+    KUBERNETES_SERVICE_HOST=10.0.0.1 doctor 0 --grace 60s --state-bytes 1GiB --budget 20s \
+        --interval 10m --changed 0.5
+    jcheck "j['estimate']['changed'] == 0.5 and '--changed' in j['estimate']['changed_source']"
+    KUBERNETES_SERVICE_HOST=10.0.0.1 "$CKPTRUN" doctor --store "$STORE" --run fresh --json \
+        --grace 60s --state-bytes 1GiB --budget 20s --interval 10m >"$TMP/out" 2>"$TMP/err"
+    jcheck "j['estimate']['changed'] == 1 and c['estimate-incremental']['status'] == 'skip'"
+    "$CKPTRUN" doctor --store "$STORE" --run dtest --changed 150% >"$TMP/out" 2>&1
+    [ $? = 64 ] || fail "--changed 150% accepted"
+    echo "changed: measured from the run's checkpoints (4%), --changed wins, fresh run: all"
     ;;
 
 disk)

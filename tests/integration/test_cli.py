@@ -1,0 +1,657 @@
+#!/usr/bin/python3
+"""The command line as a user meets it (issue 17, and items 16.8, 16.10, 16.11,
+15.2 of save): mistyped subcommands, progress and result lines, --json,
+consistent answers for missing runs, one-line errors with a level, colour
+only on a terminal, the status dashboard, the shared rules, plain-http
+warnings and failing fast on a dead store; with --build, the generated
+manual page and completions, installation and the Makefile's hygiene.
+
+Run:  /usr/bin/python3 tests/integration/test_cli.py [-v] [--build] [TestName...]
+Binaries from $CKPT_BIN (ctest sets it), else ./build/bin; the build tree
+from $CKPT_BUILD (else ./build). Loopback only: stores are file:// or
+tests/tools/mock_s3.py (behind tests/tools/faultproxy.py where a slow or
+vanishing link is needed). Terminal tests run the command under util-linux
+`script`, which records what was drawn and when (--log-timing).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
+BUILD = os.environ.get("CKPT_BUILD") or os.path.join(REPO, "build")
+CKPTRUN = os.path.join(BIN, "ckptrun")
+C_TRAINER = os.path.join(BIN, "c_trainer")
+PY = "/usr/bin/python3"
+TOOLS = os.path.join(REPO, "tests", "tools")
+HAVE_S3 = os.path.exists(os.path.join(REPO, "uploaders", "s3.c"))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """A tests/tools server that prints "PORT n" when it listens."""
+
+    def __init__(self, *args):
+        self.p = subprocess.Popen([PY] + list(args), stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        line = self.p.stdout.readline()
+        m = re.match(r"PORT (\d+)", line)
+        if not m:
+            self.p.kill()
+            raise RuntimeError("%s did not start: %r" % (args, line))
+        self.port = int(m.group(1))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+def tty_run(cmd, env, cwd, timeout=120):
+    """Run `cmd` (a list) on a pseudo-terminal; return (rc, frames), where
+    frames is [(seconds since start, bytes written then)]."""
+    d = tempfile.mkdtemp(prefix="ckpt-tty-")
+    try:
+        out, tim = os.path.join(d, "out"), os.path.join(d, "timing")
+        shell = " ".join("'%s'" % a.replace("'", "'\\''") for a in cmd)
+        rc = subprocess.run(["script", "-q", "-e", "-O", out, "-T", tim, "-c", shell],
+                            env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, timeout=timeout).returncode
+        data = open(out, "rb").read()
+        data = data[data.index(b"\n") + 1:]  # "Script started on ..." header
+        frames, t, pos = [], 0.0, 0
+        for line in open(tim):
+            delay, n = line.split()
+            t += float(delay)
+            frames.append((t, data[pos:pos + int(n)]))
+            pos += int(n)
+        return rc, frames
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Case(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ckpt-cli-")
+        self.store_dir = os.path.join(self.tmp, "store")
+        self.store = "file://" + self.store_dir
+        self.work = os.path.join(self.tmp, "work")
+        self.home = os.path.join(self.tmp, "home")
+        os.makedirs(self.work)
+        os.makedirs(self.home)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("CKPT_", "AWS_", "AZURE_")) and
+                    k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy",
+                                      "no_color")}
+        self.env.update(HOME=self.home, CKPT_STORE=self.store, CKPT_RUN="job",
+                        CKPT_NOTICE="none", AWS_EC2_METADATA_DISABLED="true",
+                        XDG_DATA_HOME=os.path.join(self.home, "xdg"))
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def ckptrun(self, *args, env=None, timeout=60, cwd=None):
+        r = subprocess.run([CKPTRUN] + list(args), env=env or self.env, cwd=cwd or self.work,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=timeout)
+        return r.returncode, r.stdout, r.stderr
+
+    def lines(self, err):
+        return [l for l in err.splitlines() if l.strip()]
+
+    def one_error(self, err):
+        """Exactly one line, and it is an error with a level."""
+        ls = self.lines(err)
+        self.assertEqual(len(ls), 1, err)
+        self.assertRegex(ls[0], r"^ckptrun: error: ", err)
+        return ls[0]
+
+    def src(self, name, size, seed=0):
+        d = os.path.join(self.work, "src", name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "m.bin"), "wb") as f:
+            f.write(os.urandom(size) if seed == 0 else bytes([seed % 256]) * size)
+        return d
+
+    def save(self, step, path, *extra):
+        rc, out, err = self.ckptrun("save", "--step", str(step), path, *extra)
+        self.assertEqual(rc, 0, err)
+        return out, err
+
+    def nothing_created(self):
+        self.assertFalse(os.path.exists(self.store_dir), "the store was created")
+        self.assertFalse(os.path.exists(os.path.join(self.work, "checkpoints")),
+                         "./checkpoints was created")
+        self.assertEqual(os.listdir(os.path.join(self.home)), [], "HOME was written to")
+
+    def s3_env(self, port, env=None):
+        e = dict(env or self.env)
+        e.update(AWS_ENDPOINT_URL="http://127.0.0.1:%d" % port, AWS_REGION="us-east-1",
+                 AWS_ACCESS_KEY_ID="MOCKAK", AWS_SECRET_ACCESS_KEY="mock/secret+key",
+                 CKPT_STORE="s3://ckpt-test/cli")
+        return e
+
+    def mock_s3(self):
+        s = Server(os.path.join(TOOLS, "mock_s3.py"), "--bucket", "ckpt-test")
+        self.servers.append(s)
+        return s
+
+
+class Subcommands(Case):
+    """17.1: a mistyped subcommand is not run as the training command."""
+
+    def test_mistyped_words_are_refused_before_anything(self):
+        for args, hint in ((["stauts", "--store", self.store, "--run", "demo"], "status"),
+                           (["version"], "--version"), (["list"], "ls"),
+                           (["--store", self.store, "verfy"], "verify")):
+            rc, out, err = self.ckptrun(*args)
+            self.assertEqual(rc, 64, (args, err))
+            line = self.one_error(err)
+            self.assertIn("did you mean `ckptrun %s`" % hint, line)
+            self.nothing_created()
+
+    def test_programs_still_run(self):
+        # a program on PATH, a path to one, and anything after -- or run
+        rc, _, err = self.ckptrun("true", "--dir", os.path.join(self.tmp, "ck"))
+        self.assertEqual(rc, 0, err)
+        script = os.path.join(self.work, "train.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nexit 3\n")
+        os.chmod(script, 0o755)
+        rc, _, err = self.ckptrun("./train.sh", "--dir", os.path.join(self.tmp, "ck"))
+        self.assertEqual(rc, 3, err)
+        rc, _, err = self.ckptrun("--dir", os.path.join(self.tmp, "ck"), "--", "stauts")
+        self.assertEqual(rc, 127, err)  # asked for explicitly: run, and fail as exec does
+        rc, _, err = self.ckptrun("run", "--dir", os.path.join(self.tmp, "ck"), "stauts")
+        self.assertEqual(rc, 127, err)
+
+    def test_options_before_the_subcommand(self):
+        self.save(1, self.src("c1", 1000))
+        rc, out, err = self.ckptrun("--store", self.store, "--run", "job", "ls", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([c["step"] for c in json.loads(out)], [1])
+
+    def test_help_for_an_unknown_command(self):
+        rc, out, err = self.ckptrun("help", "stauts")
+        self.assertEqual(rc, 64)
+        self.assertIn("unknown command 'stauts'", self.one_error(err))
+        self.assertIn("did you mean `ckptrun status`", err)
+        for c in ("status", "doctor", "run"):
+            rc, out, _ = self.ckptrun("help", c)
+            self.assertEqual(rc, 0)
+            self.assertIn("Usage: ckptrun %s" % c, out)
+
+
+class Progress(Case):
+    """17.2: progress on a terminal only; a result line always (-q hides it)."""
+
+    @unittest.skipUnless(HAVE_S3 and shutil.which("script"), "needs s3:// and script(1)")
+    def test_progress_drawn_in_place_on_a_terminal(self):
+        s3 = self.mock_s3()
+        # a link of 8 MB/s: a 40 MiB save lasts about five seconds
+        proxy = Server(os.path.join(TOOLS, "faultproxy.py"), "--upstream",
+                       "127.0.0.1:%d" % s3.port, "--rate", "0", "--upload-bps", "8000000")
+        self.servers.append(proxy)
+        env = self.s3_env(proxy.port)
+        path = self.src("big", 40 << 20)
+        rc, frames = tty_run([CKPTRUN, "save", "--codec", "none", "--step", "1", path], env,
+                             self.work)
+        self.assertEqual(rc, 0, frames)
+        text = b"".join(d for _, d in frames).decode(errors="replace")
+        draws = [t for t, d in frames if re.search(rb"save +\d+%", d)]
+        self.assertGreaterEqual(len(draws), 4, text)
+        self.assertLess(draws[0], 1.0, "first progress line after %.2f s" % draws[0])
+        gaps = sorted(b - a for a, b in zip(draws, draws[1:]))
+        self.assertLess(gaps[len(gaps) // 2], 0.5, "redrawn every %s s" % gaps)
+        self.assertIn("\r", text)
+        self.assertRegex(text, r"\d+% +[\d.]+ MiB / 40\.0 MiB +[\d.]+ [KM]iB/s")
+        self.assertRegex(text, r"ETA ")
+        # the line is cleared, then the result is said once
+        self.assertRegex(text, r"ckptrun: save: step 1 committed: 1 files, 40\.0 MiB")
+        # not on a pipe
+        rc, out, err = self.ckptrun("save", "--codec", "none", "--step", "2", path, env=env,
+                                    timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("\r", err)
+        self.assertEqual(len(self.lines(err)), 1, err)
+        self.assertRegex(err, r"^ckptrun: save: step 2 committed")
+
+    def test_every_admin_command_ends_with_a_result(self):
+        d = self.src("checkpoint-1", 200000)
+        _, err = self.save(1, d)
+        self.assertRegex(err, r"^ckptrun: save: step 1 committed: 1 files, 195 KiB, .* stored "
+                              r"\(.* new\), .*/s in [\d.]+s\n$")
+        rc, _, err = self.ckptrun("restore", os.path.join(self.tmp, "r"))
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"^ckptrun: restore: step 1 into .*: 1 files, 195 KiB in [\d.]+s "
+                              r"\(.*/s\)\n$")
+        rc, _, err = self.ckptrun("verify")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"^ckptrun: verify: 1 checkpoint intact: 1 files, 1 chunks, "
+                              r"195 KiB checked in [\d.]+s")
+        rc, _, err = self.ckptrun("gc", "--keep", "1", "--min-age", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"^ckptrun: gc: kept 1 checkpoint; deleted 0 objects, freed 0 B")
+        # -q: nothing at all
+        for args in (["save", "--step", "2", d], ["verify"], ["gc", "--keep", "1"],
+                     ["restore", os.path.join(self.tmp, "r2")]):
+            rc, _, err = self.ckptrun("-q", *args)
+            self.assertEqual((rc, err), (0, ""), args)
+        # gc frees what it deletes, and says how much
+        self.save(3, self.src("checkpoint-3", 300000))
+        rc, _, err = self.ckptrun("gc", "--keep", "1", "--min-age", "0")
+        self.assertRegex(err, r"deleted [1-9]\d* objects, freed (19\d|20\d) KiB")
+
+
+class Json(Case):
+    """17.3: --json is one JSON document on stdout, with the documented fields."""
+
+    def test_every_result_is_json(self):
+        d = self.src("checkpoint-5", 100000)
+        rc, out, err = self.ckptrun("save", "--step", "5", d, "--json")
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        self.assertEqual((j["step"], j["files"], j["raw_bytes"]), (5, 1, 100000))
+        for k in ("run", "stored_bytes", "new_bytes", "seconds", "bytes_per_s"):
+            self.assertIn(k, j)
+        rc, out, err = self.ckptrun("restore", os.path.join(self.tmp, "r"), "--json")
+        j = json.loads(out)
+        self.assertEqual((rc, j["step"], j["files"], j["bytes"]), (0, 5, 1, 100000))
+        self.assertIn("bytes_per_s", j)
+        rc, out, err = self.ckptrun("verify", "--json")
+        j = json.loads(out)
+        self.assertEqual((rc, j["intact"], j["checkpoints"], j["files"], j["chunks"],
+                          j["bytes"]), (0, True, 1, 1, 1, 100000))
+        rc, out, err = self.ckptrun("gc", "--keep", "1", "--json")
+        j = json.loads(out)
+        self.assertEqual((rc, j["retained"], j["deleted"]), (0, 1, 0))
+        self.assertIn("freed_bytes", j)
+        rc, out, err = self.ckptrun("ls", "--json")
+        self.assertEqual([c["step"] for c in json.loads(out)], [5])
+        rc, out, err = self.ckptrun("status", "--json")
+        j = json.loads(out)
+        self.assertEqual((j["last_step"], j["newest"]["raw_bytes"], j["last_commit"]["step"]),
+                         (5, 100000, 5))
+        # damage: still one document, and exit 1
+        for root, _, files in os.walk(os.path.join(self.store_dir, "job", "chunks")):
+            for f in files:
+                with open(os.path.join(root, f), "r+b") as fh:
+                    fh.seek(60)
+                    fh.write(b"XXXX")
+        rc, out, err = self.ckptrun("verify", "--json")
+        j = json.loads(out)
+        self.assertEqual((rc, j["intact"]), (1, False))
+        self.assertIn("expected", j["error"])
+
+
+class Consistent(Case):
+    """17.4 and 15.2 (save): answers that agree, read-only commands that write nothing."""
+
+    def test_missing_run_is_an_error_and_nothing_is_created(self):
+        self.save(1, self.src("c", 1000))
+        for cmd in (["ls"], ["status"], ["verify"], ["restore", os.path.join(self.tmp, "x")]):
+            rc, out, err = self.ckptrun(*cmd, "--run", "typo")
+            self.assertEqual(rc, 1, (cmd, err))
+            self.assertIn("run typo not found", self.one_error(err))
+            self.assertFalse(os.path.exists(os.path.join(self.store_dir, "typo")), cmd)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "x")), "restore created DIR")
+        # a store that does not exist is not created by reading it
+        missing = os.path.join(self.tmp, "nostore")
+        for cmd in (["ls"], ["ls", "--run", "job"], ["status"], ["verify"]):
+            rc, out, err = self.ckptrun("--store", "file://" + missing, *cmd)
+            self.assertEqual(rc, 1, (cmd, err))
+            self.one_error(err)
+            self.assertFalse(os.path.exists(missing), cmd)
+
+    def test_lower_step_needs_force(self):
+        d = self.src("c", 1000)
+        self.save(2, d)
+        rc, _, err = self.ckptrun("save", "--step", "1", d)
+        self.assertEqual(rc, 64, err)
+        self.assertIn("lower than run job's newest checkpoint (step 2)", self.one_error(err))
+        self.assertIn("--force", err)
+        self.save(2, d)  # the same step again is fine
+        self.save(1, d, "--force")
+        rc, out, _ = self.ckptrun("ls", "--json")
+        self.assertIn(1, [c["step"] for c in json.loads(out)])
+
+    def test_one_size_convention(self):
+        self.save(1, self.src("c", 3 << 20))
+        rc, _, err = self.ckptrun("ls", "--max-rate", "50MB")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"level=warn .*'50MB' is 50000000 bytes.*50M or 50MiB")
+        rc, _, err = self.ckptrun("ls", "--max-rate", "50M")
+        self.assertEqual((rc, err), (0, ""))
+        rc, _, err = self.ckptrun("ls", env=dict(self.env, CKPT_MAX_RATE="2GB"))
+        self.assertIn("CKPT_MAX_RATE '2GB' is 2000000000 bytes", err)
+        rc, out, _ = self.ckptrun("ls", "--run", "job")
+        self.assertIn("3.00 MiB", out)
+
+
+class Errors(Case):
+    """17.5: one line with a level, in text and --log-json; colour only on a terminal."""
+
+    def test_one_line_with_a_level(self):
+        self.save(1, self.src("c", 100000))
+        for root, _, files in os.walk(os.path.join(self.store_dir, "job", "chunks")):
+            for f in files:
+                with open(os.path.join(root, f), "r+b") as fh:
+                    fh.seek(60)
+                    fh.write(b"XXXX")
+        rc, _, err = self.ckptrun("restore", os.path.join(self.tmp, "r"))
+        self.assertEqual(rc, 1)
+        self.assertIn("damaged", self.one_error(err))
+        for args in (["--store", "nope://x", "ls"], ["--codec", "zstd:20", "ls"],
+                     ["--keep", "0", "ls"], ["restore"], ["--run", "a b", "ls"]):
+            rc, _, err = self.ckptrun(*args)
+            self.assertEqual(rc, 64, (args, err))
+            self.one_error(err)
+        rc, _, err = self.ckptrun("--log-json", "restore", os.path.join(self.tmp, "r"))
+        self.assertEqual(rc, 1)
+        ls = self.lines(err)
+        self.assertEqual(len(ls), 1, err)
+        j = json.loads(ls[0])
+        self.assertEqual((j["event"], j["level"]), ("error", "error"))
+        self.assertIn("damaged", j["msg"])
+
+    @unittest.skipUnless(shutil.which("script"), "needs script(1)")
+    def test_colour_only_on_a_terminal_and_never_with_no_color(self):
+        esc = b"\x1b["
+        rc, frames = tty_run([CKPTRUN, "ls", "--run", "typo"], self.env, self.work)
+        self.assertEqual(rc, 1)
+        self.assertIn(esc, b"".join(d for _, d in frames))
+        rc, frames = tty_run([CKPTRUN, "ls", "--run", "typo"], dict(self.env, NO_COLOR="1"),
+                             self.work)
+        self.assertEqual(rc, 1)
+        self.assertNotIn(esc, b"".join(d for _, d in frames))
+        rc, _, err = self.ckptrun("ls", "--run", "typo")
+        self.assertNotIn("\x1b", err)
+
+
+class Status(Case):
+    """17.6: relative times, the last commit's size and speed, lost work explained."""
+
+    def test_dashboard(self):
+        d = self.src("c", 300000)
+        self.save(7, d)
+        with open(os.path.join(self.store_dir, "job", "LEASE"), "w") as f:
+            json.dump({"format": 1, "holder": "h:1:n", "epoch": 3, "released": False,
+                       "expires_ms": int(time.time() * 1000) + 60000,
+                       "heartbeat_ms": int(time.time() * 1000) - 180000}, f)
+        rc, out, err = self.ckptrun("status")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"heartbeat +\S+Z \(3 min ago\)")
+        self.assertRegex(out, r"expiry +\S+Z \(in 5\d s\)")
+        self.assertRegex(out, r"newest +step 7, \S+Z \((just now|\d+ s ago)\), 1 items, 293 KiB")
+        self.assertRegex(out, r"last commit +step 7 .*: 293 KiB, 293 KiB new, .*/s in [\d.]+s")
+        self.assertRegex(out, r"lost work +\S+ \(estimate, 0 stops, 0 failures, 0 crashes: "
+                              r"training done after a session's last commit")
+
+
+class Rules(Case):
+    """16.8: ckptrun refuses what the library would refuse, before anything
+    starts; an existing run opens under any name either side accepted."""
+
+    def test_codec_levels_agree_with_the_library(self):
+        rc, _, err = self.ckptrun("--codec", "zstd:20", "--dir", os.path.join(self.tmp, "ck"),
+                                  "--", "true")
+        self.assertEqual(rc, 64, err)
+        self.assertIn("zstd[:1-19]", self.one_error(err))
+        self.nothing_created()
+        rc, _, err = self.ckptrun("--", "true", env=dict(self.env, CKPT_CODEC="zstd:22"))
+        self.assertEqual(rc, 78, err)
+        self.nothing_created()
+        self.save(1, self.src("c", 1000), "--codec", "zstd:19")
+
+    @unittest.skipUnless(os.path.exists(C_TRAINER), "needs the C trainer")
+    def test_names_only_an_existing_run_may_have(self):
+        long_name = "r" * 150
+        for name in (".hidden", long_name):
+            rc, _, err = self.ckptrun("save", "--run", name, "--step", "1", self.src("c", 10))
+            self.assertEqual(rc, 64, err)
+            self.assertIn("can only open an existing run", self.one_error(err))
+            self.assertFalse(os.path.exists(os.path.join(self.store_dir, name)))
+            # libckpt accepts the name (it always did): the run exists then
+            env = dict(self.env, CKPT_RUN=name)
+            subprocess.run([C_TRAINER, "--steps", "2", "--every", "1", "--quiet", "--out",
+                            os.path.join(self.tmp, "o")], env=env, check=True,
+                           capture_output=True, timeout=60)
+            rc, out, err = self.ckptrun("ls", "--run", name, "--json")
+            self.assertEqual(rc, 0, err)
+            self.assertTrue(json.loads(out))
+            rc, _, err = self.ckptrun("save", "--run", name, "--step", "9", self.src("c", 10))
+            self.assertEqual(rc, 0, err)
+        rc, _, err = self.ckptrun("ls", "--run", "r" * 201)
+        self.assertEqual(rc, 64, err)
+
+
+@unittest.skipUnless(HAVE_S3, "object stores not built")
+class Stores(Case):
+    """16.10 and 16.11."""
+
+    def test_cleartext_endpoint_off_this_machine_warns_once(self):
+        # The endpoint names another host, but every request goes to a closed
+        # proxy port on loopback: nothing leaves this machine.
+        env = self.s3_env(1)
+        env.update(AWS_ENDPOINT_URL="http://s3.example.com", http_proxy="http://127.0.0.1:9")
+        rc, _, err = self.ckptrun("status", env=env, timeout=30)
+        self.assertEqual(rc, 69, err)
+        warn = [l for l in self.lines(err) if "plain http" in l]
+        self.assertEqual(len(warn), 1, err)
+        self.assertIn("level=warn", warn[0])
+        self.assertIn("http://s3.example.com", warn[0])
+        s3 = self.mock_s3()
+        rc, _, err = self.ckptrun("ls", env=self.s3_env(s3.port))
+        self.assertNotIn("plain http", err)
+        rc, _, err = self.ckptrun("ls", env=dict(self.s3_env(s3.port),
+                                                 AWS_ENDPOINT_URL="http://localhost:%d" % s3.port))
+        self.assertNotIn("plain http", err)
+
+    def test_a_store_that_never_answered_fails_within_seconds(self):
+        env = self.s3_env(free_port())
+        ck = os.path.join(self.tmp, "ck")
+        for cmd in (["ls"], ["status"], ["verify"], ["restore", os.path.join(self.tmp, "r")],
+                    ["save", "--step", "1", self.src("c", 1000)],
+                    ["--dir", ck, "--", "true"], ["recover", "--dir", ck, "--", "true"]):
+            t0 = time.monotonic()
+            rc, _, err = self.ckptrun(*cmd, env=env, timeout=60)
+            took = time.monotonic() - t0
+            self.assertEqual(rc, 69, (cmd, err))
+            self.assertLess(took, 8, (cmd, took))
+            self.one_error(err)
+            self.assertIn("unreachable", err)
+
+    @unittest.skipUnless(shutil.which("script"), "needs script(1)")
+    def test_each_retry_is_visible_on_a_terminal(self):
+        rc, frames = tty_run([CKPTRUN, "ls", "--run", "r"], self.s3_env(free_port()), self.work)
+        text = b"".join(d for _, d in frames).decode(errors="replace")
+        self.assertEqual(rc, 69, text)
+        self.assertRegex(text, r"retrying 2/3 in [\d.]+s: .*[Cc]onnect")
+        self.assertRegex(text, r"retrying 3/3")
+
+    def test_a_store_that_goes_away_after_answering_is_waited_for(self):
+        s3 = self.mock_s3()
+        port = free_port()
+        args = [os.path.join(TOOLS, "faultproxy.py"), "--upstream", "127.0.0.1:%d" % s3.port,
+                "--rate", "0", "--port", str(port), "--upload-bps", "8000000"]
+        proxy = Server(*args)
+        self.servers.append(proxy)
+        env = self.s3_env(port)  # the default retry budget of a real run
+        path = self.src("big", 24 << 20)
+        p = subprocess.Popen([CKPTRUN, "save", "--codec", "none", "--step", "1", path], env=env,
+                             cwd=self.work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)         # it has answered (HEAD, the first pack is on its way)
+        proxy.stop()            # gone: connections reset, new ones refused ...
+        time.sleep(4)           # ... for longer than a never-answered store is given
+        if p.poll() is not None:
+            self.fail("save gave up while the store was away: %s" % p.communicate()[1])
+        proxy2 = Server(*args)  # back on the same port
+        self.servers.append(proxy2)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        rc, out, err = self.ckptrun("verify", env=env, timeout=120)
+        self.assertEqual(rc, 0, err)
+
+
+class Build(unittest.TestCase):
+    """17.7, 17.9, 17.10: generated manual page and completions, install,
+    pkg-config, and make targets that leave the tree clean."""
+
+    def help_options(self):
+        opts = set()
+        for cmd in ([], ["run"], ["recover"], ["save"], ["restore"], ["ls"], ["status"],
+                    ["verify"], ["gc"], ["doctor"]):
+            out = subprocess.run([CKPTRUN] + cmd + ["--help"], capture_output=True,
+                                 text=True).stdout
+            opts |= set(re.findall(r"^ +(?:-\w, )?(--[a-z][a-z-]*)", out, re.M))
+        return opts
+
+    @unittest.skipUnless(shutil.which("groff"), "groff missing (scripts/deps.sh installs it)")
+    def test_man_page_and_completions_match_help(self):
+        man = os.path.join(BUILD, "share", "man", "man1", "ckptrun.1")
+        bash = os.path.join(BUILD, "share", "bash-completion", "completions", "ckptrun")
+        zsh = os.path.join(BUILD, "share", "zsh", "site-functions", "_ckptrun")
+        for f in (man, bash, zsh):
+            self.assertTrue(os.path.exists(f), f)
+        opts = self.help_options()
+        self.assertGreater(len(opts), 30)
+        r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", man], capture_output=True,
+                           text=True)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = subprocess.run(["groff", "-man", "-Tascii", man], capture_output=True, text=True)
+        rendered = re.sub(r".\x08", "", r.stdout)
+        for o in opts:
+            self.assertIn(o, rendered, "man page lacks " + o)
+            self.assertIn(o, open(bash).read(), "bash completion lacks " + o)
+            self.assertIn("'" + o, open(zsh).read(), "zsh completion lacks " + o)
+        # the generator is the built binary: same text as now
+        for kind, f in (("man", man), ("bash", bash), ("zsh", zsh)):
+            out = subprocess.run([CKPTRUN, "__generate", kind], capture_output=True).stdout
+            self.assertEqual(out, open(f, "rb").read(), kind)
+
+    def complete(self, line):
+        bash = os.path.join(BUILD, "share", "bash-completion", "completions", "ckptrun")
+        words = line.split(" ")
+        script = ('source "%s"; COMP_WORDS=(%s); COMP_CWORD=%d; _ckptrun; '
+                  'printf "%%s\\n" "${COMPREPLY[@]}"' %
+                  (bash, " ".join("'%s'" % w for w in words), len(words) - 1))
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              cwd=REPO).stdout.split()
+
+    def test_bash_completion_works(self):
+        self.assertIn("status", self.complete("ckptrun st"))
+        self.assertIn("save", self.complete("ckptrun s"))
+        self.assertIn("--force", self.complete("ckptrun save --f"))
+        self.assertNotIn("--force", self.complete("ckptrun ls --f"))
+        self.assertEqual(sorted(self.complete("ckptrun --notice a")), ["aliyun", "auto", "aws", "azure"])
+        self.assertIn("zstd:19", self.complete("ckptrun save --codec z"))
+        self.assertIn("python3", self.complete("ckptrun -- pyth"))
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh not installed: its completion is only "
+                         "checked for the options above")
+    def test_zsh_completion_parses(self):
+        zsh = os.path.join(BUILD, "share", "zsh", "site-functions", "_ckptrun")
+        self.assertEqual(subprocess.run(["zsh", "-n", zsh]).returncode, 0)
+
+    def test_install_and_pkg_config(self):
+        prefix = tempfile.mkdtemp(prefix="ckpt-prefix-")
+        try:
+            subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix], check=True,
+                           capture_output=True)
+            for f in ("share/man/man1/ckptrun.1", "share/bash-completion/completions/ckptrun",
+                      "share/zsh/site-functions/_ckptrun", "bin/ckptrun", "include/ckpt.h"):
+                self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
+            pcdir = [os.path.join(r, "") for r, d, fs in os.walk(prefix) if "ckpt.pc" in fs][0]
+            env = dict(os.environ, PKG_CONFIG_PATH=pcdir)
+            cflags = subprocess.run(["pkg-config", "--cflags", "ckpt"], env=env,
+                                    capture_output=True, text=True, check=True).stdout.split()
+            self.assertEqual(len(cflags), 1, cflags)  # ckpt's own include dir, nothing else
+            self.assertTrue(os.path.samefile(cflags[0][2:], os.path.join(prefix, "include")))
+            # libckpt.a with the libraries --static names
+            libs = subprocess.run(["pkg-config", "--static", "--libs-only-l", "ckpt"], env=env,
+                                  capture_output=True, text=True, check=True).stdout.split()
+            libdir = os.path.dirname(os.path.dirname(pcdir))
+            main = os.path.join(prefix, "m.c")
+            with open(main, "w") as f:
+                f.write('#include <ckpt.h>\n#include <stdio.h>\n'
+                        'int main(void){puts(ckpt_version_string());return 0;}\n')
+            exe = os.path.join(prefix, "m")
+            r = subprocess.run(["cc", "-o", exe, main] + cflags +
+                               [os.path.join(libdir, "libckpt.a")] +
+                               [l for l in libs if l != "-lckpt"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(subprocess.run([exe], capture_output=True, text=True).stdout,
+                             r"^\d+\.\d+\.\d+")
+            subprocess.run(["make", "-C", REPO, "install", "BUILD=" + BUILD,
+                            "PREFIX=" + os.path.join(prefix, "via-make")], check=True,
+                           capture_output=True)
+            self.assertTrue(os.path.exists(os.path.join(prefix, "via-make", "share", "man",
+                                                        "man1", "ckptrun.1")))
+        finally:
+            shutil.rmtree(prefix, ignore_errors=True)
+
+    @unittest.skipUnless(os.path.isdir(os.path.join(REPO, ".git")) or
+                         os.path.isfile(os.path.join(REPO, ".git")), "not a git checkout")
+    def test_make_leaves_the_tree_clean_and_demo_builds_what_it_runs(self):
+        def status():
+            return subprocess.run(["git", "-C", REPO, "status", "--porcelain",
+                                   "--untracked-files=all"], capture_output=True,
+                                  text=True).stdout
+        before = status()
+        r = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True)
+        self.assertIn("--target ckptrun c_trainer", r.stdout)
+        build = "build-clitest-%d" % os.getpid()
+        try:
+            r = subprocess.run(["make", "configure", "BUILD=" + build], cwd=REPO,
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertTrue(os.path.exists(os.path.join(REPO, build, "configure.log")))
+            self.assertEqual(status(), before, "make configure changed the tree")
+        finally:
+            shutil.rmtree(os.path.join(REPO, build), ignore_errors=True)
+        tracked = subprocess.run(["git", "-C", REPO, "ls-files"], capture_output=True,
+                                 text=True).stdout.split()
+        self.assertFalse([f for f in tracked if f.endswith("configure.log")], tracked)
+
+
+if __name__ == "__main__":
+    if "--build" in sys.argv:
+        sys.argv.remove("--build")
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(Build)
+    else:
+        names = [a for a in sys.argv[1:] if not a.startswith("-")]
+        if names:
+            suite = unittest.defaultTestLoader.loadTestsFromNames(names, sys.modules[__name__])
+        else:
+            suite = unittest.TestSuite(
+                unittest.defaultTestLoader.loadTestsFromTestCase(c)
+                for c in (Subcommands, Progress, Json, Consistent, Errors, Status, Rules,
+                          Stores))
+    verbosity = 2 if "-v" in sys.argv else 1
+    sys.exit(0 if unittest.TextTestRunner(verbosity=verbosity).run(suite).wasSuccessful()
+             else 1)
