@@ -212,7 +212,9 @@ static ckpt_status protect_visit(void *user, const char *path, const char *name,
                                  const char *base, const struct stat *sb)
 {
     struct protect_user *u = user;
-    ckpt_status st = ckpt_protect_file(u->ctx, name, path);
+    /* AS_IS: the version judged complete or nothing (libckpt would read a
+     * file that changed again, and could take a version nobody judged). */
+    ckpt_status st = ckpt_protect_file_ex(u->ctx, name, path, CKPT_FILE_AS_IS);
 
     (void)base;
     if (st != CKPT_OK) {
@@ -296,7 +298,11 @@ ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *
         st = CKPT_E_NOENT;
         goto out;
     }
-    if (check && check(user, &res->print) != 0) {
+    /* Walked again now that libckpt holds each file's version: a file that
+     * changed since the walk above shows here, one that changes later makes
+     * the save fail with CKPT_E_CHANGED (ctime only grows). */
+    if ((check && check(user, &res->print) != 0) || print_sources(src, n, &after) != 0 ||
+        !commit_print_eq(&after, &res->print)) {
         snprintf(res->detail, sizeof res->detail, "changed between its check and its reading");
         res->aborted = 1;
         st = CKPT_E_PRECONDITION;
@@ -309,10 +315,13 @@ ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *
     res->seconds = (double)(mono_ms() - t0) / 1000.0;
     if (st != CKPT_OK) {
         snprintf(res->detail, sizeof res->detail, "%s", ckpt_errmsg(ctx));
+        if (st == CKPT_E_CHANGED)
+            res->aborted = 1; /* not the version judged: judged again */
         goto out;
     }
     /* A rewrite while the library read the files would have changed what
-     * a walk sees (size, mtime, ctime, inode). */
+     * a walk sees (size, mtime, ctime, inode); AS_IS makes that a failure,
+     * so this is the second line of defence. */
     if (print_sources(src, n, &after) != 0 || !commit_print_eq(&after, &res->print))
         res->changed = 1;
     /* Figures for the log line; a failure here does not undo the commit. */

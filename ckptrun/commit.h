@@ -59,7 +59,10 @@ int commit_print_eq(const struct commit_print *a, const struct commit_print *b);
 typedef int (*commit_check_fn)(void *user, const struct commit_print *print);
 
 /* Commit `n` sources at `step` on `ctx` (which must have nothing else
- * protected) and wait until committed or failed; everything protected here is
+ * protected) and wait until committed or failed. Files are protected with
+ * CKPT_FILE_AS_IS: a file that changes after the check fails the commit
+ * (res->aborted, CKPT_E_PRECONDITION or CKPT_E_CHANGED) rather than being
+ * committed in a version nobody judged; everything protected here is
  * unprotected before returning. A file or directory that vanishes while the
  * sources are walked fails the commit with CKPT_E_NOENT (never a commit
  * missing it). After a successful commit the sources are walked again:

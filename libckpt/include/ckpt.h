@@ -117,8 +117,10 @@ typedef enum {
     CKPT_E_CUDA = 19,       /* CUDA runtime failure (see ckpt_errmsg) */
     CKPT_E_MISMATCH = 20,   /* protected set differs from the checkpoint's items */
     CKPT_E_INTERNAL = 21,
-    CKPT_E_PERM = 22        /* permission denied or read-only file system: a local
+    CKPT_E_PERM = 22,       /* permission denied or read-only file system: a local
                                disk or a file:// store (ckpt_errmsg says which) */
+    CKPT_E_CHANGED = 23     /* a file protected with CKPT_FILE_AS_IS is no longer
+                               the version it was when protected */
 } ckpt_status;
 
 /* Retry classes for statuses, used by the store layer and ckptrun. */
@@ -270,6 +272,20 @@ CKPT_API ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name,
  * @return CKPT_OK, CKPT_E_INVAL, CKPT_E_EXISTS. */
 CKPT_API ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name,
                                        const char *path);
+/* Flags of ckpt_protect_file_ex(). */
+#define CKPT_FILE_AS_IS 1u /* commit the file as it is now, or not at all */
+/* As ckpt_protect_file(), with flags. CKPT_FILE_AS_IS: the version of the
+ * file this call finds (device, inode, size, mtime and ctime, read here)
+ * is the one to commit. If the file is another version at ckpt_save(), or
+ * changes while the workers read it, the save fails with CKPT_E_CHANGED
+ * (from ckpt_save() or ckpt_wait(), naming the file) instead of reading
+ * it again: a supervisor that judged that version complete (ckptrun's
+ * directory watch) never commits a later one it has not judged. A file
+ * missing here is CKPT_E_NOENT.
+ * @return CKPT_OK, CKPT_E_INVAL (bad name or path, unknown flag),
+ *         CKPT_E_EXISTS, CKPT_E_NOENT, CKPT_E_IO, CKPT_E_NOMEM. */
+CKPT_API ckpt_status ckpt_protect_file_ex(struct ckpt_ctx *ctx, const char *name,
+                                          const char *path, unsigned flags);
 /* Register a symbolic link (Lightning's `last.ckpt`) under a unique name:
  * `target` is the link's text as readlink(2) gives it, copied here. It must
  * be relative (at most 4095 bytes of UTF-8 without control characters) and,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -373,9 +374,41 @@ ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name, void *de
 
 ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name, const char *path)
 {
-    if (!path || !*path)
+    return ckpt_protect_file_ex(ctx, name, path, 0);
+}
+
+ckpt_status ckpt_protect_file_ex(struct ckpt_ctx *ctx, const char *name, const char *path,
+                                 unsigned flags)
+{
+    struct stat sb;
+    ckpt_status st;
+
+    if (!path || !*path || (flags & ~CKPT_FILE_AS_IS))
         return CKPT_E_INVAL;
-    return add_item(ctx, name, CKPT_ITEM_FILE, NULL, 0, 0, path);
+    if (flags & CKPT_FILE_AS_IS) {
+        /* the version to commit: read before the item exists, so a save
+         * never sees an AS_IS item without it */
+        if (stat(path, &sb) != 0) {
+            int e = errno;
+            if (ctx)
+                ckpt__set_ctx_err(ctx, "protected file %s (%s): %s", name ? name : "?", path,
+                                  strerror(e));
+            return e == ENOENT || e == ENOTDIR ? CKPT_E_NOENT : ckpt__errno_status(e);
+        }
+        if (!S_ISREG(sb.st_mode))
+            return CKPT_E_INVAL;
+    }
+    st = add_item(ctx, name, CKPT_ITEM_FILE, NULL, 0, 0, path);
+    if (st == CKPT_OK && (flags & CKPT_FILE_AS_IS)) {
+        struct ckpt_item *it = ctx->items_tail;
+        it->as_is = true;
+        it->version.dev = sb.st_dev;
+        it->version.ino = sb.st_ino;
+        it->version.size = sb.st_size;
+        it->version.mtime = sb.st_mtim;
+        it->version.ctime = sb.st_ctim;
+    }
+    return st;
 }
 
 ckpt_status ckpt_protect_link(struct ckpt_ctx *ctx, const char *name, const char *target)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "ckpt.h"
 #include "progress.h"
@@ -282,6 +283,13 @@ struct ckpt_item {
     size_t size;
     unsigned elem_size;
     char *path;            /* files: the path; links: the target text */
+    bool as_is;            /* files: CKPT_FILE_AS_IS, `version` is the one to commit */
+    struct {
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime, ctime;
+    } version;
     struct ckpt_arena *stage; /* host regions without a staging cap: a private
                               copy of the whole region, so a save is one
                               large memcpy (streaming stores) per region */

@@ -412,6 +412,7 @@ struct fsnap {
     mode_t mode;
     size_t left;                /* chunk jobs of the file not finished (sv->mu) */
     int changed;                /* a chunk job found another file or a shorter one */
+    int as_is;                  /* CKPT_FILE_AS_IS: a change fails the save, no read again */
 };
 
 struct chunk_job {
@@ -620,6 +621,16 @@ static int snap_file(const char *path, struct fsnap *f)
     f->ctime = sb.st_ctim;
     f->mode = sb.st_mode & 0777;
     return 0;
+}
+
+/* A CKPT_FILE_AS_IS file is still the version ckpt_protect_file_ex() saw. */
+static int as_is_same(const struct ckpt_item *it, const struct fsnap *f)
+{
+    return it->version.dev == f->dev && it->version.ino == f->ino &&
+           it->version.size == f->size && it->version.mtime.tv_sec == f->mtime.tv_sec &&
+           it->version.mtime.tv_nsec == f->mtime.tv_nsec &&
+           it->version.ctime.tv_sec == f->ctime.tv_sec &&
+           it->version.ctime.tv_nsec == f->ctime.tv_nsec;
 }
 
 /* Read [off, off+len) of a protected file. Another file at the path (it was
@@ -907,6 +918,12 @@ static void file_done(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t i,
     }
     if (!sv->files[i].changed && snap_same(&sv->files[i], &sb))
         return;
+    if (sv->files[i].as_is) {
+        /* the caller judged that version: another one is not for us to take */
+        save_fail(sv, CKPT_E_CHANGED, "protected file %s (%s) changed while it was read: "
+                  "not committed", sv->m.items[i].name, sv->paths[i]);
+        return;
+    }
     file_reread(ctx, sv, i, ws);
 }
 
@@ -1624,6 +1641,13 @@ ckpt_status ckpt__save(struct ckpt_ctx *ctx, uint64_t step)
                 return e == ENOENT ? CKPT_E_NOENT : e == EINVAL ? CKPT_E_IO
                                                                 : ckpt__errno_status(e);
             }
+            if (it->as_is && !as_is_same(it, f)) {
+                ckpt__set_ctx_err(ctx, "protected file %s (%s) is no longer the version it "
+                                  "was when protected: not saved", it->name, it->path);
+                save_free(sv);
+                return CKPT_E_CHANGED;
+            }
+            f->as_is = it->as_is;
             mi->size = (uint64_t)f->size;
             mi->mode = f->mode;
             sv->paths[i] = ckpt__strdup(it->path);

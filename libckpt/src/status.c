@@ -27,6 +27,7 @@ const char *ckpt_strerror(ckpt_status st)
     case CKPT_E_MISMATCH: return "protected items differ from the checkpoint";
     case CKPT_E_INTERNAL: return "internal error";
     case CKPT_E_PERM: return "permission denied or read-only file system";
+    case CKPT_E_CHANGED: return "a protected file changed while it was saved";
     }
     return "unknown status";
 }

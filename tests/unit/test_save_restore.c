@@ -930,6 +930,53 @@ static void test_file_changes_during_save(void **state)
         assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
         ckpt_close(ctx);
     }
+    /* CKPT_FILE_AS_IS: rewritten once while read -- not read again, the
+     * save fails; rewritten between protect and save -- refused at once;
+     * left alone -- committed as it was */
+    {
+        struct rewrite rw = { p, n, 400, 0, 0 };
+        struct ckpt_ctx *ctx = open_one_worker("chg4");
+        struct fault_store *fs = fault_wrap(&ctx->store);
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 1,
+                                            .act = FAULT_HOOK, .hook = rewrite_hook,
+                                            .user = &rw, .after = 1 });
+        fill_random(want, n, 1);
+        write_bytes(p, want, n);
+        assert_int_equal(ckpt_protect_file_ex(ctx, "state.pt", p, 8u), CKPT_E_INVAL);
+        assert_int_equal(ckpt_protect_file_ex(ctx, "state.pt", p, CKPT_FILE_AS_IS), CKPT_OK);
+        assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+        assert_int_equal(ckpt_wait(ctx), CKPT_E_CHANGED);
+        assert_int_equal(rw.done, 1);
+        assert_non_null(strstr(ckpt_errmsg(ctx), "state.pt"));
+        memset(info, 0, sizeof info);
+        assert_int_equal(ckpt_list(ctx, count_cb, info), CKPT_OK);
+        assert_int_equal(info[0].step, 0); /* nothing committed */
+        /* the item still expects the version it was protected at */
+        assert_int_equal(ckpt_save(ctx, 2), CKPT_E_CHANGED);
+        assert_int_equal(ckpt_unprotect(ctx, "state.pt"), CKPT_OK);
+        fill_random(want, n, 7);
+        write_bytes(p, want, n);
+        assert_int_equal(ckpt_protect_file_ex(ctx, "state.pt", p, CKPT_FILE_AS_IS), CKPT_OK);
+        fill_random(got, n, 8);
+        write_bytes(p, got, n); /* another version before the save */
+        assert_int_equal(ckpt_save(ctx, 3), CKPT_E_CHANGED);
+        assert_int_equal(ckpt_unprotect(ctx, "state.pt"), CKPT_OK);
+        assert_int_equal(ckpt_protect_file_ex(ctx, "state.pt", p, CKPT_FILE_AS_IS), CKPT_OK);
+        save_ok(ctx, 4);
+        snprintf(out, sizeof out, "%s/cout4", g_dir);
+        assert_int_equal(ckpt_restore_dir(ctx, CKPT_STEP_LATEST, out, &step), CKPT_OK);
+        assert_int_equal(step, 4);
+        snprintf(p, sizeof p, "%s/state.pt", out);
+        FILE *f = fopen(p, "rb");
+        assert_non_null(f);
+        assert_int_equal(fread(want, 1, n, f), n);
+        fclose(f);
+        assert_memory_equal(got, want, n);
+        snprintf(p, sizeof p, "%s/state.pt", src);
+        assert_int_equal(ckpt_protect_file_ex(ctx, "gone", "/nonexistent/x", CKPT_FILE_AS_IS),
+                         CKPT_E_NOENT);
+        ckpt_close(ctx);
+    }
     free(got);
     free(want);
 }
