@@ -1255,9 +1255,18 @@ static int restore_latest(struct sup *s, struct ckpt_ctx *ctx)
             event(s, LOG_INFO, "restore", f, 0);
             goto out;
         }
-        if (st == CKPT_E_UNREACHABLE) {
-            log_error("store %s unreachable while restoring: %s", s->o->store, ckpt_errmsg(ctx));
-            rc = EXIT_UNAVAILABLE;
+        if (st != CKPT_E_CORRUPT) {
+            /* Not damage (libckpt calls a missing part damage too): the
+             * store or this machine failed. An older checkpoint would hit
+             * the same wall, or resume the trainer below an intact one it
+             * could never resume past: stop, starting nothing. */
+            int local = st == CKPT_E_IO || st == CKPT_E_NOSPACE || st == CKPT_E_PERM ||
+                        st == CKPT_E_UNSAFE || st == CKPT_E_NOMEM;
+            log_error("cannot restore step %" PRIu64 " of run %s into %s (%s%s: %s); not "
+                      "starting the command", nf.steps[i], s->o->run, s->dir,
+                      local ? "this machine: " : "the store: ", ckpt_strerror(st),
+                      ckpt_errmsg(ctx));
+            rc = local ? EXIT_CONFIG : exit_code_for_status(st);
             goto out;
         }
         log_msg(LOG_WARN, "fallback", "checkpoint at step %" PRIu64 " cannot be restored (%s: %s); "

@@ -267,6 +267,31 @@ class Admin(Case):
             os.path.join(dest, "c2")) else [], [])
 
 
+    def test_local_restore_failure_starts_nothing(self):
+        """A checkpoint that cannot be written into CKPT_DIR (a full local disk)
+        stops `run` before the command: an older checkpoint must not be
+        resumed in its place (the trainer could never resume past the intact
+        newer one), and a fresh start would waste the run."""
+        self.save_dir("c1", 1, os.urandom(100000))
+        self.save_dir("c2", 2, os.urandom(3 << 20))
+        mnt = os.path.join(self.tmp, "tiny")
+        os.makedirs(mnt)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt],
+                          capture_output=True).returncode != 0:
+            self.skipTest("cannot mount a tmpfs here")
+        try:
+            marker = os.path.join(self.tmp, "started")
+            env = dict(self.env, CKPT_DIR=os.path.join(mnt, "ck"))
+            rc, _, err = self.ckptrun("run", "--", "sh", "-c", "touch " + marker, env=env)
+            self.assertEqual(rc, 78, err)
+            self.assertIn("this machine", err)
+            self.assertNotIn("fallback", err)
+            self.assertFalse(os.path.exists(marker), "the command was started")
+            self.assertEqual(self.steps(), [2, 1])  # nothing marked damaged
+        finally:
+            subprocess.run(["umount", mnt])
+
+
 class ChildExit(Case):
     def test_completed_runs_hook(self):
         mark = os.path.join(self.work, "hook")
