@@ -449,7 +449,8 @@ static void ls_print(const struct rows *r)
             printf("%-12s %-24s %7s %10s %10s %10s\n", "STEP", "COMMITTED", "ITEMS", "RAW",
                    "STORED", "NEW");
         printf("%-12" PRIu64 " %-24s %7" PRIu64 " %10s %10s %10s\n", i->step,
-               iso_time(i->time_ms, ts, sizeof ts), i->items, fmt_bytes(i->raw, raw, sizeof raw),
+               i->time_ms < 0 ? "? (manifest unreadable)" : iso_time(i->time_ms, ts, sizeof ts),
+               i->items, fmt_bytes(i->raw, raw, sizeof raw),
                fmt_bytes(i->stored, stored, sizeof stored), fmt_bytes(i->new_bytes, nw, sizeof nw));
     }
 }
