@@ -78,6 +78,7 @@ _conn = None             # (socket, pid) of our connection to ckptrun
 _REPEAT_S = 0.5          # a repeat within this is the same stop, forwarded
 _owner = [0]             # pid that installed the stop handlers (0: none)
 _stopping = [False]      # ckptrun said `stopping`
+_stop_req = [False]      # ckptrun's stop request arrived
 _stop_taken = [False]    # a stop signal asked for the final save already
 _first = {}              # signal -> time.monotonic() of the first one
 _reports = []            # (signal name, monotonic s) not yet sent to ckptrun
@@ -267,8 +268,10 @@ def _flush_reports():
 def _handle(msg):
     t = msg.get("type")
     if t == "request":
-        if msg.get("reason") == "stop" and _stop_taken[0]:
-            return  # the stop's signal reached us too: one save answers both
+        if msg.get("reason") == "stop":
+            if _stop_taken[0]:
+                return  # the stop's signal reached us too: one save answers both
+            _stop_req[0] = True  # and a job-wide SIGTERM after it is the same stop
         _pending[0] = True
     elif t == "stopping":
         # ckptrun ends us next: its signal must take its default effect.
@@ -332,7 +335,8 @@ def _on_stop(signum, frame):
         return _default_action(signum, frame)  # a second one: at once
     _first[signum] = now
     _stop_taken[0] = True
-    _pending[0] = True
+    if not _stop_req[0]:  # else ckptrun asked for this stop's save already
+        _pending[0] = True
     _reports.append(("SIGTERM" if signum == signal.SIGTERM else "SIGINT", now))
     try:
         os.write(_wake[1], b"s")

@@ -73,6 +73,8 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
         }
         ckpt__log(&c->ctx->log, CKPT_LOG_INFO, "control", "checkpoint requested (%s)",
                   cJSON_IsString(reason) ? reason->valuestring : "?");
+        if (cJSON_IsString(reason) && strcmp(reason->valuestring, "stop") == 0)
+            ckpt__signals_stop_requested(); /* a job-wide SIGTERM after it: the same stop */
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
         {
             /* a stop's deadline bounds the store's retries (retry.h) */

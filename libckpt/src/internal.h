@@ -492,6 +492,7 @@ int ckpt__signals_wake_fd(void);    /* readable when a report is pending, -1 non
 int ckpt__signals_take(int *sig, long long *when_ms);
 int ckpt__signals_taken(void);      /* a signal was already taken as a stop */
 void ckpt__signals_stopping(void);  /* ckptrun said `stopping` */
+void ckpt__signals_stop_requested(void); /* ckptrun asked for the stop's save */
 
 /* ---- cuda.c ------------------------------------------------------------------- */
 /* The CUDA runtime is dlopen'ed at first use (CKPT_CUDA_RUNTIME overrides the

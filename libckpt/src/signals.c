@@ -50,6 +50,7 @@ static atomic_int g_owner;             /* pid whose handlers these are, 0 none *
 static _Atomic(struct ckpt_ctx *) g_ctx; /* its context, NULL after uninstall */
 static atomic_int g_busy;              /* handlers using g_ctx right now */
 static atomic_int g_stopping;          /* ckptrun said `stopping` */
+static atomic_int g_stop_req;          /* ckptrun's stop request arrived */
 static atomic_int g_seen;              /* bit per signal: taken as a stop */
 static atomic_int g_report;            /* bit per signal: not yet reported */
 static atomic_llong g_when[S_N];       /* CLOCK_MONOTONIC ms of the first */
@@ -79,10 +80,14 @@ static void on_signal(int sig)
         goto dfl;     /* a second one: now */
     }
     atomic_store(&g_when[k], now);
-    atomic_fetch_add(&g_busy, 1);
-    if ((ctx = atomic_load(&g_ctx)))
-        atomic_store(&ctx->requested, 1);
-    atomic_fetch_sub(&g_busy, 1);
+    /* A stop ckptrun already asked for (it got the same job-wide signal
+     * first) is the one this signal means: its save is asked for already. */
+    if (!atomic_load(&g_stop_req)) {
+        atomic_fetch_add(&g_busy, 1);
+        if ((ctx = atomic_load(&g_ctx)))
+            atomic_store(&ctx->requested, 1);
+        atomic_fetch_sub(&g_busy, 1);
+    }
     atomic_fetch_or(&g_report, bit);
     if (write(g_pipe[1], "s", 1) < 0) {
         /* full: the control thread is already woken */
@@ -123,6 +128,7 @@ int ckpt__signals_install(struct ckpt_ctx *ctx)
         g_pipe_pid = me;
     }
     atomic_store(&g_stopping, 0);
+    atomic_store(&g_stop_req, 0);
     atomic_store(&g_seen, 0);
     atomic_store(&g_report, 0);
     atomic_store(&g_ctx, ctx);
@@ -208,4 +214,9 @@ int ckpt__signals_taken(void)
 void ckpt__signals_stopping(void)
 {
     atomic_store(&g_stopping, 1);
+}
+
+void ckpt__signals_stop_requested(void)
+{
+    atomic_store(&g_stop_req, 1);
 }

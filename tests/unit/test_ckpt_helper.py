@@ -396,6 +396,29 @@ class StopSignalTest(unittest.TestCase):
         p.communicate(timeout=20)
         self.assertEqual(p.returncode, -signal.SIGTERM)
 
+    def test_sigterm_after_the_stop_request_is_the_same_stop(self):
+        # ckptrun got the job-wide SIGTERM first and asked for the save: the
+        # trainer's own copy of that SIGTERM asks for no second one
+        p = self.child("import os, sys, time, ckpt_helper\n"
+                       "print('up', flush=True)\n"
+                       "n = 0\n"
+                       "end = time.monotonic() + 3\n"
+                       "while time.monotonic() < end:\n"
+                       "    if ckpt_helper.requested():\n"
+                       "        n += 1\n"
+                       "        print('saving', flush=True)\n"
+                       "    time.sleep(0.01)\n"
+                       "print('saves', n, flush=True)\n")
+        self.assertEqual(p.stdout.readline().strip(), "up")
+        self.lines_of("helper")
+        self.send({"type": "request", "reason": "stop", "deadline_ms": 0, "id": 1})
+        self.assertEqual(p.stdout.readline().strip(), "saving")
+        os.kill(p.pid, signal.SIGTERM)
+        self.assertEqual(self.lines_of("signal")[0]["signal"], "SIGTERM")  # still told
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 0, err)  # absorbed, not the default action
+        self.assertIn("saves 1", out)
+
     def test_second_sigterm_ends_at_once_but_a_quick_repeat_does_not(self):
         p = self.child("import os, sys, time, ckpt_helper\n"
                        "print('up', flush=True)\n"

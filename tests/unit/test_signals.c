@@ -133,6 +133,40 @@ static void test_sigterm_is_a_stop(void **state)
     close(lfd);
 }
 
+/* ckptrun's stop request first (it got the job-wide SIGTERM before the
+ * trainer did), then the trainer's own copy of it: reported, and the same
+ * stop -- no second save. */
+static void test_sigterm_after_stop_request(void **state)
+{
+    int lfd = listen_on(g_sock), cfd, st;
+    char line[4096];
+    const char req[] = "{\"type\":\"request\",\"reason\":\"stop\",\"deadline_ms\":0,\"id\":1}\n";
+    pid_t pid;
+    (void)state;
+    pid = trainer(0);
+    cfd = accept(lfd, NULL, NULL);
+    assert_true(cfd >= 0);
+    read_line(cfd, line, sizeof line); /* hello */
+    assert_int_equal(write(cfd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"saving\""));
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"committed\""));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"signal\",\"signal\":\"SIGTERM\""));
+    {
+        /* nothing more within 300 ms: no second `saving` */
+        struct pollfd p = { cfd, POLLIN, 0 };
+        assert_int_equal(poll(&p, 1, 300), 0);
+    }
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* absorbed */
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    close(cfd);
+    close(lfd);
+}
+
 /* Without `stopping`: a repeat within 0.5 s is the same stop, a second
  * one later ends the process; SIGINT likewise. */
 static void test_second_signal_ends(void **state)
@@ -187,6 +221,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm_is_a_stop),
         cmocka_unit_test(test_second_signal_ends),
+        cmocka_unit_test(test_sigterm_after_stop_request),
         cmocka_unit_test(test_program_disposition_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
