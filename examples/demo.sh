@@ -9,8 +9,10 @@
 # 3. resumed under ckptrun, then killed with SIGKILL (a reclaimed instance
 #    that gives no warning at all);
 # 4. "a new machine" (fresh HOME and CKPT_DIR, same store) runs
-#    `ckptrun recover` every second, as cron would: it waits for the dead
-#    runner's lease to expire, takes it over and trains to completion;
+#    `ckptrun recover` every second, as cron would: the dead runner's lease
+#    names a process of this host that is gone, so it takes the run over at
+#    once (from another machine it would wait for the lease to expire) and
+#    trains to completion;
 # 5. the final parameters are byte-identical to the reference.
 set -euo pipefail
 build=${1:-build}
