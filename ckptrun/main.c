@@ -8,9 +8,8 @@
 #include "cli.h"
 #include "log.h"
 #include "parse.h"
-#include "store.h"
+#include "ckpt_store.h"
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#include "retry.h"
 #endif
 
 #include <getopt.h>

@@ -1,12 +1,29 @@
-/* store.c -- store URL dispatch and helpers shared by every backend. */
+/* store.c -- store URL dispatch, the settings every store reads from the
+ * environment, and the helpers shared by every backend (backend.h). */
 #include <ctype.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "backend.h"
+#include "ckpt_store.h"
 #include "rules.h"
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "ckpt_http.h"
+#endif
+
+void ckpt_store_err(char *err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
+    va_end(ap);
+}
 
 int ckpt_path_valid(const char *p, size_t max, const char *extra)
 {
@@ -44,8 +61,7 @@ ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **
     size_t pl, kl;
     *out = NULL;
     if (!key || !ckpt_key_valid(key)) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "invalid key");
+        ckpt_store_err(err, "invalid key");
         return CKPT_E_INVAL;
     }
     pl = prefix ? strlen(prefix) : 0;
@@ -109,17 +125,15 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     }
     if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
         !(c->max_rate_bps = ckpt_store_parse_size(v))) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "CKPT_MAX_RATE='%.40s': expected bytes per second "
-                                        "like 50M or 1G", v);
+        ckpt_store_err(err, "CKPT_MAX_RATE='%.40s': expected bytes per second "
+                       "like 50M or 1G", v);
         return CKPT_E_CONFIG;
     }
     if (!c->connections && (v = getenv("CKPT_CONNECTIONS")) && *v) {
         char *end;
         unsigned long n = strtoul(v, &end, 10);
         if (*end || n < 1 || n > 256) {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
+            ckpt_store_err(err, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
             return CKPT_E_CONFIG;
         }
         c->connections = (unsigned)n;
@@ -130,9 +144,8 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
             if (!(isupper((unsigned char)c->storage_class[i]) || c->storage_class[i] == '_'))
                 break;
         if (n == 0 || n > 40 || i < n || class_unreadable(c->storage_class)) {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "storage class '%.40s': %s", c->storage_class,
-                         i < n || n == 0 || n > 40
+            ckpt_store_err(err, "storage class '%.40s': %s", c->storage_class,
+                           i < n || n == 0 || n > 40
                              ? "expected an S3 class name like STANDARD_IA or "
                                "INTELLIGENT_TIERING"
                              : "objects there must be restored before they can be read; "
@@ -143,14 +156,12 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     if (c->sse_kms_key_id && !c->sse)
         c->sse = "aws:kms"; /* a key id means SSE-KMS */
     if (c->sse && strcmp(c->sse, "AES256") && strcmp(c->sse, "aws:kms")) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "server-side encryption '%.40s': expected AES256 "
-                                        "(SSE-S3) or aws:kms (SSE-KMS)", c->sse);
+        ckpt_store_err(err, "server-side encryption '%.40s': expected AES256 "
+                       "(SSE-S3) or aws:kms (SSE-KMS)", c->sse);
         return CKPT_E_CONFIG;
     }
     if (c->sse_kms_key_id && strcmp(c->sse, "aws:kms")) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
+        ckpt_store_err(err, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
         return CKPT_E_CONFIG;
     }
     return CKPT_OK;
@@ -166,7 +177,6 @@ void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user)
 }
 
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#include "http.h"
 /* Once per process: a plain-http endpoint off this machine carries the
  * requests, session tokens and signatures in clear (docs/stores.md). */
 static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
@@ -201,17 +211,15 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     if (!url || !*url) {
         url = ckpt_store_default_url(def, sizeof def);
         if (!url) {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "no store given and neither XDG_DATA_HOME nor "
-                                            "HOME is an absolute path");
+            ckpt_store_err(err, "no store given and neither XDG_DATA_HOME nor "
+                           "HOME is an absolute path");
             return CKPT_E_CONFIG;
         }
     }
     if (!strncmp(url, "file://", 7)) {
         if (url[7] != '/') {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "file store URL must be file:///absolute/path: %.400s",
-                         url);
+            ckpt_store_err(err, "file store URL must be file:///absolute/path: %.400s",
+                           url);
             return CKPT_E_CONFIG;
         }
         return ckpt_store_file_open(url + 7, cfg, out, err);
@@ -220,8 +228,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
 #ifdef CKPT_WITH_S3
         return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
 #else
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "%.2s:// stores are not compiled into this build", url);
+        ckpt_store_err(err, "%.2s:// stores are not compiled into this build", url);
         return CKPT_E_UNSUPPORTED;
 #endif
     }
@@ -229,15 +236,12 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
 #ifdef CKPT_WITH_AZURE
         return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
 #else
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "az:// stores are not compiled into this build");
+        ckpt_store_err(err, "az:// stores are not compiled into this build");
         return CKPT_E_UNSUPPORTED;
 #endif
     }
-    if (err)
-        snprintf(err, CKPT_ERR_MAX,
-                 "unknown store URL '%.400s' (expected file:///path, s3://bucket/prefix, "
-                 "gs://bucket/prefix or az://container/prefix)", url);
+    ckpt_store_err(err, "unknown store URL '%.400s' (expected file:///path, s3://bucket/prefix, "
+                   "gs://bucket/prefix or az://container/prefix)", url);
     return CKPT_E_CONFIG;
 }
 
