@@ -32,7 +32,6 @@
 struct az {
     struct ckpt_obj o;
     struct ckpt_az_creds cr;  /* fixed at open */
-    unsigned list_max;
 };
 
 #define AZ(o) ((struct az *)(o))
@@ -165,11 +164,8 @@ static size_t az_put_headers(const struct ckpt_obj *o, char (*lines)[CKPT_OBJ_LI
 
 /* ---- blocks ------------------------------------------------------------------ */
 
-static ckpt_status az_block(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_t i,
-                            const void *buf, size_t n, char *err)
+static char *az_block_query(struct ckpt_obj_parts *mp, size_t i)
 {
-    ckpt_status st;
-    struct ckpt_http_resp resp;
     char raw[32], *id_enc, *query = NULL;
 
     /* Block ids: base64 of a fixed-width counter, so all have the same
@@ -177,75 +173,19 @@ static ckpt_status az_block(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_
     snprintf(raw, sizeof(raw), "blk%08u", (unsigned)i);
     ckpt_base64_encode(raw, 11, mp->tags[i]);
     id_enc = ckpt_uri_encode(mp->tags[i], strlen(mp->tags[i]), 0);
-    if (!id_enc || asprintf(&query, "comp=block&blockid=%s", id_enc) < 0) {
-        free(id_enc);
-        return CKPT_E_NOMEM;
-    }
+    if (id_enc && asprintf(&query, "comp=block&blockid=%s", id_enc) < 0)
+        query = NULL;
     free(id_enc);
-    {
-        struct ckpt_obj_rq rq = { .method = "PUT", .key = mp->key, .query = query,
-                                  .body = buf, .len = n };
-        st = ckpt_obj_call(o, &rq, &resp, err);
-    }
-    ckpt_http_resp_free(&resp);
-    free(query);
-    return st;
+    return query;
 }
 
-static ckpt_status az_block_list(struct ckpt_obj *o, struct ckpt_obj_parts *mp,
-                                 const void *buf, size_t len,
-                                 const struct ckpt_put_opts *opts, char *etag_out, char *err)
-{
-    ckpt_status st = CKPT_OK;
-    struct ckpt_http_resp resp;
-    char *xml = NULL, cond[CKPT_OBJ_LINE_MAX], md5[25], mline[80];
-    const char *hdrs[2];
-    size_t xlen = 0, xcap = 0, i, nh = 0;
-    int bad;
-
-    memset(&resp, 0, sizeof(resp));
-    bad = ckpt_xml_raw_append(&xml, &xlen, &xcap,
-                              "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>");
-    for (i = 0; i < mp->n && !bad; i++)
-        bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, "<Latest>") ||
-              ckpt_xml_raw_append(&xml, &xlen, &xcap, mp->tags[i]) ||
-              ckpt_xml_raw_append(&xml, &xlen, &xcap, "</Latest>");
-    if (bad || ckpt_xml_raw_append(&xml, &xlen, &xcap, "</BlockList>")) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    /* Record the whole blob's MD5 so later GETs can be checked. */
-    ckpt_md5_base64(buf, len, md5);
-    snprintf(mline, sizeof(mline), "x-ms-blob-content-md5: %s", md5);
-    hdrs[nh++] = mline;
-    if (az_cond(o, opts, cond, sizeof(cond)))
-        hdrs[nh++] = cond;
-    {
-        struct ckpt_obj_rq rq = { .method = "PUT", .key = mp->key, .query = "comp=blocklist",
-                                  .hdrs = hdrs, .nhdrs = nh, .body = xml, .len = xlen };
-        st = ckpt_obj_call(o, &rq, &resp, err);
-    }
-    if (st == CKPT_OK)
-        ckpt_obj_etag(o, &resp, etag_out);
-out:
-    ckpt_http_resp_free(&resp);
-    free(xml);
-    return st;
-}
+static const struct ckpt_obj_multipart az_blocks = {
+    MAX_BLOCKS, 0, 0, "PUT", "comp=blocklist",
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>", "<Latest>", NULL, "</Latest>",
+    "</BlockList>", "x-ms-blob-content-md5", NULL
+};
 
 /* ---- listing ---------------------------------------------------------------- */
-
-static char *az_page_query(const struct ckpt_obj *o, const char *prefix_enc,
-                           const char *marker_enc)
-{
-    char *q = NULL;
-
-    if (asprintf(&q, "restype=container&comp=list&prefix=%s&maxresults=%u%s%s", prefix_enc,
-                 AZ(o)->list_max, marker_enc ? "&marker=" : "",
-                 marker_enc ? marker_enc : "") < 0)
-        q = NULL;
-    return q;
-}
 
 static int64_t az_time(const char *text)
 {
@@ -254,14 +194,9 @@ static int64_t az_time(const char *text)
 }
 
 static const struct ckpt_obj_listing az_listing = {
-    .entry = "EnumerationResults/Blobs/Blob",
-    .key = "EnumerationResults/Blobs/Blob/Name",
-    .size = "EnumerationResults/Blobs/Blob/Properties/Content-Length",
-    .mtime = "EnumerationResults/Blobs/Blob/Properties/Last-Modified",
-    .next = "EnumerationResults/NextMarker",
-    .time_s = az_time,
-    .max_body = 32 * MIB,
-    .page_query = az_page_query,
+    "restype=container&comp=list", "maxresults", "marker", "EnumerationResults",
+    "Blobs/Blob", "Name", "Properties/Content-Length", "Properties/Last-Modified",
+    "NextMarker", NULL, az_time, 32 * MIB
 };
 
 /* ---- open -------------------------------------------------------------------- */
@@ -275,7 +210,7 @@ static const struct ckpt_obj_dialect az_dialect = {
     /* x-ms-range: signed among the x-ms- headers (a plain Range header has
      * its own slot in SharedKey's string to sign) */
     .range_header = "x-ms-range",
-    .max_parts = MAX_BLOCKS,
+    .multipart = &az_blocks,
     .skew_on_403 = 1,
     .listing = &az_listing,
     .prepare = az_prepare,
@@ -284,8 +219,7 @@ static const struct ckpt_obj_dialect az_dialect = {
     .holds = az_holds,
     .cond_header = az_cond,
     .put_headers = az_put_headers,
-    .parts_put = az_block,
-    .parts_finish = az_block_list,
+    .part_query = az_block_query,
     .close = az_free,
 };
 
@@ -335,10 +269,10 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
     a->o.base.caps.flags |= CKPT_STORE_CONDITIONAL;
     a->o.verify = 1;
     ckpt_obj_parts_config(&a->o, "CKPT_AZ_BLOCK_SIZE", 64 * 1024, "CKPT_AZ_BLOCK_MIN");
-    a->list_max = LIST_MAX;
+    a->o.page_size = LIST_MAX;
     v = getenv("CKPT_AZ_LIST_MAX");
     if (v && atoi(v) > 0 && atoi(v) <= LIST_MAX)
-        a->list_max = (unsigned)atoi(v);
+        a->o.page_size = (unsigned)atoi(v);
     st = ckpt_obj_start(&a->o, cfg);
     if (st != CKPT_OK)
         goto out;

@@ -40,6 +40,91 @@ static ckpt_status settle_ambiguous(struct ckpt_obj *o, const char *fk, const vo
     return st;
 }
 
+static ckpt_status put_part(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_t i,
+                            const void *buf, size_t n, char *err)
+{
+    ckpt_status st;
+    struct ckpt_http_resp resp;
+    char *query = o->d->part_query(mp, i);
+
+    if (!query)
+        return CKPT_E_NOMEM;
+    {
+        struct ckpt_obj_rq rq = { .method = "PUT", .key = mp->key, .query = query,
+                                  .body = buf, .len = n };
+        st = ckpt_obj_call(o, &rq, &resp, err);
+    }
+    if (st == CKPT_OK && o->d->multipart->part_etag &&
+        !ckpt_http_header(&resp, "ETag", mp->tags[i], CKPT_ETAG_MAX)) {
+        st = CKPT_E_CORRUPT;
+        ckpt_store_err(err, "%s multipart: part %zu without ETag", o->tag, i + 1);
+    }
+    ckpt_http_resp_free(&resp);
+    free(query);
+    return st;
+}
+
+/* The request that ends an upload: the list of its parts (struct
+ * ckpt_obj_multipart says how it is written). */
+static ckpt_status end_parts(struct ckpt_obj *o, struct ckpt_obj_parts *mp, const void *buf,
+                             size_t len, const struct ckpt_put_opts *opts, char *etag_out,
+                             char *err)
+{
+    const struct ckpt_obj_multipart *m = o->d->multipart;
+    ckpt_status st = CKPT_E_NOMEM;
+    struct ckpt_http_resp resp;
+    char *xml = NULL, *query = NULL, num[32], md5[25];
+    char extra[CKPT_OBJ_LINE_MAX], cond[CKPT_OBJ_LINE_MAX];
+    const char *hdrs[2];
+    size_t xlen = 0, xcap = 0, nh = 0, i;
+    int bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, m->list_open);
+
+    memset(&resp, 0, sizeof(resp));
+    for (i = 0; i < mp->n && !bad; i++) {
+        snprintf(num, sizeof(num), "%zu", i + 1);
+        bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, m->item_open) ||
+              (m->number_close && (ckpt_xml_raw_append(&xml, &xlen, &xcap, num) ||
+                                   ckpt_xml_raw_append(&xml, &xlen, &xcap, m->number_close))) ||
+              ckpt_xml_escape_append(&xml, &xlen, &xcap, mp->tags[i]) ||
+              ckpt_xml_raw_append(&xml, &xlen, &xcap, m->item_close);
+    }
+    if (bad || ckpt_xml_raw_append(&xml, &xlen, &xcap, m->list_close) ||
+        asprintf(&query, "%s%s", m->end_query, mp->id ? mp->id : "") < 0) {
+        query = NULL;
+        goto out;
+    }
+    if (m->md5_header) {
+        /* the whole object's digest, so later GETs can be checked */
+        ckpt_md5_base64(buf, len, md5);
+        snprintf(extra, sizeof(extra), "%s: %s", m->md5_header, md5);
+        hdrs[nh++] = extra;
+    }
+    if (o->d->cond_header(o, opts, cond, sizeof(cond)))
+        hdrs[nh++] = cond;
+    {
+        struct ckpt_obj_rq rq = { .method = m->end_method, .key = mp->key, .query = query,
+                                  .hdrs = hdrs, .nhdrs = nh, .body = xml, .len = xlen,
+                                  .body_error_check = m->end_check };
+        st = ckpt_obj_call(o, &rq, &resp, err);
+    }
+    if (st != CKPT_OK || !etag_out)
+        goto out;
+    if (!m->etag_path) {
+        ckpt_obj_etag(o, &resp, etag_out);
+        goto out;
+    }
+    etag_out[0] = '\0';
+    if (resp.body)
+        ckpt_xml_find(resp.body, resp.len, m->etag_path, etag_out, CKPT_ETAG_MAX);
+    if (o->d->etag_header)
+        ckpt_http_header(&resp, o->d->etag_header, etag_out, CKPT_ETAG_MAX);
+out:
+    ckpt_http_resp_free(&resp);
+    free(xml);
+    free(query);
+    return st;
+}
+
 /* Objects above part_min go up in parts, sequentially in the caller's
  * thread (callers bring the parallelism); a begun upload that fails is
  * aborted where the service keeps parts. */
@@ -55,8 +140,8 @@ static ckpt_status put_parts(struct ckpt_obj *o, const char *fk, const uint8_t *
     memset(&mp, 0, sizeof(mp));
     mp.key = fk;
     /* Grow the part size for very large objects. */
-    if ((len + part - 1) / part > d->max_parts)
-        part = (len + d->max_parts - 1) / d->max_parts;
+    if ((len + part - 1) / part > d->multipart->max_parts)
+        part = (len + d->multipart->max_parts - 1) / d->multipart->max_parts;
     mp.n = (len + part - 1) / part;
     mp.tags = calloc(mp.n, sizeof(*mp.tags));
     if (!mp.tags) {
@@ -70,10 +155,10 @@ static ckpt_status put_parts(struct ckpt_obj *o, const char *fk, const uint8_t *
     }
     for (i = 0; i < mp.n && st == CKPT_OK; i++) {
         size_t off = i * part, n = len - off < part ? len - off : part;
-        st = d->parts_put(o, &mp, i, buf + off, n, err);
+        st = put_part(o, &mp, i, buf + off, n, err);
     }
     if (st == CKPT_OK)
-        st = d->parts_finish(o, &mp, buf, len, opts, etag_out, err);
+        st = end_parts(o, &mp, buf, len, opts, etag_out, err);
     if (st != CKPT_OK && d->parts_abort)
         d->parts_abort(o, &mp);
 out:
@@ -250,50 +335,68 @@ out:
 /* ---- list ------------------------------------------------------------------ */
 
 struct list_state {
+    char entry[256], key[256], size[256], mtime[256], next[256], truncated[256];
     const struct ckpt_obj_listing *l;
     const char *prefix;
     size_t plen;
     ckpt_list_cb cb;
     void *user;
     int stopped;
-    int truncated;
+    int more;                 /* IsTruncated */
     char token[2048];
-    char key[2048];
-    uint64_t size;
+    char name[2048];
+    uint64_t bytes;
     int64_t mtime_ms;
 };
 
 static int list_cb(void *u, const char *path, const char *text, size_t len)
 {
     struct list_state *ls = u;
-    const struct ckpt_obj_listing *l = ls->l;
 
-    if (strcmp(path, l->key) == 0) {
-        snprintf(ls->key, sizeof(ls->key), "%s", len < sizeof(ls->key) ? text : "");
-    } else if (strcmp(path, l->size) == 0) {
-        ls->size = strtoull(text, NULL, 10);
-    } else if (strcmp(path, l->mtime) == 0) {
-        int64_t t = l->time_s(text);
+    if (strcmp(path, ls->key) == 0) {
+        snprintf(ls->name, sizeof(ls->name), "%s", len < sizeof(ls->name) ? text : "");
+    } else if (strcmp(path, ls->size) == 0) {
+        ls->bytes = strtoull(text, NULL, 10);
+    } else if (strcmp(path, ls->mtime) == 0) {
+        int64_t t = ls->l->time_s(text);
         ls->mtime_ms = t > 0 ? t * 1000 : 0;
-    } else if (strcmp(path, l->entry) == 0) {
-        if (ls->key[0] && strncmp(ls->key, ls->prefix, ls->plen) == 0 && ls->key[ls->plen]) {
-            struct ckpt_obj_info oi = { ls->key + ls->plen, ls->size, ls->mtime_ms };
+    } else if (strcmp(path, ls->entry) == 0) {
+        if (ls->name[0] && strncmp(ls->name, ls->prefix, ls->plen) == 0 &&
+            ls->name[ls->plen]) {
+            struct ckpt_obj_info oi = { ls->name + ls->plen, ls->bytes, ls->mtime_ms };
             if (ls->cb(ls->user, &oi)) {
                 ls->stopped = 1;
                 return 1;
             }
         }
-        ls->key[0] = '\0';
-        ls->size = 0;
+        ls->name[0] = '\0';
+        ls->bytes = 0;
         ls->mtime_ms = 0;
-    } else if (l->truncated && strcmp(path, l->truncated) == 0) {
-        ls->truncated = strcmp(text, "true") == 0;
-    } else if (strcmp(path, l->next) == 0) {
+    } else if (strcmp(path, ls->truncated) == 0) {
+        ls->more = strcmp(text, "true") == 0;
+    } else if (strcmp(path, ls->next) == 0) {
         if (len >= sizeof(ls->token))
             return 1;
         memcpy(ls->token, text, len + 1);
     }
     return 0;
+}
+
+static void list_init(struct list_state *ls, const struct ckpt_obj *o)
+{
+    const struct ckpt_obj_listing *l = o->d->listing;
+
+    ls->l = l;
+    ls->prefix = o->prefix;
+    ls->plen = strlen(o->prefix);
+    snprintf(ls->entry, sizeof(ls->entry), "%s/%s", l->root, l->entry);
+    snprintf(ls->key, sizeof(ls->key), "%s/%s/%s", l->root, l->entry, l->key);
+    snprintf(ls->size, sizeof(ls->size), "%s/%s/%s", l->root, l->entry, l->size);
+    snprintf(ls->mtime, sizeof(ls->mtime), "%s/%s/%s", l->root, l->entry, l->mtime);
+    snprintf(ls->next, sizeof(ls->next), "%s/%s", l->root, l->next);
+    /* no such element: pages follow while a token is given */
+    snprintf(ls->truncated, sizeof(ls->truncated), "%s%s%s", l->truncated ? l->root : "",
+             l->truncated ? "/" : "", l->truncated ? l->truncated : "");
 }
 
 ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_cb cb,
@@ -308,9 +411,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
 
     memset(&resp, 0, sizeof(resp));
     memset(&ls, 0, sizeof(ls));
-    ls.l = l;
-    ls.prefix = o->prefix;
-    ls.plen = strlen(o->prefix);
+    list_init(&ls, o);
     ls.cb = cb;
     ls.user = user;
     if (asprintf(&fp, "%s%s", o->prefix, prefix ? prefix : "") < 0) {
@@ -326,15 +427,17 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
     for (;;) {
         int more;
         free(query);
+        query = NULL;
         free(tok_enc);
         tok_enc = NULL;
         if (ls.token[0] && !(tok_enc = ckpt_uri_encode(ls.token, strlen(ls.token), 0))) {
-            query = NULL;
             st = CKPT_E_NOMEM;
             goto out;
         }
-        query = l->page_query(o, fp_enc, tok_enc);
-        if (!query) {
+        if (asprintf(&query, "%s&prefix=%s&%s=%u%s%s%s%s", l->query, fp_enc, l->page_param,
+                     o->page_size, tok_enc ? "&" : "", tok_enc ? l->token_param : "",
+                     tok_enc ? "=" : "", tok_enc ? tok_enc : "") < 0) {
+            query = NULL;
             st = CKPT_E_NOMEM;
             goto out;
         }
@@ -345,7 +448,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
         }
         if (st != CKPT_OK)
             goto out;
-        ls.truncated = 0;
+        ls.more = 0;
         ls.token[0] = '\0';
         st = ckpt_xml_parse(resp.body, resp.len, list_cb, &ls);
         ckpt_http_resp_free(&resp);
@@ -357,7 +460,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
             ckpt_store_err(err, "%s list %s: malformed reply", o->tag, fp);
             goto out;
         }
-        more = l->truncated ? ls.truncated : ls.token[0] != '\0';
+        more = l->truncated ? ls.more : ls.token[0] != '\0';
         if (!more)
             break;
         if (!ls.token[0]) {

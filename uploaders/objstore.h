@@ -91,26 +91,41 @@ struct ckpt_obj_parts {
     char (*tags)[CKPT_ETAG_MAX]; /* per part: its ETag (S3) or block id (Azure) */
 };
 
-/* A listing reply, by the paths of its XML elements (xml.h). */
+/* How a service lists: the query of a page, "<query>&prefix=P&<page_param>=N"
+ * then "&<token_param>=T" after the first page, and the XML elements of its
+ * reply (xml.h), named from the root: entry "<root>/<entry>", an object's
+ * key "<root>/<entry>/<key>", the next page's token "<root>/<next>". */
 struct ckpt_obj_listing {
-    const char *entry;        /* the element that closes one object */
-    const char *key, *size, *mtime; /* its name, size and time */
-    const char *next;         /* continuation token or marker of the next page */
+    const char *query, *page_param, *token_param;
+    const char *root, *entry, *key, *size, *mtime;
+    const char *next;
     const char *truncated;    /* "true" while pages follow; NULL: they follow
                                  while `next` is given */
     int64_t (*time_s)(const char *text); /* mtime as Unix s (<= 0: unknown) */
     size_t max_body;          /* largest page accepted, bytes */
-    /* The query of one page: prefix and token (NULL on the first page)
-     * already encoded. @return malloc'd, or NULL. */
-    char *(*page_query)(const struct ckpt_obj *o, const char *prefix_enc,
-                        const char *token_enc);
+};
+
+/* How a service takes an object in parts (S3 multipart upload, Azure
+ * blocks). The upload ends with `end_method` on the object with the query
+ * end_query + the upload id (if any), listing the parts in XML:
+ * list_open, then per part item_open [its number, number_close] its tag
+ * (escaped) item_close, then list_close; with the whole object's MD5
+ * (base64) in the header `md5_header` (NULL: none). The object's etag is the
+ * text of `etag_path` in the reply (NULL: its headers, as after a put). */
+struct ckpt_obj_multipart {
+    size_t max_parts;         /* parts one object may have */
+    int part_etag;            /* a part's tag is the ETag of its reply (S3) */
+    int end_check;            /* the end may answer 200 with an error inside */
+    const char *end_method, *end_query;
+    const char *list_open, *item_open, *number_close, *item_close, *list_close;
+    const char *md5_header, *etag_path;
 };
 
 /* What a backend states; the functions are called on any thread. */
 struct ckpt_obj_dialect {
     const char *range_header; /* "Range" or "x-ms-range" */
     const char *etag_header;  /* read before ETag (GCS: x-goog-generation) */
-    size_t max_parts;         /* parts one object may have */
+    const struct ckpt_obj_multipart *multipart;
     int skew_on_403;          /* a 403 with a Date > 10 min off is our clock */
     const struct ckpt_obj_listing *listing;
     /* Once per request: c->path, c->path_enc and the body's digests. */
@@ -136,15 +151,12 @@ struct ckpt_obj_dialect {
     /* The extra header lines of a new object (storage class, blob type); at
      * most 4. @return how many. */
     size_t (*put_headers)(const struct ckpt_obj *o, char (*lines)[CKPT_OBJ_LINE_MAX]);
-    /* Multipart: begin (NULL: nothing to begin), one part, the end, and the
-     * abort of a begun upload (NULL: nothing to abort). */
+    /* Multipart (with `multipart`): begin (sets mp->id; NULL: nothing to
+     * begin); the query that puts part i (malloc'd; it may set the part's
+     * tag: Azure's block id); the abort of a begun upload (NULL: nothing to
+     * abort). */
     ckpt_status (*parts_begin)(struct ckpt_obj *o, struct ckpt_obj_parts *mp, char *err);
-    ckpt_status (*parts_put)(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_t i,
-                             const void *buf, size_t n, char *err);
-    ckpt_status (*parts_finish)(struct ckpt_obj *o, struct ckpt_obj_parts *mp,
-                                const void *buf, size_t len,
-                                const struct ckpt_put_opts *opts, char *etag_out,
-                                char *err);
+    char *(*part_query)(struct ckpt_obj_parts *mp, size_t i);
     void (*parts_abort)(struct ckpt_obj *o, struct ckpt_obj_parts *mp);
     /* Delete up to del_batch_max names in one request (NULL: one DELETE a
      * name). */
@@ -167,6 +179,7 @@ struct ckpt_obj {
     char *ep_path;            /* "" or "/base" (no trailing slash) */
     size_t part_size;         /* objects above part_min go up in parts */
     size_t part_min;
+    unsigned page_size;       /* objects a listing page asks for */
     int verify;               /* the store's digests are the content's: GETs
                                  are checked, ambiguous puts settled */
     ckpt_log_fn log_fn;

@@ -327,34 +327,14 @@ static size_t s3_put_headers(const struct ckpt_obj *o, char (*lines)[CKPT_OBJ_LI
 
 /* ---- multipart ------------------------------------------------------------------ */
 
-struct mpu_parse {
-    char upload_id[1024];
-    char etag[CKPT_ETAG_MAX];
-};
-
-static int mpu_cb(void *u, const char *path, const char *text, size_t len)
-{
-    struct mpu_parse *m = u;
-
-    if (strcmp(path, "InitiateMultipartUploadResult/UploadId") == 0 &&
-        len < sizeof(m->upload_id))
-        memcpy(m->upload_id, text, len + 1);
-    else if (strcmp(path, "CompleteMultipartUploadResult/ETag") == 0 &&
-             len < sizeof(m->etag))
-        memcpy(m->etag, text, len + 1);
-    return 0;
-}
-
 static ckpt_status mpu_begin(struct ckpt_obj *o, struct ckpt_obj_parts *mp, char *err)
 {
     ckpt_status st;
     struct ckpt_http_resp resp;
-    struct mpu_parse m;
-    char extra[4][CKPT_OBJ_LINE_MAX];
+    char extra[4][CKPT_OBJ_LINE_MAX], id[1024] = "";
     const char *hdrs[4];
     size_t nh = s3_put_headers(o, extra), i;
 
-    memset(&m, 0, sizeof(m));
     for (i = 0; i < nh; i++)
         hdrs[i] = extra[i];
     {
@@ -362,93 +342,36 @@ static ckpt_status mpu_begin(struct ckpt_obj *o, struct ckpt_obj_parts *mp, char
                                   .hdrs = hdrs, .nhdrs = nh };
         st = ckpt_obj_call(o, &rq, &resp, err);
     }
-    if (st == CKPT_OK)
-        ckpt_xml_parse(resp.body, resp.len, mpu_cb, &m);
+    if (st == CKPT_OK && resp.body)
+        ckpt_xml_find(resp.body, resp.len, "InitiateMultipartUploadResult/UploadId", id,
+                      sizeof(id));
     ckpt_http_resp_free(&resp);
     if (st != CKPT_OK)
         return st;
-    if (!m.upload_id[0]) {
+    if (!id[0]) {
         ckpt_store_err(err, "s3 multipart: no UploadId in reply");
         return CKPT_E_CORRUPT;
     }
-    mp->id = ckpt_uri_encode(m.upload_id, strlen(m.upload_id), 0);
+    mp->id = ckpt_uri_encode(id, strlen(id), 0);
     return mp->id ? CKPT_OK : CKPT_E_NOMEM;
 }
 
-static ckpt_status mpu_part(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_t i,
-                            const void *buf, size_t n, char *err)
+static char *mpu_part_query(struct ckpt_obj_parts *mp, size_t i)
 {
-    ckpt_status st;
-    struct ckpt_http_resp resp;
     char *query = NULL;
 
     if (asprintf(&query, "partNumber=%zu&uploadId=%s", i + 1, mp->id) < 0)
-        return CKPT_E_NOMEM;
-    {
-        struct ckpt_obj_rq rq = { .method = "PUT", .key = mp->key, .query = query,
-                                  .body = buf, .len = n };
-        st = ckpt_obj_call(o, &rq, &resp, err);
-    }
-    if (st == CKPT_OK && !ckpt_http_header(&resp, "ETag", mp->tags[i], CKPT_ETAG_MAX)) {
-        st = CKPT_E_CORRUPT;
-        ckpt_store_err(err, "s3 multipart: part %zu without ETag", i + 1);
-    }
-    ckpt_http_resp_free(&resp);
-    free(query);
-    return st;
-}
-
-static ckpt_status mpu_complete(struct ckpt_obj *o, struct ckpt_obj_parts *mp,
-                                const void *buf, size_t len,
-                                const struct ckpt_put_opts *opts, char *etag_out, char *err)
-{
-    ckpt_status st = CKPT_OK;
-    struct ckpt_http_resp resp;
-    struct mpu_parse m;
-    char *xml = NULL, *query = NULL, cond[CKPT_OBJ_LINE_MAX];
-    const char *hdrs[1] = { cond };
-    size_t xlen = 0, xcap = 0, i;
-    int bad;
-
-    (void)buf;
-    (void)len;
-    memset(&resp, 0, sizeof(resp));
-    memset(&m, 0, sizeof(m));
-    bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, "<CompleteMultipartUpload>");
-    for (i = 0; i < mp->n && !bad; i++) {
-        char num[96];
-        snprintf(num, sizeof(num), "<Part><PartNumber>%zu</PartNumber><ETag>", i + 1);
-        bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, num) ||
-              ckpt_xml_escape_append(&xml, &xlen, &xcap, mp->tags[i]) ||
-              ckpt_xml_raw_append(&xml, &xlen, &xcap, "</ETag></Part>");
-    }
-    if (bad || ckpt_xml_raw_append(&xml, &xlen, &xcap, "</CompleteMultipartUpload>") ||
-        asprintf(&query, "uploadId=%s", mp->id) < 0) {
         query = NULL;
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    {
-        size_t nh = (size_t)s3_cond(o, opts, cond, sizeof(cond));
-        struct ckpt_obj_rq rq = { .method = "POST", .key = mp->key, .query = query,
-                                  .hdrs = hdrs, .nhdrs = nh, .body = xml, .len = xlen,
-                                  .body_error_check = 1 };
-        st = ckpt_obj_call(o, &rq, &resp, err);
-    }
-    if (st == CKPT_OK) {
-        ckpt_xml_parse(resp.body, resp.len, mpu_cb, &m);
-        if (etag_out) {
-            snprintf(etag_out, CKPT_ETAG_MAX, "%s", m.etag);
-            if (S3(o)->gcs)
-                ckpt_http_header(&resp, "x-goog-generation", etag_out, CKPT_ETAG_MAX);
-        }
-    }
-out:
-    ckpt_http_resp_free(&resp);
-    free(xml);
-    free(query);
-    return st;
+    return query;
 }
+
+/* CompleteMultipartUpload: the object's ETag is in the reply's XML (GCS:
+ * its generation in x-goog-generation). */
+static const struct ckpt_obj_multipart s3_multipart = {
+    MAX_PARTS, 1, 1, "POST", "uploadId=", "<CompleteMultipartUpload>", "<Part><PartNumber>",
+    "</PartNumber><ETag>", "</ETag></Part>", "</CompleteMultipartUpload>", NULL,
+    "CompleteMultipartUploadResult/ETag"
+};
 
 /* Abort so the parts do not linger (and cost) forever; a lifecycle rule
  * catches the uploads a crash leaves behind (docs/stores.md). */
@@ -552,30 +475,12 @@ out:
     return st;
 }
 
-/* ---- listing -------------------------------------------------------------------- */
-
-static char *s3_page_query(const struct ckpt_obj *o, const char *prefix_enc,
-                           const char *token_enc)
-{
-    char *q = NULL;
-
-    (void)o;
-    if (asprintf(&q, "list-type=2&max-keys=1000&prefix=%s%s%s", prefix_enc,
-                 token_enc ? "&continuation-token=" : "", token_enc ? token_enc : "") < 0)
-        q = NULL;
-    return q;
-}
+/* ---- listing: ListObjectsV2 ------------------------------------------------- */
 
 static const struct ckpt_obj_listing s3_listing = {
-    .entry = "ListBucketResult/Contents",
-    .key = "ListBucketResult/Contents/Key",
-    .size = "ListBucketResult/Contents/Size",
-    .mtime = "ListBucketResult/Contents/LastModified",
-    .next = "ListBucketResult/NextContinuationToken",
-    .truncated = "ListBucketResult/IsTruncated",
-    .time_s = ckpt_aws_time,
-    .max_body = LIST_BODY_MAX,
-    .page_query = s3_page_query,
+    "list-type=2", "max-keys", "continuation-token", "ListBucketResult", "Contents", "Key",
+    "Size", "LastModified", "NextContinuationToken", "IsTruncated", ckpt_aws_time,
+    LIST_BODY_MAX
 };
 
 /* ---- the dialects ------------------------------------------------------------ */
@@ -594,11 +499,12 @@ static void s3_free(struct ckpt_obj *o)
 #define S3_DIALECT(etag_hdr, batch)                                           \
     {                                                                         \
         .range_header = "Range", .etag_header = etag_hdr,                     \
-        .max_parts = MAX_PARTS, .listing = &s3_listing, .prepare = s3_prepare, \
+        .multipart = &s3_multipart, .listing = &s3_listing,                   \
+        .prepare = s3_prepare,                                                \
         .build = s3_build, .reply = s3_reply, .redirect = s3_redirect,        \
         .holds = s3_holds, .cond_header = s3_cond,                            \
         .put_headers = s3_put_headers, .parts_begin = mpu_begin,              \
-        .parts_put = mpu_part, .parts_finish = mpu_complete,                  \
+        .part_query = mpu_part_query,                                         \
         .parts_abort = mpu_abort, .del_batch = batch,                         \
         .del_batch_max = DELETE_BATCH, .close = s3_free,                      \
     }

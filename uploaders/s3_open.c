@@ -200,6 +200,7 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
     if (st != CKPT_OK)
         goto out;
     ckpt_obj_parts_config(&s->o, "CKPT_S3_PART_SIZE", 1024 * 1024, "CKPT_S3_MULTIPART_MIN");
+    s->o.page_size = 1000;   /* ListObjectsV2's most */
     st = ckpt_obj_start(&s->o, cfg);
     if (st != CKPT_OK)
         goto out;
