@@ -162,12 +162,10 @@ if(TARGET ckptrun)
 endif()
 
 # Corpus replay of the reply parser (the libFuzzer entry point is inside).
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c)
-  add_executable(fuzz_store_xml ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_store_xml.c
-    ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c ${_store_src}/xml.c)
-  target_include_directories(fuzz_store_xml PRIVATE ${_store_inc})
-  target_link_libraries(fuzz_store_xml PRIVATE EXPAT::EXPAT)
-  add_test(NAME fuzz_store_xml_replay COMMAND fuzz_store_xml
-    ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/store_xml)
-  set_tests_properties(fuzz_store_xml_replay PROPERTIES LABELS fuzz)
-endif()
+add_executable(fuzz_store_xml ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_store_xml.c
+  ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c ${_store_src}/xml.c)
+target_include_directories(fuzz_store_xml PRIVATE ${_store_inc})
+target_link_libraries(fuzz_store_xml PRIVATE EXPAT::EXPAT)
+add_test(NAME fuzz_store_xml_replay COMMAND fuzz_store_xml
+  ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/store_xml)
+set_tests_properties(fuzz_store_xml_replay PROPERTIES LABELS fuzz)

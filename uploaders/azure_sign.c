@@ -43,31 +43,10 @@ static int kvcmp(const void *x, const void *y)
     return strcmp(((const struct kv *)x)->k, ((const struct kv *)y)->k);
 }
 
-static int hexv(int c)
+static int qcmp(const void *x, const void *y)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static char *url_decode(const char *s, size_t n)
-{
-    char *o = malloc(n + 1);
-    size_t i, j = 0;
-
-    if (!o)
-        return NULL;
-    for (i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexv(s[i + 1]) >= 0 && hexv(s[i + 2]) >= 0) {
-            o[j++] = (char)(hexv(s[i + 1]) * 16 + hexv(s[i + 2]));
-            i += 2;
-        } else {
-            o[j++] = s[i];
-        }
-    }
-    o[j] = '\0';
-    return o;
+    return strcmp(((const struct ckpt_query_param *)x)->name,
+                  ((const struct ckpt_query_param *)y)->name);
 }
 
 char *ckpt_az_string_to_sign(const char *account, const char *method,
@@ -80,9 +59,10 @@ char *ckpt_az_string_to_sign(const char *account, const char *method,
         "If-Unmodified-Since", "Range"
     };
     struct sb b = { 0 };
-    struct kv *xs = NULL, *qs = NULL;
-    size_t nx = 0, nq = 0, i;
-    const char *p;
+    struct kv *xs = NULL;
+    struct ckpt_query_param *qs = NULL;
+    size_t nx = 0, i;
+    long nq = 0, j;
 
     sb_put(&b, method);
     sb_put(&b, "\n");
@@ -121,37 +101,21 @@ char *ckpt_az_string_to_sign(const char *account, const char *method,
     sb_put(&b, path && *path ? path : "/");
     /* Query parameters: lowercase names, decoded values, sorted by name;
      * repeated names would be comma-joined (we never send any). */
-    p = query;
-    while (p && *p) {
-        const char *amp = strchr(p, '&'), *eq;
-        size_t plen = amp ? (size_t)(amp - p) : strlen(p);
-        struct kv *nqs;
-        char *q;
-        if (plen) {
-            eq = memchr(p, '=', plen);
-            nqs = realloc(qs, (nq + 1) * sizeof(*qs));
-            if (!nqs)
-                goto fail;
-            qs = nqs;
-            qs[nq].k = url_decode(p, eq ? (size_t)(eq - p) : plen);
-            qs[nq].v = eq ? url_decode(eq + 1, plen - (size_t)(eq - p) - 1) : strdup("");
-            nq++;
-            if (!qs[nq - 1].k || !qs[nq - 1].v)
-                goto fail;
-            for (q = qs[nq - 1].k; *q; q++)
-                *q = (char)tolower((unsigned char)*q);
-        }
-        p += plen;
-        if (*p == '&')
-            p++;
+    nq = ckpt_query_split(query, &qs);
+    if (nq < 0) {
+        nq = 0;
+        goto fail;
     }
+    for (j = 0; j < nq; j++)
+        for (char *q = qs[j].name; *q; q++)
+            *q = (char)tolower((unsigned char)*q);
     if (nq)
-        qsort(qs, nq, sizeof(*qs), kvcmp);
-    for (i = 0; i < nq; i++) {
+        qsort(qs, (size_t)nq, sizeof(*qs), qcmp);
+    for (j = 0; j < nq; j++) {
         sb_put(&b, "\n");
-        sb_put(&b, qs[i].k);
+        sb_put(&b, qs[j].name);
         sb_put(&b, ":");
-        sb_put(&b, qs[i].v);
+        sb_put(&b, qs[j].value);
     }
     if (b.oom)
         goto fail;
@@ -162,12 +126,8 @@ fail:
 done:
     for (i = 0; i < nx; i++)
         free(xs[i].k);
-    for (i = 0; i < nq; i++) {
-        free(qs[i].k);
-        free(qs[i].v);
-    }
     free(xs);
-    free(qs);
+    ckpt_query_free(qs, nq);
     return b.p;
 }
 

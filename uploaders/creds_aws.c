@@ -166,28 +166,27 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
+/* The first of four values that is set and not empty, else NULL. */
+static const char *first(const char *a, const char *b, const char *c, const char *d)
+{
+    const char *v[4] = { a, b, c, d };
+
+    for (int i = 0; i < 4; i++)
+        if (v[i] && *v[i])
+            return v[i];
+    return NULL;
+}
+
 const char *ckpt_aws_region(const struct ckpt_aws_profile *p)
 {
-    const char *v = env("AWS_REGION");
-
-    if (!v)
-        v = env("AWS_DEFAULT_REGION");
-    if (!v && p->region && *p->region)
-        v = p->region;
+    const char *v = first(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), p->region, NULL);
     return v ? v : "us-east-1";
 }
 
 const char *ckpt_aws_endpoint(const struct ckpt_aws_profile *p)
 {
-    const char *v = env("AWS_ENDPOINT_URL_S3");
-
-    if (!v)
-        v = env("AWS_ENDPOINT_URL");
-    if (!v && p->s3_endpoint && *p->s3_endpoint)
-        v = p->s3_endpoint;
-    if (!v && p->endpoint && *p->endpoint)
-        v = p->endpoint;
-    return v;
+    return first(getenv("AWS_ENDPOINT_URL_S3"), getenv("AWS_ENDPOINT_URL"), p->s3_endpoint,
+                 p->endpoint);
 }
 
 /* ---- the chain ---------------------------------------------------------------- */

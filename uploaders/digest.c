@@ -136,6 +136,80 @@ char *ckpt_uri_encode(const char *s, size_t len, int keep_slash)
     return out;
 }
 
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+size_t ckpt_uri_decode(const char *s, size_t n, char *out)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < n; i++) {
+        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            i += 2;
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+void ckpt_query_free(struct ckpt_query_param *p, long n)
+{
+    for (long i = 0; i < n; i++) {
+        free(p[i].name);
+        free(p[i].value);
+    }
+    free(p);
+}
+
+long ckpt_query_split(const char *q, struct ckpt_query_param **out)
+{
+    struct ckpt_query_param *ps = NULL, *nps, *x;
+    const char *p = q;
+    long n = 0;
+
+    *out = NULL;
+    while (p && *p) {
+        const char *amp = strchr(p, '&'), *eq;
+        size_t plen = amp ? (size_t)(amp - p) : strlen(p), nl;
+        if (plen) {
+            eq = memchr(p, '=', plen);
+            nl = eq ? (size_t)(eq - p) : plen;
+            nps = realloc(ps, (size_t)(n + 1) * sizeof(*ps));
+            if (!nps)
+                goto fail;
+            ps = nps;
+            x = &ps[n++];
+            x->name = malloc(nl + 1);
+            x->value = malloc(eq ? plen - nl : 1);
+            if (!x->name || !x->value)
+                goto fail;
+            x->name_len = ckpt_uri_decode(p, nl, x->name);
+            x->value_len = eq ? ckpt_uri_decode(eq + 1, plen - nl - 1, x->value) : 0;
+            if (!eq)
+                x->value[0] = '\0';
+        }
+        p += plen;
+        if (*p == '&')
+            p++;
+    }
+    *out = ps;
+    return n;
+fail:
+    ckpt_query_free(ps, n);
+    return -1;
+}
+
 void ckpt_wipe(void *p, size_t n)
 {
     if (p && n)

@@ -36,6 +36,25 @@ long ckpt_base64_decode(const char *in, unsigned char *out);
  * keep_slash. @return a malloc'd string (caller frees) or NULL. */
 char *ckpt_uri_encode(const char *s, size_t len, int keep_slash);
 
+/* Percent-decode n bytes of s into out (at least n + 1 bytes, then
+ * NUL-terminated); a '%' not followed by two hex digits and '+' stay as
+ * they are. @return the decoded length. */
+size_t ckpt_uri_decode(const char *s, size_t n, char *out);
+
+/* One parameter of a query, percent-decoded (malloc'd, NUL-terminated; the
+ * lengths count a decoded NUL too). */
+struct ckpt_query_param {
+    char *name, *value;
+    size_t name_len, value_len;
+};
+/* Split a wire query ("b=2&a=1&flag", without '?') into its parameters in
+ * order ("flag" has the value ""; empty parts are skipped). On success *out
+ * is a malloc'd array (NULL when there is none) to release with
+ * ckpt_query_free. @return the number of parameters, or -1 when memory ran
+ * out. */
+long ckpt_query_split(const char *q, struct ckpt_query_param **out);
+void ckpt_query_free(struct ckpt_query_param *p, long n);
+
 /* Zero memory that held a secret in a way the compiler keeps. */
 void ckpt_wipe(void *p, size_t n);
 /* Wipe a NUL-terminated secret and free it (NULL-safe). */

@@ -45,32 +45,6 @@ static void sb_puts(struct sbuf *b, const char *s)
     sb_putn(b, s, strlen(s));
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decode n bytes into out (at least n+1 bytes); '+' stays '+'. */
-static size_t pct_decode(const char *s, size_t n, char *out)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n &&
-            hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            i += 2;
-        } else {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = '\0';
-    return o;
-}
-
 void ckpt_sigv4_amz_date(long long t, char out[17])
 {
     time_t tt = (time_t)t;
@@ -122,69 +96,41 @@ static char *normalize_path(const char *path)
     return out;
 }
 
-struct qparam {
-    char *name;   /* encoded */
-    char *value;  /* encoded */
-};
-
 static int qcmp(const void *a, const void *b)
 {
-    const struct qparam *x = a, *y = b;
+    const struct ckpt_query_param *x = a, *y = b;
     int c = strcmp(x->name, y->name);
     return c ? c : strcmp(x->value, y->value);
 }
 
+/* Names and values decoded, then encoded strictly, sorted by name and
+ * value, joined as "a=1&b=2". */
 static char *canonical_query(const char *q, int *oom)
 {
     struct sbuf b = { 0 };
-    struct qparam *ps = NULL;
-    size_t np = 0, cap = 0, i;
-    const char *p = q;
-    char *tmp = NULL;
+    struct ckpt_query_param *ps = NULL;
+    long np = ckpt_query_split(q, &ps), i;
 
     sb_puts(&b, "");
-    if (!q || !*q)
-        goto done;
-    tmp = malloc(strlen(q) + 1);
-    if (!tmp) {
+    if (np < 0) {
+        np = 0;
         b.oom = 1;
         goto done;
     }
-    while (*p) {
-        const char *amp = strchr(p, '&'), *eq;
-        size_t plen = amp ? (size_t)(amp - p) : strlen(p), nl, vl;
-        if (plen) {
-            eq = memchr(p, '=', plen);
-            nl = eq ? (size_t)(eq - p) : plen;
-            if (np == cap) {
-                size_t nc = cap ? cap * 2 : 8;
-                struct qparam *nps = realloc(ps, nc * sizeof(*ps));
-                if (!nps) {
-                    b.oom = 1;
-                    goto done;
-                }
-                ps = nps;
-                cap = nc;
-            }
-            vl = pct_decode(p, nl, tmp);
-            ps[np].name = ckpt_uri_encode(tmp, vl, 0);
-            if (eq)
-                vl = pct_decode(eq + 1, plen - nl - 1, tmp);
-            else
-                vl = 0, tmp[0] = '\0';
-            ps[np].value = ckpt_uri_encode(tmp, vl, 0);
-            np++;
-            if (!ps[np - 1].name || !ps[np - 1].value) {
-                b.oom = 1;
-                goto done;
-            }
+    for (i = 0; i < np; i++) {
+        char *name = ckpt_uri_encode(ps[i].name, ps[i].name_len, 0);
+        char *value = ckpt_uri_encode(ps[i].value, ps[i].value_len, 0);
+        free(ps[i].name);
+        free(ps[i].value);
+        ps[i].name = name;
+        ps[i].value = value;
+        if (!name || !value) {
+            b.oom = 1;
+            goto done;
         }
-        p += plen;
-        if (*p == '&')
-            p++;
     }
     if (np)
-        qsort(ps, np, sizeof(*ps), qcmp);
+        qsort(ps, (size_t)np, sizeof(*ps), qcmp);
     for (i = 0; i < np; i++) {
         if (i)
             sb_puts(&b, "&");
@@ -193,12 +139,7 @@ static char *canonical_query(const char *q, int *oom)
         sb_puts(&b, ps[i].value);
     }
 done:
-    for (i = 0; i < np; i++) {
-        free(ps[i].name);
-        free(ps[i].value);
-    }
-    free(ps);
-    free(tmp);
+    ckpt_query_free(ps, np);
     *oom = b.oom;
     return b.p;
 }

@@ -2,7 +2,8 @@
  * test_digest.c -- uploaders/digest.c against published vectors: MD5 and
  * SHA-256 (FIPS 180 / RFC 1321 "abc"), HMAC-SHA256 (RFC 4231 case 2),
  * CRC32C (the Castagnoli check value and RFC 3720 B.4), base64 (RFC 4648
- * section 10) and RFC 3986 percent-encoding as the stores sign it.
+ * section 10) and RFC 3986 percent-encoding and decoding as the stores
+ * sign with them.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -103,6 +104,20 @@ static void test_uri_encode(void **state)
     free(e);
 }
 
+static void test_uri_decode(void **state)
+{
+    char out[32];
+
+    (void)state;
+    assert_int_equal(ckpt_uri_decode("a%20b%2fc%C3%A9", 15, out), 7);
+    assert_string_equal(out, "a b/c\xc3\xa9");
+    /* '+' is no space here; a '%' without two hex digits stays */
+    assert_int_equal(ckpt_uri_decode("1+1%", 4, out), 4);
+    assert_string_equal(out, "1+1%");
+    assert_int_equal(ckpt_uri_decode("%zz%4", 5, out), 5);
+    assert_string_equal(out, "%zz%4");
+}
+
 static void test_wipe(void **state)
 {
     char buf[8] = "secret";
@@ -124,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_uri_encode),
+        cmocka_unit_test(test_uri_decode),
         cmocka_unit_test(test_wipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
