@@ -9,8 +9,6 @@
 #include "log.h"
 #include "parse.h"
 #include "ckpt_store.h"
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#endif
 
 #include <getopt.h>
 #include <libgen.h>

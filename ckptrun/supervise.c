@@ -37,8 +37,6 @@
 #include "record.h"
 #include "ckpt_store.h"
 #include "watch.h"
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#endif
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
- * backend.h -- what the store backends share with store.c, private to
- * uploaders/: their constructors (store.c dispatches on the URL's scheme)
- * and the small helpers every backend uses.
+ * backend.h -- private to uploaders/: the small helpers every backend uses
+ * (backend.c), and the backends' constructors, which store.c calls for the
+ * URL's scheme.
  */
 #ifndef CKPT_BACKEND_H
 #define CKPT_BACKEND_H

@@ -259,7 +259,9 @@ static inline ckpt_status ckpt_store_get(struct ckpt_store *st, const char *key,
 
 /* ---- retries, process-wide ---------------------------------------------
  * Every object-store request of the process retries under one policy
- * (docs/stores.md, "Retries"). Two controls reach across all stores. */
+ * (docs/stores.md, "Retries"). Two controls reach across all stores; they
+ * exist in builds with an object store (CKPT_WITH_S3 or CKPT_WITH_AZURE):
+ * a file-only build makes no retries. */
 
 /* Bound every later retry to `mono_ms` on the CLOCK_MONOTONIC clock, in ms
  * (0 = no bound): no backoff sleeps past it and no attempt starts after it,
