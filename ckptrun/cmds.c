@@ -16,7 +16,7 @@
 #include "parse.h"
 #include "progress.h"
 #include "record.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -30,7 +30,7 @@
 #include "ckptrun.h"
 #include "log.h"
 #include "parse.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
 #include "notice.h"
@@ -57,7 +57,7 @@
 #define MIB (1024.0 * 1024.0)
 #define PROBE_MAX (32u << 20)       /* throughput probe bound, each way */
 #define PROBE_OBJ (4u << 20)        /* one chunk, as real commits write: file:// */
-#define PROBE_OBJ_REMOTE (8u << 20) /* object stores: a chunk (a save sends 32 MiB
+#define PROBE_OBJ_REMOTE (8u << 20) /* stores with packs: a chunk (a save sends 32 MiB
                                        packs, 4 at once; 4 x 8 MiB keeps the
                                        probe within PROBE_MAX) */
 #define SAMPLE_MAX (64u << 20)      /* codec sample */
@@ -931,7 +931,7 @@ static void check_store(struct doctor *d)
     clean_prefix(d, key);
 
     /* Conditional writes: what the backend says, then checked. */
-    if (!d->st->ops->has_conditional(d->st)) {
+    if (!ckpt_store_can(d->st, CKPT_STORE_CONDITIONAL)) {
         add(d, "conditional", V_WARN,
             "run one instance per run (the cron `recover` line checks the lease, but cannot "
             "exclude a race); for MinIO and other enforcing services set CKPT_S3_CONDITIONAL=1",
@@ -1030,7 +1030,7 @@ static double run_xfer(struct xfer *x)
 static void check_throughput(struct doctor *d)
 {
     uint8_t *buf = NULL;
-    size_t obj = strcmp(d->st->ops->scheme, "file") == 0 ? PROBE_OBJ : PROBE_OBJ_REMOTE;
+    size_t obj = ckpt_store_can(d->st, CKPT_STORE_PACKS) ? PROBE_OBJ_REMOTE : PROBE_OBJ;
     uint64_t cap = PROBE_MAX;
     const char *ov = getenv("CKPT_DOCTOR_PROBE_BYTES");
     char key[512], err[CKPT_ERR_MAX], b1[32], b2[32];

@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "lease.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 #define LEASE_MAX_BYTES 4096
 #define WEAK_SETTLE_MS 1500
@@ -325,7 +325,7 @@ static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                       l->me.boot_id, l->me.pid_ns, l->me.hostname, l->me.pid, l->me.start_ticks);
     n += snprintf(body + n, sizeof body - (size_t)n, SUM_TAG "%016llx\"}\n",
                   (unsigned long long)XXH64(body, (size_t)n, 0));
-    if (!l->st->ops->has_conditional(l->st))
+    if (!ckpt_store_can(l->st, CKPT_STORE_CONDITIONAL))
         po.cond = CKPT_PUT_PLAIN;
     st = l->st->ops->put(l->st, l->key, body, (size_t)n, &po, etag, err);
     if (st == CKPT_OK) {
@@ -371,7 +371,7 @@ static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *
     }
     if (st)
         return st;
-    if (!l->st->ops->has_conditional(l->st)) {
+    if (!ckpt_store_can(l->st, CKPT_STORE_CONDITIONAL)) {
         /* No conditional writes: wait, then check that we are still the
          * holder (last writer wins; losers see the winner here). */
         sleep_ms(WEAK_SETTLE_MS);
@@ -420,7 +420,7 @@ static ckpt_status weak_still_ours(struct lease *l, char *err)
 {
     struct lease_info cur;
     ckpt_status st;
-    if (l->st->ops->has_conditional(l->st))
+    if (ckpt_store_can(l->st, CKPT_STORE_CONDITIONAL))
         return CKPT_OK;
     st = lease_read(l->st, l->run, &cur, NULL, err);
     if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT ||

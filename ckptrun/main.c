@@ -8,10 +8,7 @@
 #include "cli.h"
 #include "log.h"
 #include "parse.h"
-#include "store.h"
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#include "retry.h"
-#endif
+#include "ckpt_store.h"
 
 #include <getopt.h>
 #include <libgen.h>

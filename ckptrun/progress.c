@@ -2,7 +2,7 @@
 #include "progress.h"
 #include "log.h"
 #include "parse.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 #include "record.h"
 #include "log.h"
 #include "parse.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -35,11 +35,8 @@
 #include "parse.h"
 #include "proctree.h"
 #include "record.h"
-#include "store.h"
+#include "ckpt_store.h"
 #include "watch.h"
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#include "retry.h"
-#endif
 
 #include <dirent.h>
 #include <errno.h>

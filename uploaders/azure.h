@@ -1,5 +1,7 @@
 /*
- * azure.h -- internals of the Azure Blob store shared with its unit test.
+ * azure.h -- Azure Storage SharedKey signing (azure_sign.c), used by the
+ * Azure Blob dialect (azure.c) and checked by tests/unit/test_azure_sign.c.
+ * Pure functions, thread-safe.
  */
 #ifndef CKPT_AZURE_H
 #define CKPT_AZURE_H

@@ -1,10 +1,11 @@
 /*
  * http.c -- libcurl transport: one curl multi handle driven by its own
- * thread, which callers hand their requests to. See http.h for the policy.
+ * thread, which callers hand their requests to. See ckpt_http.h for the
+ * policy.
  */
-#include "http.h"
+#include "ckpt_http.h"
+#include "ckpt_store.h"
 #include "retry.h"
-#include "store.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -701,4 +702,14 @@ int ckpt_http_cleartext_first(void)
 {
     static atomic_int warned;
     return atomic_exchange(&warned, 1) == 0;
+}
+
+int64_t ckpt_http_date(const char *s)
+{
+    time_t t;
+
+    if (!s || !*s)
+        return -1;
+    t = curl_getdate(s, NULL);
+    return t == (time_t)-1 ? -1 : (int64_t)t;
 }

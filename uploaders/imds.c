@@ -33,7 +33,7 @@
 #define IMDS_TTL_DEFAULT_S 21600 /* the maximum IMDS accepts */
 #define IMDS_RENEW_MARGIN_MS 60000
 #define IMDS_V1_RECHECK_MS 300000 /* re-try v2 now and then after a fallback */
-#define IMDS_ERR_MAX 512          /* CKPT_ERR_MAX in store.h */
+#define IMDS_ERR_MAX 512          /* CKPT_ERR_MAX in ckpt_store.h */
 
 struct ckpt_imds {
     struct ckpt_imds *next;      /* registry link, immutable after insert */

@@ -5,6 +5,7 @@
 #include "retry.h"
 
 #include <curl/curl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,13 @@ void ckpt_retry_policy_init(struct ckpt_retry_policy *p)
     p->max_attempts = (unsigned)env_long("CKPT_RETRY_ATTEMPTS", 12, 1);
     /* SPEC: at least 6 attempts per request, unless a test asks for fewer. */
     p->min_attempts = p->max_attempts < 6 ? p->max_attempts : 6;
+}
+
+void ckpt_retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms)
+{
+    ckpt_retry_policy_init(p);
+    if (budget_ms)
+        p->budget_ms = budget_ms > LONG_MAX ? LONG_MAX : (long)budget_ms;
 }
 
 static int code_is(const char *code, const char *want)

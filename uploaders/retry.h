@@ -38,14 +38,16 @@
  * final save of a preemption must not turn it into a lost checkpoint.
  * Deadline. ckpt_retry_set_deadline() bounds every retry of the process
  * (a stop's deadline): no backoff sleeps past it and no attempt starts after
- * it, so a failing store cannot hold a stop beyond its end.
+ * it, so a failing store cannot hold a stop beyond its end. It and the retry
+ * observer are public (ckpt_store.h); the rest of this header is private to
+ * the store backends.
  */
 #ifndef CKPT_RETRY_H
 #define CKPT_RETRY_H
 
 #include <pthread.h>
 #include <stdint.h>
-#include "ckpt.h"
+#include "ckpt_store.h"
 
 typedef enum {
     CKPT_RETRY_NEVER = 0,
@@ -65,6 +67,9 @@ struct ckpt_retry_policy {
 
 /* Defaults overridden by the CKPT_RETRY_* environment variables. */
 void ckpt_retry_policy_init(struct ckpt_retry_policy *p);
+/* The same, with a time budget of `budget_ms` when it is not 0 (a store's
+ * configured retry_budget_ms, ahead of CKPT_RETRY_BUDGET_MS). */
+void ckpt_retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms);
 
 /* Classify one attempt. `http_status` 0 means no reply arrived and
  * `curl_code` says why; `code` is the service error code or NULL. */
@@ -104,27 +109,9 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind);
  * is for tests. */
 int ckpt_retry_answered(void);
 void ckpt_retry_reset_answered(void);
-/* Bound every later retry to `mono_ms` (ckpt_mono_ms clock; 0 = none). A
- * nearer deadline replaces a farther one, never the other way round, until
- * it is cleared with 0. */
-void ckpt_retry_set_deadline(int64_t mono_ms);
-
 /* The transport's detail of the failure being classified on this thread
  * (curl's error text), for the retry notice; http.c calls it. */
 void ckpt_retry_note_transport(const char *errmsg);
-
-/* Told about every retry (before its backoff sleep), from the requesting
- * thread: `attempt` is the attempt about to be made (2 after the first
- * failure) of at most `max`, after `delay_ms`, and `reason` why the last one
- * failed ("HTTP 503 SlowDown", curl's text). A terminal UI shows it
- * ("retrying 2/6: connection refused"). NULL: nobody is told. */
-struct ckpt_retry_notice {
-    unsigned attempt, max;
-    long delay_ms;
-    const char *reason;
-};
-typedef void (*ckpt_retry_observer)(const struct ckpt_retry_notice *n);
-void ckpt_retry_set_observer(ckpt_retry_observer fn);
 
 /* Clock skew: seconds to add to the local clock so that it matches the
  * server's, from an HTTP Date header. @return 1 if parsed. */

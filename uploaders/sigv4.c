@@ -1,15 +1,12 @@
 /*
  * sigv4.c -- AWS Signature Version 4. Steps and names follow SPEC.md part B;
- * the crypto is OpenSSL's (EVP digests, HMAC).
+ * the digests and HMAC come from digest.h.
  */
 #include "sigv4.h"
 
+#include "digest.h"
+
 #include <ctype.h>
-#ifdef CKPT_HAVE_ISAL
-#include <isa-l/crc.h>
-#endif
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,131 +43,6 @@ static void sb_putn(struct sbuf *b, const char *s, size_t n)
 static void sb_puts(struct sbuf *b, const char *s)
 {
     sb_putn(b, s, strlen(s));
-}
-
-static int unreserved(unsigned char c)
-{
-    return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-static void encode_into(struct sbuf *b, const char *s, size_t len, int keep_slash)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (unreserved(c) || (keep_slash && c == '/')) {
-            sb_putn(b, (const char *)&s[i], 1);
-        } else {
-            char e[3] = { '%', hex[c >> 4], hex[c & 15] };
-            sb_putn(b, e, 3);
-        }
-    }
-}
-
-char *ckpt_sigv4_uri_encode(const char *s, size_t len, int keep_slash)
-{
-    struct sbuf b = { 0 };
-
-    sb_puts(&b, "");
-    encode_into(&b, s, len, keep_slash);
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decode n bytes into out (at least n+1 bytes); '+' stays '+'. */
-static size_t pct_decode(const char *s, size_t n, char *out)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n &&
-            hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            i += 2;
-        } else {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = '\0';
-    return o;
-}
-
-void ckpt_sha256_hex(const void *buf, size_t len, char out[65])
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[32];
-    unsigned int n = 0, i;
-
-    EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
-    for (i = 0; i < 32; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[64] = '\0';
-}
-
-void ckpt_md5_base64(const void *buf, size_t len, char out[25])
-{
-    unsigned char md[16];
-    unsigned int n = 0;
-
-    EVP_Digest(buf, len, md, &n, EVP_md5(), NULL);
-    EVP_EncodeBlock((unsigned char *)out, md, 16);
-}
-
-int ckpt_crc32c_base64(const void *buf, size_t len, char out[9])
-{
-#ifdef CKPT_HAVE_ISAL
-    const unsigned char *p = buf;
-    unsigned int crc = 0xffffffffu;
-    unsigned char be[4];
-    /* crc32_iscsi takes an int length: feed at most 1 GiB at a time */
-    while (len > 0) {
-        size_t n = len > (1u << 30) ? (1u << 30) : len;
-        crc = crc32_iscsi((unsigned char *)p, (int)n, crc);
-        p += n;
-        len -= n;
-    }
-    crc ^= 0xffffffffu;
-    be[0] = (unsigned char)(crc >> 24);
-    be[1] = (unsigned char)(crc >> 16);
-    be[2] = (unsigned char)(crc >> 8);
-    be[3] = (unsigned char)crc;
-    EVP_EncodeBlock((unsigned char *)out, be, 4);
-    return 1;
-#else
-    (void)buf;
-    (void)len;
-    (void)out;
-    return 0;
-#endif
-}
-
-void ckpt_md5_hex(const void *buf, size_t len, char out[33])
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[16];
-    unsigned int n = 0, i;
-
-    EVP_Digest(buf, len, md, &n, EVP_md5(), NULL);
-    for (i = 0; i < 16; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[32] = '\0';
 }
 
 void ckpt_sigv4_amz_date(long long t, char out[17])
@@ -224,69 +96,41 @@ static char *normalize_path(const char *path)
     return out;
 }
 
-struct qparam {
-    char *name;   /* encoded */
-    char *value;  /* encoded */
-};
-
 static int qcmp(const void *a, const void *b)
 {
-    const struct qparam *x = a, *y = b;
+    const struct ckpt_query_param *x = a, *y = b;
     int c = strcmp(x->name, y->name);
     return c ? c : strcmp(x->value, y->value);
 }
 
+/* Names and values decoded, then encoded strictly, sorted by name and
+ * value, joined as "a=1&b=2". */
 static char *canonical_query(const char *q, int *oom)
 {
     struct sbuf b = { 0 };
-    struct qparam *ps = NULL;
-    size_t np = 0, cap = 0, i;
-    const char *p = q;
-    char *tmp = NULL;
+    struct ckpt_query_param *ps = NULL;
+    long np = ckpt_query_split(q, &ps), i;
 
     sb_puts(&b, "");
-    if (!q || !*q)
-        goto done;
-    tmp = malloc(strlen(q) + 1);
-    if (!tmp) {
+    if (np < 0) {
+        np = 0;
         b.oom = 1;
         goto done;
     }
-    while (*p) {
-        const char *amp = strchr(p, '&'), *eq;
-        size_t plen = amp ? (size_t)(amp - p) : strlen(p), nl, vl;
-        if (plen) {
-            eq = memchr(p, '=', plen);
-            nl = eq ? (size_t)(eq - p) : plen;
-            if (np == cap) {
-                size_t nc = cap ? cap * 2 : 8;
-                struct qparam *nps = realloc(ps, nc * sizeof(*ps));
-                if (!nps) {
-                    b.oom = 1;
-                    goto done;
-                }
-                ps = nps;
-                cap = nc;
-            }
-            vl = pct_decode(p, nl, tmp);
-            ps[np].name = ckpt_sigv4_uri_encode(tmp, vl, 0);
-            if (eq)
-                vl = pct_decode(eq + 1, plen - nl - 1, tmp);
-            else
-                vl = 0, tmp[0] = '\0';
-            ps[np].value = ckpt_sigv4_uri_encode(tmp, vl, 0);
-            np++;
-            if (!ps[np - 1].name || !ps[np - 1].value) {
-                b.oom = 1;
-                goto done;
-            }
+    for (i = 0; i < np; i++) {
+        char *name = ckpt_uri_encode(ps[i].name, ps[i].name_len, 0);
+        char *value = ckpt_uri_encode(ps[i].value, ps[i].value_len, 0);
+        free(ps[i].name);
+        free(ps[i].value);
+        ps[i].name = name;
+        ps[i].value = value;
+        if (!name || !value) {
+            b.oom = 1;
+            goto done;
         }
-        p += plen;
-        if (*p == '&')
-            p++;
     }
     if (np)
-        qsort(ps, np, sizeof(*ps), qcmp);
+        qsort(ps, (size_t)np, sizeof(*ps), qcmp);
     for (i = 0; i < np; i++) {
         if (i)
             sb_puts(&b, "&");
@@ -295,12 +139,7 @@ static char *canonical_query(const char *q, int *oom)
         sb_puts(&b, ps[i].value);
     }
 done:
-    for (i = 0; i < np; i++) {
-        free(ps[i].name);
-        free(ps[i].value);
-    }
-    free(ps);
-    free(tmp);
+    ckpt_query_free(ps, np);
     *oom = b.oom;
     return b.p;
 }
@@ -359,10 +198,7 @@ static char *trim_collapse(const char *s)
 static void hmac256(const void *key, size_t klen, const char *msg,
                     unsigned char out[32])
 {
-    unsigned int n = 32;
-
-    HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)msg, strlen(msg),
-         out, &n);
+    ckpt_hmac_sha256(key, klen, msg, strlen(msg), out);
 }
 
 ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
@@ -401,7 +237,7 @@ ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
         st = CKPT_E_NOMEM;
         goto out;
     }
-    enc = ckpt_sigv4_uri_encode(path, strlen(path), 1);
+    enc = ckpt_uri_encode(path, strlen(path), 1);
     if (!enc) {
         st = CKPT_E_NOMEM;
         goto out;
@@ -513,11 +349,11 @@ ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
 out:
     /* The signing key material is secret: wipe it. */
     if (kbuf.p)
-        OPENSSL_cleanse(kbuf.p, kbuf.len);
-    OPENSSL_cleanse(k1, sizeof(k1));
-    OPENSSL_cleanse(k2, sizeof(k2));
-    OPENSSL_cleanse(k3, sizeof(k3));
-    OPENSSL_cleanse(k4, sizeof(k4));
+        ckpt_wipe(kbuf.p, kbuf.len);
+    ckpt_wipe(k1, sizeof(k1));
+    ckpt_wipe(k2, sizeof(k2));
+    ckpt_wipe(k3, sizeof(k3));
+    ckpt_wipe(k4, sizeof(k4));
     free(kbuf.p);
     for (i = 0; i < nh; i++) {
         free(hs[i].name);

@@ -13,7 +13,8 @@
  * Every header given is signed: lowercase names, values trimmed with inner
  * runs of blanks collapsed, repeated names joined with ','. The caller
  * includes host, x-amz-date, x-amz-content-sha256 (S3) and
- * x-amz-security-token (session credentials) among them.
+ * x-amz-security-token (session credentials) among them. The digests it
+ * needs (SHA-256, HMAC) and the percent-encoding come from digest.h.
  */
 #ifndef CKPT_SIGV4_H
 #define CKPT_SIGV4_H
@@ -52,20 +53,6 @@ ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
                             char **authorization, char **canonical_out,
                             char **sts_out);
 
-/* RFC 3986 encoding as SigV4 wants it (unreserved kept, uppercase hex), '/'
- * kept when keep_slash. @return malloc'd string or NULL. */
-char *ckpt_sigv4_uri_encode(const char *s, size_t len, int keep_slash);
-
-/* Hex SHA-256 of a buffer (out: 65 bytes). */
-void ckpt_sha256_hex(const void *buf, size_t len, char out[65]);
-/* Base64 MD5 of a buffer (out: 25 bytes), for Content-MD5. Also raw hex
- * (out: 33 bytes) for comparing with S3 single-part ETags. */
-void ckpt_md5_base64(const void *buf, size_t len, char out[25]);
-void ckpt_md5_hex(const void *buf, size_t len, char out[33]);
-/* Base64 of the big-endian CRC32C (Castagnoli) of a buffer (out: 9 bytes),
- * for x-amz-checksum-crc32c. @return 1, or 0 when built without ISA-L
- * (out untouched). */
-int ckpt_crc32c_base64(const void *buf, size_t len, char out[9]);
 /* "YYYYMMDDTHHMMSSZ" for time t (UTC). out: 17 bytes. */
 void ckpt_sigv4_amz_date(long long t, char out[17]);
 

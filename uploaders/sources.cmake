@@ -1,19 +1,42 @@
-# Object-store backends (issue 5), included by the top-level CMakeLists.txt
-# after CKPT_STORE_SRC is set and curl/expat were found.
+# uploaders/sources.cmake -- the store's sources and public headers, included
+# by the top-level CMakeLists.txt once CKPT_STORE_SRC holds the dispatch and
+# the file backend and curl/expat were looked for (CKPT_WITH_S3/AZURE are off
+# when they were not found).
+#
+#   store.c, file.c       the interface (include/ckpt_store.h), file://
+#   backend.c             key checks, error details, threads: what every
+#                         backend and the transport lean on
+#   objstore.c, objops.c  the object-store core, shared by S3/GCS and Azure
+#   http.c, retry.c       the HTTP transport (include/ckpt_http.h), retries
+#   xml.c, digest.c       reply parsing; digests and encodings
+#   s3*.c, sigv4.c,       the S3/GCS dialect, SigV4, AWS credentials
+#     creds_aws.c, imds.c   (instance roles through IMDSv2)
+#   azure*.c,             the Azure dialect, SharedKey, Azure credentials
+#     creds_azure.c
+list(APPEND CKPT_STORE_SRC uploaders/backend.c)
 if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
-  # Shared by both: HTTP pool, retry policy, XML front end, digests/SigV4.
   list(APPEND CKPT_STORE_SRC
-    uploaders/http.c uploaders/retry.c uploaders/xml.c uploaders/sigv4.c)
+    uploaders/objstore.c uploaders/objops.c uploaders/http.c uploaders/retry.c
+    uploaders/xml.c uploaders/digest.c)
 endif()
 if(CKPT_WITH_S3)
-  list(APPEND CKPT_STORE_SRC uploaders/s3.c)
+  list(APPEND CKPT_STORE_SRC
+    uploaders/s3.c uploaders/s3_open.c uploaders/sigv4.c uploaders/creds_aws.c
+    uploaders/imds.c)
 endif()
 if(CKPT_WITH_AZURE)
-  list(APPEND CKPT_STORE_SRC uploaders/azure.c)
+  list(APPEND CKPT_STORE_SRC
+    uploaders/azure.c uploaders/azure_sign.c uploaders/creds_azure.c)
 endif()
-# Instance-role credentials for s3:// come from the IMDSv2 client, which the
-# spot-notice poller shares (one client per process).
-# (The top-level CMakeLists may have listed it already.)
-if(CKPT_WITH_S3 AND NOT "uploaders/imds.c" IN_LIST CKPT_STORE_SRC)
-  list(APPEND CKPT_STORE_SRC uploaders/imds.c)
+# The IMDS client is also listed for ckptrun's AWS notices whenever curl is
+# linked: once is enough.
+list(REMOVE_DUPLICATES CKPT_STORE_SRC)
+
+# The public headers: the store interface always, the HTTP transport when it
+# is built.
+install(FILES ${CMAKE_CURRENT_LIST_DIR}/include/ckpt_store.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
+  install(FILES ${CMAKE_CURRENT_LIST_DIR}/include/ckpt_http.h
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()

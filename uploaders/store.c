@@ -1,62 +1,16 @@
-/* store.c -- store URL dispatch and helpers shared by every backend. */
+/* store.c -- opening a store by its URL (the backends' constructors are in
+ * backend.h) and the settings every store reads from the environment. */
 #include <ctype.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "backend.h"
+#include "ckpt_store.h"
 #include "rules.h"
-
-int ckpt_path_valid(const char *p, size_t max, const char *extra)
-{
-    size_t len, seg = 0;
-    if (!p || !*p || p[0] == '/')
-        return 0;
-    len = strlen(p);
-    if (len > max || p[len - 1] == '/')
-        return 0;
-    for (size_t i = 0; i <= len; i++) {
-        char c = p[i];
-        if (c == '/' || c == '\0') {
-            /* empty, "." and ".." segments are refused */
-            if (seg == 0 || (seg == 1 && p[i - 1] == '.') ||
-                (seg == 2 && p[i - 1] == '.' && p[i - 2] == '.'))
-                return 0;
-            seg = 0;
-            continue;
-        }
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-' || (extra && strchr(extra, c))))
-            return 0;
-        seg++;
-    }
-    return 1;
-}
-
-int ckpt_key_valid(const char *key)
-{
-    return ckpt_path_valid(key, 1024, NULL);
-}
-
-ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **out, char *err)
-{
-    size_t pl, kl;
-    *out = NULL;
-    if (!key || !ckpt_key_valid(key)) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "invalid key");
-        return CKPT_E_INVAL;
-    }
-    pl = prefix ? strlen(prefix) : 0;
-    kl = strlen(key);
-    *out = malloc(pl + kl + 1);
-    if (!*out)
-        return CKPT_E_NOMEM;
-    memcpy(*out, prefix ? prefix : "", pl);
-    memcpy(*out + pl, key, kl + 1);
-    return CKPT_OK;
-}
+#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
+#include "ckpt_http.h"
+#endif
 
 char *ckpt_store_default_url(char *buf, size_t len)
 {
@@ -109,17 +63,15 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     }
     if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
         !(c->max_rate_bps = ckpt_store_parse_size(v))) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "CKPT_MAX_RATE='%.40s': expected bytes per second "
-                                        "like 50M or 1G", v);
+        ckpt_store_err(err, "CKPT_MAX_RATE='%.40s': expected bytes per second "
+                       "like 50M or 1G", v);
         return CKPT_E_CONFIG;
     }
     if (!c->connections && (v = getenv("CKPT_CONNECTIONS")) && *v) {
         char *end;
         unsigned long n = strtoul(v, &end, 10);
         if (*end || n < 1 || n > 256) {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
+            ckpt_store_err(err, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
             return CKPT_E_CONFIG;
         }
         c->connections = (unsigned)n;
@@ -130,9 +82,8 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
             if (!(isupper((unsigned char)c->storage_class[i]) || c->storage_class[i] == '_'))
                 break;
         if (n == 0 || n > 40 || i < n || class_unreadable(c->storage_class)) {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "storage class '%.40s': %s", c->storage_class,
-                         i < n || n == 0 || n > 40
+            ckpt_store_err(err, "storage class '%.40s': %s", c->storage_class,
+                           i < n || n == 0 || n > 40
                              ? "expected an S3 class name like STANDARD_IA or "
                                "INTELLIGENT_TIERING"
                              : "objects there must be restored before they can be read; "
@@ -143,14 +94,12 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     if (c->sse_kms_key_id && !c->sse)
         c->sse = "aws:kms"; /* a key id means SSE-KMS */
     if (c->sse && strcmp(c->sse, "AES256") && strcmp(c->sse, "aws:kms")) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "server-side encryption '%.40s': expected AES256 "
-                                        "(SSE-S3) or aws:kms (SSE-KMS)", c->sse);
+        ckpt_store_err(err, "server-side encryption '%.40s': expected AES256 "
+                       "(SSE-S3) or aws:kms (SSE-KMS)", c->sse);
         return CKPT_E_CONFIG;
     }
     if (c->sse_kms_key_id && strcmp(c->sse, "aws:kms")) {
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
+        ckpt_store_err(err, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
         return CKPT_E_CONFIG;
     }
     return CKPT_OK;
@@ -166,7 +115,6 @@ void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user)
 }
 
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#include "http.h"
 /* Once per process: a plain-http endpoint off this machine carries the
  * requests, session tokens and signatures in clear (docs/stores.md). */
 static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
@@ -201,17 +149,15 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     if (!url || !*url) {
         url = ckpt_store_default_url(def, sizeof def);
         if (!url) {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "no store given and neither XDG_DATA_HOME nor "
-                                            "HOME is an absolute path");
+            ckpt_store_err(err, "no store given and neither XDG_DATA_HOME nor "
+                           "HOME is an absolute path");
             return CKPT_E_CONFIG;
         }
     }
     if (!strncmp(url, "file://", 7)) {
         if (url[7] != '/') {
-            if (err)
-                snprintf(err, CKPT_ERR_MAX, "file store URL must be file:///absolute/path: %.400s",
-                         url);
+            ckpt_store_err(err, "file store URL must be file:///absolute/path: %.400s",
+                           url);
             return CKPT_E_CONFIG;
         }
         return ckpt_store_file_open(url + 7, cfg, out, err);
@@ -220,8 +166,7 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
 #ifdef CKPT_WITH_S3
         return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
 #else
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "%.2s:// stores are not compiled into this build", url);
+        ckpt_store_err(err, "%.2s:// stores are not compiled into this build", url);
         return CKPT_E_UNSUPPORTED;
 #endif
     }
@@ -229,15 +174,12 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
 #ifdef CKPT_WITH_AZURE
         return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
 #else
-        if (err)
-            snprintf(err, CKPT_ERR_MAX, "az:// stores are not compiled into this build");
+        ckpt_store_err(err, "az:// stores are not compiled into this build");
         return CKPT_E_UNSUPPORTED;
 #endif
     }
-    if (err)
-        snprintf(err, CKPT_ERR_MAX,
-                 "unknown store URL '%.400s' (expected file:///path, s3://bucket/prefix, "
-                 "gs://bucket/prefix or az://container/prefix)", url);
+    ckpt_store_err(err, "unknown store URL '%.400s' (expected file:///path, s3://bucket/prefix, "
+                   "gs://bucket/prefix or az://container/prefix)", url);
     return CKPT_E_CONFIG;
 }
 
@@ -245,15 +187,4 @@ void ckpt_store_close(struct ckpt_store *st)
 {
     if (st)
         st->ops->close(st);
-}
-
-int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    int rc;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
 }

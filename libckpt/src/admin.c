@@ -330,7 +330,7 @@ static ckpt_status gc_unpublish(struct ckpt_ctx *ctx, const char *rec, int64_t n
         }
         h.ngc = w;
         h.rev++;
-        if (!ctx->store->ops->has_conditional(ctx->store))
+        if (!ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL))
             po.cond = CKPT_PUT_PLAIN;
         st = ckpt__head_encode(&h, &buf, &len);
         ckpt__head_free(&h);
@@ -653,7 +653,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
      * cannot make commits and gc exclude each other: a HEAD written back
      * there could undo a commit, so gc names no record, writes HEAD only to
      * drop checkpoints, and spares saves in flight by --min-age alone. */
-    if (!ctx->store->ops->has_conditional(ctx->store)) {
+    if (!ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL)) {
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "store %s has no conditional writes: gc "
                   "cannot fence saves in flight and relies on --min-age; run it while no "
                   "save runs", ctx->store_url);
@@ -676,7 +676,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
             st = CKPT_E_NOMEM;
             goto out;
         }
-        cond_less = !ctx->store->ops->has_conditional(ctx->store);
+        cond_less = !ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL);
         st = cond_less ? CKPT_OK : ckpt__gc_record_encode(&gv, now, &buf, &len);
         if (!st && !cond_less)
             st = ctx->store->ops->put(ctx->store, reckey, buf, len, &po, NULL, err);
@@ -707,7 +707,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
                 dam[nh.ndamaged++] = h.damaged[k];
         po.cond = exists ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
         po.if_match = etag;
-        if (!ctx->store->ops->has_conditional(ctx->store))
+        if (!ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL))
             po.cond = CKPT_PUT_PLAIN;
         st = ckpt__head_encode(&nh, &buf, &len);
         free(refs);
@@ -868,7 +868,7 @@ ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n
         if (h.n)
             h.step = h.entries[0].step;
         h.rev++;
-        if (!ctx->store->ops->has_conditional(ctx->store))
+        if (!ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL))
             po.cond = CKPT_PUT_PLAIN;
         st = ckpt__head_encode(&h, &buf, &len);
         ckpt__head_free(&h);
@@ -944,7 +944,7 @@ ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
     h.rev++;
     if (!exists)
         po.cond = CKPT_PUT_IF_NONE_MATCH;
-    if (!ctx->store->ops->has_conditional(ctx->store))
+    if (!ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL))
         po.cond = CKPT_PUT_PLAIN;
     st = ckpt__head_encode(&h, &buf, &len);
     if (st)

@@ -173,12 +173,13 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     }
     ctx->store_url = ckpt__strdup(ctx->store->url);
     if (!ctx->chunk_bytes) {
-        /* Object stores pay per request, in time (a first byte after tens of
-         * ms; per-request CPU on the server) and in fees: 8 MiB there, in
-         * the range the providers recommend for parallel transfers, still
-         * within the dedup bound (docs/FORMAT.md). 4 MiB on a local disk. */
-        ctx->chunk_bytes = strcmp(ctx->store->ops->scheme, "file") == 0
-                               ? CKPT_DEFAULT_CHUNK : CKPT_DEFAULT_CHUNK_REMOTE;
+        /* The store's preferred size. Object stores pay per request, in
+         * time (a first byte after tens of ms; per-request CPU on the
+         * server) and in fees: 8 MiB there, in the range the providers
+         * recommend for parallel transfers, still within the dedup bound
+         * (docs/FORMAT.md). 4 MiB on a local disk. */
+        ctx->chunk_bytes = ctx->store->caps.chunk_bytes ? ctx->store->caps.chunk_bytes
+                                                        : CKPT_DEFAULT_CHUNK;
     }
     if (!ctx->workers) {
         /* A local store is CPU-bound: one worker per core. An object store
@@ -187,7 +188,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
          * chunk_bytes). */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         ctx->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
-        if (strcmp(ctx->store->ops->scheme, "file") != 0) {
+        if (ckpt_store_can(ctx->store, CKPT_STORE_LATENCY_BOUND)) {
             /* one request in flight per connection: --connections sets both */
             const char *cn = getenv("CKPT_CONNECTIONS");
             unsigned long c = cn && *cn ? strtoul(cn, NULL, 10) : 0;
@@ -203,7 +204,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
      * them off. Packs upload workers/2 at once (memory: that + 1 packs). */
     {
         const char *pb = getenv("CKPT_PACK_BYTES");
-        ctx->pack_bytes = strcmp(ctx->store->ops->scheme, "file") == 0 ? 0 : CKPT_DEFAULT_PACK;
+        ctx->pack_bytes = ckpt_store_can(ctx->store, CKPT_STORE_PACKS) ? CKPT_DEFAULT_PACK : 0;
         if (pb && *pb) {
             uint64_t b = strcmp(pb, "0") == 0 ? 0 : ckpt_store_parse_size(pb);
             if (strcmp(pb, "0") != 0 && (b < CKPT_MIN_CHUNK || b > CKPT_MAX_PACK)) {

@@ -13,7 +13,7 @@
 
 #include "ckpt.h"
 #include "progress.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 #define CKPT_ID_LEN 16              /* chunk id: XXH3-128 of the raw bytes */
 #define CKPT_ID_HEX (CKPT_ID_LEN * 2)

@@ -1416,7 +1416,7 @@ static void commit_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws
             st = ckpt__head_encode(&nh, &hbuf, &hlen);
         if (st)
             goto out;
-        if (ctx->store->ops->has_conditional(ctx->store)) {
+        if (ckpt_store_can(ctx->store, CKPT_STORE_CONDITIONAL)) {
             po.cond = ctx->have_head ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
             po.if_match = ctx->head_etag;
         } else {

@@ -5,7 +5,7 @@
  *
  * put/get/head byte-exact, missing objects, listing across pages (> 1000
  * keys by default), batch delete, conditional puts where the store enforces
- * them (has_conditional), a big object (multipart / block list when the
+ * them (CKPT_STORE_CONDITIONAL), a big object (multipart / block list when the
  * backend's threshold is below --big), and concurrent puts/gets from several
  * threads on one handle, and with --rate the upload cap of a second handle.
  * Exit 0 when every check passed; each failure is
@@ -19,7 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "backend.h"
+#include "ckpt_store.h"
 
 static int failures;
 static char run[64];
@@ -173,7 +174,7 @@ static void check_conditional(struct ckpt_store *st)
     struct ckpt_put_opts o = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
     ckpt_status s;
 
-    if (!st->ops->has_conditional(st)) {
+    if (!ckpt_store_can(st, CKPT_STORE_CONDITIONAL)) {
         printf("conditional puts not enforced by this store: skipped\n");
         return;
     }
@@ -384,7 +385,7 @@ static void check_big(struct ckpt_store *st, size_t big)
     s = st->ops->head(st, key, &size, NULL, err);
     CHECK(s == CKPT_OK && size == big, "big head: %s size %llu", ckpt_strerror(s),
           (unsigned long long)size);
-    if (st->ops->has_conditional(st)) {
+    if (ckpt_store_can(st, CKPT_STORE_CONDITIONAL)) {
         s = ckpt_store_put(st, key, data, big, &o, NULL, err);
         CHECK(s == CKPT_E_PRECONDITION, "big create-only on existing: %s (%s)",
               ckpt_strerror(s), err);
@@ -505,7 +506,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "open %s: %s (%s)\n", argv[1], ckpt_strerror(s), err);
         return 1;
     }
-    printf("store %s: conditional=%d\n", argv[1], st->ops->has_conditional(st));
+    printf("store %s: conditional=%d\n", argv[1], ckpt_store_can(st, CKPT_STORE_CONDITIONAL));
     check_basic(st);
     check_conditional(st);
     if (many)

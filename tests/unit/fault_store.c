@@ -201,11 +201,6 @@ static ckpt_status f_barrier(struct ckpt_store *s, char *err)
     return st;
 }
 
-static int f_cond(struct ckpt_store *s)
-{
-    return FS(s)->inner->ops->has_conditional(FS(s)->inner);
-}
-
 static void f_close(struct ckpt_store *s)
 {
     struct fault_store *fs = FS(s);
@@ -217,7 +212,7 @@ static void f_close(struct ckpt_store *s)
 }
 
 static const struct ckpt_store_ops fault_ops = {
-    NULL, f_put, f_get, f_get_range, f_head, f_list, f_del, f_barrier, f_cond, f_close,
+    NULL, f_put, f_get, f_get_range, f_head, f_list, f_del, f_barrier, f_close,
 };
 
 struct fault_store *fault_wrap(struct ckpt_store **slot)
@@ -226,7 +221,7 @@ struct fault_store *fault_wrap(struct ckpt_store **slot)
     if (!fs)
         abort();
     fs->inner = *slot;
-    fs->base = *fs->inner; /* url, credential source, endpoint */
+    fs->base = *fs->inner; /* url, capabilities, credential source, endpoint */
     fs->ops = fault_ops;
     fs->ops.scheme = fs->inner->ops->scheme;
     fs->base.ops = &fs->ops;

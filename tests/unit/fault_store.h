@@ -18,7 +18,7 @@
 #ifndef FAULT_STORE_H
 #define FAULT_STORE_H
 
-#include "store.h"
+#include "ckpt_store.h"
 
 enum fault_op {
     FAULT_PUT,

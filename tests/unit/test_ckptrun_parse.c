@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "parse.h"
 #include "rules.h"
-#include "store.h"
+#include "ckpt_store.h"
 
 /* libckpt's own readers of the same settings (internal API) */
 ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level);

@@ -73,7 +73,7 @@ static void test_conditional(void **state)
     (void)state;
     snprintf(url, sizeof url, "file://%s", dir);
     assert_int_equal(ckpt_store_open(url, NULL, &st, err), CKPT_OK);
-    assert_int_equal(st->ops->has_conditional(st), 1);
+    assert_int_equal(ckpt_store_can(st, CKPT_STORE_CONDITIONAL), 1);
     assert_int_equal(ckpt_store_put(st, "r/HEAD", "v1", 2, &create, e1, err), CKPT_OK);
     assert_int_equal(ckpt_store_put(st, "r/HEAD", "v2", 2, &create, NULL, err), CKPT_E_PRECONDITION);
     match.if_match = e1;

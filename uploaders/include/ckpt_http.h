@@ -1,5 +1,7 @@
 /*
- * http.h -- the libcurl transport shared by the S3 and Azure backends.
+ * ckpt_http.h -- the HTTP transport of the object stores, shared by the S3
+ * and Azure backends and by anything else of ckpt that talks HTTP (the cloud
+ * notice poller). Built on libcurl; no libcurl type appears here.
  *
  * A `ckpt_http` owns one curl multi handle, driven by a thread of its own:
  * ckpt_http_do() (thread-safe) hands its request to that thread and sleeps
@@ -23,6 +25,16 @@
  *  - Response bodies are bounded by the request's `max_body`; response
  *    headers by 64 KiB.
  *  - No redirects are followed (S3 region discovery reads the 301 itself).
+ *
+ * Thread safety: ckpt_http_new and ckpt_http_free are not concurrent with
+ * other uses of the same transport; ckpt_http_do may be called from any
+ * number of threads at once. The response functions touch only the response
+ * given and are safe on distinct responses.
+ *
+ * Ownership: a request and everything it points to are the caller's and are
+ * only read during ckpt_http_do (its `dst` buffer is written). A response is
+ * filled by ckpt_http_do and owned by the caller, who releases it with
+ * ckpt_http_resp_free.
  */
 #ifndef CKPT_HTTP_H
 #define CKPT_HTTP_H
@@ -30,6 +42,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct ckpt_http;
 
@@ -58,48 +74,68 @@ struct ckpt_http_req {
 
 struct ckpt_http_resp {
     long status;              /* HTTP status of the final reply; 0 = none */
-    int curl_code;            /* CURLcode of the transfer (0 = CURLE_OK) */
+    int curl_code;            /* libcurl's CURLcode of the transfer (0 = OK) */
     int body_overflow;        /* 1: the body exceeded max_body (transfer cut) */
     char *body;               /* malloc'd (or req->dst), NUL-terminated (may be NULL) */
     int body_external;        /* body is req->dst: not freed here */
     size_t len;
     char *hdrs;               /* raw header block of the final reply */
     size_t hdrs_len;
-    char errmsg[256];         /* curl's message when curl_code != 0 */
+    char errmsg[256];         /* the transport's message when curl_code != 0 */
 };
 
-/* @return a new transport, or NULL on allocation failure. Call once per store
- * at open time (curl_global_init is done here, once per process). */
-struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts);
-/* NULL-safe; no transfer may be in flight. */
-void ckpt_http_free(struct ckpt_http *h);
+/* A new transport with its own connection cache and loop thread (signals
+ * blocked). `opts` may be NULL (the defaults). Call once per user (a store,
+ * a poller) at open time: libcurl's global initialisation is done here, once
+ * per process. @return the transport (free it with ckpt_http_free), or NULL
+ * when memory, libcurl or the thread could not be had. */
+CKPT_API struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts);
+/* Stop the loop thread and release the transport (NULL-safe). No transfer
+ * may be in flight. */
+CKPT_API void ckpt_http_free(struct ckpt_http *h);
 
-/* Run one transfer. `resp` is zeroed first and must be released with
- * ckpt_http_resp_free() whatever the result.
+/* Run one transfer, sleeping until it ends (calling req->progress on this
+ * thread meanwhile). No retries: one request, one attempt. `resp` is zeroed
+ * first and must be released with ckpt_http_resp_free() whatever the result.
+ * Thread-safe.
  * @return CKPT_OK when an HTTP reply arrived (any status: check resp->status),
  *         CKPT_E_TRANSIENT / CKPT_E_UNREACHABLE / CKPT_E_CONFIG when it did
- *         not (resp->curl_code says why), CKPT_E_NOMEM. The caller classifies
- *         with ckpt_retry_classify() either way. */
-ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
-                         struct ckpt_http_resp *resp);
-void ckpt_http_resp_free(struct ckpt_http_resp *resp);
+ *         not (resp->curl_code and resp->errmsg say why), CKPT_E_NOMEM.
+ *         Whether to try again is the caller's decision (the object stores
+ *         make it in one place, their retry policy). */
+CKPT_API ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
+                                  struct ckpt_http_resp *resp);
+/* Release what ckpt_http_do put into resp (NULL-safe; a body in req->dst
+ * is left alone); resp may then be reused. */
+CKPT_API void ckpt_http_resp_free(struct ckpt_http_resp *resp);
 /* Hand the body to the caller (malloc'd, NUL-terminated; an empty body is
  * "", never NULL) and clear it from resp. @return CKPT_OK or CKPT_E_NOMEM. */
-ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
-                                     size_t *len_out);
+CKPT_API ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
+                                              size_t *len_out);
 
 /* 1 when `endpoint` is a plain http:// URL whose host is not loopback
  * (127.0.0.0/8, ::1, localhost): requests, session tokens and signatures
  * would cross a network in clear. Loopback emulators (MinIO, Azurite, mocks)
  * stay quiet. */
-int ckpt_http_cleartext_remote(const char *endpoint);
+CKPT_API int ckpt_http_cleartext_remote(const char *endpoint);
 /* 1 the first time it is called in this process, then 0: the cleartext
- * warning is said once, however many stores a process opens. */
-int ckpt_http_cleartext_first(void);
+ * warning is said once, however many stores a process opens. Thread-safe
+ * (atomic). */
+CKPT_API int ckpt_http_cleartext_first(void);
 
 /* Copy the value of response header `name` (case-insensitive, first one,
- * trimmed) into out. @return 1 if found (and it fit), else 0. */
-int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,
-                     char *out, size_t outlen);
+ * trimmed) into out (`outlen` bytes). @return 1 if found (and it fit),
+ * else 0. */
+CKPT_API int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,
+                              char *out, size_t outlen);
+
+/* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT", RFC 1123, and the older
+ * forms HTTP allows) as Unix seconds. Thread-safe.
+ * @return the time, or -1 when `s` is NULL or not a date. */
+CKPT_API int64_t ckpt_http_date(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
