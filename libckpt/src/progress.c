@@ -1,7 +1,8 @@
 /* progress.c -- ckpt_progress() and its counters (progress.h, ckpt.h). */
 #include <string.h>
 
-#include "internal.h"
+#include "ctx.h"
+#include "progress.h"
 
 void ckpt__progress_begin(struct ckpt__progress *p, int phase, uint64_t step)
 {

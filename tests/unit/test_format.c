@@ -1,6 +1,10 @@
 /* test_format.c -- manifests and HEAD: round trip, damage, hostile input. */
 #include "test_util.h"
-#include "internal.h"
+#include "envelope.h"
+#include "gcrecord.h"
+#include "head.h"
+#include "idset.h"
+#include "manifest.h"
 
 static void make_manifest(struct ckpt_manifest *m)
 {

@@ -5,7 +5,8 @@
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ctx.h"
+#include "runstate.h"
 
 #define N 200000
 

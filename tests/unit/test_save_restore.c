@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ctx.h"
+#include "runstate.h"
+#include "staging.h"
 #include "fault_store.h"
 
 static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)
@@ -1114,7 +1116,7 @@ static void test_staging_cap_and_busy(void **state)
     ckpt_protect(ctx, "a", a, n);
     assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
-    assert_true(ctx->blk_total <= 2);
+    assert_true(ckpt__staging_blocks(&ctx->staging) <= 2);
     memset(a, 0, n);
     assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
     assert_memory_equal(a, copy, n);
@@ -1146,10 +1148,10 @@ static void test_fencing(void **state)
     struct ckpt_ctx *a = open_run("fence", CKPT_CODEC_ZSTD, 0, 0);
     struct ckpt_ctx *b = open_run("fence", CKPT_CODEC_ZSTD, 0, 0);
     /* b has read the run (no HEAD yet) before a commits */
-    pthread_mutex_lock(&b->run_mu);
-    while (!b->run_loaded)
-        pthread_cond_wait(&b->run_cv, &b->run_mu);
-    pthread_mutex_unlock(&b->run_mu);
+    pthread_mutex_lock(&b->rs.mu);
+    while (!b->rs.loaded)
+        pthread_cond_wait(&b->rs.cv, &b->rs.mu);
+    pthread_mutex_unlock(&b->rs.mu);
     ckpt_protect(a, "x", &x, 4);
     ckpt_protect(b, "x", &y, 4);
     assert_int_equal(ckpt_save(a, 1), CKPT_OK);

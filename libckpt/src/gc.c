@@ -1,146 +1,5 @@
-/* admin.c -- list, verify and garbage-collect a run. */
-#include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
-
-#include "internal.h"
-
-static void manifest_sizes(const struct ckpt_manifest *m, uint64_t *raw, uint64_t *stored,
-                           uint64_t *chunks, uint64_t *links)
-{
-    struct ckpt_idset seen;
-    ckpt__idset_init(&seen);
-    *raw = *stored = *chunks = *links = 0;
-    for (size_t i = 0; i < m->nitems; i++) {
-        *raw += m->items[i].size;
-        *links += m->items[i].kind == CKPT_ITEM_LINK;
-        for (size_t c = 0; c < m->items[i].nchunks; c++) {
-            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
-            if (ckpt__idset_get(&seen, r->id, NULL))
-                continue;
-            ckpt__idset_put(&seen, r->id, 1);
-            *stored += r->stored_len;
-            (*chunks)++;
-        }
-    }
-    ckpt__idset_free(&seen);
-}
-
-ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
-{
-    struct ckpt_head h;
-    bool exists;
-    ckpt_status st;
-    if (!ctx || !fn)
-        return CKPT_E_INVAL;
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
-    if (st || !exists)
-        return st;
-    for (size_t i = 0; i < h.n; i++) {
-        struct ckpt_manifest m;
-        struct ckpt_info info = { 0 };
-        char key[1024];
-        ckpt__run_key(ctx, h.entries[i].manifest, key, sizeof key);
-        info.step = h.entries[i].step;
-        info.seq = h.entries[i].seq;
-        info.manifest = key;
-        if (ckpt__read_manifest(ctx, h.entries[i].manifest, &m) == CKPT_OK) {
-            info.epoch = m.epoch;
-            info.time_ms = m.time_ms;
-            info.items = m.nitems;
-            info.new_bytes = m.new_bytes;
-            manifest_sizes(&m, &info.raw_bytes, &info.stored_bytes, &info.chunks, &info.links);
-            ckpt__manifest_free(&m);
-        } else {
-            info.time_ms = -1; /* damaged: listed, flagged by time -1 */
-        }
-        if (fn(user, &info))
-            break;
-    }
-    ckpt__head_free(&h);
-    return CKPT_OK;
-}
-
-/* ---- verify ------------------------------------------------------------------------ */
-ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
-{
-    struct ckpt_head h;
-    bool exists;
-    ckpt_status st, result = CKPT_OK;
-    struct ckpt_idset seen;
-    size_t bad = 0, matched = 0;
-    if (!ctx)
-        return CKPT_E_INVAL;
-    ckpt__wait(ctx);
-    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_VERIFY, step);
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
-    if (st)
-        return st;
-    if (!exists || !h.n) {
-        ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint", ctx->run);
-        ckpt__head_free(&h);
-        return CKPT_E_NOENT;
-    }
-    ckpt__idset_init(&seen);
-    for (size_t i = 0; i < h.n; i++) {
-        struct ckpt_manifest m;
-        if (step == CKPT_STEP_LATEST ? i > 0
-                                     : (step != CKPT_STEP_ALL && h.entries[i].step != step))
-            continue;
-        matched++;
-        st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
-        if (st == CKPT_OK && m.world_size != 1) {
-            /* the verdict restore gives: not restorable by this version */
-            ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
-                                   "this version restores single-process checkpoints only",
-                              m.step, m.world_size);
-            ckpt__manifest_free(&m);
-            st = CKPT_E_UNSUPPORTED;
-        }
-        if (st) {
-            ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", ctx->errmsg);
-            if (!result || result == CKPT_E_CORRUPT)
-                result = st == CKPT_E_NOENT ? CKPT_E_CORRUPT : st;
-            bad++;
-            continue;
-        }
-        {
-            char err[CKPT_ERR_MAX] = "";
-            uint64_t raw, stored, chunks, links;
-            size_t bad0 = bad;
-            st = ckpt__verify_manifest(ctx, &m, &seen, &bad, err);
-            if (st) {
-                ckpt__set_ctx_err(ctx, "%s", err);
-                if (!result)
-                    result = st;
-            } else if (bad == bad0) {
-                manifest_sizes(&m, &raw, &stored, &chunks, &links);
-                ckpt__log(&ctx->log, CKPT_LOG_INFO, "verify",
-                          "step %" PRIu64 ": %zu items (%" PRIu64 " links, their targets "
-                          "inside the checkpoint), %" PRIu64 " chunks: intact",
-                          m.step, m.nitems, links, chunks);
-            }
-        }
-        ckpt__manifest_free(&m);
-    }
-    ckpt__idset_free(&seen);
-    ckpt__head_free(&h);
-    if (!matched) {
-        ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint at step %" PRIu64, ctx->run,
-                          step);
-        return CKPT_E_NOENT;
-    }
-    if (bad && !result)
-        result = CKPT_E_CORRUPT;
-    return result;
-}
-
-/* ---- gc -----------------------------------------------------------------------------
+/* gc.c -- garbage collection of a run (ckpt_gc).
+ *
  * Garbage collection never deletes an object a committed checkpoint or a
  * save in flight needs, whatever the timing or the clocks:
  *  1. it reads HEAD and every retained manifest (any failure other than a
@@ -156,7 +15,7 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
  *     record object, and HEAD is rewritten, conditionally, to name it (and
  *     to drop the checkpoints past --keep). From then on every commit is
  *     conditional on a HEAD naming the record and refuses to use anything
- *     in it (pipeline.c, gc_collides); a save that read HEAD earlier has its
+ *     in it (commit.c, gc_collides); a save that read HEAD earlier has its
  *     HEAD write refused, and before trying again it checks the record and
  *     that all it uses is still there (objects_present);
  *  4. it deletes the victims (for at most CKPT_GC_DELETE_MS), then removes
@@ -164,6 +23,19 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
  * A gc interrupted at any instant leaves every retained checkpoint
  * restorable; a record left by one is void after CKPT_GC_RECORD_TTL_MS and
  * the next gc removes it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "retention.h"
+#include "runstate.h"
+
 struct objlist {
     char **keys;
     int64_t *mtime;
@@ -227,15 +99,6 @@ static ckpt_status list_into(struct ckpt_ctx *ctx, const char *sub, struct objli
     return st;
 }
 
-/* Chunk id from a chunk key ".../chunks/ab/<32 hex>", or -1. */
-static int key_id(const char *key, uint8_t id[CKPT_ID_LEN])
-{
-    const char *slash = strrchr(key, '/');
-    if (!slash || strlen(slash + 1) != CKPT_ID_HEX)
-        return -1;
-    return ckpt__unhex(slash + 1, id, CKPT_ID_LEN);
-}
-
 /* One object to delete, and why (for --dry-run and the debug log). */
 struct victim {
     const char *key;
@@ -280,39 +143,15 @@ static void age_text(int64_t ms, char *out, size_t n)
         snprintf(out, n, "%.1fh", (double)ms / 3600000.0);
 }
 
-static ckpt_status delete_keys(struct ckpt_ctx *ctx, const char *const *keys, size_t n,
-                               uint64_t *deleted, uint64_t t0_ns)
-{
-    char err[CKPT_ERR_MAX] = "";
-    for (size_t i = 0; i < n; i += 1000) {
-        size_t k = n - i < 1000 ? n - i : 1000;
-        ckpt_status st;
-        if (ckpt__mono_ns() - t0_ns > (uint64_t)CKPT_GC_DELETE_MS * 1000000ull) {
-            /* past its record's promise: the rest waits for the next gc */
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "stopped after %lld minutes: %zu objects "
-                      "left for the next gc", (long long)(CKPT_GC_DELETE_MS / 60000), n - i);
-            break;
-        }
-        st = ctx->store->ops->del(ctx->store, keys + i, k, err);
-        if (st) {
-            ckpt__set_ctx_err(ctx, "gc: delete: %s", err);
-            return st;
-        }
-        *deleted += k;
-    }
-    return CKPT_OK;
-}
-
 /* Take our record (and void ones) out of HEAD, conditionally, a few times. */
 static ckpt_status gc_unpublish(struct ckpt_ctx *ctx, const char *rec, int64_t now_ms)
 {
     ckpt_status st = CKPT_E_PRECONDITION;
     for (int attempt = 0; attempt < 8 && st == CKPT_E_PRECONDITION; attempt++) {
         struct ckpt_head h;
-        char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024], *buf = NULL;
-        size_t len, w = 0;
+        char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "";
+        size_t w = 0;
         bool exists;
-        struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
         st = ckpt__read_head(ctx, &h, etag, &exists);
         if (st || !exists)
             return st;
@@ -330,15 +169,8 @@ static ckpt_status gc_unpublish(struct ckpt_ctx *ctx, const char *rec, int64_t n
         }
         h.ngc = w;
         h.rev++;
-        if (!ctx->store->ops->has_conditional(ctx->store))
-            po.cond = CKPT_PUT_PLAIN;
-        st = ckpt__head_encode(&h, &buf, &len);
+        st = ckpt__put_head(ctx, &h, etag, NULL, err);
         ckpt__head_free(&h);
-        if (st)
-            return st;
-        ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
-        st = ctx->store->ops->put(ctx->store, hkey, buf, len, &po, NULL, err);
-        free(buf);
         if (st && st != CKPT_E_PRECONDITION)
             ckpt__set_ctx_err(ctx, "gc: writing HEAD: %s", err);
     }
@@ -349,7 +181,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
                            unsigned flags, ckpt_gc_fn fn, void *user, uint64_t *ndel)
 {
     struct ckpt_head h;
-    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024], rec[64], reckey[1024];
+    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", rec[64], reckey[1024];
     bool exists, published = false, dry = flags & CKPT_GC_DRY_RUN;
     ckpt_status st;
     struct objlist objs[2] = { { 0 }, { 0 } }, mans = { 0 }, gcs = { 0 }; /* chunks, packs */
@@ -439,7 +271,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
     for (int kind = 0; kind < 2; kind++)
         for (size_t i = 0; i < objs[kind].n; i++) {
             uint8_t id[CKPT_ID_LEN];
-            if (!key_id(objs[kind].keys[i], id) &&
+            if (!ckpt__key_id(objs[kind].keys[i], id) &&
                 ckpt__idset_put(&present[kind], id, objs[kind].size[i])) {
                 st = CKPT_E_NOMEM;
                 goto out;
@@ -477,16 +309,9 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
             keepn++;
         }
     }
-    for (size_t i = 0; i < keepn + h.ndamaged; i++) {
-        const struct ckpt_idlist *l = i < keepn ? &ids[i] : &dids[i - keepn];
-        for (size_t k = 0; k < l->n; k++) {
-            uint64_t bits = 0;
-            ckpt__idset_get(&live, l->ids[k], &bits);
-            if (ckpt__idset_put(&live, l->ids[k], bits | 1u << l->kind[k])) {
-                st = CKPT_E_NOMEM; /* an incomplete live set must delete nothing */
-                goto out;
-            }
-        }
+    if (ckpt__live_add(&live, ids, keepn) || ckpt__live_add(&live, dids, h.ndamaged)) {
+        st = CKPT_E_NOMEM; /* an incomplete live set must delete nothing */
+        goto out;
     }
     /* the store's "now": the time it gives an object we write now */
     if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
@@ -573,11 +398,10 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
     for (int kind = 0; kind < 2; kind++)
         for (size_t i = 0; i < objs[kind].n; i++) {
             uint8_t id[CKPT_ID_LEN];
-            uint64_t bits = 0;
             char age[32];
-            if (key_id(objs[kind].keys[i], id))
+            if (ckpt__key_id(objs[kind].keys[i], id))
                 continue; /* not ours: leave it */
-            if (ckpt__idset_get(&live, id, &bits) && (bits & (1u << kind)))
+            if (ckpt__objset_has(&live, id, kind))
                 continue;
             if (!clock_known || objs[kind].mtime[i] <= 0 ||
                 objs[kind].mtime[i] > now - (int64_t)min_age_ms)
@@ -589,8 +413,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
                 st = CKPT_E_NOMEM;
                 goto out;
             }
-            ckpt__idset_get(&gv.objs, id, &bits);
-            if (ckpt__idset_put(&gv.objs, id, bits | 1u << kind)) {
+            if (ckpt__objset_add(&gv.objs, id, kind)) {
                 st = CKPT_E_NOMEM;
                 goto out;
             }
@@ -617,20 +440,10 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         const char *rel = vs.v[i].key + strlen(ctx->run) + 1;
         if (strncmp(rel, "manifests/", 10))
             continue;
-        if ((gv.nmanifests & (gv.nmanifests - 1)) == 0) {
-            char **nm = realloc(gv.manifests, (gv.nmanifests ? gv.nmanifests * 2 : 4) *
-                                                  sizeof *nm);
-            if (!nm) {
-                st = CKPT_E_NOMEM;
-                goto out;
-            }
-            gv.manifests = nm;
-        }
-        if (!(gv.manifests[gv.nmanifests] = ckpt__strdup(rel))) {
+        if (ckpt__gc_victims_add_manifest(&gv, rel)) {
             st = CKPT_E_NOMEM;
             goto out;
         }
-        gv.nmanifests++;
     }
     if (fn)
         for (size_t i = 0; i < vs.n; i++)
@@ -705,18 +518,9 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         for (size_t k = 0; dam && k < h.ndamaged; k++)
             if (dkeep[k])
                 dam[nh.ndamaged++] = h.damaged[k];
-        po.cond = exists ? CKPT_PUT_IF_MATCH : CKPT_PUT_IF_NONE_MATCH;
-        po.if_match = etag;
-        if (!ctx->store->ops->has_conditional(ctx->store))
-            po.cond = CKPT_PUT_PLAIN;
-        st = ckpt__head_encode(&nh, &buf, &len);
+        st = ckpt__put_head(ctx, &nh, exists ? etag : NULL, NULL, err);
         free(refs);
         free(dam);
-        if (st)
-            goto out;
-        ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
-        st = ctx->store->ops->put(ctx->store, hkey, buf, len, &po, NULL, err);
-        free(buf);
         if (st) {
             if (st != CKPT_E_PRECONDITION)
                 ckpt__set_ctx_err(ctx, "gc: writing HEAD: %s", err);
@@ -727,22 +531,18 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
         published = !cond_less;
     }
 delete:
-    /* delete: manifests first (a dropped checkpoint is gone as a whole) */
     keys = malloc((vs.n ? vs.n : 1) * sizeof *keys);
     if (!keys) {
         st = CKPT_E_NOMEM;
         goto out;
     }
-    {
-        size_t nk = 0;
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t i = 0; i < vs.n; i++)
-                if ((strstr(vs.v[i].key, "/manifests/") != NULL) == (pass == 0))
-                    keys[nk++] = vs.v[i].key;
-        for (size_t i = 0; i < nk; i++)
-            ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "gc", "delete %s", keys[i]);
-        st = delete_keys(ctx, keys, nk, ndel, t0_ns);
-    }
+    for (size_t i = 0; i < vs.n; i++)
+        keys[i] = vs.v[i].key;
+    /* past its record's promise the rest waits for the next gc */
+    st = ckpt__delete_keys(ctx, "gc", keys, vs.n,
+                           t0_ns + (uint64_t)CKPT_GC_DELETE_MS * 1000000ull, ndel, err);
+    if (st)
+        ckpt__set_ctx_err(ctx, "gc: delete: %s", err);
     if (st == CKPT_OK)
         ckpt__log(&ctx->log, CKPT_LOG_INFO, "gc", "kept %zu checkpoints, deleted %" PRIu64
                   " objects", keepn, *ndel);
@@ -757,14 +557,8 @@ out:
         const char *dk[1] = { reckey };
         ctx->store->ops->del(ctx->store, dk, 1, NULL);
     }
-    if (ids)
-        for (size_t i = 0; i < h.n; i++)
-            ckpt__idlist_free(&ids[i]);
-    if (dids)
-        for (size_t i = 0; i < h.ndamaged; i++)
-            ckpt__idlist_free(&dids[i]);
-    free(ids);
-    free(dids);
+    ckpt__idlists_free(ids, h.n);
+    ckpt__idlists_free(dids, h.ndamaged);
     free(ok);
     free(dkeep);
     free(vs.v);
@@ -791,7 +585,7 @@ ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
     uint64_t n = 0;
     if (!ctx || keep == 0)
         return CKPT_E_INVAL;
-    ckpt__wait(ctx);
+    ckpt__flight_wait(&ctx->flight);
     for (int attempt = 0; attempt < 5 && st == CKPT_E_PRECONDITION; attempt++) {
         if (attempt)
             usleep(100000u << attempt);
@@ -810,161 +604,3 @@ ckpt_status ckpt_gc(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms, ui
     return ckpt_gc_ex(ctx, keep, min_age_ms, 0, NULL, NULL, deleted);
 }
 
-/* ---- damaged checkpoints ------------------------------------------------------ */
-ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n)
-{
-    ckpt_status st = CKPT_E_PRECONDITION;
-    size_t moved = 0;
-    if (!ctx->epoch) {
-        ckpt__set_ctx_err(ctx, "only the lease holder (a context with an epoch) marks "
-                               "checkpoints damaged");
-        return CKPT_E_INVAL;
-    }
-    for (int attempt = 0; attempt < 8 && st == CKPT_E_PRECONDITION; attempt++) {
-        struct ckpt_head h;
-        char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024], *buf = NULL;
-        size_t len, w = 0;
-        bool exists;
-        struct ckpt_head_entry *d;
-        struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
-        st = ckpt__read_head(ctx, &h, etag, &exists);
-        if (st)
-            return st;
-        if (!exists) {
-            ckpt__set_ctx_err(ctx, "run %s has no HEAD", ctx->run);
-            return CKPT_E_NOENT;
-        }
-        if (h.epoch > ctx->epoch) {
-            ckpt__set_ctx_err(ctx, "run %s was fenced at epoch %" PRIu64 " (this context has "
-                              "%" PRIu64 "): not marking anything", ctx->run, h.epoch,
-                              ctx->epoch);
-            ckpt__head_free(&h);
-            return CKPT_E_FENCED;
-        }
-        d = realloc(h.damaged, (h.ndamaged + h.n + 1) * sizeof *d);
-        if (!d) {
-            ckpt__head_free(&h);
-            return CKPT_E_NOMEM;
-        }
-        h.damaged = d;
-        moved = 0;
-        for (size_t i = 0; i < h.n; i++) {
-            int hit = 0;
-            for (size_t k = 0; k < n && !hit; k++)
-                hit = !strcmp(h.entries[i].manifest, keys[k]);
-            if (hit) {
-                h.damaged[h.ndamaged] = h.entries[i];
-                h.damaged[h.ndamaged++].marked_ms = ckpt__now_ms();
-                moved++;
-            } else {
-                h.entries[w++] = h.entries[i];
-            }
-        }
-        h.n = w;
-        if (!moved) {
-            ckpt__head_free(&h);
-            return CKPT_OK; /* someone did it already, or they are gone */
-        }
-        if (h.n)
-            h.step = h.entries[0].step;
-        h.rev++;
-        if (!ctx->store->ops->has_conditional(ctx->store))
-            po.cond = CKPT_PUT_PLAIN;
-        st = ckpt__head_encode(&h, &buf, &len);
-        ckpt__head_free(&h);
-        if (st)
-            return st;
-        ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
-        st = ctx->store->ops->put(ctx->store, hkey, buf, len, &po, NULL, err);
-        free(buf);
-        if (st && st != CKPT_E_PRECONDITION)
-            ckpt__set_ctx_err(ctx, "writing %s: %s", hkey, err);
-    }
-    if (st == CKPT_E_PRECONDITION)
-        ckpt__set_ctx_err(ctx, "HEAD of run %s kept changing", ctx->run);
-    if (st == CKPT_OK) {
-        ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "marked %zu damaged checkpoint%s of run "
-                  "%s: out of the resume order, kept for inspection until gc (--min-age after "
-                  "now)", moved, moved == 1 ? "" : "s", ctx->run);
-        ckpt__load_run(ctx, true); /* our next commit follows the new HEAD */
-    }
-    return st;
-}
-
-ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *steps, size_t n)
-{
-    struct ckpt_head h;
-    bool exists;
-    ckpt_status st;
-    char **keys;
-    size_t nk = 0;
-    if (!ctx || (n && !steps))
-        return CKPT_E_INVAL;
-    if (!n)
-        return CKPT_OK;
-    ckpt__wait(ctx);
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
-    if (st)
-        return st;
-    keys = calloc(n, sizeof *keys);
-    if (!keys) {
-        ckpt__head_free(&h);
-        return CKPT_E_NOMEM;
-    }
-    /* the first entry of each step: the one a restore of that step tries */
-    for (size_t k = 0; k < n; k++)
-        for (size_t i = 0; i < h.n; i++)
-            if (h.entries[i].step == steps[k]) {
-                keys[nk++] = h.entries[i].manifest;
-                break;
-            }
-    st = nk ? ckpt__mark_damaged(ctx, keys, nk) : CKPT_OK;
-    free(keys);
-    ckpt__head_free(&h);
-    return st;
-}
-
-ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
-{
-    struct ckpt_head h;
-    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", key[1024], *buf = NULL;
-    size_t len;
-    bool exists;
-    ckpt_status st;
-    struct ckpt_put_opts po = { CKPT_PUT_IF_MATCH, etag, 0 };
-
-    if (!ctx)
-        return CKPT_E_INVAL;
-    ckpt__wait(ctx);
-    st = ckpt__read_head(ctx, &h, etag, &exists);
-    if (st)
-        return st;
-    h.epoch = epoch;
-    h.time_ms = ckpt__now_ms();
-    h.rev++;
-    if (!exists)
-        po.cond = CKPT_PUT_IF_NONE_MATCH;
-    if (!ctx->store->ops->has_conditional(ctx->store))
-        po.cond = CKPT_PUT_PLAIN;
-    st = ckpt__head_encode(&h, &buf, &len);
-    if (st)
-        goto out;
-    ckpt__run_key(ctx, "HEAD", key, sizeof key);
-    st = ctx->store->ops->put(ctx->store, key, buf, len, &po, NULL, err);
-    if (st)
-        ckpt__set_ctx_err(ctx, "fencing %s: %s", key, err);
-    else
-        ckpt__log(&ctx->log, CKPT_LOG_INFO, "fence", "run %s fenced at epoch %llu", ctx->run,
-                  (unsigned long long)epoch);
-    if (st == CKPT_E_NOENT)
-        st = CKPT_E_PRECONDITION;
-out:
-    free(buf);
-    ckpt__head_free(&h);
-    /* our own view must follow, or our next commit would fence itself */
-    pthread_mutex_lock(&ctx->run_mu);
-    ctx->epoch = epoch;
-    pthread_mutex_unlock(&ctx->run_mu);
-    ckpt__load_run(ctx, true);
-    return st;
-}

@@ -1,176 +1,16 @@
-/* format.c -- manifests, HEAD, keys. Everything read back from a store is
- * hostile: sizes are bounded, every field is type- and range-checked, and a
- * checksum guards the whole text (docs/FORMAT.md). */
-#include <cjson/cJSON.h>
+/* manifest.c -- manifests: encoding, decoding, whole-manifest checks, the
+ * objects a manifest needs and the keys of a run's objects (manifest.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
-#include "internal.h"
+#include "codec.h"
+#include "envelope.h"
+#include "idset.h"
+#include "manifest.h"
 
-#define ENV_TAG "\n#xxh64:"
-#define ENV_TAG_LEN 8
-#define ENV_TRAILER (ENV_TAG_LEN + 16 + 1)
 #define MAX_ITEMS 1000000u
-#define MAX_SAFE 9007199254740992.0 /* 2^53: exact in a JSON double */
-
-void ckpt__chunk_key(const char *run, const uint8_t id[CKPT_ID_LEN], char *out, size_t n)
-{
-    char hex[CKPT_ID_HEX + 1];
-    ckpt__hex(id, CKPT_ID_LEN, hex);
-    /* Two hex digits of fan-out keep directories small on file stores and
-     * spread keys over S3 partitions. */
-    snprintf(out, n, "%s/chunks/%.2s/%s", run, hex, hex);
-}
-
-void ckpt__object_key(const char *run, int kind, const uint8_t id[CKPT_ID_LEN], char *out,
-                      size_t n)
-{
-    char hex[CKPT_ID_HEX + 1];
-    ckpt__hex(id, CKPT_ID_LEN, hex);
-    snprintf(out, n, "%s/%s/%.2s/%s", run, kind == CKPT_OBJ_PACK ? "packs" : "chunks", hex, hex);
-}
-
-void ckpt__idlist_free(struct ckpt_idlist *l)
-{
-    if (!l)
-        return;
-    free(l->ids);
-    free(l->kind);
-    free(l->size);
-    memset(l, 0, sizeof *l);
-}
-
-int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *out)
-{
-    size_t total = m->npacks, n = 0;
-    struct ckpt_idset seen;
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < m->nitems; i++)
-        total += m->items[i].nchunks;
-    if (!total)
-        return 0;
-    out->ids = malloc(total * CKPT_ID_LEN);
-    out->kind = malloc(total);
-    out->size = malloc(total * sizeof *out->size);
-    if (!out->ids || !out->kind || !out->size) {
-        ckpt__idlist_free(out);
-        return -1;
-    }
-    /* packs: those some chunk lives in (a manifest names no others) */
-    for (size_t p = 0; p < m->npacks; p++) {
-        memcpy(out->ids[n], m->packs[p].id, CKPT_ID_LEN);
-        out->kind[n] = CKPT_OBJ_PACK;
-        out->size[n++] = m->packs[p].size;
-    }
-    ckpt__idset_init(&seen);
-    for (size_t i = 0; i < m->nitems; i++)
-        for (size_t c = 0; c < m->items[i].nchunks; c++) {
-            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
-            if (r->pack || ckpt__idset_get(&seen, r->id, NULL))
-                continue;
-            if (ckpt__idset_put(&seen, r->id, 1)) {
-                ckpt__idset_free(&seen);
-                ckpt__idlist_free(out);
-                return -1;
-            }
-            memcpy(out->ids[n], r->id, CKPT_ID_LEN);
-            out->kind[n] = CKPT_OBJ_CHUNK;
-            out->size[n++] = r->stored_len;
-        }
-    ckpt__idset_free(&seen);
-    out->n = n;
-    return 0;
-}
-
-void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
-                        uint32_t nonce, char *out, size_t n)
-{
-    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32
-             ".ckm", run, seq, step, epoch, nonce);
-}
-
-char *ckpt__envelope_seal(const char *json, size_t *len)
-{
-    size_t jl = strlen(json);
-    char *out = malloc(jl + ENV_TRAILER + 1);
-    if (!out)
-        return NULL;
-    memcpy(out, json, jl);
-    snprintf(out + jl, ENV_TRAILER + 1, ENV_TAG "%016llx\n",
-             (unsigned long long)XXH64(json, jl, 0));
-    *len = jl + ENV_TRAILER;
-    return out;
-}
-
-ckpt_status ckpt__envelope_open(const void *buf, size_t len, size_t *json_len, char *err)
-{
-    const char *p = buf;
-    char want[17];
-    if (len < ENV_TRAILER + 2 || p[len - 1] != '\n' ||
-        memcmp(p + len - ENV_TRAILER, ENV_TAG, ENV_TAG_LEN) != 0) {
-        ckpt__seterr(err, "missing checksum trailer (truncated or not a ckpt object)");
-        return CKPT_E_CORRUPT;
-    }
-    *json_len = len - ENV_TRAILER;
-    snprintf(want, sizeof want, "%016llx", (unsigned long long)XXH64(p, *json_len, 0));
-    if (memcmp(want, p + len - 17, 16) != 0) {
-        ckpt__seterr(err, "checksum mismatch: stored %.16s, computed %s", p + len - 17, want);
-        return CKPT_E_CORRUPT;
-    }
-    if (memchr(p, '\0', *json_len)) {
-        ckpt__seterr(err, "NUL byte in text");
-        return CKPT_E_CORRUPT;
-    }
-    return CKPT_OK;
-}
-
-/* ---- JSON helpers --------------------------------------------------------- */
-static int add_u64s(cJSON *o, const char *k, uint64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%" PRIu64, v);
-    return cJSON_AddStringToObject(o, k, buf) != NULL;
-}
-
-static int add_num(cJSON *o, const char *k, double v)
-{
-    return cJSON_AddNumberToObject(o, k, v) != NULL;
-}
-
-/* 64-bit counters are written as decimal strings: JSON numbers are doubles
- * for most readers and would lose precision above 2^53. */
-static int get_u64s(const cJSON *o, const char *k, uint64_t *v)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-    char *end;
-    if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) > 20)
-        return -1;
-    for (const char *c = it->valuestring; *c; c++)
-        if (*c < '0' || *c > '9')
-            return -1;
-    *v = strtoull(it->valuestring, &end, 10);
-    return *end ? -1 : 0;
-}
-
-static int get_num(const cJSON *o, const char *k, double lo, double hi, double *v)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(it) || it->valuedouble < lo || it->valuedouble > hi ||
-        it->valuedouble != (double)(int64_t)it->valuedouble)
-        return -1;
-    *v = it->valuedouble;
-    return 0;
-}
-
-static const char *get_str(const cJSON *o, const char *k)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(it) ? it->valuestring : NULL;
-}
 
 static const char *kind_name(int k)
 {
@@ -195,7 +35,7 @@ static int kind_parse(const char *s)
     return -1;
 }
 
-/* ---- manifest ----------------------------------------------------------------- */
+
 void ckpt__manifest_free(struct ckpt_manifest *m)
 {
     if (!m)
@@ -437,14 +277,15 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
 
     /* The lowest format that holds what this manifest uses: format-1
      * readers read a manifest without packs, links or new names. */
-    ok = ok && add_num(root, "format", ckpt__manifest_format(m));
+    ok = ok && ckpt__json_add_num(root, "format", ckpt__manifest_format(m));
     ok = ok && cJSON_AddStringToObject(root, "kind", "manifest");
-    ok = ok && add_u64s(root, "step", m->step) && add_u64s(root, "seq", m->seq) &&
-         add_u64s(root, "epoch", m->epoch);
-    ok = ok && add_num(root, "time_ms", (double)m->time_ms) &&
-         add_num(root, "rank", m->rank) && add_num(root, "world_size", m->world_size) &&
-         add_num(root, "chunk_bytes", (double)m->chunk_bytes) &&
-         add_num(root, "new_bytes", (double)m->new_bytes);
+    ok = ok && ckpt__json_add_u64s(root, "step", m->step) &&
+         ckpt__json_add_u64s(root, "seq", m->seq) && ckpt__json_add_u64s(root, "epoch", m->epoch);
+    ok = ok && ckpt__json_add_num(root, "time_ms", (double)m->time_ms) &&
+         ckpt__json_add_num(root, "rank", m->rank) &&
+         ckpt__json_add_num(root, "world_size", m->world_size) &&
+         ckpt__json_add_num(root, "chunk_bytes", (double)m->chunk_bytes) &&
+         ckpt__json_add_num(root, "new_bytes", (double)m->new_bytes);
     ok = ok && cJSON_AddStringToObject(root, "writer", m->writer ? m->writer : "");
     if (ok && m->parent)
         ok = cJSON_AddStringToObject(root, "parent", m->parent) != NULL;
@@ -468,8 +309,9 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
         ok = o && cJSON_AddItemToArray(items, o);
         ok = ok && cJSON_AddStringToObject(o, "name", it->name) &&
              cJSON_AddStringToObject(o, "kind", kind_name(it->kind)) &&
-             add_num(o, "size", (double)it->size) && add_num(o, "elem", it->elem_size) &&
-             add_num(o, "mode", it->mode);
+             ckpt__json_add_num(o, "size", (double)it->size) &&
+             ckpt__json_add_num(o, "elem", it->elem_size) &&
+             ckpt__json_add_num(o, "mode", it->mode);
         if (ok && it->kind == CKPT_ITEM_LINK)
             ok = cJSON_AddStringToObject(o, "target", it->target ? it->target : "") != NULL;
         chunks = ok ? cJSON_AddArrayToObject(o, "chunks") : NULL;
@@ -506,7 +348,7 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
 {
     uint64_t chunk_bytes = m->chunk_bytes;
     const cJSON *chunks, *a;
-    const char *name = get_str(o, "name");
+    const char *name = ckpt__json_get_str(o, "name");
     double size, elem, mode;
     uint64_t sum = 0;
     size_t n, c = 0;
@@ -523,10 +365,11 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
     it->name = ckpt__strdup(name);
     if (!it->name)
         return CKPT_E_NOMEM;
-    it->kind = kind_parse(get_str(o, "kind"));
+    it->kind = kind_parse(ckpt__json_get_str(o, "kind"));
     chunks = cJSON_GetObjectItemCaseSensitive(o, "chunks");
-    if (it->kind < 0 || get_num(o, "size", 0, MAX_SAFE, &size) ||
-        get_num(o, "elem", 0, 8, &elem) || get_num(o, "mode", 0, 07777, &mode) ||
+    if (it->kind < 0 || ckpt__json_get_num(o, "size", 0, CKPT_JSON_MAX_SAFE, &size) ||
+        ckpt__json_get_num(o, "elem", 0, 8, &elem) ||
+        ckpt__json_get_num(o, "mode", 0, 07777, &mode) ||
         !cJSON_IsArray(chunks) || (elem != 0 && elem != 1 && elem != 2 && elem != 4)) {
         ckpt__seterr(err, "item %s: bad kind/size/elem/mode/chunks field", name);
         return CKPT_E_CORRUPT;
@@ -538,7 +381,7 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
     if (it->kind == CKPT_ITEM_LINK) {
         /* a link holds no bytes: its target (checked with the whole
          * manifest, ckpt__manifest_check) is all there is */
-        const char *t = get_str(o, "target");
+        const char *t = ckpt__json_get_str(o, "target");
         if (m->version < CKPT_FORMAT_NAMES || it->size || n || !t || !ckpt__target_valid(t)) {
             ckpt__seterr(err, "link item %.200s: bad target, size or chunks (format %u)", name,
                          m->version);
@@ -628,7 +471,7 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
         ckpt__seterr(err, "manifest is not a JSON object");
         goto out;
     }
-    if (get_num(root, "format", 1, 1e9, &fmt)) {
+    if (ckpt__json_get_num(root, "format", 1, 1e9, &fmt)) {
         ckpt__seterr(err, "manifest has no format version");
         goto out;
     }
@@ -638,17 +481,19 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
         st = CKPT_E_UNSUPPORTED;
         goto out;
     }
-    kind = get_str(root, "kind");
-    writer = get_str(root, "writer");
-    parent = get_str(root, "parent");
+    kind = ckpt__json_get_str(root, "kind");
+    writer = ckpt__json_get_str(root, "writer");
+    parent = ckpt__json_get_str(root, "parent");
     items = cJSON_GetObjectItemCaseSensitive(root, "items");
-    if (!kind || strcmp(kind, "manifest") || get_u64s(root, "step", &m->step) ||
-        get_u64s(root, "seq", &m->seq) || get_u64s(root, "epoch", &m->epoch) ||
-        get_num(root, "time_ms", 0, MAX_SAFE, &t) ||
-        get_num(root, "rank", 0, 1 << 24, &rank) ||
-        get_num(root, "world_size", 1, 1 << 24, &world) || rank >= world ||
-        get_num(root, "chunk_bytes", CKPT_MIN_CHUNK, CKPT_MAX_CHUNK, &cb) ||
-        get_num(root, "new_bytes", 0, MAX_SAFE, &nb) || !writer || strlen(writer) > 512 ||
+    if (!kind || strcmp(kind, "manifest") || ckpt__json_get_u64s(root, "step", &m->step) ||
+        ckpt__json_get_u64s(root, "seq", &m->seq) ||
+        ckpt__json_get_u64s(root, "epoch", &m->epoch) ||
+        ckpt__json_get_num(root, "time_ms", 0, CKPT_JSON_MAX_SAFE, &t) ||
+        ckpt__json_get_num(root, "rank", 0, 1 << 24, &rank) ||
+        ckpt__json_get_num(root, "world_size", 1, 1 << 24, &world) || rank >= world ||
+        ckpt__json_get_num(root, "chunk_bytes", CKPT_MIN_CHUNK, CKPT_MAX_CHUNK, &cb) ||
+        ckpt__json_get_num(root, "new_bytes", 0, CKPT_JSON_MAX_SAFE, &nb) || !writer ||
+        strlen(writer) > 512 ||
         (parent && (strlen(parent) > 512 || !ckpt_key_valid(parent))) || !cJSON_IsArray(items)) {
         ckpt__seterr(err, "manifest: missing or out-of-range field");
         goto out;
@@ -725,371 +570,115 @@ out:
     return st;
 }
 
-/* ---- HEAD ------------------------------------------------------------------------ */
-static int cmp_entry(const void *a, const void *b)
+void ckpt__manifest_sizes(const struct ckpt_manifest *m, uint64_t *raw, uint64_t *stored,
+                          uint64_t *chunks, uint64_t *links)
 {
-    const struct ckpt_head_entry *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step > y->step ? -1 : 1;
-    if (x->seq != y->seq)
-        return x->seq > y->seq ? -1 : 1;
-    return strcmp(x->manifest, y->manifest);
+    struct ckpt_idset seen;
+    ckpt__idset_init(&seen);
+    *raw = *stored = *chunks = *links = 0;
+    for (size_t i = 0; i < m->nitems; i++) {
+        *raw += m->items[i].size;
+        *links += m->items[i].kind == CKPT_ITEM_LINK;
+        for (size_t c = 0; c < m->items[i].nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+            if (ckpt__idset_get(&seen, r->id, NULL))
+                continue;
+            ckpt__idset_put(&seen, r->id, 1);
+            *stored += r->stored_len;
+            (*chunks)++;
+        }
+    }
+    ckpt__idset_free(&seen);
 }
 
-void ckpt__head_sort(struct ckpt_head_entry *e, size_t n)
+/* ---- the objects of a run ----------------------------------------------------- */
+void ckpt__object_key(const char *run, int kind, const uint8_t id[CKPT_ID_LEN], char *out,
+                      size_t n)
 {
-    if (n > 1)
-        qsort(e, n, sizeof *e, cmp_entry);
+    char hex[CKPT_ID_HEX + 1];
+    ckpt__hex(id, CKPT_ID_LEN, hex);
+    /* Two hex digits of fan-out keep directories small on file stores and
+     * spread keys over S3 partitions. */
+    snprintf(out, n, "%s/%s/%.2s/%s", run, kind == CKPT_OBJ_PACK ? "packs" : "chunks", hex, hex);
 }
 
-void ckpt__head_free(struct ckpt_head *h)
+void ckpt__chunk_key(const char *run, const uint8_t id[CKPT_ID_LEN], char *out, size_t n)
 {
-    if (!h)
+    ckpt__object_key(run, CKPT_OBJ_CHUNK, id, out, n);
+}
+
+int ckpt__key_id(const char *key, uint8_t id[CKPT_ID_LEN])
+{
+    const char *slash = strrchr(key, '/');
+    if (!slash || strlen(slash + 1) != CKPT_ID_HEX)
+        return -1;
+    return ckpt__unhex(slash + 1, id, CKPT_ID_LEN);
+}
+
+void ckpt__idlist_free(struct ckpt_idlist *l)
+{
+    if (!l)
         return;
-    for (size_t i = 0; i < h->n; i++)
-        free(h->entries[i].manifest);
-    free(h->entries);
-    for (size_t i = 0; i < h->ndamaged; i++)
-        free(h->damaged[i].manifest);
-    free(h->damaged);
-    for (size_t i = 0; i < h->ngc; i++)
-        free(h->gc[i].record);
-    free(h->gc);
-    memset(h, 0, sizeof *h);
+    free(l->ids);
+    free(l->kind);
+    free(l->size);
+    memset(l, 0, sizeof *l);
 }
 
-static int gc_record_key_valid(const char *k)
+void ckpt__idlists_free(struct ckpt_idlist *l, size_t n)
 {
-    return k && strlen(k) == 3 + CKPT_ID_HEX && !strncmp(k, "gc/", 3) && ckpt_key_valid(k);
-}
-
-static int add_entries(cJSON *arr, const struct ckpt_head_entry *e, size_t n, int damaged)
-{
-    int ok = 1;
-    for (size_t i = 0; ok && i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        ok = o && cJSON_AddItemToArray(arr, o) &&
-             cJSON_AddStringToObject(o, "manifest", e[i].manifest) &&
-             add_u64s(o, "step", e[i].step) && add_u64s(o, "seq", e[i].seq);
-        if (ok && e[i].format)
-            ok = add_num(o, "format", e[i].format);
-        if (ok && damaged)
-            ok = add_num(o, "marked_ms", (double)e[i].marked_ms);
-    }
-    return ok;
-}
-
-/* Entries of HEAD's "retained" or "damaged" array into *out (count in *n). */
-static ckpt_status get_entries(const cJSON *arr, int damaged, struct ckpt_head_entry **out,
-                               size_t *n, char *err)
-{
-    const cJSON *o;
-    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
-    *n = 0;
-    *out = NULL;
-    if (cnt > 100000) {
-        ckpt__seterr(err, "HEAD: %zu entries", cnt);
-        return CKPT_E_CORRUPT;
-    }
-    *out = cnt ? calloc(cnt, sizeof **out) : NULL;
-    if (cnt && !*out)
-        return CKPT_E_NOMEM;
-    cJSON_ArrayForEach(o, arr)
-    {
-        const char *mk = get_str(o, "manifest");
-        struct ckpt_head_entry *e = &(*out)[i];
-        double ef = 0, mt = 0;
-        if (!mk || strlen(mk) > 512 || strncmp(mk, "manifests/", 10) || !ckpt_key_valid(mk) ||
-            get_u64s(o, "step", &e->step) || get_u64s(o, "seq", &e->seq) ||
-            (cJSON_GetObjectItemCaseSensitive(o, "format") &&
-             get_num(o, "format", 1, 1e9, &ef)) ||
-            (damaged && get_num(o, "marked_ms", 0, MAX_SAFE, &mt))) {
-            ckpt__seterr(err, "HEAD: malformed %s entry %zu", damaged ? "damaged" : "retained",
-                         i);
-            return CKPT_E_CORRUPT;
-        }
-        e->format = (unsigned)ef; /* 0: not recorded (written before format 3) */
-        e->marked_ms = (int64_t)mt;
-        e->manifest = ckpt__strdup(mk);
-        *n = ++i;
-        if (!e->manifest)
-            return CKPT_E_NOMEM;
-    }
-    return CKPT_OK;
-}
-
-ckpt_status ckpt__head_encode(const struct ckpt_head *h, char **out, size_t *len)
-{
-    ckpt_status st = CKPT_E_NOMEM;
-    cJSON *root = cJSON_CreateObject(), *arr;
-    char *text = NULL;
-    int ok = root != NULL;
-    unsigned fmt = CKPT_HEAD_FORMAT;
-
-    /* HEAD takes the format of a manifest it names when that is above 2:
-     * readers before format 3 accepted HEAD formats up to 2 and refuse a
-     * larger one with "upgrade", so they neither restore what they cannot
-     * read nor commit over it (their retention would push it out). */
-    for (size_t i = 0; i < h->n + h->ndamaged; i++) {
-        const struct ckpt_head_entry *e = i < h->n ? &h->entries[i] : &h->damaged[i - h->n];
-        if (e->format > CKPT_FORMAT_PACKS && e->format > fmt)
-            fmt = e->format;
-    }
-    ok = ok && add_num(root, "format", fmt) &&
-         cJSON_AddStringToObject(root, "kind", "head") && add_u64s(root, "rev", h->rev) &&
-         add_u64s(root, "seq", h->seq) &&
-         add_u64s(root, "step", h->step) && add_u64s(root, "epoch", h->epoch) &&
-         add_num(root, "time_ms", (double)h->time_ms);
-    arr = ok ? cJSON_AddArrayToObject(root, "retained") : NULL;
-    ok = ok && arr && add_entries(arr, h->entries, h->n, 0);
-    if (ok && h->ndamaged) {
-        cJSON *d = cJSON_AddArrayToObject(root, "damaged");
-        ok = d && add_entries(d, h->damaged, h->ndamaged, 1);
-    }
-    if (ok && h->ngc) {
-        cJSON *gc = cJSON_AddArrayToObject(root, "gc");
-        ok = gc != NULL;
-        for (size_t i = 0; ok && i < h->ngc; i++) {
-            cJSON *o = cJSON_CreateObject();
-            ok = o && cJSON_AddItemToArray(gc, o) &&
-                 cJSON_AddStringToObject(o, "record", h->gc[i].record) &&
-                 add_num(o, "time_ms", (double)h->gc[i].time_ms);
-        }
-    }
-    if (!ok)
-        goto out;
-    text = cJSON_PrintUnformatted(root);
-    if (text && (*out = ckpt__envelope_seal(text, len)))
-        st = CKPT_OK;
-out:
-    free(text);
-    cJSON_Delete(root);
-    return st;
-}
-
-ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, char *err)
-{
-    ckpt_status st;
-    size_t jl;
-    cJSON *root = NULL, *arr;
-    double fmt, t;
-    const char *kind;
-
-    memset(h, 0, sizeof *h);
-    if (len > CKPT_HEAD_MAX) {
-        ckpt__seterr(err, "HEAD too large");
-        return CKPT_E_CORRUPT;
-    }
-    st = ckpt__envelope_open(buf, len, &jl, err);
-    if (st)
-        return st;
-    st = CKPT_E_CORRUPT;
-    root = cJSON_ParseWithLength(buf, jl);
-    if (!cJSON_IsObject(root) || get_num(root, "format", 1, 1e9, &fmt)) {
-        ckpt__seterr(err, "HEAD is not a ckpt head object");
-        goto out;
-    }
-    if (fmt > CKPT_HEAD_FORMAT_MAX) {
-        ckpt__seterr(err, "HEAD format %g is newer than this ckpt (%d): upgrade", fmt,
-                     CKPT_HEAD_FORMAT_MAX);
-        st = CKPT_E_UNSUPPORTED;
-        goto out;
-    }
-    kind = get_str(root, "kind");
-    arr = cJSON_GetObjectItemCaseSensitive(root, "retained");
-    if (!kind || strcmp(kind, "head") || get_u64s(root, "seq", &h->seq) ||
-        get_u64s(root, "step", &h->step) || get_u64s(root, "epoch", &h->epoch) ||
-        get_num(root, "time_ms", 0, MAX_SAFE, &t) || !cJSON_IsArray(arr)) {
-        ckpt__seterr(err, "HEAD: missing or out-of-range field");
-        goto out;
-    }
-    h->version = (unsigned)fmt;
-    h->time_ms = (int64_t)t;
-    if (cJSON_GetObjectItemCaseSensitive(root, "rev") && get_u64s(root, "rev", &h->rev)) {
-        ckpt__seterr(err, "HEAD: bad rev");
-        goto out;
-    }
-    st = get_entries(arr, 0, &h->entries, &h->n, err);
-    if (st)
-        goto out;
-    {
-        const cJSON *dam = cJSON_GetObjectItemCaseSensitive(root, "damaged");
-        if (dam && !cJSON_IsArray(dam)) {
-            ckpt__seterr(err, "HEAD: bad damaged field");
-            st = CKPT_E_CORRUPT;
-            goto out;
-        }
-        if (dam && (st = get_entries(dam, 1, &h->damaged, &h->ndamaged, err)) != CKPT_OK)
-            goto out;
-    }
-    st = CKPT_E_CORRUPT;
-    /* the resume order is by step, whatever the order of commits (HEADs
-     * written before format 3 listed the last commit first) */
-    ckpt__head_sort(h->entries, h->n);
-    {
-        /* gc records in force (optional; older readers ignore them) */
-        const cJSON *gc = cJSON_GetObjectItemCaseSensitive(root, "gc"), *g;
-        size_t ng = gc ? (size_t)cJSON_GetArraySize(gc) : 0;
-        if (gc && (!cJSON_IsArray(gc) || ng > CKPT_GC_MAX_REFS)) {
-            ckpt__seterr(err, "HEAD: bad gc field");
-            goto out;
-        }
-        h->gc = ng ? calloc(ng, sizeof *h->gc) : NULL;
-        if (ng && !h->gc) {
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
-        cJSON_ArrayForEach(g, gc)
-        {
-            const char *rk = get_str(g, "record");
-            double gt;
-            if (!gc_record_key_valid(rk) || get_num(g, "time_ms", 0, MAX_SAFE, &gt)) {
-                ckpt__seterr(err, "HEAD: malformed gc record %zu", h->ngc);
-                goto out;
-            }
-            h->gc[h->ngc].time_ms = (int64_t)gt;
-            h->gc[h->ngc].record = ckpt__strdup(rk);
-            if (!h->gc[h->ngc++].record) {
-                st = CKPT_E_NOMEM;
-                goto out;
-            }
-        }
-    }
-    st = CKPT_OK;
-out:
-    cJSON_Delete(root);
-    if (st)
-        ckpt__head_free(h);
-    return st;
-}
-
-/* ---- gc records ---------------------------------------------------------------- */
-void ckpt__gc_victims_free(struct ckpt_gc_victims *v)
-{
-    if (!v)
+    if (!l)
         return;
-    ckpt__idset_free(&v->objs);
-    for (size_t i = 0; i < v->nmanifests; i++)
-        free(v->manifests[i]);
-    free(v->manifests);
-    memset(v, 0, sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        ckpt__idlist_free(&l[i]);
+    free(l);
 }
 
-static int add_id_array(cJSON *root, const char *name, const struct ckpt_idset *s, int kind)
+int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *out)
 {
-    cJSON *a = cJSON_AddArrayToObject(root, name);
-    if (!a)
+    size_t total = m->npacks, n = 0;
+    struct ckpt_idset seen;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < m->nitems; i++)
+        total += m->items[i].nchunks;
+    if (!total)
         return 0;
-    for (size_t i = 0; i < s->cap; i++) {
-        char hex[CKPT_ID_HEX + 1];
-        if (!s->used[i] || !(s->vals[i] & (1u << kind)))
-            continue;
-        ckpt__hex(s->keys[i], CKPT_ID_LEN, hex);
-        if (!cJSON_AddItemToArray(a, cJSON_CreateString(hex)))
-            return 0;
+    out->ids = malloc(total * CKPT_ID_LEN);
+    out->kind = malloc(total);
+    out->size = malloc(total * sizeof *out->size);
+    if (!out->ids || !out->kind || !out->size) {
+        ckpt__idlist_free(out);
+        return -1;
     }
-    return 1;
+    /* packs: those some chunk lives in (a manifest names no others) */
+    for (size_t p = 0; p < m->npacks; p++) {
+        memcpy(out->ids[n], m->packs[p].id, CKPT_ID_LEN);
+        out->kind[n] = CKPT_OBJ_PACK;
+        out->size[n++] = m->packs[p].size;
+    }
+    ckpt__idset_init(&seen);
+    for (size_t i = 0; i < m->nitems; i++)
+        for (size_t c = 0; c < m->items[i].nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+            if (r->pack || ckpt__idset_get(&seen, r->id, NULL))
+                continue;
+            if (ckpt__idset_put(&seen, r->id, 1)) {
+                ckpt__idset_free(&seen);
+                ckpt__idlist_free(out);
+                return -1;
+            }
+            memcpy(out->ids[n], r->id, CKPT_ID_LEN);
+            out->kind[n] = CKPT_OBJ_CHUNK;
+            out->size[n++] = r->stored_len;
+        }
+    ckpt__idset_free(&seen);
+    out->n = n;
+    return 0;
 }
 
-ckpt_status ckpt__gc_record_encode(const struct ckpt_gc_victims *v, int64_t time_ms, char **out,
-                                   size_t *len)
+void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
+                        uint32_t nonce, char *out, size_t n)
 {
-    ckpt_status st = CKPT_E_NOMEM;
-    cJSON *root = cJSON_CreateObject(), *mans;
-    char *text = NULL;
-    int ok = root && add_num(root, "format", 1) &&
-             cJSON_AddStringToObject(root, "kind", "gc") &&
-             add_num(root, "time_ms", (double)time_ms) &&
-             add_id_array(root, "chunks", &v->objs, CKPT_OBJ_CHUNK) &&
-             add_id_array(root, "packs", &v->objs, CKPT_OBJ_PACK);
-    mans = ok ? cJSON_AddArrayToObject(root, "manifests") : NULL;
-    ok = ok && mans;
-    for (size_t i = 0; ok && i < v->nmanifests; i++)
-        ok = cJSON_AddItemToArray(mans, cJSON_CreateString(v->manifests[i]));
-    if (ok && (text = cJSON_PrintUnformatted(root)) && (*out = ckpt__envelope_seal(text, len)))
-        st = CKPT_OK;
-    free(text);
-    cJSON_Delete(root);
-    return st;
-}
-
-ckpt_status ckpt__gc_record_decode(const void *buf, size_t len, struct ckpt_gc_victims *v,
-                                   char *err)
-{
-    ckpt_status st;
-    size_t jl;
-    cJSON *root = NULL;
-    const cJSON *a, *it;
-    double fmt;
-    const char *kind;
-    static const char *const lists[2] = { "chunks", "packs" };
-
-    if (len > CKPT_MANIFEST_MAX) {
-        ckpt__seterr(err, "gc record too large");
-        return CKPT_E_CORRUPT;
-    }
-    st = ckpt__envelope_open(buf, len, &jl, err);
-    if (st)
-        return st;
-    st = CKPT_E_CORRUPT;
-    root = cJSON_ParseWithLength(buf, jl);
-    kind = get_str(root, "kind");
-    if (!cJSON_IsObject(root) || get_num(root, "format", 1, 1, &fmt) || !kind ||
-        strcmp(kind, "gc")) {
-        ckpt__seterr(err, "not a gc record of format 1");
-        goto out;
-    }
-    for (int k = 0; k < 2; k++) {
-        a = cJSON_GetObjectItemCaseSensitive(root, lists[k]);
-        if (!cJSON_IsArray(a)) {
-            ckpt__seterr(err, "gc record: no %s list", lists[k]);
-            goto out;
-        }
-        cJSON_ArrayForEach(it, a)
-        {
-            uint8_t id[CKPT_ID_LEN];
-            uint64_t bits = 0;
-            if (!cJSON_IsString(it) || strlen(it->valuestring) != CKPT_ID_HEX ||
-                ckpt__unhex(it->valuestring, id, CKPT_ID_LEN)) {
-                ckpt__seterr(err, "gc record: bad id in %s", lists[k]);
-                goto out;
-            }
-            ckpt__idset_get(&v->objs, id, &bits);
-            if (ckpt__idset_put(&v->objs, id, bits | 1u << k)) {
-                st = CKPT_E_NOMEM;
-                goto out;
-            }
-        }
-    }
-    a = cJSON_GetObjectItemCaseSensitive(root, "manifests");
-    if (!cJSON_IsArray(a)) {
-        ckpt__seterr(err, "gc record: no manifests list");
-        goto out;
-    }
-    cJSON_ArrayForEach(it, a)
-    {
-        char **nm;
-        if (!cJSON_IsString(it) || strlen(it->valuestring) > 512 ||
-            strncmp(it->valuestring, "manifests/", 10) || !ckpt_key_valid(it->valuestring)) {
-            ckpt__seterr(err, "gc record: bad manifest key");
-            goto out;
-        }
-        if ((v->nmanifests & (v->nmanifests - 1)) == 0) { /* 0, 1, 2, 4...: grow */
-            nm = realloc(v->manifests, (v->nmanifests ? v->nmanifests * 2 : 4) * sizeof *nm);
-            if (!nm) {
-                st = CKPT_E_NOMEM;
-                goto out;
-            }
-            v->manifests = nm;
-        }
-        if (!(v->manifests[v->nmanifests] = ckpt__strdup(it->valuestring))) {
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
-        v->nmanifests++;
-    }
-    st = CKPT_OK;
-out:
-    cJSON_Delete(root);
-    return st;
+    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32
+             ".ckm", run, seq, step, epoch, nonce);
 }
