@@ -1,4 +1,4 @@
-/* ckpt.c -- the context: open/close, protection, requests. */
+/* ckpt.c -- the API surface: open/close, protection, requests, saves, progress. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "gpu.h"
 #include "pool.h"
 #include "rules.h"
+#include "runload.h"
 #include "runstate.h"
 #include "snapshot.h"
 
@@ -429,6 +430,26 @@ ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)
     return CKPT_E_NOENT;
 }
 
+ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *out)
+{
+    struct ckpt__progress *p;
+
+    if (!ctx || !out)
+        return CKPT_E_INVAL;
+    p = &ctx->progress;
+    memset(out, 0, sizeof *out);
+    out->phase = (ckpt_progress_phase)atomic_load(&p->phase);
+    out->step = atomic_load(&p->step);
+    out->bytes_done = atomic_load(&p->bytes_done);
+    out->bytes_total = atomic_load(&p->bytes_total);
+    out->chunks_done = atomic_load(&p->chunks_done);
+    out->chunks_total = atomic_load(&p->chunks_total);
+    out->stored_bytes = atomic_load(&p->stored_bytes);
+    out->checkpoints_done = atomic_load(&p->checkpoints_done);
+    out->started_ms = atomic_load(&p->started_ms);
+    return CKPT_OK;
+}
+
 int ckpt_should_save(struct ckpt_ctx *ctx)
 {
     if (!ctx)
@@ -443,11 +464,8 @@ int ckpt_should_save(struct ckpt_ctx *ctx)
 
 void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec)
 {
-    if (!ctx)
-        return;
-    if (codec != CKPT_CODEC_DEFAULT)
-        atomic_store(&ctx->req_codec, (int)codec);
-    atomic_store(&ctx->requested, 1);
+    if (ctx)
+        ckpt__request(ctx, codec);
 }
 
 ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step)

@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "events.h"
 #include "retention.h"
+#include "runload.h"
 #include "runstate.h"
 #include "save.h"
 

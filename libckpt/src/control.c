@@ -87,7 +87,7 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
                                         ((int64_t)dl->valuedouble - ckpt__now_ms()));
         }
 #endif
-        ckpt_request(c->ctx, cd);
+        ckpt__request(c->ctx, cd);
     } else if (!strcmp(type->valuestring, "stopping")) {
         /* ckptrun ends us next (after the final checkpoint): its signal
          * must take effect. Acknowledged once set. */

@@ -2,7 +2,7 @@
  * resolved, the protected items, and one part per step of the save path,
  * each beside its own lock and touched only through its module:
  *   staging (staging.h)   the snapshot's blocks         its mu
- *   packs (pack.h)        pack buffers kept for saves   its mu
+ *   packs (packbuf.h)     pack buffers kept for saves   its mu
  *   flight (save.h)       the save in flight            its mu
  *   rs (runstate.h)       what this writer knows of its run, the dedup index
  * The context's own state is the request flags (atomics: any thread, signal
@@ -20,7 +20,7 @@
 #include "ckpt.h"
 #include "fileread.h"
 #include "log.h"
-#include "pack.h"
+#include "packbuf.h"
 #include "progress.h"
 #include "runstate.h"
 #include "save.h"
@@ -99,5 +99,9 @@ struct ckpt_ctx {
 /* Set the message ckpt_errmsg() returns (any thread). */
 void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* ckpt_request(): the next ckpt_should_save() is true; the next save uses
+ * `codec` unless CKPT_CODEC_DEFAULT. Any thread. */
+void ckpt__request(struct ckpt_ctx *ctx, ckpt_codec codec);
 
 #endif

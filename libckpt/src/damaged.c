@@ -5,7 +5,7 @@
 
 #include "ctx.h"
 #include "damaged.h"
-#include "runstate.h"
+#include "runload.h"
 
 ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n)
 {

@@ -17,10 +17,11 @@
  * to a file, the job that crosses the mark starts their writeback
  * (sync_file_range WRITE: it does not wait), so the disk works while the
  * workers keep downloading and the fsync before the rename, which makes
- * the file durable, has little left to write. Without it that fsync waited for the whole file (on a 1 GiB
- * restore, about as long as a tenth of the download); with fdatasync here
- * instead, each crossing worker stopped downloading until its writeback
- * was done, and the restore took 1.5-2.5x the CPU. */
+ * the file durable, has little left to write. Without it that fsync waited
+ * for the whole file (on a 1 GiB restore, about as long as a tenth of the
+ * download); with fdatasync here instead, each crossing worker stopped
+ * downloading until its writeback was done, and the restore took 1.5-2.5x
+ * the CPU. */
 #define FLUSH_EVERY (64u << 20)
 
 ckpt_status ckpt__local_err(char *err, const char *what, const char *path, int e)

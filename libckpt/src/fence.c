@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "ctx.h"
-#include "runstate.h"
+#include "runload.h"
 
 ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
 {

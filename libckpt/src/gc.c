@@ -34,7 +34,7 @@
 
 #include "ctx.h"
 #include "retention.h"
-#include "runstate.h"
+#include "runload.h"
 
 struct objlist {
     char **keys;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "ctx.h"
-#include "runstate.h"
+#include "runload.h"
 
 ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
 {
@@ -28,7 +28,8 @@ ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
             info.time_ms = m.time_ms;
             info.items = m.nitems;
             info.new_bytes = m.new_bytes;
-            ckpt__manifest_sizes(&m, &info.raw_bytes, &info.stored_bytes, &info.chunks, &info.links);
+            ckpt__manifest_sizes(&m, &info.raw_bytes, &info.stored_bytes, &info.chunks,
+                                 &info.links);
             ckpt__manifest_free(&m);
         } else {
             info.time_ms = -1; /* damaged: listed, flagged by time -1 */

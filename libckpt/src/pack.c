@@ -1,110 +1,19 @@
-/* pack.c -- packs: buffers, the save's open pack, uploads (pack.h). */
+/* pack.c -- packs: the save's open pack, uploads (pack.h). Chunks are added
+ * to a pack while it holds less than pack_bytes (so a pack is pack_bytes
+ * plus at most one chunk object: 4 chunks of 8 MiB in a 32 MiB pack); at
+ * most pack_inflight + 1 buffers exist (the open one and those uploading). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "codec.h"
 #include "ctx.h"
 #include "pack.h"
+#include "packbuf.h"
 #include "save.h"
 
-/* ---- buffers --------------------------------------------------------------------
- * A pack is assembled in memory and uploaded in one PUT: chunks are added
- * while it holds less than pack_bytes (so a pack is pack_bytes plus at most
- * one chunk object: 4 chunks of 8 MiB in a 32 MiB pack). Buffers are kept
- * for the next save (no page faults at every save); at most
- * pack_inflight + 1 exist (the open one and those uploading). */
-struct ckpt_packbuf {
-    struct ckpt_packbuf *next;
-    uint8_t *data;
-    size_t len, cap;
-    uint32_t slot;              /* index in the save's manifest packs */
-};
-
-/* Pack memory is mapped (huge pages where the kernel has them) and kept:
- * page faults on fresh memory cost virtual machines more than the copy. */
-static int packbuf_grow(struct ckpt_packbuf *b, size_t cap)
-{
-    uint8_t *d;
-    cap = (cap + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-    d = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (d == MAP_FAILED)
-        return -1;
-#ifdef MADV_HUGEPAGE
-    madvise(d, cap, MADV_HUGEPAGE);
-#endif
-    if (b->data) {
-        memcpy(d, b->data, b->len);
-        munmap(b->data, b->cap);
-    }
-    b->data = d;
-    b->cap = cap;
-    return 0;
-}
-
-static struct ckpt_packbuf *packbuf_get(struct ckpt_ctx *ctx)
-{
-    struct ckpt_packs *pk = &ctx->packs;
-    struct ckpt_packbuf *b = NULL;
-    pthread_mutex_lock(&pk->mu);
-    while (!pk->free && pk->total > ctx->pack_inflight)
-        pthread_cond_wait(&pk->cv, &pk->mu);
-    if (pk->free) {
-        b = pk->free;
-        pk->free = b->next;
-    } else if ((b = calloc(1, sizeof *b)) != NULL) {
-        /* a pack is sealed once it reaches pack_bytes: room for one more
-         * chunk object past that (never larger than header + raw chunk) */
-        if (packbuf_grow(b, ctx->pack_bytes + ctx->chunk_bytes + CKPT_CHUNK_HDR)) {
-            free(b);
-            b = NULL;
-        } else {
-            pk->total++;
-        }
-    }
-    pthread_mutex_unlock(&pk->mu);
-    if (b)
-        b->len = 0;
-    return b;
-}
-
-static void packbuf_put(struct ckpt_packs *pk, struct ckpt_packbuf *b)
-{
-    if (!b)
-        return;
-    pthread_mutex_lock(&pk->mu);
-    b->next = pk->free;
-    pk->free = b;
-    pthread_cond_signal(&pk->cv);
-    pthread_mutex_unlock(&pk->mu);
-}
-
-void ckpt__packs_init(struct ckpt_packs *pk)
-{
-    pthread_mutex_init(&pk->mu, NULL);
-    pthread_cond_init(&pk->cv, NULL);
-    pk->free = NULL;
-    pk->total = 0;
-}
-
-void ckpt__packs_destroy(struct ckpt_packs *pk)
-{
-    struct ckpt_packbuf *b, *n;
-    for (b = pk->free; b; b = n) {
-        n = b->next;
-        munmap(b->data, b->cap);
-        free(b);
-    }
-    pk->free = NULL;
-    pk->total = 0;
-    pthread_mutex_destroy(&pk->mu);
-    pthread_cond_destroy(&pk->cv);
-}
-
-/* ---- the save's packs ----------------------------------------------------------- */
 /* A new slot in the save's pack list (sv->mu held); UINT32_MAX nomem. */
 static uint32_t pack_slot_new(struct ckpt_save *sv)
 {
@@ -193,7 +102,7 @@ ckpt_status ckpt__pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
             sv->open = b = spare;
             spare = NULL;
         }
-        if (b && b->cap < b->len + len && packbuf_grow(b, b->len + len)) {
+        if (b && b->cap < b->len + len && ckpt__packbuf_grow(b, b->len + len)) {
             /* a chunk larger than a pack, and no memory for it */
             pthread_mutex_unlock(&sv->mu);
             st = CKPT_E_NOMEM;
@@ -218,17 +127,20 @@ ckpt_status ckpt__pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
             ckpt__seterr(err, "save already failed");
             break;
         }
-        spare = packbuf_get(ctx);
+        /* a pack is sealed once it reaches pack_bytes: room for one more
+         * chunk object past that (never larger than header + raw chunk) */
+        spare = ckpt__packbuf_get(&ctx->packs, ctx->pack_bytes + ctx->chunk_bytes +
+                                                   CKPT_CHUNK_HDR, ctx->pack_inflight);
         if (!spare) {
             st = CKPT_E_NOMEM;
             ckpt__seterr(err, "no memory for a %zu-byte pack", ctx->pack_bytes);
             break;
         }
     }
-    packbuf_put(&ctx->packs, spare);
+    ckpt__packbuf_put(&ctx->packs, spare);
     if (full) {
         st = pack_upload(ctx, sv, full, err);
-        packbuf_put(&ctx->packs, full);
+        ckpt__packbuf_put(&ctx->packs, full);
     }
     return st;
 }
@@ -263,7 +175,7 @@ ckpt_status ckpt__pack_flush(struct ckpt_ctx *ctx, struct ckpt_save *sv, char *e
         return CKPT_OK;
     if (!sv->st && sv->open->len)
         st = pack_upload(ctx, sv, sv->open, err);
-    packbuf_put(&ctx->packs, sv->open);
+    ckpt__packbuf_put(&ctx->packs, sv->open);
     sv->open = NULL;
     return st;
 }

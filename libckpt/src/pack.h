@@ -2,12 +2,10 @@
  * about pack_bytes (docs/FORMAT.md, "Packs"). A save fills one open pack at
  * a time; the worker whose chunk fills it uploads it (at most
  * ctx->pack_inflight at once), and the chunk stage uploads the last one.
- * Pack buffers are kept between saves: their free list, beside its lock, is
- * struct ckpt_packs. */
+ * The buffers: packbuf.h. */
 #ifndef CKPT_PACK_H
 #define CKPT_PACK_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,16 +14,6 @@
 
 struct ckpt_ctx;
 struct ckpt_save;
-struct ckpt_packbuf;
-
-struct ckpt_packs {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;            /* a buffer came back */
-    struct ckpt_packbuf *free;
-    unsigned total;               /* buffers that exist (at most pack_inflight + 1) */
-};
-void ckpt__packs_init(struct ckpt_packs *pk);
-void ckpt__packs_destroy(struct ckpt_packs *pk); /* frees the buffers */
 
 /* Append one encoded chunk object (header and payload) to the save's open
  * pack and point ref at it there; upload the pack if that filled it. */

@@ -18,6 +18,7 @@
 #include "deliver.h"
 #include "fetch.h"
 #include "pool.h"
+#include "runload.h"
 #include "runstate.h"
 
 /* Room on the local file systems the restore writes to, before anything is

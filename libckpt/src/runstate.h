@@ -1,11 +1,10 @@
 /* runstate.h -- what this writer knows of its run, underneath the save
- * path: reading HEAD, manifests and gc records, and the state a load
- * builds from them: HEAD and its etag, the objects every retained (and
- * damaged) checkpoint uses, what the gc records in force are deleting, and
- * the dedup index.
+ * path: HEAD and its etag, the objects every retained (and damaged)
+ * checkpoint uses, what the gc records in force are deleting, and the
+ * dedup index. A load (runload.h) builds it from the store.
  *
  * Threads: every field of struct ckpt_run is guarded by its mu. A load
- * (ckpt__load_run) replaces the state whole; chunk jobs look chunks up
+ * replaces the state whole (ckpt__run_install); chunk jobs look chunks up
  * (ckpt__run_lookup, waiting for the first load); the commit, the one
  * writer of HEAD in this process, holds mu from its fence check until it
  * has adopted the HEAD it wrote (ckpt__run_adopt), letting go only to load
@@ -25,8 +24,6 @@
 #include "idset.h"
 #include "manifest.h"
 #include "store.h"
-
-struct ckpt_ctx;
 
 struct ckpt_run {
     pthread_mutex_t mu;
@@ -55,28 +52,19 @@ struct ckpt_run {
 void ckpt__run_init(struct ckpt_run *rs);
 void ckpt__run_destroy(struct ckpt_run *rs);
 
-/* "<run>/<rel>" */
-void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n);
-/* Read HEAD into h (*exists false, h empty, when the run has none); etag
- * may be NULL. Errors go to the context's message. */
-ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
-                            bool *exists);
-ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel,
-                                struct ckpt_manifest *m);
-/* Write h as HEAD: conditionally on `etag`, the HEAD read last (NULL: on
- * there being none) where the store has conditional writes. CKPT_E_PRECONDITION
- * (or, with an etag, CKPT_E_NOENT): someone wrote HEAD meanwhile. new_etag
- * (may be NULL): the etag of the HEAD written. */
-ckpt_status ckpt__put_head(struct ckpt_ctx *ctx, const struct ckpt_head *h, const char *etag,
-                           char *new_etag, char *err);
-/* The victims of the gc records of h that are in force, into v. */
-ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *h,
-                                  struct ckpt_gc_victims *v);
-
-/* Read HEAD (and, with ids, the retained and damaged manifests' objects and
- * the gc records HEAD names) into ctx's run state, whole or not at all;
- * either way `loaded` becomes true. Called without mu held. */
-ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+/* What one load of the run read (runload.h), for ckpt__run_install. */
+struct ckpt_run_load {
+    struct ckpt_head head;
+    bool exists;
+    char etag[CKPT_ETAG_MAX];
+    struct ckpt_idlist *retained, *damaged; /* objects, parallel to head's */
+    struct ckpt_gc_victims gcv;
+    struct ckpt_dedup idx;
+    bool newer;
+};
+/* The end of a load: when `ok`, what it read (taken) becomes the state,
+ * else it is freed and the state stays; savers may proceed either way. */
+void ckpt__run_install(struct ckpt_run *rs, struct ckpt_run_load *ld, bool ok);
 /* No load will come (it could not be queued): savers go on without the
  * index, and the commit loads the run itself. */
 void ckpt__run_skip_load(struct ckpt_run *rs);

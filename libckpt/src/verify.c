@@ -5,7 +5,7 @@
 
 #include "ctx.h"
 #include "fetch.h"
-#include "runstate.h"
+#include "runload.h"
 
 ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
 {

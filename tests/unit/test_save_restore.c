@@ -8,7 +8,7 @@
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "ctx.h"
-#include "runstate.h"
+#include "runload.h"
 #include "staging.h"
 #include "fault_store.h"
 
