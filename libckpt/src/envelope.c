@@ -48,6 +48,23 @@ ckpt_status ckpt__envelope_open(const void *buf, size_t len, size_t *json_len, c
     return CKPT_OK;
 }
 
+ckpt_status ckpt__envelope_parse(const void *buf, size_t len, size_t max, const char *what,
+                                 cJSON **root, char *err)
+{
+    size_t jl;
+    ckpt_status st;
+    *root = NULL;
+    if (len > max) {
+        ckpt__seterr(err, "%s too large (%zu bytes)", what, len);
+        return CKPT_E_CORRUPT;
+    }
+    st = ckpt__envelope_open(buf, len, &jl, err);
+    if (st)
+        return st;
+    *root = cJSON_ParseWithLength(buf, jl);
+    return CKPT_OK;
+}
+
 /* ---- JSON fields --------------------------------------------------------------- */
 int ckpt__json_add_u64s(cJSON *o, const char *k, uint64_t v)
 {

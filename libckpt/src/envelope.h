@@ -19,6 +19,11 @@
 char *ckpt__envelope_seal(const char *json, size_t *len);
 /* Check a sealed record; *json_len: the length of its JSON text. */
 ckpt_status ckpt__envelope_open(const void *buf, size_t len, size_t *json_len, char *err);
+/* Bound (at most max bytes), check and parse a sealed record ("<what> too
+ * large", a damaged envelope: CKPT_E_CORRUPT). *root: its JSON value, NULL
+ * when the text does not parse; the caller deletes it. */
+ckpt_status ckpt__envelope_parse(const void *buf, size_t len, size_t max, const char *what,
+                                 cJSON **root, char *err);
 
 /* Fields. 64-bit counters are decimal strings (JSON numbers are doubles for
  * most readers); other numbers must be integers within [lo, hi]. The adders

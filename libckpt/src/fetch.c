@@ -10,6 +10,7 @@
 #include "deliver.h"
 #include "fetch.h"
 #include "pool.h"
+#include "runload.h"
 
 /* Chunks carry their own checksums (payload XXH64, content XXH3-128), so the
  * store is told not to digest the body again (CKPT_GET_SELF_CHECKED: on S3
@@ -355,6 +356,20 @@ ckpt_status ckpt__fetch_plan(struct ckpt_ctx *ctx, struct ckpt_batch *b,
         i = k;
     }
     return CKPT_OK;
+}
+
+ckpt_status ckpt__fetch_manifest(struct ckpt_ctx *ctx, const char *rel,
+                                 struct ckpt_manifest *m)
+{
+    ckpt_status st = ckpt__read_manifest(ctx, rel, m);
+    if (st == CKPT_OK && m->world_size != 1) {
+        ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
+                               "this version restores single-process checkpoints only",
+                          m->step, m->world_size);
+        ckpt__manifest_free(m);
+        st = CKPT_E_UNSUPPORTED;
+    }
+    return st;
 }
 
 ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,

@@ -27,6 +27,11 @@ struct ckpt_fetch {
     size_t idx;             /* ... the chunk's index in it */
 };
 
+/* The manifest of a checkpoint to restore or verify, `rel` (relative to
+ * the run): as ckpt__read_manifest, and CKPT_E_UNSUPPORTED (with the
+ * reason as the context's message) for what this version cannot restore. */
+ckpt_status ckpt__fetch_manifest(struct ckpt_ctx *ctx, const char *rel,
+                                 struct ckpt_manifest *m);
 /* Queue the fetches of n chunks of manifest m (sorts fs) in batch b, whose
  * token the caller holds. A restore (bad NULL) stops at the first damage;
  * verify counts damaged chunks in *bad and goes on. */

@@ -177,401 +177,460 @@ static ckpt_status gc_unpublish(struct ckpt_ctx *ctx, const char *rec, int64_t n
     return st;
 }
 
-static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
-                           unsigned flags, ckpt_gc_fn fn, void *user, uint64_t *ndel)
-{
+/* One pass of gc: what it read of the run and what it decided. */
+struct gc {
+    struct ckpt_ctx *ctx;
+    unsigned keep;
+    uint64_t min_age_ms;
+    uint64_t t0_ns;
     struct ckpt_head h;
-    char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", rec[64], reckey[1024];
-    bool exists, published = false, dry = flags & CKPT_GC_DRY_RUN;
-    ckpt_status st;
-    struct objlist objs[2] = { { 0 }, { 0 } }, mans = { 0 }, gcs = { 0 }; /* chunks, packs */
-    struct ckpt_idset live, present[2];
-    struct ckpt_gc_victims gv = { 0 };
-    struct victims vs = { 0 };
-    const char **keys = NULL;
-    size_t keepn = 0;
-    int64_t now = 0;
-    uint64_t t0_ns = ckpt__mono_ns();
-    struct ckpt_idlist *ids = NULL, *dids = NULL;
-    int *ok = NULL, *dkeep = NULL, clock_known = 0, cond_less = 0;
-    uint8_t nonce[CKPT_ID_LEN];
+    char etag[CKPT_ETAG_MAX];
+    bool exists;
+    struct ckpt_idlist *ids;     /* objects of h.entries[i] */
+    int *ok;                     /* h.entries[i] is restorable */
+    struct ckpt_idlist *dids;    /* objects of h.damaged[i], where kept */
+    int *dkeep;                  /* h.damaged[i] stays (marked under --min-age ago) */
+    size_t keepn;                /* h.entries[0, keepn) stay */
+    struct objlist objs[2];      /* the run's chunks and packs (by CKPT_OBJ_*) */
+    struct objlist mans, gcs;    /* its manifests and gc records */
+    struct ckpt_idset live;      /* objects the kept checkpoints use */
+    int64_t now;                 /* the store's clock, when clock_known */
+    int clock_known;
+    char rec[64], reckey[1024];  /* this gc's record: relative and full key */
+    struct victims vs;
+    struct ckpt_gc_victims gv;   /* what the record says */
+};
 
-    ckpt__idset_init(&live);
-    ckpt__idset_init(&present[0]);
-    ckpt__idset_init(&present[1]);
-    memset(&h, 0, sizeof h);
-    rec[0] = reckey[0] = '\0';
-    st = ckpt__read_head(ctx, &h, etag, &exists);
+/* HEAD, and what every retained checkpoint uses: every retained manifest
+ * must be read (store trouble stops gc: it never guesses what a kept
+ * checkpoint uses); the damaged ones kept for inspection too. */
+static ckpt_status read_kept(struct gc *g)
+{
+    struct ckpt_ctx *ctx = g->ctx;
+    struct ckpt_head *h = &g->h;
+    ckpt_status st = ckpt__read_head(ctx, h, g->etag, &g->exists);
     if (st)
-        goto out;
-    /* what the kept checkpoints use: every retained manifest must be read */
-    ids = calloc(h.n ? h.n : 1, sizeof *ids);
-    ok = calloc(h.n ? h.n : 1, sizeof *ok);
-    if (!ids || !ok) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < h.n; i++) {
+        return st;
+    g->ids = calloc(h->n ? h->n : 1, sizeof *g->ids);
+    g->ok = calloc(h->n ? h->n : 1, sizeof *g->ok);
+    g->dkeep = calloc(h->ndamaged ? h->ndamaged : 1, sizeof *g->dkeep);
+    g->dids = calloc(h->ndamaged ? h->ndamaged : 1, sizeof *g->dids);
+    if (!g->ids || !g->ok || !g->dkeep || !g->dids)
+        return CKPT_E_NOMEM;
+    for (size_t i = 0; i < h->n; i++) {
         struct ckpt_manifest m;
-        st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        st = ckpt__read_manifest(ctx, h->entries[i].manifest, &m);
         if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT) {
             /* cannot be restored: what it used is unknowable and useless */
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "step %" PRIu64 ": %s", h.entries[i].step,
-                      ctx->errmsg);
-            st = CKPT_OK;
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "step %" PRIu64 ": %s",
+                      h->entries[i].step, ctx->errmsg);
             continue;
         }
         if (st == CKPT_E_UNSUPPORTED) {
             ckpt__set_ctx_err(ctx, "gc: checkpoint step %" PRIu64 " was written by a newer "
-                              "ckpt (%s): upgrade to collect this run", h.entries[i].step,
+                              "ckpt (%s): upgrade to collect this run", h->entries[i].step,
                               ctx->errmsg);
-            goto out;
+            return st;
         }
         if (st)
-            goto out; /* store trouble: never guess what a kept checkpoint uses */
-        if (ckpt__manifest_objects(&m, &ids[i]) != 0)
+            return st;
+        if (ckpt__manifest_objects(&m, &g->ids[i]) != 0)
             st = CKPT_E_NOMEM;
-        ok[i] = 1;
+        g->ok[i] = 1;
         ckpt__manifest_free(&m);
         if (st)
-            goto out;
+            return st;
     }
     /* damaged checkpoints (a restore fell back past them): their objects
      * stay for inspection until --min-age after the marking */
-    dkeep = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dkeep);
-    dids = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dids);
-    if (!dkeep || !dids) {
-        st = CKPT_E_NOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < h.ndamaged; i++) {
+    for (size_t i = 0; i < h->ndamaged; i++) {
         struct ckpt_manifest m;
-        dkeep[i] = ckpt__now_ms() - h.damaged[i].marked_ms < (int64_t)min_age_ms;
-        if (!dkeep[i])
+        g->dkeep[i] = ckpt__now_ms() - h->damaged[i].marked_ms < (int64_t)g->min_age_ms;
+        if (!g->dkeep[i])
             continue;
-        st = ckpt__read_manifest(ctx, h.damaged[i].manifest, &m);
-        if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED) {
-            st = CKPT_OK; /* nothing readable to keep */
-            continue;
-        }
+        st = ckpt__read_manifest(ctx, h->damaged[i].manifest, &m);
+        if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED)
+            continue; /* nothing readable to keep */
         if (st)
-            goto out;
-        if (ckpt__manifest_objects(&m, &dids[i]) != 0)
+            return st;
+        if (ckpt__manifest_objects(&m, &g->dids[i]) != 0)
             st = CKPT_E_NOMEM;
         ckpt__manifest_free(&m);
         if (st)
-            goto out;
+            return st;
     }
-    if ((st = list_into(ctx, "chunks", &objs[0])) || (st = list_into(ctx, "packs", &objs[1])) ||
-        (st = list_into(ctx, "manifests", &mans)) || (st = list_into(ctx, "gc", &gcs)))
-        goto out;
-    /* A retained checkpoint counts as restorable when its manifest reads
-     * and every object it names is present with the recorded size (full
-     * byte verification is `ckptrun verify`). */
-    for (int kind = 0; kind < 2; kind++)
-        for (size_t i = 0; i < objs[kind].n; i++) {
+    return CKPT_OK;
+}
+
+static ckpt_status list_run(struct gc *g)
+{
+    ckpt_status st;
+    if ((st = list_into(g->ctx, "chunks", &g->objs[CKPT_OBJ_CHUNK])) ||
+        (st = list_into(g->ctx, "packs", &g->objs[CKPT_OBJ_PACK])) ||
+        (st = list_into(g->ctx, "manifests", &g->mans)) ||
+        (st = list_into(g->ctx, "gc", &g->gcs)))
+        return st;
+    return CKPT_OK;
+}
+
+/* Keep the newest `keep`, plus the newest restorable one if none of those
+ * is. A retained checkpoint counts as restorable when its manifest reads
+ * and every object it names is present with the recorded size (full byte
+ * verification is `ckptrun verify`). Then the live set. */
+static ckpt_status choose_kept(struct gc *g)
+{
+    struct ckpt_head *h = &g->h;
+    struct ckpt_idset present[2]; /* id -> size, by CKPT_OBJ_* */
+    size_t newest_ok = h->n;
+    ckpt_status st = CKPT_OK;
+
+    ckpt__idset_init(&present[0]);
+    ckpt__idset_init(&present[1]);
+    for (int kind = 0; kind < 2 && !st; kind++)
+        for (size_t i = 0; i < g->objs[kind].n && !st; i++) {
             uint8_t id[CKPT_ID_LEN];
-            if (!ckpt__key_id(objs[kind].keys[i], id) &&
-                ckpt__idset_put(&present[kind], id, objs[kind].size[i])) {
+            if (!ckpt__key_id(g->objs[kind].keys[i], id) &&
+                ckpt__idset_put(&present[kind], id, g->objs[kind].size[i]))
                 st = CKPT_E_NOMEM;
-                goto out;
-            }
         }
-    for (size_t i = 0; i < h.n; i++)
-        for (size_t k = 0; ok[i] && k < ids[i].n; k++) {
+    for (size_t i = 0; i < h->n && !st; i++)
+        for (size_t k = 0; g->ok[i] && k < g->ids[i].n; k++) {
             uint64_t sz;
-            if (!ckpt__idset_get(&present[ids[i].kind[k]], ids[i].ids[k], &sz) ||
-                sz != ids[i].size[k])
-                ok[i] = 0;
+            if (!ckpt__idset_get(&present[g->ids[i].kind[k]], g->ids[i].ids[k], &sz) ||
+                sz != g->ids[i].size[k])
+                g->ok[i] = 0;
         }
-    /* keep the newest `keep`, plus the newest restorable one if none of
-     * those is */
-    keepn = h.n < keep ? h.n : keep;
-    {
-        size_t newest_ok = h.n;
-        for (size_t i = 0; i < h.n && newest_ok == h.n; i++)
-            if (ok[i])
-                newest_ok = i;
-        if (newest_ok >= keepn && newest_ok < h.n) {
-            struct ckpt_head_entry e = h.entries[newest_ok];
-            struct ckpt_idlist l = ids[newest_ok];
-            int o = ok[newest_ok];
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc",
-                      "the newest %zu checkpoints are damaged: also keeping step %" PRIu64,
-                      keepn, h.entries[newest_ok].step);
-            memmove(&h.entries[keepn + 1], &h.entries[keepn],
-                    (newest_ok - keepn) * sizeof *h.entries);
-            memmove(&ids[keepn + 1], &ids[keepn], (newest_ok - keepn) * sizeof *ids);
-            memmove(&ok[keepn + 1], &ok[keepn], (newest_ok - keepn) * sizeof *ok);
-            h.entries[keepn] = e;
-            ids[keepn] = l;
-            ok[keepn] = o;
-            keepn++;
-        }
+    ckpt__idset_free(&present[0]);
+    ckpt__idset_free(&present[1]);
+    if (st)
+        return st;
+    g->keepn = h->n < g->keep ? h->n : g->keep;
+    for (size_t i = 0; i < h->n && newest_ok == h->n; i++)
+        if (g->ok[i])
+            newest_ok = i;
+    if (newest_ok >= g->keepn && newest_ok < h->n) {
+        size_t kn = g->keepn, moved = newest_ok - kn;
+        struct ckpt_head_entry e = h->entries[newest_ok];
+        struct ckpt_idlist l = g->ids[newest_ok];
+        int o = g->ok[newest_ok];
+        ckpt__log(&g->ctx->log, CKPT_LOG_WARN, "gc",
+                  "the newest %zu checkpoints are damaged: also keeping step %" PRIu64, kn,
+                  h->entries[newest_ok].step);
+        memmove(&h->entries[kn + 1], &h->entries[kn], moved * sizeof *h->entries);
+        memmove(&g->ids[kn + 1], &g->ids[kn], moved * sizeof *g->ids);
+        memmove(&g->ok[kn + 1], &g->ok[kn], moved * sizeof *g->ok);
+        h->entries[kn] = e;
+        g->ids[kn] = l;
+        g->ok[kn] = o;
+        g->keepn++;
     }
-    if (ckpt__live_add(&live, ids, keepn) || ckpt__live_add(&live, dids, h.ndamaged)) {
-        st = CKPT_E_NOMEM; /* an incomplete live set must delete nothing */
-        goto out;
-    }
-    /* the store's "now": the time it gives an object we write now */
+    if (ckpt__live_add(&g->live, g->ids, g->keepn) ||
+        ckpt__live_add(&g->live, g->dids, h->ndamaged))
+        return CKPT_E_NOMEM; /* an incomplete live set must delete nothing */
+    return CKPT_OK;
+}
+
+/* The store's "now": the time it gives an object we write now, this gc's
+ * record (written again, full, when it is published). */
+static ckpt_status store_clock(struct gc *g)
+{
+    struct ckpt_ctx *ctx = g->ctx;
+    struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
+    struct objlist probe = { 0 };
+    char err[CKPT_ERR_MAX] = "", *buf = NULL;
+    uint8_t nonce[CKPT_ID_LEN];
+    size_t len;
+    ckpt_status st;
+
     if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
         ckpt__set_ctx_err(ctx, "gc: getrandom: %s", strerror(errno));
-        st = CKPT_E_IO;
-        goto out;
+        return CKPT_E_IO;
     }
-    memcpy(rec, "gc/", 3);
-    ckpt__hex(nonce, sizeof nonce, rec + 3);
-    ckpt__run_key(ctx, rec, reckey, sizeof reckey);
-    {
-        char *buf = NULL;
-        size_t len;
-        struct objlist probe = { 0 };
-        struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
-        st = ckpt__gc_record_encode(&gv, ckpt__now_ms(), &buf, &len);
-        if (!st)
-            st = ctx->store->ops->put(ctx->store, reckey, buf, len, &po, NULL, err);
-        free(buf);
-        if (st) {
-            ckpt__set_ctx_err(ctx, "gc: writing %s: %s", reckey, err);
-            goto out;
-        }
-        st = ctx->store->ops->list(ctx->store, reckey, collect, &probe, err);
-        for (size_t i = 0; st == CKPT_OK && i < probe.n; i++)
-            if (!strcmp(probe.keys[i], reckey) && probe.mtime[i] > 0) {
-                now = probe.mtime[i];
-                clock_known = 1;
-            }
-        objlist_free(&probe);
-        if (st) {
-            ckpt__set_ctx_err(ctx, "gc: listing %s: %s", reckey, err);
-            goto out;
-        }
-        if (!clock_known)
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "the store gives no object times: only "
-                      "checkpoints past --keep are collected");
+    memcpy(g->rec, "gc/", 3);
+    ckpt__hex(nonce, sizeof nonce, g->rec + 3);
+    ckpt__run_key(ctx, g->rec, g->reckey, sizeof g->reckey);
+    st = ckpt__gc_record_encode(&g->gv, ckpt__now_ms(), &buf, &len);
+    if (!st)
+        st = ctx->store->ops->put(ctx->store, g->reckey, buf, len, &po, NULL, err);
+    free(buf);
+    if (st) {
+        ckpt__set_ctx_err(ctx, "gc: writing %s: %s", g->reckey, err);
+        return st;
     }
-    /* victims: manifests past --keep, at once; unknown ones (a crash
-     * between manifest and HEAD, or a commit in progress) only when old */
-    for (size_t i = 0; i < mans.n; i++) {
-        const char *rel = mans.keys[i] + strlen(ctx->run) + 1;
-        int kept = 0, dropped = -1;
+    st = ctx->store->ops->list(ctx->store, g->reckey, collect, &probe, err);
+    for (size_t i = 0; st == CKPT_OK && i < probe.n; i++)
+        if (!strcmp(probe.keys[i], g->reckey) && probe.mtime[i] > 0) {
+            g->now = probe.mtime[i];
+            g->clock_known = 1;
+        }
+    objlist_free(&probe);
+    if (st) {
+        ckpt__set_ctx_err(ctx, "gc: listing %s: %s", g->reckey, err);
+        return st;
+    }
+    if (!g->clock_known)
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "the store gives no object times: only "
+                  "checkpoints past --keep are collected");
+    return CKPT_OK;
+}
+
+/* Victims: manifests past --keep, at once; unknown ones (a crash between
+ * manifest and HEAD, or a commit in progress) only when old. */
+static ckpt_status manifest_victims(struct gc *g)
+{
+    const struct ckpt_head *h = &g->h;
+    const struct objlist *mans = &g->mans;
+    for (size_t i = 0; i < mans->n; i++) {
+        const char *rel = mans->keys[i] + strlen(g->ctx->run) + 1;
+        int kept = 0, dropped = -1, damaged = -1, nomem = 0;
         char age[32];
-        int damaged = -1;
-        for (size_t k = 0; k < h.n; k++)
-            if (!strcmp(h.entries[k].manifest, rel)) {
-                if (k < keepn)
+        for (size_t k = 0; k < h->n; k++)
+            if (!strcmp(h->entries[k].manifest, rel)) {
+                if (k < g->keepn)
                     kept = 1;
                 else
                     dropped = (int)k;
             }
-        for (size_t k = 0; k < h.ndamaged; k++)
-            if (!strcmp(h.damaged[k].manifest, rel)) {
-                if (dkeep[k])
+        for (size_t k = 0; k < h->ndamaged; k++)
+            if (!strcmp(h->damaged[k].manifest, rel)) {
+                if (g->dkeep[k])
                     kept = 1;
                 else
                     damaged = (int)k;
             }
         if (kept)
             continue;
-        age_text(now - mans.mtime[i], age, sizeof age);
+        age_text(g->now - mans->mtime[i], age, sizeof age);
         if (damaged >= 0) {
             char since[32];
-            age_text(ckpt__now_ms() - h.damaged[damaged].marked_ms, since, sizeof since);
-            if (victim_add(&vs, mans.keys[i], mans.size[i], "damaged checkpoint step %" PRIu64
-                           ", marked %s ago", h.damaged[damaged].step, since))
-                st = CKPT_E_NOMEM;
+            age_text(ckpt__now_ms() - h->damaged[damaged].marked_ms, since, sizeof since);
+            nomem = victim_add(&g->vs, mans->keys[i], mans->size[i], "damaged checkpoint "
+                               "step %" PRIu64 ", marked %s ago", h->damaged[damaged].step,
+                               since);
         } else if (dropped >= 0) {
-            if (victim_add(&vs, mans.keys[i], mans.size[i], "checkpoint step %" PRIu64 ": "
-                           "past --keep %u", h.entries[dropped].step, keep))
-                st = CKPT_E_NOMEM;
-        } else if (clock_known && mans.mtime[i] > 0 &&
-                   mans.mtime[i] <= now - (int64_t)min_age_ms) {
-            if (victim_add(&vs, mans.keys[i], mans.size[i], "manifest never committed (no HEAD "
-                           "entry), %s old", age))
-                st = CKPT_E_NOMEM;
+            nomem = victim_add(&g->vs, mans->keys[i], mans->size[i], "checkpoint step %"
+                               PRIu64 ": past --keep %u", h->entries[dropped].step, g->keep);
+        } else if (g->clock_known && mans->mtime[i] > 0 &&
+                   mans->mtime[i] <= g->now - (int64_t)g->min_age_ms) {
+            nomem = victim_add(&g->vs, mans->keys[i], mans->size[i], "manifest never "
+                               "committed (no HEAD entry), %s old", age);
         }
-        if (st)
-            goto out;
+        if (nomem)
+            return CKPT_E_NOMEM;
     }
-    /* chunks and packs no kept checkpoint uses, old enough not to be a
-     * save in flight (a slower one is refused at commit: see above) */
+    return CKPT_OK;
+}
+
+/* Chunks and packs no kept checkpoint uses, old enough not to be a save in
+ * flight (a slower one is refused at commit: see above); records of earlier
+ * gcs, void ones and strays HEAD does not name. Manifests go into the
+ * record too: a commit in progress whose manifest is among them must not
+ * commit. */
+static ckpt_status find_victims(struct gc *g)
+{
+    const char *run = g->ctx->run;
+    ckpt_status st = manifest_victims(g);
+    if (st)
+        return st;
     for (int kind = 0; kind < 2; kind++)
-        for (size_t i = 0; i < objs[kind].n; i++) {
+        for (size_t i = 0; i < g->objs[kind].n; i++) {
+            const struct objlist *l = &g->objs[kind];
             uint8_t id[CKPT_ID_LEN];
             char age[32];
-            if (ckpt__key_id(objs[kind].keys[i], id))
+            if (ckpt__key_id(l->keys[i], id))
                 continue; /* not ours: leave it */
-            if (ckpt__objset_has(&live, id, kind))
+            if (ckpt__objset_has(&g->live, id, kind))
                 continue;
-            if (!clock_known || objs[kind].mtime[i] <= 0 ||
-                objs[kind].mtime[i] > now - (int64_t)min_age_ms)
+            if (!g->clock_known || l->mtime[i] <= 0 ||
+                l->mtime[i] > g->now - (int64_t)g->min_age_ms)
                 continue;
-            age_text(now - objs[kind].mtime[i], age, sizeof age);
-            if (victim_add(&vs, objs[kind].keys[i], objs[kind].size[i], "%s no kept "
-                           "checkpoint uses, %s old", kind == CKPT_OBJ_PACK ? "pack" : "chunk",
-                           age)) {
-                st = CKPT_E_NOMEM;
-                goto out;
-            }
-            if (ckpt__objset_add(&gv.objs, id, kind)) {
-                st = CKPT_E_NOMEM;
-                goto out;
-            }
+            age_text(g->now - l->mtime[i], age, sizeof age);
+            if (victim_add(&g->vs, l->keys[i], l->size[i], "%s no kept checkpoint uses, %s "
+                           "old", kind == CKPT_OBJ_PACK ? "pack" : "chunk", age) ||
+                ckpt__objset_add(&g->gv.objs, id, kind))
+                return CKPT_E_NOMEM;
         }
-    /* records of earlier gcs: void ones (and strays HEAD does not name) */
-    for (size_t i = 0; i < gcs.n; i++) {
-        const char *rel = gcs.keys[i] + strlen(ctx->run) + 1;
+    for (size_t i = 0; i < g->gcs.n; i++) {
+        const char *rel = g->gcs.keys[i] + strlen(run) + 1;
         int named = 0;
-        if (!strcmp(gcs.keys[i], reckey))
+        if (!strcmp(g->gcs.keys[i], g->reckey))
             continue;
-        for (size_t k = 0; k < h.ngc; k++)
-            named |= !strcmp(h.gc[k].record, rel) &&
-                     ckpt__now_ms() - h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS;
-        if (!named && clock_known && gcs.mtime[i] > 0 &&
-            gcs.mtime[i] <= now - CKPT_GC_DELETE_MS &&
-            victim_add(&vs, gcs.keys[i], gcs.size[i], "record of an earlier gc")) {
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
+        for (size_t k = 0; k < g->h.ngc; k++)
+            named |= !strcmp(g->h.gc[k].record, rel) &&
+                     ckpt__now_ms() - g->h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS;
+        if (!named && g->clock_known && g->gcs.mtime[i] > 0 &&
+            g->gcs.mtime[i] <= g->now - CKPT_GC_DELETE_MS &&
+            victim_add(&g->vs, g->gcs.keys[i], g->gcs.size[i], "record of an earlier gc"))
+            return CKPT_E_NOMEM;
     }
-    /* manifests go into the record too: a commit in progress whose manifest
-     * is among them must not commit */
-    for (size_t i = 0; i < vs.n; i++) {
-        const char *rel = vs.v[i].key + strlen(ctx->run) + 1;
-        if (strncmp(rel, "manifests/", 10))
-            continue;
-        if (ckpt__gc_victims_add_manifest(&gv, rel)) {
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
+    for (size_t i = 0; i < g->vs.n; i++) {
+        const char *rel = g->vs.v[i].key + strlen(run) + 1;
+        if (!strncmp(rel, "manifests/", 10) && ckpt__gc_victims_add_manifest(&g->gv, rel))
+            return CKPT_E_NOMEM;
     }
-    if (fn)
-        for (size_t i = 0; i < vs.n; i++)
-            fn(user, vs.v[i].key, vs.v[i].size, vs.v[i].why);
-    if (dry) {
-        *ndel = vs.n;
-        goto out;
-    }
-    {
-        int void_refs = 0, expired = 0;
-        for (size_t k = 0; k < h.ngc; k++)
-            void_refs |= ckpt__now_ms() - h.gc[k].time_ms > CKPT_GC_RECORD_TTL_MS;
-        for (size_t k = 0; k < h.ndamaged; k++)
-            expired |= !dkeep[k];
-        if (vs.n == 0 && keepn == h.n && !void_refs && !expired)
-            goto out; /* nothing to do: HEAD stays as it is */
-    }
-    /* publish: the record, then HEAD naming it (and dropping past --keep).
-     * A store without conditional writes (s3rver; CKPT_S3_CONDITIONAL=0)
-     * cannot make commits and gc exclude each other: a HEAD written back
-     * there could undo a commit, so gc names no record, writes HEAD only to
-     * drop checkpoints, and spares saves in flight by --min-age alone. */
-    if (!ctx->store->ops->has_conditional(ctx->store)) {
+    return CKPT_OK;
+}
+
+/* Nothing to delete, nothing to drop: HEAD stays as it is. */
+static int nothing_to_do(const struct gc *g)
+{
+    int void_refs = 0, expired = 0;
+    for (size_t k = 0; k < g->h.ngc; k++)
+        void_refs |= ckpt__now_ms() - g->h.gc[k].time_ms > CKPT_GC_RECORD_TTL_MS;
+    for (size_t k = 0; k < g->h.ndamaged; k++)
+        expired |= !g->dkeep[k];
+    return g->vs.n == 0 && g->keepn == g->h.n && !void_refs && !expired;
+}
+
+/* Publish: the record, then HEAD naming it (and dropping past --keep).
+ * A store without conditional writes (s3rver; CKPT_S3_CONDITIONAL=0)
+ * cannot make commits and gc exclude each other: a HEAD written back
+ * there could undo a commit, so gc names no record, writes HEAD only to
+ * drop checkpoints, and spares saves in flight by --min-age alone.
+ * *published: HEAD names the record now. */
+static ckpt_status publish(struct gc *g, bool *published)
+{
+    struct ckpt_ctx *ctx = g->ctx;
+    const struct ckpt_head *h = &g->h;
+    int cond = ctx->store->ops->has_conditional(ctx->store);
+    struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
+    struct ckpt_head nh = *h;
+    struct ckpt_gc_ref *refs;
+    struct ckpt_head_entry *dam;
+    char err[CKPT_ERR_MAX] = "", *buf = NULL;
+    size_t len, nr = 0;
+    ckpt_status st = CKPT_OK;
+
+    if (!cond) {
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "store %s has no conditional writes: gc "
                   "cannot fence saves in flight and relies on --min-age; run it while no "
                   "save runs", ctx->store_url);
-        if (keepn == h.n && h.ngc == 0) {
-            cond_less = 1; /* HEAD stays: straight to the deletions */
-            goto delete;
-        }
+        if (g->keepn == h->n && h->ngc == 0)
+            return CKPT_OK; /* HEAD stays: straight to the deletions */
     }
-    {
-        char *buf = NULL;
-        size_t len;
-        struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
-        struct ckpt_head nh = h;
-        struct ckpt_gc_ref *refs = calloc(h.ngc + 1, sizeof *refs);
-        struct ckpt_head_entry *dam = calloc(h.ndamaged ? h.ndamaged : 1, sizeof *dam);
-        size_t nr = 0;
-        if (!refs || !dam) {
-            free(refs);
-            free(dam);
-            st = CKPT_E_NOMEM;
-            goto out;
-        }
-        cond_less = !ctx->store->ops->has_conditional(ctx->store);
-        st = cond_less ? CKPT_OK : ckpt__gc_record_encode(&gv, now, &buf, &len);
-        if (!st && !cond_less)
-            st = ctx->store->ops->put(ctx->store, reckey, buf, len, &po, NULL, err);
-        free(buf);
-        buf = NULL;
-        if (st) {
-            free(refs);
-            free(dam);
-            ckpt__set_ctx_err(ctx, "gc: writing %s: %s", reckey, err);
-            goto out;
-        }
-        for (size_t k = 0; k < h.ngc; k++)
-            if (ckpt__now_ms() - h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS &&
-                nr < CKPT_GC_MAX_REFS - 1)
-                refs[nr++] = h.gc[k];
-        if (!cond_less) {
-            refs[nr].record = rec;
-            refs[nr++].time_ms = ckpt__now_ms();
-        }
-        nh.n = keepn;
-        nh.gc = refs;
-        nh.ngc = nr;
-        nh.rev = h.rev + 1;
-        nh.damaged = dam;
-        nh.ndamaged = 0;
-        for (size_t k = 0; dam && k < h.ndamaged; k++)
-            if (dkeep[k])
-                dam[nh.ndamaged++] = h.damaged[k];
-        st = ckpt__put_head(ctx, &nh, exists ? etag : NULL, NULL, err);
-        free(refs);
-        free(dam);
-        if (st) {
-            if (st != CKPT_E_PRECONDITION)
-                ckpt__set_ctx_err(ctx, "gc: writing HEAD: %s", err);
-            else
-                ckpt__set_ctx_err(ctx, "gc: HEAD changed (a save committed): starting over");
-            goto out;
-        }
-        published = !cond_less;
-    }
-delete:
-    keys = malloc((vs.n ? vs.n : 1) * sizeof *keys);
-    if (!keys) {
+    refs = calloc(h->ngc + 1, sizeof *refs);
+    dam = calloc(h->ndamaged ? h->ndamaged : 1, sizeof *dam);
+    if (!refs || !dam) {
         st = CKPT_E_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < vs.n; i++)
-        keys[i] = vs.v[i].key;
+    if (cond) {
+        st = ckpt__gc_record_encode(&g->gv, g->now, &buf, &len);
+        if (!st)
+            st = ctx->store->ops->put(ctx->store, g->reckey, buf, len, &po, NULL, err);
+        free(buf);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "gc: writing %s: %s", g->reckey, err);
+            goto out;
+        }
+    }
+    for (size_t k = 0; k < h->ngc; k++)
+        if (ckpt__now_ms() - h->gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS &&
+            nr < CKPT_GC_MAX_REFS - 1)
+            refs[nr++] = h->gc[k];
+    if (cond) {
+        refs[nr].record = g->rec;
+        refs[nr++].time_ms = ckpt__now_ms();
+    }
+    nh.n = g->keepn;
+    nh.gc = refs;
+    nh.ngc = nr;
+    nh.rev = h->rev + 1;
+    nh.damaged = dam;
+    nh.ndamaged = 0;
+    for (size_t k = 0; k < h->ndamaged; k++)
+        if (g->dkeep[k])
+            dam[nh.ndamaged++] = h->damaged[k];
+    st = ckpt__put_head(ctx, &nh, g->exists ? g->etag : NULL, NULL, err);
+    if (st == CKPT_E_PRECONDITION)
+        ckpt__set_ctx_err(ctx, "gc: HEAD changed (a save committed): starting over");
+    else if (st)
+        ckpt__set_ctx_err(ctx, "gc: writing HEAD: %s", err);
+    else
+        *published = cond;
+out:
+    free(refs);
+    free(dam);
+    return st;
+}
+
+static ckpt_status delete_victims(struct gc *g, uint64_t *ndel)
+{
+    char err[CKPT_ERR_MAX] = "";
+    const char **keys = malloc((g->vs.n ? g->vs.n : 1) * sizeof *keys);
+    ckpt_status st;
+    if (!keys)
+        return CKPT_E_NOMEM;
+    for (size_t i = 0; i < g->vs.n; i++)
+        keys[i] = g->vs.v[i].key;
     /* past its record's promise the rest waits for the next gc */
-    st = ckpt__delete_keys(ctx, "gc", keys, vs.n,
-                           t0_ns + (uint64_t)CKPT_GC_DELETE_MS * 1000000ull, ndel, err);
+    st = ckpt__delete_keys(g->ctx, "gc", keys, g->vs.n,
+                           g->t0_ns + (uint64_t)CKPT_GC_DELETE_MS * 1000000ull, ndel, err);
+    free(keys);
     if (st)
-        ckpt__set_ctx_err(ctx, "gc: delete: %s", err);
-    if (st == CKPT_OK)
-        ckpt__log(&ctx->log, CKPT_LOG_INFO, "gc", "kept %zu checkpoints, deleted %" PRIu64
-                  " objects", keepn, *ndel);
+        ckpt__set_ctx_err(g->ctx, "gc: delete: %s", err);
+    else
+        ckpt__log(&g->ctx->log, CKPT_LOG_INFO, "gc", "kept %zu checkpoints, deleted %" PRIu64
+                  " objects", g->keepn, *ndel);
+    return st;
+}
+
+static void gc_free(struct gc *g)
+{
+    ckpt__idlists_free(g->ids, g->h.n);
+    ckpt__idlists_free(g->dids, g->h.ndamaged);
+    free(g->ok);
+    free(g->dkeep);
+    free(g->vs.v);
+    objlist_free(&g->objs[0]);
+    objlist_free(&g->objs[1]);
+    objlist_free(&g->mans);
+    objlist_free(&g->gcs);
+    ckpt__idset_free(&g->live);
+    ckpt__gc_victims_free(&g->gv);
+    ckpt__head_free(&g->h);
+}
+
+static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age_ms,
+                           unsigned flags, ckpt_gc_fn fn, void *user, uint64_t *ndel)
+{
+    struct gc g;
+    bool published = false;
+    ckpt_status st;
+
+    memset(&g, 0, sizeof g);
+    g.ctx = ctx;
+    g.keep = keep;
+    g.min_age_ms = min_age_ms;
+    g.t0_ns = ckpt__mono_ns();
+    ckpt__idset_init(&g.live);
+    if ((st = read_kept(&g)) || (st = list_run(&g)) || (st = choose_kept(&g)) ||
+        (st = store_clock(&g)) || (st = find_victims(&g)))
+        goto out;
+    if (fn)
+        for (size_t i = 0; i < g.vs.n; i++)
+            fn(user, g.vs.v[i].key, g.vs.v[i].size, g.vs.v[i].why);
+    if (flags & CKPT_GC_DRY_RUN) {
+        *ndel = g.vs.n;
+        goto out;
+    }
+    if (nothing_to_do(&g))
+        goto out;
+    st = publish(&g, &published);
+    if (!st)
+        st = delete_victims(&g, ndel);
 out:
     if (published) {
         /* the record stays in HEAD if this fails: void after its TTL */
-        if (gc_unpublish(ctx, rec, ckpt__now_ms()) == CKPT_OK) {
-            const char *dk[1] = { reckey };
+        if (gc_unpublish(ctx, g.rec, ckpt__now_ms()) == CKPT_OK) {
+            const char *dk[1] = { g.reckey };
             ctx->store->ops->del(ctx->store, dk, 1, NULL);
         }
-    } else if (reckey[0]) {
-        const char *dk[1] = { reckey };
+    } else if (g.reckey[0]) {
+        const char *dk[1] = { g.reckey };
         ctx->store->ops->del(ctx->store, dk, 1, NULL);
     }
-    ckpt__idlists_free(ids, h.n);
-    ckpt__idlists_free(dids, h.ndamaged);
-    free(ok);
-    free(dkeep);
-    free(vs.v);
-    free(keys);
-    objlist_free(&objs[0]);
-    objlist_free(&objs[1]);
-    objlist_free(&mans);
-    objlist_free(&gcs);
-    ckpt__idset_free(&live);
-    ckpt__idset_free(&present[0]);
-    ckpt__idset_free(&present[1]);
-    ckpt__gc_victims_free(&gv);
-    ckpt__head_free(&h);
+    gc_free(&g);
     return st;
 }
 

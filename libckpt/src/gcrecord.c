@@ -75,22 +75,16 @@ ckpt_status ckpt__gc_record_decode(const void *buf, size_t len, struct ckpt_gc_v
                                    char *err)
 {
     ckpt_status st;
-    size_t jl;
     cJSON *root = NULL;
     const cJSON *a, *it;
     double fmt;
     const char *kind;
     static const char *const lists[2] = { "chunks", "packs" };
 
-    if (len > CKPT_MANIFEST_MAX) {
-        ckpt__seterr(err, "gc record too large");
-        return CKPT_E_CORRUPT;
-    }
-    st = ckpt__envelope_open(buf, len, &jl, err);
+    st = ckpt__envelope_parse(buf, len, CKPT_MANIFEST_MAX, "gc record", &root, err);
     if (st)
         return st;
     st = CKPT_E_CORRUPT;
-    root = cJSON_ParseWithLength(buf, jl);
     kind = ckpt__json_get_str(root, "kind");
     if (!cJSON_IsObject(root) || ckpt__json_get_num(root, "format", 1, 1, &fmt) || !kind ||
         strcmp(kind, "gc")) {

@@ -153,21 +153,15 @@ out:
 ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, char *err)
 {
     ckpt_status st;
-    size_t jl;
     cJSON *root = NULL, *arr;
     double fmt, t;
     const char *kind;
 
     memset(h, 0, sizeof *h);
-    if (len > CKPT_HEAD_MAX) {
-        ckpt__seterr(err, "HEAD too large");
-        return CKPT_E_CORRUPT;
-    }
-    st = ckpt__envelope_open(buf, len, &jl, err);
+    st = ckpt__envelope_parse(buf, len, CKPT_HEAD_MAX, "HEAD", &root, err);
     if (st)
         return st;
     st = CKPT_E_CORRUPT;
-    root = cJSON_ParseWithLength(buf, jl);
     if (!cJSON_IsObject(root) || ckpt__json_get_num(root, "format", 1, 1e9, &fmt)) {
         ckpt__seterr(err, "HEAD is not a ckpt head object");
         goto out;

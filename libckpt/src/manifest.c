@@ -451,22 +451,16 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
                                   char *err)
 {
     ckpt_status st;
-    size_t jl;
     cJSON *root = NULL, *items, *o;
     double fmt, t, rank, world, cb, nb;
     const char *writer, *parent, *kind;
     size_t i = 0, n;
 
     memset(m, 0, sizeof *m);
-    if (len > CKPT_MANIFEST_MAX) {
-        ckpt__seterr(err, "manifest too large (%zu bytes)", len);
-        return CKPT_E_CORRUPT;
-    }
-    st = ckpt__envelope_open(buf, len, &jl, err);
+    st = ckpt__envelope_parse(buf, len, CKPT_MANIFEST_MAX, "manifest", &root, err);
     if (st)
         return st;
     st = CKPT_E_CORRUPT;
-    root = cJSON_ParseWithLength(buf, jl);
     if (!cJSON_IsObject(root)) {
         ckpt__seterr(err, "manifest is not a JSON object");
         goto out;

@@ -345,18 +345,11 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
     }
     for (size_t i = start; i < h.n; i++) {
         struct ckpt_manifest m;
-        st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
+        st = ckpt__fetch_manifest(ctx, h.entries[i].manifest, &m);
         if (st == CKPT_E_NOENT) {
             ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: its manifest %s "
                               "is missing", h.entries[i].step, h.entries[i].manifest);
             st = CKPT_E_CORRUPT;
-        }
-        if (st == CKPT_OK && m.world_size != 1) {
-            ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
-                                   "this version restores single-process checkpoints only",
-                              m.step, m.world_size);
-            ckpt__manifest_free(&m);
-            st = CKPT_E_UNSUPPORTED;
         }
         if (st == CKPT_OK && !dir) {
             st = check_shape(ctx, &m);

@@ -33,15 +33,8 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
                                      : (step != CKPT_STEP_ALL && h.entries[i].step != step))
             continue;
         matched++;
-        st = ckpt__read_manifest(ctx, h.entries[i].manifest, &m);
-        if (st == CKPT_OK && m.world_size != 1) {
-            /* the verdict restore gives: not restorable by this version */
-            ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
-                                   "this version restores single-process checkpoints only",
-                              m.step, m.world_size);
-            ckpt__manifest_free(&m);
-            st = CKPT_E_UNSUPPORTED;
-        }
+        /* the verdict restore gives: what this version cannot restore fails */
+        st = ckpt__fetch_manifest(ctx, h.entries[i].manifest, &m);
         if (st) {
             ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", ctx->errmsg);
             if (!result || result == CKPT_E_CORRUPT)
