@@ -388,12 +388,12 @@ static void finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status st, c
 void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv)
 {
     struct ckpt_run *rs = &ctx->rs;
-    uint64_t epoch = atomic_load(&ctx->epoch);
     char err[CKPT_ERR_MAX] = "", mkey[1024] = "", etag[CKPT_ETAG_MAX] = "";
     struct ckpt_idlist ids = { 0 };
     struct ckpt_head nh = { 0 };
     size_t *src = NULL;
     ckpt_status st = sv->st;
+    uint64_t epoch;
     int stale = 0;
 
     if (st) {
@@ -404,6 +404,7 @@ void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv)
     if (st)
         goto out;
     pthread_mutex_lock(&rs->mu);
+    epoch = atomic_load(&ctx->epoch); /* the lease this writer commits under */
     st = fence(ctx, epoch, err);
     if (!st)
         st = write_manifest(ctx, sv, epoch, &ids, mkey, sizeof mkey, err);
