@@ -1,10 +1,12 @@
 /* ctx.h -- the context behind ckpt.h's handle: the settings ckpt_open
  * resolved, the protected items, and one part per step of the save path,
- * each beside its own lock and touched only through its module:
- *   staging (staging.h)   the snapshot's blocks         its mu
- *   packs (packbuf.h)     pack buffers kept for saves   its mu
- *   flight (save.h)       the save in flight            its mu
- *   rs (runstate.h)       what this writer knows of its run, the dedup index
+ * each owned by its module, its mutex beside its state:
+ *   staging (staging.h)   the snapshot's blocks
+ *   packs (packbuf.h)     pack buffers kept between saves
+ *   flight (save.h)       the save in flight, how the last one ended
+ *   rs (runstate.h)       what this writer knows of its run: HEAD, the
+ *                         dedup index (the commit works on it under its
+ *                         lock, see runstate.h)
  * The context's own state is the request flags (atomics: any thread, signal
  * handlers), the lease epoch (atomic), the progress counters (atomics) and
  * the message ckpt_errmsg() returns (err_mu). */

@@ -65,9 +65,7 @@ void ckpt__retention_after_commit(struct ckpt_ctx *ctx, const struct ckpt_idlist
     ckpt__idset_init(&live);
     for (size_t d = 0; d < dropped->n; d++)
         cap += dropped->ids[d].n;
-    if (!dropped->n)
-        goto out;
-    keys = calloc(cap, sizeof *keys);
+    keys = calloc(cap ? cap : 1, sizeof *keys);
     if (!keys || ckpt__live_add(&live, kept, nkept) || ckpt__live_add(&live, damaged, ndamaged))
         goto nomem;
     for (size_t d = 0; d < dropped->n; d++) {
