@@ -1,4 +1,4 @@
-/* ckpt.c -- the context: open/close, protection, requests. */
+/* ckpt.c -- the API surface: open/close, protection, requests, saves, progress. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,18 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "codec.h"
+#include "control.h"
+#include "ctx.h"
+#include "gpu.h"
+#include "pool.h"
 #include "rules.h"
-
-void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&ctx->err_mu);
-    va_start(ap, fmt);
-    vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
-    va_end(ap);
-    pthread_mutex_unlock(&ctx->err_mu);
-}
+#include "runload.h"
+#include "runstate.h"
+#include "snapshot.h"
 
 /* Detail of the calling thread's last failed ckpt_open(): the context is
  * gone by then, so ckpt_errmsg(NULL) returns this. */
@@ -52,11 +49,10 @@ static ckpt_status parse_duration_ms(const char *s, uint64_t *out)
     return ckpt__rule_duration_ms(s, out) == 0 ? CKPT_OK : CKPT_E_CONFIG;
 }
 
-static void load_job(struct ckpt_ctx *ctx, void *arg, struct ckpt_codec_ws *ws)
+static void load_job(void *arg, struct ckpt_codec_ws *ws)
 {
-    (void)arg;
     (void)ws;
-    ckpt__load_run(ctx, true);
+    ckpt__load_run(arg, true);
 }
 
 ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
@@ -78,14 +74,11 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return CKPT_E_NOMEM;
-    pthread_mutex_init(&ctx->blk_mu, NULL);
-    pthread_cond_init(&ctx->blk_cv, NULL);
-    pthread_mutex_init(&ctx->run_mu, NULL);
-    pthread_cond_init(&ctx->run_cv, NULL);
     pthread_mutex_init(&ctx->err_mu, NULL);
-    pthread_mutex_init(&ctx->pk_mu, NULL);
-    pthread_cond_init(&ctx->pk_cv, NULL);
-    ckpt__index_init(&ctx->idx);
+    ckpt__staging_init(&ctx->staging);
+    ckpt__packs_init(&ctx->packs);
+    ckpt__flight_init(&ctx->flight);
+    ckpt__run_init(&ctx->rs);
     ckpt__logger_init(&ctx->log, cfg->log_fn, cfg->log_user, cfg->log_level);
     *out = ctx; /* from here on, ckpt_close() cleans up; reset on failure */
 
@@ -237,7 +230,8 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
         st = CKPT_E_NOMEM;
         goto fail;
     }
-    st = ckpt__pool_start(ctx);
+    ckpt__staging_setup(&ctx->staging, ctx->chunk_bytes, ctx->staging_max);
+    st = ckpt__pool_start(&ctx->pool, ctx->workers, ctx->chunk_bytes);
     if (st)
         goto fail;
     ctx->last_save_mono_ns = ckpt__mono_ns();
@@ -245,13 +239,10 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
      * can skip known chunks without stalling the caller. Chunk jobs wait
      * for that load: when it cannot be queued, they must not (they then
      * write every chunk, and the commit reads HEAD itself). */
-    if (ckpt__pool_submit(ctx, load_job, NULL) != CKPT_OK) {
+    if (ckpt__pool_submit(ctx->pool, load_job, ctx) != CKPT_OK) {
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "open", "cannot queue the run's load (out of "
                   "memory): the first save writes every chunk");
-        pthread_mutex_lock(&ctx->run_mu);
-        ctx->run_loaded = true; /* load_ok stays false: the commit loads */
-        pthread_cond_broadcast(&ctx->run_cv);
-        pthread_mutex_unlock(&ctx->run_mu);
+        ckpt__run_skip_load(&ctx->rs);
     }
     s = getenv("CKPT_SOCKET");
     if (!cfg->no_control && s && *s) {
@@ -327,7 +318,7 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
         for (struct ckpt_item *i = ctx->items; i; i = i->next)
             if (i->kind != CKPT_ITEM_FILE && !i->stage)
                 blocks += (i->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes;
-        if (ckpt__blocks_reserve(ctx, blocks) != CKPT_OK)
+        if (ckpt__staging_reserve(&ctx->staging, blocks) != CKPT_OK)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
                       "cannot reserve %zu MiB of staging now; saves will allocate it",
                       blocks * (ctx->chunk_bytes >> 20));
@@ -403,11 +394,7 @@ ckpt_status ckpt_protect_file_ex(struct ckpt_ctx *ctx, const char *name, const c
     if (st == CKPT_OK && (flags & CKPT_FILE_AS_IS)) {
         struct ckpt_item *it = ctx->items_tail;
         it->as_is = true;
-        it->version.dev = sb.st_dev;
-        it->version.ino = sb.st_ino;
-        it->version.size = sb.st_size;
-        it->version.mtime = sb.st_mtim;
-        it->version.ctime = sb.st_ctim;
+        ckpt__fversion_of(&it->version, &sb);
     }
     return st;
 }
@@ -444,6 +431,26 @@ ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)
     return CKPT_E_NOENT;
 }
 
+ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *out)
+{
+    struct ckpt__progress *p;
+
+    if (!ctx || !out)
+        return CKPT_E_INVAL;
+    p = &ctx->progress;
+    memset(out, 0, sizeof *out);
+    out->phase = (ckpt_progress_phase)atomic_load(&p->phase);
+    out->step = atomic_load(&p->step);
+    out->bytes_done = atomic_load(&p->bytes_done);
+    out->bytes_total = atomic_load(&p->bytes_total);
+    out->chunks_done = atomic_load(&p->chunks_done);
+    out->chunks_total = atomic_load(&p->chunks_total);
+    out->stored_bytes = atomic_load(&p->stored_bytes);
+    out->checkpoints_done = atomic_load(&p->checkpoints_done);
+    out->started_ms = atomic_load(&p->started_ms);
+    return CKPT_OK;
+}
+
 int ckpt_should_save(struct ckpt_ctx *ctx)
 {
     if (!ctx)
@@ -458,25 +465,22 @@ int ckpt_should_save(struct ckpt_ctx *ctx)
 
 void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec)
 {
-    if (!ctx)
-        return;
-    if (codec != CKPT_CODEC_DEFAULT)
-        atomic_store(&ctx->req_codec, (int)codec);
-    atomic_store(&ctx->requested, 1);
+    if (ctx)
+        ckpt__request(ctx, codec);
 }
 
 ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step)
 {
     if (!ctx)
         return CKPT_E_INVAL;
-    return ckpt__save(ctx, step);
+    return ckpt__snapshot(ctx, step);
 }
 
 ckpt_status ckpt_wait(struct ckpt_ctx *ctx)
 {
     if (!ctx)
         return CKPT_E_INVAL;
-    return ckpt__wait(ctx);
+    return ckpt__flight_wait(&ctx->flight);
 }
 
 void ckpt_close(struct ckpt_ctx *ctx)
@@ -485,12 +489,12 @@ void ckpt_close(struct ckpt_ctx *ctx)
     if (!ctx)
         return;
     if (ctx->pool)
-        ckpt__wait(ctx);
+        ckpt__flight_wait(&ctx->flight);
     if (ctx->control)
         ckpt__control_close(ctx->control);
-    ckpt__pool_stop(ctx);
+    ckpt__pool_stop(ctx->pool);
+    ctx->pool = NULL;
     ckpt__cuda_release(ctx);
-    ckpt__blocks_free(ctx);
     for (it = ctx->items; it; it = next) {
         next = it->next;
         ckpt__arena_free(it->stage);
@@ -498,18 +502,13 @@ void ckpt_close(struct ckpt_ctx *ctx)
         free(it->path);
         free(it);
     }
-    ckpt__run_state_free(ctx);
-    ckpt__idset_free(&ctx->bad_chunks);
-    ckpt__packbufs_free(ctx);
+    ckpt__staging_destroy(&ctx->staging);
+    ckpt__packs_destroy(&ctx->packs);
+    ckpt__flight_destroy(&ctx->flight);
+    ckpt__run_destroy(&ctx->rs);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);
     free(ctx->run);
-    pthread_mutex_destroy(&ctx->blk_mu);
-    pthread_cond_destroy(&ctx->blk_cv);
-    pthread_mutex_destroy(&ctx->run_mu);
-    pthread_cond_destroy(&ctx->run_cv);
     pthread_mutex_destroy(&ctx->err_mu);
-    pthread_mutex_destroy(&ctx->pk_mu);
-    pthread_cond_destroy(&ctx->pk_cv);
     free(ctx);
 }

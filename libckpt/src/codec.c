@@ -12,7 +12,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "internal.h"
+#include "codec.h"
 #include "rules.h"
 
 struct ckpt_codec_ws {

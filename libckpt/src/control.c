@@ -18,7 +18,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "codec.h"
+#include "control.h"
+#include "ctx.h"
+#include "signals.h"
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
 #include "retry.h"
 #endif
@@ -84,7 +87,7 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
                                         ((int64_t)dl->valuedouble - ckpt__now_ms()));
         }
 #endif
-        ckpt_request(c->ctx, cd);
+        ckpt__request(c->ctx, cd);
     } else if (!strcmp(type->valuestring, "stopping")) {
         /* ckptrun ends us next (after the final checkpoint): its signal
          * must take effect. Acknowledged once set. */
@@ -94,11 +97,8 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
         ckpt__control_send(c, ack);
     } else if (!strcmp(type->valuestring, "epoch")) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
-        if (cJSON_IsNumber(e) && e->valuedouble >= 0) {
-            pthread_mutex_lock(&c->ctx->run_mu);
-            c->ctx->epoch = (uint64_t)e->valuedouble;
-            pthread_mutex_unlock(&c->ctx->run_mu);
-        }
+        if (cJSON_IsNumber(e) && e->valuedouble >= 0)
+            atomic_store(&c->ctx->epoch, (uint64_t)e->valuedouble);
     }
 out:
     cJSON_Delete(o);

@@ -29,7 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ctx.h"
+#include "gpu.h"
 
 #if defined(CKPT_HAVE_CUDA)
 

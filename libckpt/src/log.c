@@ -1,11 +1,12 @@
 /* log.c -- the library logs only through a callback, or to stderr when
  * CKPT_LOG asks for it. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "log.h"
 
 static void stderr_log(void *user, ckpt_log_level level, const char *subject,
                        const char *msg)

@@ -59,7 +59,7 @@
 #ifndef CKPT_PRELOAD_STANDALONE
 /* Built into the same shared object as the library: the context's request
  * flag is consumed directly (ckpt_preload_take_request). */
-#include "internal.h"
+#include "ctx.h"
 #endif
 
 #define EXPORT __attribute__((visibility("default")))

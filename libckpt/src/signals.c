@@ -38,7 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "ctx.h"
+#include "signals.h"
 
 #define REPEAT_MS 500
 

@@ -1,5 +1,5 @@
 /* status.c -- status names, retry classes, version. */
-#include "internal.h"
+#include "ckpt.h"
 
 const char *ckpt_strerror(ckpt_status st)
 {

@@ -1,12 +1,15 @@
-/* util.c -- small helpers: time, errors, hex, names, directories, id set. */
+/* util.c -- small helpers: time, errors, hex, names, directories, failpoints. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "internal.h"
+#include "util.h"
 
 int64_t ckpt__now_ms(void)
 {
@@ -189,63 +192,6 @@ ckpt_status ckpt__mkdirs(const char *path, mode_t mode, char *err)
     return CKPT_OK;
 }
 
-/* ---- id set: open addressing, linear probing; ids are hashes already ---- */
-void ckpt__idset_init(struct ckpt_idset *s) { memset(s, 0, sizeof *s); }
-
-void ckpt__idset_free(struct ckpt_idset *s)
-{
-    free(s->keys);
-    free(s->vals);
-    free(s->used);
-    memset(s, 0, sizeof *s);
-}
-
-static size_t slot_of(const uint8_t *id, size_t cap)
-{
-    uint64_t h;
-    memcpy(&h, id, sizeof h);
-    return (size_t)(h & (cap - 1));
-}
-
-int ckpt__idset_get(const struct ckpt_idset *s, const uint8_t *id, uint64_t *val)
-{
-    if (!s->cap)
-        return 0;
-    for (size_t i = slot_of(id, s->cap);; i = (i + 1) & (s->cap - 1)) {
-        if (!s->used[i])
-            return 0;
-        if (memcmp(s->keys[i], id, CKPT_ID_LEN) == 0) {
-            if (val)
-                *val = s->vals[i];
-            return 1;
-        }
-    }
-}
-
-static int idset_insert(struct ckpt_idset *s, const uint8_t *id, uint64_t val);
-
-static int idset_grow(struct ckpt_idset *s)
-{
-    struct ckpt_idset n;
-    n.cap = s->cap ? s->cap * 2 : 1024;
-    n.n = 0;
-    n.keys = malloc(n.cap * CKPT_ID_LEN);
-    n.vals = malloc(n.cap * sizeof *n.vals);
-    n.used = calloc(n.cap, 1);
-    if (!n.keys || !n.vals || !n.used) {
-        free(n.keys);
-        free(n.vals);
-        free(n.used);
-        return -1;
-    }
-    for (size_t i = 0; i < s->cap; i++)
-        if (s->used[i])
-            idset_insert(&n, s->keys[i], s->vals[i]); /* room for all: cannot fail */
-    ckpt__idset_free(s);
-    *s = n;
-    return 0;
-}
-
 /* ---- failpoints (tests) ------------------------------------------------------ */
 static atomic_int fp_armed; /* fast path: nothing armed */
 static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -273,30 +219,4 @@ int ckpt__failpoint(const char *name)
     }
     pthread_mutex_unlock(&fp_mu);
     return hit;
-}
-
-int ckpt__idset_put(struct ckpt_idset *s, const uint8_t *id, uint64_t val)
-{
-    if (ckpt__failpoint("idset_put"))
-        return -1;
-    return idset_insert(s, id, val);
-}
-
-static int idset_insert(struct ckpt_idset *s, const uint8_t *id, uint64_t val)
-{
-    if ((s->n + 1) * 2 > s->cap && idset_grow(s) != 0)
-        return -1;
-    for (size_t i = slot_of(id, s->cap);; i = (i + 1) & (s->cap - 1)) {
-        if (!s->used[i]) {
-            s->used[i] = 1;
-            memcpy(s->keys[i], id, CKPT_ID_LEN);
-            s->vals[i] = val;
-            s->n++;
-            return 0;
-        }
-        if (memcmp(s->keys[i], id, CKPT_ID_LEN) == 0) {
-            s->vals[i] = val;
-            return 0;
-        }
-    }
 }

@@ -2,7 +2,10 @@
  * store: hostile. (A dictionary of their field names: manifest.dict.) */
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "envelope.h"
+#include "gcrecord.h"
+#include "head.h"
+#include "manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

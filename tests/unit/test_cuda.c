@@ -3,7 +3,8 @@
 #include <cuda_runtime_api.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ctx.h"
+#include "runload.h"
 
 #define CU(call) assert_int_equal((int)(call), (int)cudaSuccess)
 

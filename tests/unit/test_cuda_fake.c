@@ -8,7 +8,7 @@
 #include <dlfcn.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ckpt.h"
 
 
 static void *(*dev_alloc)(size_t);

@@ -5,7 +5,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include "test_util.h"
-#include "internal.h"
+#include "ckpt.h"
 
 #define NO_RUNTIME "/nonexistent/libcudart.so"
 

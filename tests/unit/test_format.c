@@ -1,6 +1,11 @@
-/* test_format.c -- manifests and HEAD: round trip, damage, hostile input. */
+/* test_format.c -- the store format: manifests, HEAD, keys and id sets: round trip,
+ * damage, hostile input. */
 #include "test_util.h"
-#include "internal.h"
+#include "envelope.h"
+#include "gcrecord.h"
+#include "head.h"
+#include "idset.h"
+#include "manifest.h"
 
 static void make_manifest(struct ckpt_manifest *m)
 {
@@ -477,6 +482,53 @@ static void test_names_and_keys(void **state)
                            "00000abc.ckm");
 }
 
+/* Keys of a run's objects and the id sets built from them. */
+static void test_object_keys_and_sets(void **state)
+{
+    uint8_t id[CKPT_ID_LEN], back[CKPT_ID_LEN], other[CKPT_ID_LEN] = { 1 };
+    struct ckpt_idset set;
+    char key[256], *big;
+    cJSON *root;
+    uint64_t v;
+    (void)state;
+    for (int i = 0; i < CKPT_ID_LEN; i++)
+        id[i] = (uint8_t)(0xa0 + i);
+    ckpt__object_key("r", CKPT_OBJ_PACK, id, key, sizeof key);
+    assert_string_equal(key, "r/packs/a0/a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
+    ckpt__chunk_key("r", id, key, sizeof key);
+    assert_string_equal(key, "r/chunks/a0/a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
+    assert_int_equal(ckpt__key_id(key, back), 0);
+    assert_memory_equal(back, id, CKPT_ID_LEN);
+    assert_int_equal(ckpt__key_id("r/chunks/a0/a0a1", back), -1);
+    assert_int_equal(ckpt__key_id("r/gc/A0A1A2A3A4A5A6A7A8A9AAABACADAEAF", back), -1);
+
+    /* an object set holds a bit per kind of object with an id */
+    ckpt__idset_init(&set);
+    assert_false(ckpt__objset_has(&set, id, CKPT_OBJ_CHUNK));
+    assert_int_equal(ckpt__objset_add(&set, id, CKPT_OBJ_PACK), 0);
+    assert_false(ckpt__objset_has(&set, id, CKPT_OBJ_CHUNK));
+    assert_true(ckpt__objset_has(&set, id, CKPT_OBJ_PACK));
+    assert_int_equal(ckpt__objset_add(&set, id, CKPT_OBJ_CHUNK), 0);
+    assert_true(ckpt__objset_has(&set, id, CKPT_OBJ_CHUNK));
+    /* an update never adds */
+    assert_int_equal(ckpt__idset_update(&set, id, 42), 1);
+    assert_true(ckpt__idset_get(&set, id, &v) && v == 42);
+    assert_int_equal(ckpt__idset_update(&set, other, 1), 0);
+    assert_int_equal(set.n, 1);
+    ckpt__idset_free(&set);
+
+    /* a sealed record larger than its bound is refused before it is parsed */
+    big = ckpt__envelope_seal("{\"kind\":\"head\"}", &(size_t){ 0 });
+    assert_int_equal(ckpt__envelope_parse(big, strlen(big), 8, "HEAD", &root, key),
+                     CKPT_E_CORRUPT);
+    assert_null(root);
+    assert_non_null(strstr(key, "HEAD too large"));
+    assert_int_equal(ckpt__envelope_parse(big, strlen(big), 1024, "HEAD", &root, key), CKPT_OK);
+    assert_true(cJSON_IsObject(root));
+    cJSON_Delete(root);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_corpus_fixtures),
         cmocka_unit_test(test_head_roundtrip),
         cmocka_unit_test(test_names_and_keys),
+        cmocka_unit_test(test_object_keys_and_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,11 @@
 #include <time.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "codec.h"
+#include "ctx.h"
+#include "gcrecord.h"
+#include "head.h"
+#include "runload.h"
 #include "fault_store.h"
 
 #define N (4 * (64 << 10)) /* 4 chunks of 64 KiB */

@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include "test_util.h"
-#include "internal.h"
+#include "ckpt_store.h"
 #include "lease.h"
 
 static char *g_dir;

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ctx.h"
+#include "envelope.h"
+#include "runload.h"
 
 static struct ckpt_ctx *open_ctx(const char *url, const char *run, uint64_t epoch)
 {
@@ -73,7 +75,7 @@ static size_t count_entries(const char *dir)
 #define NFILES 300
 #define FSIZE ((64 << 10) + 1) /* two chunks each */
 
-/* Issue 16 item 4: 300 files of two chunks each (their chunks fetched in
+/* 300 files of two chunks each (their chunks fetched in
  * any order, so many files are half-written at once) restore under an
  * open-file limit of 128: into a directory and into the protected files.
  * Before the fix restore opened every temporary file at once and failed
@@ -141,7 +143,7 @@ static const char *tiny_mount(const char *name, const char *opts)
     return mnt;
 }
 
-/* Issue 16 item 5: a full restore target is the local disk's problem,
+/* A full restore target is the local disk's problem,
  * found before anything is written (the sum of the files' sizes against the
  * free space, a chunk named many times counting each time), never
  * "damaged" (no fallback, nothing marked even by the lease holder) and
@@ -275,7 +277,7 @@ static void test_read_only(void **state)
     ckpt_close(ctx);
 }
 
-/* Issue 16 item 6: verify and restore give the same verdict on a manifest
+/* Verify and restore give the same verdict on a manifest
  * of a 2-rank checkpoint (restore refused it while verify said intact). */
 static void test_world_size_verdict(void **state)
 {
@@ -312,7 +314,7 @@ static void test_world_size_verdict(void **state)
     ckpt_close(ctx);
 }
 
-/* Issue 16 item 7: a writer that meets checkpoints of a newer format (a
+/* A writer that meets checkpoints of a newer format (a
  * HEAD of format 4, or a retained manifest of format 4) refuses to commit:
  * its retention would push them out. */
 static void test_newer_format_not_pushed_out(void **state)

@@ -5,7 +5,8 @@
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ctx.h"
+#include "runload.h"
 
 #define N 200000
 
@@ -128,7 +129,7 @@ static void remove_chunk_of(struct ckpt_ctx *ctx, uint64_t step)
     ckpt__head_free(&h);
 }
 
-/* Issue 16 item 2: any missing part of the newest checkpoint falls back
+/* Any missing part of the newest checkpoint falls back
  * to the newest older one that restores: a missing manifest (before the
  * fix: "no committed checkpoint", and a trainer started fresh), a missing
  * chunk object, a missing pack; into the protected regions and into a
@@ -168,7 +169,7 @@ static void test_missing_parts_fall_back(void **state)
     }
 }
 
-/* Issue 15 item 2: the resume order is the step order. Commits of steps
+/* The resume order is the step order. Commits of steps
  * 5, 3, 4 (keep 2) keep 5 and 4; a late commit of step 1 is retained as
  * well (the checkpoint just committed always is) but never resumes; a
  * re-commit of step 5 supersedes it. */
@@ -264,7 +265,7 @@ static void test_old_head_order(void **state)
     ckpt_close(w);
 }
 
-/* Issue 15 item 2 / 16 item 2: the lease holder (a context with an epoch)
+/* The lease holder (a context with an epoch)
  * that falls back past damaged checkpoints marks them damaged: they leave
  * the resume order and the count of --keep, their objects stay until gc's
  * age rule, and the trainer's later commits -- above the restored step or

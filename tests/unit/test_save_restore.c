@@ -3,11 +3,17 @@
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <poll.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <cjson/cJSON.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "internal.h"
+#include "ctx.h"
+#include "runload.h"
+#include "staging.h"
 #include "fault_store.h"
 
 static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)
@@ -1114,7 +1120,7 @@ static void test_staging_cap_and_busy(void **state)
     ckpt_protect(ctx, "a", a, n);
     assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
-    assert_true(ctx->blk_total <= 2);
+    assert_true(ckpt__staging_blocks(&ctx->staging) <= 2);
     memset(a, 0, n);
     assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
     assert_memory_equal(a, copy, n);
@@ -1146,10 +1152,10 @@ static void test_fencing(void **state)
     struct ckpt_ctx *a = open_run("fence", CKPT_CODEC_ZSTD, 0, 0);
     struct ckpt_ctx *b = open_run("fence", CKPT_CODEC_ZSTD, 0, 0);
     /* b has read the run (no HEAD yet) before a commits */
-    pthread_mutex_lock(&b->run_mu);
-    while (!b->run_loaded)
-        pthread_cond_wait(&b->run_cv, &b->run_mu);
-    pthread_mutex_unlock(&b->run_mu);
+    pthread_mutex_lock(&b->rs.mu);
+    while (!b->rs.loaded)
+        pthread_cond_wait(&b->rs.cv, &b->rs.mu);
+    pthread_mutex_unlock(&b->rs.mu);
     ckpt_protect(a, "x", &x, 4);
     ckpt_protect(b, "x", &y, 4);
     assert_int_equal(ckpt_save(a, 1), CKPT_OK);
@@ -1247,6 +1253,112 @@ static void test_bad_stores(void **state)
     umount(mnt);
 }
 
+/* One line from the control socket (10 s at most) into buf, parsed. */
+static cJSON *wire_line(int fd, char *buf, size_t n)
+{
+    size_t at = 0;
+    while (at + 1 < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        assert_int_equal(read(fd, buf + at, 1), 1);
+        if (buf[at] == '\n')
+            break;
+        at++;
+    }
+    buf[at] = '\0';
+    return cJSON_Parse(buf);
+}
+
+/* The object has exactly these fields, in this order. */
+static void wire_fields(const cJSON *o, const char *const *names, size_t n)
+{
+    const cJSON *f = o->child;
+    for (size_t i = 0; i < n; i++, f = f->next) {
+        assert_non_null(f);
+        assert_string_equal(f->string, names[i]);
+    }
+    assert_null(f);
+}
+
+/* A save's events reach ckptrun as docs/CONTROL.md has them: `saving`,
+ * then `committed` with its fields, or `failed`. */
+static void test_events_on_the_wire(void **state)
+{
+    static const char *const saving[] = { "type", "step" };
+    static const char *const committed[] = { "type", "step", "seq", "bytes", "stored",
+                                             "seconds", "manifest" };
+    static const char *const failed[] = { "type", "step", "error" };
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx = NULL, *other;
+    uint32_t x = 7, y = 8;
+    char path[800];
+    char line[4096];
+    cJSON *o;
+    int lfd, fd;
+    (void)state;
+
+    snprintf(path, sizeof path, "%s/ctl", g_dir);
+    assert_true(strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(lfd, 1), 0);
+    cfg.store = g_url;
+    cfg.run = "wire";
+    setenv("CKPT_SOCKET", path, 1);
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    unsetenv("CKPT_SOCKET");
+    fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    o = wire_line(fd, line, sizeof line); /* hello */
+    assert_string_equal(cJSON_GetObjectItem(o, "type")->valuestring, "hello");
+    cJSON_Delete(o);
+
+    assert_int_equal(ckpt_protect(ctx, "x", &x, sizeof x), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 9007199254740993ull), CKPT_OK); /* 2^53 + 1 */
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    o = wire_line(fd, line, sizeof line);
+    wire_fields(o, saving, 2);
+    assert_string_equal(cJSON_GetObjectItem(o, "type")->valuestring, "saving");
+    cJSON_Delete(o);
+    o = wire_line(fd, line, sizeof line);
+    wire_fields(o, committed, 7);
+    assert_string_equal(cJSON_GetObjectItem(o, "type")->valuestring, "committed");
+    assert_int_equal(cJSON_GetObjectItem(o, "seq")->valuedouble, 1);
+    assert_int_equal(cJSON_GetObjectItem(o, "bytes")->valuedouble, 4);
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(o, "stored")));
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(o, "seconds")));
+    assert_non_null(strstr(cJSON_GetObjectItem(o, "manifest")->valuestring,
+                           "wire/manifests/00000000000000000001_00009007199254740993_"));
+    /* integers are written whole, not as doubles */
+    assert_non_null(strstr(line, "\"step\":9007199254740993,\"seq\":1,\"bytes\":4,"));
+    cJSON_Delete(o);
+
+    /* another writer commits first: this one's save fails at its commit */
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &other), CKPT_OK);
+    assert_int_equal(ckpt_protect(other, "x", &y, sizeof y), CKPT_OK);
+    assert_int_equal(ckpt_save(other, 10), CKPT_OK);
+    assert_int_equal(ckpt_wait(other), CKPT_OK);
+    ckpt_close(other);
+    assert_int_equal(ckpt_save(ctx, 11), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_E_FENCED);
+    o = wire_line(fd, line, sizeof line);
+    wire_fields(o, saving, 2);
+    cJSON_Delete(o);
+    o = wire_line(fd, line, sizeof line);
+    wire_fields(o, failed, 3);
+    assert_int_equal(cJSON_GetObjectItem(o, "step")->valuedouble, 11);
+    assert_string_equal(cJSON_GetObjectItem(o, "error")->valuestring,
+                        ckpt_strerror(CKPT_E_FENCED));
+    cJSON_Delete(o);
+    ckpt_close(ctx);
+    close(fd);
+    close(lfd);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1269,6 +1381,7 @@ int main(void)
         cmocka_unit_test(test_fencing),
         cmocka_unit_test(test_fence_epoch),
         cmocka_unit_test(test_bad_stores),
+        cmocka_unit_test(test_events_on_the_wire),
     };
     if (getenv("CKPT_TEST_FILTER")) /* one test by name, when working on it */
         cmocka_set_test_filter(getenv("CKPT_TEST_FILTER"));

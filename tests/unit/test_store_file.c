@@ -2,7 +2,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "test_util.h"
-#include "internal.h"
+#include "ckpt_store.h"
 
 struct lst { int n; int has_a, has_b; };
 static int count(void *u, const struct ckpt_obj_info *o)

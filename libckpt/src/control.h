@@ -1,0 +1,16 @@
+/* control.h -- the libckpt side of the control socket to ckptrun
+ * (docs/CONTROL.md): one connection per context, one reader thread. */
+#ifndef CKPT_CONTROL_H
+#define CKPT_CONTROL_H
+
+#include "ckpt.h"
+
+struct ckpt_ctx;
+struct ckpt_control;
+
+ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path);
+void ckpt__control_close(struct ckpt_control *c);
+/* Send one JSON message (no newline): any thread. */
+void ckpt__control_send(struct ckpt_control *c, const char *json_line);
+
+#endif

@@ -1,0 +1,678 @@
+/* manifest.c -- manifests: encoding, decoding, whole-manifest checks, the
+ * objects a manifest needs and the keys of a run's objects (manifest.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "envelope.h"
+#include "idset.h"
+#include "manifest.h"
+
+#define MAX_ITEMS 1000000u
+
+static const char *kind_name(int k)
+{
+    return k == CKPT_ITEM_FILE     ? "file"
+           : k == CKPT_ITEM_DEVICE ? "device"
+           : k == CKPT_ITEM_LINK   ? "link"
+                                   : "mem";
+}
+
+static int kind_parse(const char *s)
+{
+    if (!s)
+        return -1;
+    if (!strcmp(s, "mem"))
+        return CKPT_ITEM_MEM;
+    if (!strcmp(s, "file"))
+        return CKPT_ITEM_FILE;
+    if (!strcmp(s, "device"))
+        return CKPT_ITEM_DEVICE;
+    if (!strcmp(s, "link"))
+        return CKPT_ITEM_LINK;
+    return -1;
+}
+
+
+void ckpt__manifest_free(struct ckpt_manifest *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->nitems; i++) {
+        free(m->items[i].name);
+        free(m->items[i].target);
+        free(m->items[i].chunks);
+    }
+    free(m->items);
+    free(m->packs);
+    free(m->writer);
+    free(m->parent);
+    memset(m, 0, sizeof *m);
+}
+
+unsigned ckpt__manifest_format(const struct ckpt_manifest *m)
+{
+    for (size_t i = 0; i < m->nitems; i++)
+        if (m->items[i].kind == CKPT_ITEM_LINK || !ckpt__name_legacy(m->items[i].name))
+            return CKPT_FORMAT_NAMES;
+    return m->npacks ? CKPT_FORMAT_PACKS : CKPT_FORMAT_UNPACKED;
+}
+
+int ckpt__target_valid(const char *t)
+{
+    size_t len = t ? strlen(t) : 0;
+    return len > 0 && len <= CKPT_TARGET_MAX && t[0] != '/' && ckpt__text_valid(t, len);
+}
+
+/* ---- whole-manifest checks ------------------------------------------------------
+ * Names are sorted once (bytewise, as strcmp orders them); then "is there an
+ * item under the directory P" is a binary search for the range of names
+ * starting with "P/", and a prefix count of non-link items tells whether a
+ * file lives there. O(n log n) for any number of items and links. */
+struct sorted_names {
+    const struct ckpt_mitem **v; /* by name */
+    size_t *files;               /* files[i]: non-link items among v[0..i) */
+    size_t n;
+};
+
+static int cmp_item_name(const void *a, const void *b)
+{
+    return strcmp((*(const struct ckpt_mitem *const *)a)->name,
+                  (*(const struct ckpt_mitem *const *)b)->name);
+}
+
+/* strcmp(name, key) where key is p[0..plen) followed by c (c != 0) or by
+ * nothing (c == 0); only the sign matters. */
+static int cmp_key(const char *name, const char *p, size_t plen, char c)
+{
+    int r = strncmp(name, p, plen);
+    if (r)
+        return r;
+    if (!c)
+        return name[plen] ? 1 : 0;
+    if (name[plen] != c)
+        return (unsigned char)name[plen] < (unsigned char)c ? -1 : 1;
+    return name[plen + 1] ? 1 : 0;
+}
+
+/* First index whose name is >= key (see cmp_key). */
+static size_t lower_bound(const struct sorted_names *s, const char *p, size_t plen, char c)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_key(s->v[mid]->name, p, plen, c) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The item named exactly p[0..plen), or NULL. */
+static const struct ckpt_mitem *find_exact(const struct sorted_names *s, const char *p,
+                                           size_t plen)
+{
+    size_t i = lower_bound(s, p, plen, 0);
+    return i < s->n && cmp_key(s->v[i]->name, p, plen, 0) == 0 ? s->v[i] : NULL;
+}
+
+/* Items under the directory p[0..plen) ("p/..."): *all of any kind, the
+ * return value counts the non-link ones. */
+static size_t count_under(const struct sorted_names *s, const char *p, size_t plen, size_t *all)
+{
+    /* names starting with "p/" are those from "p/" up to "p0" ('0' follows '/') */
+    size_t lo = lower_bound(s, p, plen, '/'), hi = lower_bound(s, p, plen, '0');
+    if (all)
+        *all = hi - lo;
+    return s->files[hi] - s->files[lo];
+}
+
+/* Resolve link `it` lexically from its own directory and check where it
+ * lands (docs/FORMAT.md, "Links"). 0, else -1 with the reason in err. */
+static int check_link(const struct sorted_names *s, const struct ckpt_mitem *it, char *err)
+{
+    char path[CKPT_NAME_MAX + 1];
+    const char *t = it->target, *slash = strrchr(it->name, '/');
+    size_t len = slash ? (size_t)(slash - it->name) : 0, all;
+    int trailing = 0;
+
+    if (!ckpt__target_valid(t)) {
+        ckpt__seterr(err, "link %s: target must be a relative path of UTF-8 text without "
+                          "control characters", it->name);
+        return -1;
+    }
+    memcpy(path, it->name, len);
+    while (*t) {
+        const char *e = strchr(t, '/');
+        size_t sl = e ? (size_t)(e - t) : strlen(t);
+        const char *next = t + sl + (e ? 1 : 0);
+        int final = 1;
+        /* the segment is final when only empty or "." segments follow */
+        for (const char *q = next; *q;) {
+            const char *qe = strchr(q, '/');
+            size_t ql = qe ? (size_t)(qe - q) : strlen(q);
+            if (ql && !(ql == 1 && q[0] == '.')) {
+                final = 0;
+                break;
+            }
+            q += ql + (qe ? 1 : 0);
+        }
+        if (sl == 0 || (sl == 1 && t[0] == '.')) {
+            /* nothing */
+        } else if (sl == 2 && t[0] == '.' && t[1] == '.') {
+            if (len == 0) {
+                ckpt__seterr(err, "link %s: target %.200s leaves the checkpoint", it->name,
+                             it->target);
+                return -1;
+            }
+            while (len > 0 && path[len - 1] != '/')
+                len--;
+            if (len > 0)
+                len--; /* the slash */
+        } else {
+            if (len + (len ? 1 : 0) + sl > CKPT_NAME_MAX) {
+                ckpt__seterr(err, "link %s: target %.200s names no item of the checkpoint",
+                             it->name, it->target);
+                return -1;
+            }
+            if (len)
+                path[len++] = '/';
+            memcpy(path + len, t, sl);
+            len += sl;
+            /* a directory on the way must be one the restore creates: one
+             * holding items of this checkpoint (never a link or a file, which
+             * the kernel would resolve differently from this walk) */
+            if (!final && (count_under(s, path, len, &all), all == 0)) {
+                ckpt__seterr(err, "link %s: target %.200s goes through %.*s, which is not a "
+                                  "directory of the checkpoint", it->name, it->target,
+                             (int)len, path);
+                return -1;
+            }
+        }
+        if (final && e)
+            trailing = 1; /* "name/" or "name/.": the kernel wants a directory */
+        t = next;
+    }
+    if (len == 0) {
+        ckpt__seterr(err, "link %s: target %.200s points at the top of the checkpoint",
+                     it->name, it->target);
+        return -1;
+    }
+    if (!strncmp(it->name, path, len) && (it->name[len] == '/' || it->name[len] == '\0')) {
+        ckpt__seterr(err, "link %s: target %.200s points at the link itself or a directory "
+                          "holding it", it->name, it->target);
+        return -1;
+    }
+    {
+        const struct ckpt_mitem *hit = find_exact(s, path, len);
+        if (hit && hit->kind == CKPT_ITEM_LINK) {
+            ckpt__seterr(err, "link %s: target %.200s is another link", it->name, it->target);
+            return -1;
+        }
+        if (hit && !trailing)
+            return 0;
+        if (!hit && count_under(s, path, len, NULL) > 0)
+            return 0;
+    }
+    ckpt__seterr(err, "link %s: target %.200s names no item of the checkpoint (dangling)",
+                 it->name, it->target);
+    return -1;
+}
+
+ckpt_status ckpt__manifest_check(const struct ckpt_manifest *m, char *err)
+{
+    struct sorted_names s = { NULL, NULL, m->nitems };
+    ckpt_status st = CKPT_E_CORRUPT;
+    size_t i;
+
+    if (m->nitems == 0)
+        return CKPT_OK;
+    s.v = malloc(m->nitems * sizeof *s.v);
+    s.files = malloc((m->nitems + 1) * sizeof *s.files);
+    if (!s.v || !s.files) {
+        st = CKPT_E_NOMEM;
+        ckpt__seterr(err, "out of memory checking %zu item names", m->nitems);
+        goto out;
+    }
+    for (i = 0; i < m->nitems; i++)
+        s.v[i] = &m->items[i];
+    qsort(s.v, s.n, sizeof *s.v, cmp_item_name);
+    s.files[0] = 0;
+    for (i = 0; i < s.n; i++)
+        s.files[i + 1] = s.files[i] + (s.v[i]->kind != CKPT_ITEM_LINK);
+    for (i = 0; i < s.n; i++) {
+        const char *name = s.v[i]->name;
+        size_t nl = strlen(name), all;
+        if (i + 1 < s.n && !strcmp(name, s.v[i + 1]->name)) {
+            ckpt__seterr(err, "duplicate item %.300s", name);
+            goto out;
+        }
+        /* restore makes a file of every item: none can also be a directory */
+        count_under(&s, name, nl, &all);
+        if (all) {
+            ckpt__seterr(err, "item %.200s is also the directory of item %.200s", name,
+                         s.v[lower_bound(&s, name, nl, '/')]->name);
+            goto out;
+        }
+    }
+    for (i = 0; i < s.n; i++)
+        if (s.v[i]->kind == CKPT_ITEM_LINK && check_link(&s, s.v[i], err))
+            goto out;
+    st = CKPT_OK;
+out:
+    free(s.v);
+    free(s.files);
+    return st;
+}
+
+ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, size_t *len)
+{
+    ckpt_status st = CKPT_E_NOMEM;
+    cJSON *root = cJSON_CreateObject(), *items;
+    char *text = NULL;
+    int ok = root != NULL;
+
+    /* The lowest format that holds what this manifest uses: format-1
+     * readers read a manifest without packs, links or new names. */
+    ok = ok && ckpt__json_add_num(root, "format", ckpt__manifest_format(m));
+    ok = ok && cJSON_AddStringToObject(root, "kind", "manifest");
+    ok = ok && ckpt__json_add_u64s(root, "step", m->step) &&
+         ckpt__json_add_u64s(root, "seq", m->seq) && ckpt__json_add_u64s(root, "epoch", m->epoch);
+    ok = ok && ckpt__json_add_num(root, "time_ms", (double)m->time_ms) &&
+         ckpt__json_add_num(root, "rank", m->rank) &&
+         ckpt__json_add_num(root, "world_size", m->world_size) &&
+         ckpt__json_add_num(root, "chunk_bytes", (double)m->chunk_bytes) &&
+         ckpt__json_add_num(root, "new_bytes", (double)m->new_bytes);
+    ok = ok && cJSON_AddStringToObject(root, "writer", m->writer ? m->writer : "");
+    if (ok && m->parent)
+        ok = cJSON_AddStringToObject(root, "parent", m->parent) != NULL;
+    if (ok && m->npacks) {
+        cJSON *packs = cJSON_AddArrayToObject(root, "packs");
+        ok = packs != NULL;
+        for (size_t p = 0; ok && p < m->npacks; p++) {
+            char hex[CKPT_ID_HEX + 1];
+            cJSON *a = cJSON_CreateArray();
+            ckpt__hex(m->packs[p].id, CKPT_ID_LEN, hex);
+            ok = a && cJSON_AddItemToArray(packs, a);
+            ok = ok && cJSON_AddItemToArray(a, cJSON_CreateString(hex)) &&
+                 cJSON_AddItemToArray(a, cJSON_CreateNumber((double)m->packs[p].size));
+        }
+    }
+    items = ok ? cJSON_AddArrayToObject(root, "items") : NULL;
+    ok = ok && items;
+    for (size_t i = 0; ok && i < m->nitems; i++) {
+        const struct ckpt_mitem *it = &m->items[i];
+        cJSON *o = cJSON_CreateObject(), *chunks;
+        ok = o && cJSON_AddItemToArray(items, o);
+        ok = ok && cJSON_AddStringToObject(o, "name", it->name) &&
+             cJSON_AddStringToObject(o, "kind", kind_name(it->kind)) &&
+             ckpt__json_add_num(o, "size", (double)it->size) &&
+             ckpt__json_add_num(o, "elem", it->elem_size) &&
+             ckpt__json_add_num(o, "mode", it->mode);
+        if (ok && it->kind == CKPT_ITEM_LINK)
+            ok = cJSON_AddStringToObject(o, "target", it->target ? it->target : "") != NULL;
+        chunks = ok ? cJSON_AddArrayToObject(o, "chunks") : NULL;
+        ok = ok && chunks;
+        for (size_t c = 0; ok && c < it->nchunks; c++) {
+            char hex[CKPT_ID_HEX + 1];
+            cJSON *a = cJSON_CreateArray();
+            ckpt__hex(it->chunks[c].id, CKPT_ID_LEN, hex);
+            ok = a && cJSON_AddItemToArray(chunks, a);
+            ok = ok && cJSON_AddItemToArray(a, cJSON_CreateString(hex)) &&
+                 cJSON_AddItemToArray(a, cJSON_CreateNumber(it->chunks[c].raw_len)) &&
+                 cJSON_AddItemToArray(a, cJSON_CreateNumber(it->chunks[c].stored_len));
+            if (ok && it->chunks[c].pack)
+                ok = cJSON_AddItemToArray(a, cJSON_CreateNumber(it->chunks[c].pack - 1)) &&
+                     cJSON_AddItemToArray(a, cJSON_CreateNumber((double)it->chunks[c].off));
+        }
+    }
+    if (!ok)
+        goto out;
+    text = cJSON_PrintUnformatted(root);
+    if (!text)
+        goto out;
+    *out = ckpt__envelope_seal(text, len);
+    if (*out)
+        st = CKPT_OK;
+out:
+    free(text);
+    cJSON_Delete(root);
+    return st;
+}
+
+static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
+                               struct ckpt_mitem *it, char *err)
+{
+    uint64_t chunk_bytes = m->chunk_bytes;
+    const cJSON *chunks, *a;
+    const char *name = ckpt__json_get_str(o, "name");
+    double size, elem, mode;
+    uint64_t sum = 0;
+    size_t n, c = 0;
+
+    if (!name || !ckpt__name_valid(name)) {
+        ckpt__seterr(err, "item with missing or unsafe name");
+        return CKPT_E_CORRUPT;
+    }
+    if (m->version < CKPT_FORMAT_NAMES && !ckpt__name_legacy(name)) {
+        ckpt__seterr(err, "format %u manifest with item name %.200s, which only format %d "
+                          "allows", m->version, name, CKPT_FORMAT_NAMES);
+        return CKPT_E_CORRUPT;
+    }
+    it->name = ckpt__strdup(name);
+    if (!it->name)
+        return CKPT_E_NOMEM;
+    it->kind = kind_parse(ckpt__json_get_str(o, "kind"));
+    chunks = cJSON_GetObjectItemCaseSensitive(o, "chunks");
+    if (it->kind < 0 || ckpt__json_get_num(o, "size", 0, CKPT_JSON_MAX_SAFE, &size) ||
+        ckpt__json_get_num(o, "elem", 0, 8, &elem) ||
+        ckpt__json_get_num(o, "mode", 0, 07777, &mode) ||
+        !cJSON_IsArray(chunks) || (elem != 0 && elem != 1 && elem != 2 && elem != 4)) {
+        ckpt__seterr(err, "item %s: bad kind/size/elem/mode/chunks field", name);
+        return CKPT_E_CORRUPT;
+    }
+    it->size = (uint64_t)size;
+    it->elem_size = (unsigned)elem;
+    it->mode = (uint32_t)mode;
+    n = (size_t)cJSON_GetArraySize(chunks);
+    if (it->kind == CKPT_ITEM_LINK) {
+        /* a link holds no bytes: its target (checked with the whole
+         * manifest, ckpt__manifest_check) is all there is */
+        const char *t = ckpt__json_get_str(o, "target");
+        if (m->version < CKPT_FORMAT_NAMES || it->size || n || !t || !ckpt__target_valid(t)) {
+            ckpt__seterr(err, "link item %.200s: bad target, size or chunks (format %u)", name,
+                         m->version);
+            return CKPT_E_CORRUPT;
+        }
+        it->target = ckpt__strdup(t);
+        return it->target ? CKPT_OK : CKPT_E_NOMEM;
+    }
+    if (n > it->size / 1 + 1 || (uint64_t)n > (it->size + chunk_bytes - 1) / chunk_bytes + 1) {
+        ckpt__seterr(err, "item %s: %zu chunks for %" PRIu64 " bytes", name, n, it->size);
+        return CKPT_E_CORRUPT;
+    }
+    it->chunks = n ? calloc(n, sizeof *it->chunks) : NULL;
+    if (n && !it->chunks)
+        return CKPT_E_NOMEM;
+    it->nchunks = n;
+    cJSON_ArrayForEach(a, chunks)
+    {
+        const cJSON *h = cJSON_GetArrayItem(a, 0), *r = cJSON_GetArrayItem(a, 1),
+                    *s = cJSON_GetArrayItem(a, 2), *p = cJSON_GetArrayItem(a, 3),
+                    *po = cJSON_GetArrayItem(a, 4);
+        int na = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+        /* [id, raw, stored] (own object) or, format 2, [id, raw, stored,
+         * pack index, offset in the pack] */
+        if (na == 5) {
+            if (m->version < 2 || !m->npacks || !cJSON_IsNumber(p) || !cJSON_IsNumber(po) ||
+                p->valuedouble < 0 || p->valuedouble >= (double)m->npacks ||
+                p->valuedouble != (double)(uint32_t)p->valuedouble || po->valuedouble < 0 ||
+                po->valuedouble > (double)CKPT_MAX_PACK ||
+                po->valuedouble != (double)(uint64_t)po->valuedouble) {
+                ckpt__seterr(err, "item %s: chunk %zu names a bad pack or offset", name, c);
+                return CKPT_E_CORRUPT;
+            }
+            it->chunks[c].pack = (uint32_t)p->valuedouble + 1;
+            it->chunks[c].off = (uint64_t)po->valuedouble;
+        }
+        if ((na != 3 && na != 5) || !cJSON_IsString(h) ||
+            strlen(h->valuestring) != CKPT_ID_HEX ||
+            ckpt__unhex(h->valuestring, it->chunks[c].id, CKPT_ID_LEN) ||
+            !cJSON_IsNumber(r) || !cJSON_IsNumber(s) || r->valuedouble < 1 ||
+            r->valuedouble > (double)chunk_bytes || s->valuedouble < CKPT_CHUNK_HDR ||
+            s->valuedouble > (double)chunk_bytes * 2 + 4096 ||
+            r->valuedouble != (double)(uint32_t)r->valuedouble ||
+            s->valuedouble != (double)(uint32_t)s->valuedouble) {
+            ckpt__seterr(err, "item %s: malformed chunk %zu", name, c);
+            return CKPT_E_CORRUPT;
+        }
+        it->chunks[c].raw_len = (uint32_t)r->valuedouble;
+        it->chunks[c].stored_len = (uint32_t)s->valuedouble;
+        if (it->chunks[c].pack &&
+            it->chunks[c].off + it->chunks[c].stored_len > m->packs[it->chunks[c].pack - 1].size) {
+            ckpt__seterr(err, "item %s: chunk %zu ends past its pack", name, c);
+            return CKPT_E_CORRUPT;
+        }
+        sum += it->chunks[c].raw_len;
+        c++;
+    }
+    if (sum != it->size) {
+        ckpt__seterr(err, "item %s: chunks hold %" PRIu64 " bytes, size says %" PRIu64, name,
+                     sum, it->size);
+        return CKPT_E_CORRUPT;
+    }
+    return CKPT_OK;
+}
+
+ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manifest *m,
+                                  char *err)
+{
+    ckpt_status st;
+    cJSON *root = NULL, *items, *o;
+    double fmt, t, rank, world, cb, nb;
+    const char *writer, *parent, *kind;
+    size_t i = 0, n;
+
+    memset(m, 0, sizeof *m);
+    st = ckpt__envelope_parse(buf, len, CKPT_MANIFEST_MAX, "manifest", &root, err);
+    if (st)
+        return st;
+    st = CKPT_E_CORRUPT;
+    if (!cJSON_IsObject(root)) {
+        ckpt__seterr(err, "manifest is not a JSON object");
+        goto out;
+    }
+    if (ckpt__json_get_num(root, "format", 1, 1e9, &fmt)) {
+        ckpt__seterr(err, "manifest has no format version");
+        goto out;
+    }
+    if (fmt > CKPT_FORMAT_VERSION) {
+        ckpt__seterr(err, "manifest format %g is newer than this ckpt (%d): upgrade", fmt,
+                     CKPT_FORMAT_VERSION);
+        st = CKPT_E_UNSUPPORTED;
+        goto out;
+    }
+    kind = ckpt__json_get_str(root, "kind");
+    writer = ckpt__json_get_str(root, "writer");
+    parent = ckpt__json_get_str(root, "parent");
+    items = cJSON_GetObjectItemCaseSensitive(root, "items");
+    if (!kind || strcmp(kind, "manifest") || ckpt__json_get_u64s(root, "step", &m->step) ||
+        ckpt__json_get_u64s(root, "seq", &m->seq) ||
+        ckpt__json_get_u64s(root, "epoch", &m->epoch) ||
+        ckpt__json_get_num(root, "time_ms", 0, CKPT_JSON_MAX_SAFE, &t) ||
+        ckpt__json_get_num(root, "rank", 0, 1 << 24, &rank) ||
+        ckpt__json_get_num(root, "world_size", 1, 1 << 24, &world) || rank >= world ||
+        ckpt__json_get_num(root, "chunk_bytes", CKPT_MIN_CHUNK, CKPT_MAX_CHUNK, &cb) ||
+        ckpt__json_get_num(root, "new_bytes", 0, CKPT_JSON_MAX_SAFE, &nb) || !writer ||
+        strlen(writer) > 512 ||
+        (parent && (strlen(parent) > 512 || !ckpt_key_valid(parent))) || !cJSON_IsArray(items)) {
+        ckpt__seterr(err, "manifest: missing or out-of-range field");
+        goto out;
+    }
+    m->version = (unsigned)fmt;
+    m->time_ms = (int64_t)t;
+    m->rank = (uint32_t)rank;
+    m->world_size = (uint32_t)world;
+    m->chunk_bytes = (uint64_t)cb;
+    m->new_bytes = (uint64_t)nb;
+    m->writer = ckpt__strdup(writer);
+    m->parent = parent ? ckpt__strdup(parent) : NULL;
+    {
+        /* packs (format 2): [[id, size], ...] */
+        const cJSON *packs = cJSON_GetObjectItemCaseSensitive(root, "packs"), *a;
+        size_t np = 0;
+        if (packs && (m->version < 2 || !cJSON_IsArray(packs) ||
+                      (size_t)cJSON_GetArraySize(packs) > CKPT_MAX_PACKS)) {
+            ckpt__seterr(err, "manifest: bad packs field");
+            goto out;
+        }
+        np = packs ? (size_t)cJSON_GetArraySize(packs) : 0;
+        m->packs = np ? calloc(np, sizeof *m->packs) : NULL;
+        if (np && !m->packs) {
+            st = CKPT_E_NOMEM;
+            goto out;
+        }
+        m->npacks = np;
+        np = 0;
+        cJSON_ArrayForEach(a, packs)
+        {
+            const cJSON *h = cJSON_GetArrayItem(a, 0), *z = cJSON_GetArrayItem(a, 1);
+            if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 || !cJSON_IsString(h) ||
+                strlen(h->valuestring) != CKPT_ID_HEX ||
+                ckpt__unhex(h->valuestring, m->packs[np].id, CKPT_ID_LEN) ||
+                !cJSON_IsNumber(z) || z->valuedouble < CKPT_CHUNK_HDR ||
+                z->valuedouble > (double)CKPT_MAX_PACK + CKPT_MAX_CHUNK * 2.0 + 4096 ||
+                z->valuedouble != (double)(uint64_t)z->valuedouble) {
+                ckpt__seterr(err, "manifest: malformed pack %zu", np);
+                goto out;
+            }
+            m->packs[np++].size = (uint64_t)z->valuedouble;
+        }
+    }
+    n = (size_t)cJSON_GetArraySize(items);
+    if (n > MAX_ITEMS) {
+        ckpt__seterr(err, "manifest: %zu items", n);
+        goto out;
+    }
+    m->items = n ? calloc(n, sizeof *m->items) : NULL;
+    if (!m->writer || (parent && !m->parent) || (n && !m->items)) {
+        st = CKPT_E_NOMEM;
+        goto out;
+    }
+    m->nitems = n;
+    cJSON_ArrayForEach(o, items)
+    {
+        if (!cJSON_IsObject(o)) {
+            ckpt__seterr(err, "manifest: item %zu is not an object", i);
+            goto out;
+        }
+        st = decode_item(o, m, &m->items[i], err);
+        i++;
+        if (st)
+            goto out;
+    }
+    /* validated whole: what restore would trip over is refused here, so
+     * verify and restore see the same manifest */
+    st = ckpt__manifest_check(m, err);
+out:
+    cJSON_Delete(root);
+    if (st)
+        ckpt__manifest_free(m);
+    return st;
+}
+
+void ckpt__manifest_sizes(const struct ckpt_manifest *m, uint64_t *raw, uint64_t *stored,
+                          uint64_t *chunks, uint64_t *links)
+{
+    struct ckpt_idset seen;
+    ckpt__idset_init(&seen);
+    *raw = *stored = *chunks = *links = 0;
+    for (size_t i = 0; i < m->nitems; i++) {
+        *raw += m->items[i].size;
+        *links += m->items[i].kind == CKPT_ITEM_LINK;
+        for (size_t c = 0; c < m->items[i].nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+            if (ckpt__idset_get(&seen, r->id, NULL))
+                continue;
+            ckpt__idset_put(&seen, r->id, 1);
+            *stored += r->stored_len;
+            (*chunks)++;
+        }
+    }
+    ckpt__idset_free(&seen);
+}
+
+/* ---- the objects of a run ----------------------------------------------------- */
+void ckpt__object_key(const char *run, int kind, const uint8_t id[CKPT_ID_LEN], char *out,
+                      size_t n)
+{
+    char hex[CKPT_ID_HEX + 1];
+    ckpt__hex(id, CKPT_ID_LEN, hex);
+    /* Two hex digits of fan-out keep directories small on file stores and
+     * spread keys over S3 partitions. */
+    snprintf(out, n, "%s/%s/%.2s/%s", run, kind == CKPT_OBJ_PACK ? "packs" : "chunks", hex, hex);
+}
+
+void ckpt__chunk_key(const char *run, const uint8_t id[CKPT_ID_LEN], char *out, size_t n)
+{
+    ckpt__object_key(run, CKPT_OBJ_CHUNK, id, out, n);
+}
+
+int ckpt__key_id(const char *key, uint8_t id[CKPT_ID_LEN])
+{
+    const char *slash = strrchr(key, '/');
+    if (!slash || strlen(slash + 1) != CKPT_ID_HEX)
+        return -1;
+    return ckpt__unhex(slash + 1, id, CKPT_ID_LEN);
+}
+
+void ckpt__idlist_free(struct ckpt_idlist *l)
+{
+    if (!l)
+        return;
+    free(l->ids);
+    free(l->kind);
+    free(l->size);
+    memset(l, 0, sizeof *l);
+}
+
+void ckpt__idlists_free(struct ckpt_idlist *l, size_t n)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < n; i++)
+        ckpt__idlist_free(&l[i]);
+    free(l);
+}
+
+int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *out)
+{
+    size_t total = m->npacks, n = 0;
+    struct ckpt_idset seen;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < m->nitems; i++)
+        total += m->items[i].nchunks;
+    if (!total)
+        return 0;
+    out->ids = malloc(total * CKPT_ID_LEN);
+    out->kind = malloc(total);
+    out->size = malloc(total * sizeof *out->size);
+    if (!out->ids || !out->kind || !out->size) {
+        ckpt__idlist_free(out);
+        return -1;
+    }
+    /* packs: those some chunk lives in (a manifest names no others) */
+    for (size_t p = 0; p < m->npacks; p++) {
+        memcpy(out->ids[n], m->packs[p].id, CKPT_ID_LEN);
+        out->kind[n] = CKPT_OBJ_PACK;
+        out->size[n++] = m->packs[p].size;
+    }
+    ckpt__idset_init(&seen);
+    for (size_t i = 0; i < m->nitems; i++)
+        for (size_t c = 0; c < m->items[i].nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+            if (r->pack || ckpt__idset_get(&seen, r->id, NULL))
+                continue;
+            if (ckpt__idset_put(&seen, r->id, 1)) {
+                ckpt__idset_free(&seen);
+                ckpt__idlist_free(out);
+                return -1;
+            }
+            memcpy(out->ids[n], r->id, CKPT_ID_LEN);
+            out->kind[n] = CKPT_OBJ_CHUNK;
+            out->size[n++] = r->stored_len;
+        }
+    ckpt__idset_free(&seen);
+    out->n = n;
+    return 0;
+}
+
+void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
+                        uint32_t nonce, char *out, size_t n)
+{
+    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32
+             ".ckm", run, seq, step, epoch, nonce);
+}

@@ -1,0 +1,41 @@
+/* runload.h -- reading a run from the store: HEAD, manifests and gc
+ * records; loading what they say into the run state (runstate.h); and
+ * writing HEAD conditionally. Errors go to the context's message. */
+#ifndef CKPT_RUNLOAD_H
+#define CKPT_RUNLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ckpt.h"
+#include "gcrecord.h"
+#include "head.h"
+#include "manifest.h"
+
+struct ckpt_ctx;
+
+/* "<run>/<rel>" */
+void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n);
+/* Read HEAD into h (*exists false, h empty, when the run has none); etag
+ * may be NULL. */
+ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
+                            bool *exists);
+ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel,
+                                struct ckpt_manifest *m);
+/* Write h as HEAD: conditionally on `etag`, the HEAD read last (NULL: on
+ * there being none), where the store has conditional writes.
+ * CKPT_E_PRECONDITION (or, with an etag, CKPT_E_NOENT): someone wrote HEAD
+ * meanwhile. new_etag (may be NULL): the etag of the HEAD written. The
+ * store's detail goes to err, not to the context's message. */
+ckpt_status ckpt__put_head(struct ckpt_ctx *ctx, const struct ckpt_head *h, const char *etag,
+                           char *new_etag, char *err);
+/* The victims of the gc records of h that are in force, into v. */
+ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *h,
+                                  struct ckpt_gc_victims *v);
+
+/* Read HEAD (and, with ids, the retained and damaged manifests' objects and
+ * the gc records HEAD names) into ctx's run state, whole or not at all;
+ * either way the state is `loaded`. Called without its mu held. */
+ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
+
+#endif

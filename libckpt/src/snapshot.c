@@ -1,0 +1,214 @@
+/* snapshot.c -- the training thread's part of a save (snapshot.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "ctx.h"
+#include "events.h"
+#include "gpu.h"
+#include "pool.h"
+#include "save.h"
+#include "snapshot.h"
+#include "staging.h"
+
+/* The save's shape, fixed here: an item per protected item, its size (files
+ * are stat'ed now) and chunk count. Errors go to the context's message. */
+static ckpt_status shape(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t *total_chunks)
+{
+    struct ckpt_item *it;
+    size_t i;
+    *total_chunks = 0;
+    for (it = ctx->items, i = 0; it; it = it->next, i++) {
+        struct ckpt_mitem *mi = &sv->m.items[i];
+        mi->name = ckpt__strdup(it->name);
+        mi->kind = it->kind;
+        mi->elem_size = it->elem_size;
+        mi->size = it->size;
+        mi->mode = 0600;
+        if (!mi->name)
+            return CKPT_E_NOMEM;
+        if (it->kind == CKPT_ITEM_LINK) {
+            mi->mode = 0777;
+            mi->target = ckpt__strdup(it->path);
+            if (!mi->target)
+                return CKPT_E_NOMEM;
+        }
+        if (it->kind == CKPT_ITEM_FILE) {
+            struct ckpt_fsnap *f = &sv->files[i];
+            if (ckpt__fversion_snap(it->path, &f->v, &f->mode) != 0) {
+                int e = errno;
+                ckpt__set_ctx_err(ctx, "protected file %s (%s): %s", it->name, it->path,
+                                  e == ENOENT ? "does not exist (deleted before the save)"
+                                  : e == EINVAL ? "not a regular file" : strerror(e));
+                return e == ENOENT ? CKPT_E_NOENT : e == EINVAL ? CKPT_E_IO
+                                                                : ckpt__errno_status(e);
+            }
+            if (it->as_is && !ckpt__fversion_same(&it->version, &f->v)) {
+                ckpt__set_ctx_err(ctx, "protected file %s (%s) is no longer the version it "
+                                  "was when protected: not saved", it->name, it->path);
+                return CKPT_E_CHANGED;
+            }
+            f->as_is = it->as_is;
+            mi->size = (uint64_t)f->v.size;
+            mi->mode = f->mode;
+            sv->paths[i] = ckpt__strdup(it->path);
+            if (!sv->paths[i])
+                return CKPT_E_NOMEM;
+        }
+        mi->nchunks = (size_t)((mi->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes);
+        mi->chunks = mi->nchunks ? calloc(mi->nchunks, sizeof *mi->chunks) : NULL;
+        if (mi->nchunks && !mi->chunks)
+            return CKPT_E_NOMEM;
+        if (it->kind == CKPT_ITEM_FILE)
+            sv->files[i].left = mi->nchunks;
+        sv->raw_bytes += mi->size;
+        *total_chunks += mi->nchunks;
+    }
+    {
+        /* the item set as a whole: names, directories, where links land */
+        char err[CKPT_ERR_MAX] = "";
+        ckpt_status st = ckpt__manifest_check(&sv->m, err);
+        if (st) {
+            ckpt__set_ctx_err(ctx, "step %" PRIu64 " not saved: %s", sv->step, err);
+            return st == CKPT_E_NOMEM ? st : CKPT_E_INVAL;
+        }
+    }
+    return CKPT_OK;
+}
+
+/* Chunk c of item i (protected item `it`) into staging: a slice of the
+ * region's own stage, a block (host and device regions), or nothing yet (a
+ * protected file: its chunk job reads it). */
+static ckpt_status stage_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv,
+                               const struct ckpt_item *it, struct ckpt_chunk_job *j)
+{
+    char err[CKPT_ERR_MAX];
+    ckpt_status st;
+    if (it->stage) {
+        j->raw = (const uint8_t *)it->stage->base + j->off;
+        return CKPT_OK;
+    }
+    if (it->kind == CKPT_ITEM_FILE)
+        return CKPT_OK;
+    j->blk = ckpt__staging_get(&ctx->staging);
+    if (!j->blk)
+        return CKPT_E_NOMEM;
+    if (it->kind != CKPT_ITEM_DEVICE) {
+        memcpy(j->blk->data, (const uint8_t *)it->ptr + j->off, j->len);
+        return CKPT_OK;
+    }
+    st = ckpt__cuda_snapshot_chunk(ctx, it, j->off, j->len, j->blk->data, err);
+    if (st) {
+        ckpt__set_ctx_err(ctx, "device region %s: %s", it->name, err);
+        /* first failure wins: keeps the detail for ckpt_errmsg */
+        ckpt__save_fail(sv, st, "device region %s: %s", it->name, err);
+        ckpt__staging_put(&ctx->staging, j->blk);
+    }
+    return st;
+}
+
+/* Copy every region into staging and queue a chunk job per chunk. */
+static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv)
+{
+    struct ckpt_item *it;
+    ckpt_status st = CKPT_OK;
+    size_t i;
+    for (it = ctx->items, i = 0; it && !st; it = it->next, i++) {
+        /* the shape as snapshotted: once its last job is queued, a file
+         * read again may change its item */
+        const uint64_t size = sv->m.items[i].size;
+        const size_t nchunks = sv->m.items[i].nchunks;
+        /* One copy of the whole region: large enough for memcpy's streaming
+         * stores, where chunk-sized copies would read every destination
+         * line first and take up to twice as long. */
+        if (it->stage)
+            memcpy(it->stage->base, it->ptr, it->size);
+        for (size_t c = 0; c < nchunks && !st; c++) {
+            struct ckpt_chunk_job *j = calloc(1, sizeof *j);
+            if (!j) {
+                st = CKPT_E_NOMEM;
+                break;
+            }
+            j->sv = sv;
+            j->item = i;
+            j->chunk = c;
+            j->off = (uint64_t)c * ctx->chunk_bytes;
+            j->len = (size_t)(size - j->off < ctx->chunk_bytes ? size - j->off
+                                                               : ctx->chunk_bytes);
+            st = stage_chunk(ctx, sv, it, j);
+            if (st) {
+                free(j);
+                break;
+            }
+            ckpt__save_ref(sv);
+            st = ckpt__pool_submit(ctx->pool, ckpt__chunk_job, j);
+            if (st) {
+                ckpt__save_unref(sv); /* not the last: ours is held */
+                ckpt__staging_put(&ctx->staging, j->blk);
+                free(j);
+            }
+        }
+    }
+    ckpt__cuda_snapshot_end(ctx); /* device state captured (or the save failed) */
+    return st;
+}
+
+ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
+{
+    struct ckpt_save *sv;
+    ckpt_status st, prev;
+    size_t total_chunks;
+    int hold = !ctx->staging_max;
+    ckpt_codec codec;
+
+    if (!ctx->items)
+        return CKPT_E_INVAL;
+    st = ckpt__flight_idle(&ctx->flight, ctx->on_busy == CKPT_BUSY_SKIP, &prev);
+    if (st)
+        return st;
+    if (prev)
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "save",
+                  "the previous save failed (%s); the run keeps its last commit",
+                  ckpt_strerror(prev));
+
+    sv = ckpt__save_new(ctx, step, ctx->nitems);
+    if (!sv)
+        return CKPT_E_NOMEM;
+    sv->t0_ns = ckpt__mono_ns();
+    sv->m.chunk_bytes = ctx->chunk_bytes;
+    codec = (ckpt_codec)atomic_exchange(&ctx->req_codec, 0);
+    sv->codec = codec != CKPT_CODEC_DEFAULT ? codec : ctx->codec;
+    sv->level = ctx->level;
+    st = shape(ctx, sv, &total_chunks);
+    if (st) {
+        ckpt__save_free(sv);
+        return st;
+    }
+    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_SAVE, step);
+    ckpt__progress_add(&ctx->progress.bytes_total, sv->raw_bytes);
+    ckpt__progress_add(&ctx->progress.chunks_total, total_chunks);
+    ckpt__flight_begin(&ctx->flight);
+
+    if (hold)
+        ckpt__pool_hold(ctx->pool, 1);
+    st = copy(ctx, sv);
+    if (st)
+        ckpt__save_fail(sv, st, "snapshot failed: %s", ckpt_strerror(st));
+    if (hold)
+        ckpt__pool_hold(ctx->pool, 0);
+    atomic_store(&ctx->requested, 0);
+    ctx->last_save_mono_ns = ckpt__mono_ns();
+    ckpt__event(ctx, &(struct ckpt_event){ .type = CKPT_EVENT_SAVING, .step = step });
+    /* Our reference goes last: no commit (nor its event) before `saving`.
+     * When it is the last one, a worker ends the chunk stage. */
+    if (ckpt__save_unref(sv) && ckpt__pool_submit(ctx->pool, ckpt__chunk_stage_end, sv) != CKPT_OK)
+        ckpt__chunk_stage_end(sv, NULL); /* cannot queue: end it here */
+    if (st) {
+        ckpt__flight_wait(&ctx->flight);
+        return st;
+    }
+    return CKPT_OK;
+}

@@ -1,0 +1,21 @@
+/* snapshot.h -- the training thread's part of a save: the save's shape
+ * (items, sizes, protected files as they are now), then a copy of every
+ * host and device region into staging, chunk by chunk, each chunk handed
+ * to the pool as a chunk job (chunk.h). Without a staging cap the jobs are
+ * held back until the copy is done, so workers do not compete with the
+ * caller's memcpy for cores and memory bandwidth: the stall is one memcpy.
+ * With a cap, jobs run as they are queued and the caller blocks only for
+ * free blocks. */
+#ifndef CKPT_SNAPSHOT_H
+#define CKPT_SNAPSHOT_H
+
+#include <stdint.h>
+
+#include "ckpt.h"
+
+struct ckpt_ctx;
+
+/* ckpt_save(): take the snapshot of step `step` and start its save. */
+ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step);
+
+#endif
