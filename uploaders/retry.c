@@ -5,12 +5,15 @@
 #include "retry.h"
 
 #include <curl/curl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "store.h"
 
 #define THROTTLE_MAX_MS 5000L
 #define THROTTLE_START_MS 100L
@@ -86,11 +89,13 @@ static long env_long(const char *name, long def, long lo)
     return x;
 }
 
-void ckpt_retry_policy_init(struct ckpt_retry_policy *p)
+void ckpt_retry_policy_init(struct ckpt_retry_policy *p, const struct ckpt_store_config *cfg)
 {
     p->base_ms = env_long("CKPT_RETRY_BASE_MS", 200, 0);
     p->cap_ms = env_long("CKPT_RETRY_CAP_MS", 20000, 0);
-    p->budget_ms = env_long("CKPT_RETRY_BUDGET_MS", 120000, 0);
+    p->budget_ms = cfg && cfg->retry_budget_ms
+                       ? (long)(cfg->retry_budget_ms > LONG_MAX ? LONG_MAX : cfg->retry_budget_ms)
+                       : env_long("CKPT_RETRY_BUDGET_MS", 120000, 0);
     p->max_attempts = (unsigned)env_long("CKPT_RETRY_ATTEMPTS", 12, 1);
     /* SPEC: at least 6 attempts per request, unless a test asks for fewer. */
     p->min_attempts = p->max_attempts < 6 ? p->max_attempts : 6;

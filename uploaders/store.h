@@ -143,6 +143,8 @@ struct ckpt_store_config {
     ckpt_log_fn log_fn;
     void *log_user;
     ckpt_log_level log_level;
+    uint64_t retry_budget_ms;  /* how long a request is retried (0 = CKPT_RETRY_BUDGET_MS,
+                                  then 120 s; retry.h) */
 };
 
 /* Sizes and rates as users write them: "50M", "1.5G", "800k", "1048576"
