@@ -155,6 +155,7 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
     struct ckpt_control *c;
     struct ckpt_ctl_msg hello;
     char key[CKPT_CTL_KEY_MAX];
+    ckpt_status st = CKPT_E_UNREACHABLE;
     int signals;
     c = calloc(1, sizeof *c);
     if (!c)
@@ -162,12 +163,14 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
     c->ctx = ctx;
     c->wake[0] = c->wake[1] = -1;
     c->sigfd = -1;
-    c->fd = ckpt__ctl_connect(path, 0);
-    if (c->fd < 0 && errno == ENAMETOOLONG) {
-        free(c);
-        return CKPT_E_CONFIG;
+    c->fd = ckpt__ctl_socket(0);
+    if (c->fd < 0)
+        goto fail;
+    if (ckpt__ctl_connect(c->fd, path) != 0) {
+        st = errno == ENAMETOOLONG ? CKPT_E_CONFIG : CKPT_E_UNREACHABLE;
+        goto fail;
     }
-    if (c->fd < 0 || pipe2(c->wake, O_CLOEXEC) != 0)
+    if (pipe2(c->wake, O_CLOEXEC) != 0)
         goto fail;
     pthread_mutex_init(&c->wmu, NULL);
     /* Before the reader starts (it polls the signal pipe) and before
@@ -200,7 +203,7 @@ fail:
         close(c->wake[1]);
     }
     free(c);
-    return CKPT_E_UNREACHABLE;
+    return st;
 }
 
 /* Caller holds wmu. */

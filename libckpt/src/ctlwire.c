@@ -1,12 +1,10 @@
 /* ctlwire.c -- the client end of the control socket (ctlwire.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <unistd.h>
 
 #include "ctlwire.h"
 
@@ -21,11 +19,21 @@ void ckpt__ctl_key(char out[CKPT_CTL_KEY_MAX])
     out[i] = '\0';
 }
 
-int ckpt__ctl_connect(const char *path, int send_timeout_s)
+int ckpt__ctl_socket(int send_timeout_s)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && send_timeout_s > 0) {
+        struct timeval tv = { send_timeout_s, 0 };
+        /* best effort: without it a send can only block longer */
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    return fd;
+}
+
+int ckpt__ctl_connect(int fd, const char *path)
 {
     struct sockaddr_un sa;
     size_t n = strlen(path);
-    int fd, e;
 
     if (n >= sizeof sa.sun_path) {
         errno = ENAMETOOLONG;
@@ -34,21 +42,7 @@ int ckpt__ctl_connect(const char *path, int send_timeout_s)
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, path, n + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (send_timeout_s > 0) {
-        struct timeval tv = { send_timeout_s, 0 };
-        /* best effort: without it a send can only block longer */
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    }
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
+    return connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0 : -1;
 }
 
 int ckpt__ctl_send(int fd, const void *buf, size_t len)

@@ -26,11 +26,15 @@
  * needs no escaping. (Reads the environment: not async-signal-safe.) */
 void ckpt__ctl_key(char out[CKPT_CTL_KEY_MAX]);
 
-/* Connect to the control socket at `path`: an AF_UNIX stream, close-on-exec.
+/* A socket for the control socket: an AF_UNIX stream, close-on-exec.
  * `send_timeout_s` > 0 bounds each send on it, so a stuck ckptrun cannot
- * hang the sender. @return the fd, or -1 with errno (ENAMETOOLONG: `path`
- * does not fit a socket address). */
-int ckpt__ctl_connect(const char *path, int send_timeout_s);
+ * hang the sender. @return the fd, or -1 with errno. */
+int ckpt__ctl_socket(int send_timeout_s);
+/* Connect `fd` (from ckpt__ctl_socket) to the control socket at `path`.
+ * @return 0, or -1 with errno (ENAMETOOLONG: `path` does not fit a socket
+ * address); the caller then closes fd, with its own close (the shim's is
+ * libc's, not its wrapper). */
+int ckpt__ctl_connect(int fd, const char *path);
 
 /* Send `len` bytes whole (MSG_NOSIGNAL: a closed peer is an error, not a
  * SIGPIPE; EINTR retried). @return 0, or -1 with errno. */

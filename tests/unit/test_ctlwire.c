@@ -117,8 +117,9 @@ static void connects_and_sends(void **state)
     assert_int_equal(bind(srv, (struct sockaddr *)&sa, sizeof sa), 0);
     assert_int_equal(listen(srv, 1), 0);
 
-    fd = ckpt__ctl_connect(path, 2);
+    fd = ckpt__ctl_socket(2);
     assert_true(fd >= 0);
+    assert_int_equal(ckpt__ctl_connect(fd, path), 0);
     peer = accept(srv, NULL, NULL);
     assert_true(peer >= 0);
     ckpt__ctl_begin(&m, "ping");
@@ -137,11 +138,13 @@ static void connects_and_sends(void **state)
     memset(toolong, 'x', sizeof toolong - 1);
     toolong[0] = '/';
     toolong[sizeof toolong - 1] = '\0';
+    fd = ckpt__ctl_socket(0);
     errno = 0;
-    assert_int_equal(ckpt__ctl_connect(toolong, 0), -1);
+    assert_int_equal(ckpt__ctl_connect(fd, toolong), -1);
     assert_int_equal(errno, ENAMETOOLONG);
     unlink(path);
-    assert_int_equal(ckpt__ctl_connect(path, 0), -1);
+    assert_int_equal(ckpt__ctl_connect(fd, path), -1);
+    close(fd);
     close(srv);
     test_rmrf(dir);
     free(dir);

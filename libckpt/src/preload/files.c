@@ -114,10 +114,10 @@ static void sock_drop(void)
 static int sock_connect(void)
 {
     struct stat st;
-    int fd = ckpt__ctl_connect(g_sock_path, SEND_TIMEOUT_S);
+    int fd = ckpt__ctl_socket(SEND_TIMEOUT_S);
     if (fd < 0)
         return -1;
-    if (fstat(fd, &st) != 0) {
+    if (ckpt__ctl_connect(fd, g_sock_path) != 0 || fstat(fd, &st) != 0) {
         real_close()(fd);
         return -1;
     }
