@@ -99,18 +99,20 @@
  *                                                     reserved for multi-rank runs
  *   7     (free)
  *
- * Each slot is exactly one pointer wide; a field that takes one is never
- * wider. Slots 4-7 are `reserved[0..3]` and must be zero. (The multi-rank
- * fields are to be read from the version that adds them: world_size 0
- * meaning "from the environment", rank read only with a world_size.)
+ * Each slot is exactly one pointer wide (an anonymous union: this header
+ * needs C11 or C++11); a field that takes one is never wider. Slots 4-7
+ * are `reserved[0..3]`: keep them zero, a later version reads them. (The
+ * multi-rank fields are to be read from the version that adds them, with
+ * world_size 0 meaning "from the environment" and rank read only with a
+ * world_size.)
  *
- * A `version` of 0 means the struct was zeroed (`= {0}` or memset) instead
- * of starting from CKPT_CONFIG_INIT. Every field is then at its default,
- * the log level included: `log_level` 0 reads as CKPT_LOG_INFO there, not
- * as CKPT_LOG_DEBUG (whose value is 0, and stays 0), and no field added
- * after 0.1.0 is read. To set one of those, or to log at debug level with a
- * callback, start from CKPT_CONFIG_INIT. A version of another major number
- * is refused (CKPT_E_INVAL).
+ * A `version` of 0 means the struct was zeroed (`= {0}`, `= {}` in C++, or
+ * memset) instead of starting from CKPT_CONFIG_INIT. Every field is then
+ * at its default, the log level included: `log_level` 0 reads as
+ * CKPT_LOG_INFO there, not as CKPT_LOG_DEBUG (whose value is 0, and stays
+ * 0), and no field added after 0.1.0 is read. To set one of those, or to
+ * log at debug level through a callback, start from CKPT_CONFIG_INIT. A
+ * version of another major number is refused (CKPT_E_INVAL).
  */
 #ifndef CKPT_H
 #define CKPT_H
@@ -275,9 +277,10 @@ struct ckpt_config {
 
     /* Since 0.2.0 (version >= 200), in the slots 0.1.0 reserved: */
     union {                    /* slot 0 */
-        size_t pack_bytes;     /* object-store pack size (CKPT_PACK_BYTES, "0" = none):
-                                  64 KiB..1 GiB, or CKPT_PACK_NONE; 0 = 32 MiB on
-                                  object stores, none on file:// */
+        size_t pack_bytes;     /* chunks travel in objects (packs) of about this size
+                                  (CKPT_PACK_BYTES; "0" there = none): 64 KiB..1 GiB,
+                                  or CKPT_PACK_NONE; 0 = 32 MiB on object stores,
+                                  none on file:// (docs/FORMAT.md) */
         void *slot0_;
     };
     union {                    /* slot 1 */
@@ -292,8 +295,9 @@ struct ckpt_config {
     };
     union {                    /* slot 3 */
         uint32_t retry_budget_ms; /* how long an object-store request is retried
-                                  (CKPT_RETRY_BUDGET_MS), 0 = 120 s; at least 6
-                                  attempts are made whatever the budget */
+                                  (CKPT_RETRY_BUDGET_MS), 0 = 120 s; the minimum
+                                  attempts are made whatever the budget
+                                  (docs/stores.md, "Retries") */
         void *slot3_;
     };
     void *reserved[4];         /* slots 4..7: zero (4..6 are reserved for multi-rank
