@@ -1045,7 +1045,7 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
     }
     pthread_mutex_init(&a->mu, NULL);
     ckpt_throttle_init(&a->thr);
-    ckpt_retry_policy_init(&a->pol, cfg);
+    ckpt_retry_policy_init_budget(&a->pol, cfg ? cfg->retry_budget_ms : 0);
     a->base.ops = &az_ops;
     a->base.url = strdup(url);
     rest = url + 5;

@@ -13,8 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
-
 #define THROTTLE_MAX_MS 5000L
 #define THROTTLE_START_MS 100L
 #define FAST_ATTEMPTS 3         /* before any store answered: CKPT_RETRY_FAST_ATTEMPTS */
@@ -89,16 +87,21 @@ static long env_long(const char *name, long def, long lo)
     return x;
 }
 
-void ckpt_retry_policy_init(struct ckpt_retry_policy *p, const struct ckpt_store_config *cfg)
+void ckpt_retry_policy_init(struct ckpt_retry_policy *p)
 {
     p->base_ms = env_long("CKPT_RETRY_BASE_MS", 200, 0);
     p->cap_ms = env_long("CKPT_RETRY_CAP_MS", 20000, 0);
-    p->budget_ms = cfg && cfg->retry_budget_ms
-                       ? (long)(cfg->retry_budget_ms > LONG_MAX ? LONG_MAX : cfg->retry_budget_ms)
-                       : env_long("CKPT_RETRY_BUDGET_MS", 120000, 0);
+    p->budget_ms = env_long("CKPT_RETRY_BUDGET_MS", 120000, 0);
     p->max_attempts = (unsigned)env_long("CKPT_RETRY_ATTEMPTS", 12, 1);
     /* SPEC: at least 6 attempts per request, unless a test asks for fewer. */
     p->min_attempts = p->max_attempts < 6 ? p->max_attempts : 6;
+}
+
+void ckpt_retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms)
+{
+    ckpt_retry_policy_init(p);
+    if (budget_ms)
+        p->budget_ms = budget_ms > LONG_MAX ? LONG_MAX : (long)budget_ms;
 }
 
 static int code_is(const char *code, const char *want)

@@ -26,8 +26,7 @@
  * (so a bad minute is ridden out), never more than `max_attempts`.
  * Defaults: base 200 ms, cap 20 s, 6..12 attempts, budget 120 s. Tests shorten
  * them with CKPT_RETRY_BASE_MS, CKPT_RETRY_CAP_MS, CKPT_RETRY_BUDGET_MS and
- * CKPT_RETRY_ATTEMPTS (read once per store open); the budget can also be set
- * by the store's config (retry_budget_ms, which wins over the variable).
+ * CKPT_RETRY_ATTEMPTS (read once per store open).
  *
  * Failing fast. Until some store has answered this process once (any HTTP
  * reply, even an error status), a `connect` failure is most likely a wrong
@@ -64,11 +63,11 @@ struct ckpt_retry_policy {
     long budget_ms;
 };
 
-/* Defaults overridden by the CKPT_RETRY_* environment variables, and the
- * budget by the store's config (`cfg` may be NULL; its retry_budget_ms, when
- * not 0, wins over CKPT_RETRY_BUDGET_MS). */
-struct ckpt_store_config;
-void ckpt_retry_policy_init(struct ckpt_retry_policy *p, const struct ckpt_store_config *cfg);
+/* Defaults overridden by the CKPT_RETRY_* environment variables. */
+void ckpt_retry_policy_init(struct ckpt_retry_policy *p);
+/* The same, with a time budget of `budget_ms` when it is not 0 (a store's
+ * configured retry_budget_ms, ahead of CKPT_RETRY_BUDGET_MS). */
+void ckpt_retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms);
 
 /* Classify one attempt. `http_status` 0 means no reply arrived and
  * `curl_code` says why; `code` is the service error code or NULL. */

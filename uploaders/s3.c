@@ -1439,7 +1439,7 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
     }
     pthread_mutex_init(&s->mu, NULL);
     ckpt_throttle_init(&s->thr);
-    ckpt_retry_policy_init(&s->pol, cfg);
+    ckpt_retry_policy_init_budget(&s->pol, cfg ? cfg->retry_budget_ms : 0);
     s->base.ops = gcs ? &gs_ops : &s3_ops;
     s->gcs = gcs;
     s->base.url = strdup(url);

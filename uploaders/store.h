@@ -143,8 +143,9 @@ struct ckpt_store_config {
     ckpt_log_fn log_fn;
     void *log_user;
     ckpt_log_level log_level;
-    uint64_t retry_budget_ms;  /* how long a request is retried (0 = CKPT_RETRY_BUDGET_MS,
-                                  then 120 s; retry.h) */
+    /* How long one request may keep retrying, in ms (0 = CKPT_RETRY_BUDGET_MS,
+     * else 120000). At least 6 attempts are made whatever the budget. */
+    uint64_t retry_budget_ms;
 };
 
 /* Sizes and rates as users write them: "50M", "1.5G", "800k", "1048576"

@@ -284,25 +284,37 @@ ckpt_status ckpt__config_resolve(const struct ckpt_config *cfg_in, struct ckpt_s
     return CKPT_OK;
 }
 
-/* What the store is, for the defaults that depend on it: 1 for a store
- * whose every request is a network round trip (object stores), 0 for a
- * local disk. The one place that tells them apart until stores declare
- * their capabilities themselves. */
-static int store_is_remote(const struct ckpt_store *store)
+/* What a store asks of a writer: its preferred chunk size, whether small
+ * objects should travel packed (each request costs a round trip and a
+ * fee), whether its requests mostly wait on the network. The one place
+ * that tells stores apart: from the scheme until stores declare these
+ * capabilities themselves (then: caps.chunk_bytes, CKPT_STORE_PACKS,
+ * CKPT_STORE_LATENCY_BOUND). */
+struct store_traits {
+    size_t chunk_bytes;
+    bool packs;
+    bool latency_bound;
+};
+
+static struct store_traits store_traits(const struct ckpt_store *store)
 {
-    return strcmp(store->ops->scheme, "file") != 0;
+    bool remote = strcmp(store->ops->scheme, "file") != 0;
+    return (struct store_traits){ .chunk_bytes = remote ? CKPT_DEFAULT_CHUNK_REMOTE
+                                                        : CKPT_DEFAULT_CHUNK,
+                                  .packs = remote,
+                                  .latency_bound = remote };
 }
 
 void ckpt__config_fit_store(struct ckpt_settings *s, const struct ckpt_store *store)
 {
-    int remote = store_is_remote(store);
+    struct store_traits t = store_traits(store);
 
     if (!s->chunk_bytes) {
         /* Object stores pay per request, in time (a first byte after tens of
          * ms; per-request CPU on the server) and in fees: 8 MiB there, in
          * the range the providers recommend for parallel transfers, still
          * within the dedup bound (docs/FORMAT.md). 4 MiB on a local disk. */
-        s->chunk_bytes = remote ? CKPT_DEFAULT_CHUNK_REMOTE : CKPT_DEFAULT_CHUNK;
+        s->chunk_bytes = t.chunk_bytes;
     }
     if (!s->workers) {
         /* A local store is CPU-bound: one worker per core. An object store
@@ -313,12 +325,12 @@ void ckpt__config_fit_store(struct ckpt_settings *s, const struct ckpt_store *st
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned c = s->store_cfg.connections;
         s->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
-        if (remote)
+        if (t.latency_bound)
             s->workers = c ? (c > MAX_WORKERS ? MAX_WORKERS : c) : s->workers < 8 ? 8
                                                                                  : s->workers;
     }
     if (!s->pack_given)
-        s->pack_bytes = remote ? CKPT_DEFAULT_PACK : 0;
+        s->pack_bytes = t.packs ? CKPT_DEFAULT_PACK : 0;
     /* Half the workers upload packs while the others fill the next ones
      * (memory: that + 1 packs): 4 of the default 8; 32 connections give 16. */
     s->pack_inflight = s->workers < 2 ? 1 : s->workers / 2;

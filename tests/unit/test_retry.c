@@ -68,7 +68,7 @@ static void test_backoff_limits(void **state)
     setenv("CKPT_RETRY_CAP_MS", "4", 1);
     setenv("CKPT_RETRY_BUDGET_MS", "0", 1);
     unsetenv("CKPT_RETRY_ATTEMPTS");
-    ckpt_retry_policy_init(&p, NULL);
+    ckpt_retry_policy_init(&p);
     assert_true(p.min_attempts >= 6);
     ckpt_retry_begin(&r, &p, NULL);
     while (ckpt_retry_again(&r, CKPT_RETRY_AGAIN))
@@ -109,7 +109,7 @@ static void policy(struct ckpt_retry_policy *p, const char *base, const char *ca
     unsetenv("CKPT_RETRY_ATTEMPTS");
     unsetenv("CKPT_RETRY_FAST_MS");
     unsetenv("CKPT_RETRY_FAST_ATTEMPTS");
-    ckpt_retry_policy_init(p, NULL);
+    ckpt_retry_policy_init(p);
 }
 
 /* A refused endpoint that never answered is reported in seconds; once any
