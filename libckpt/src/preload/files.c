@@ -1,4 +1,4 @@
-/* files.c -- the interposed file calls of the preload shim (shim.h,
+/* files.c -- the interposed file calls of the preload shim (parts.h,
  * docs/preload.md "File events"): fds opened for writing under CKPT_DIR are
  * remembered, and ckptrun hears of a file once it is complete -- on close,
  * or on a rename into CKPT_DIR -- through a `file` message on the shim's own
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "ctlwire.h"
-#include "shim.h"
+#include "parts.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -1,4 +1,4 @@
-/* paths.c -- which paths lie inside CKPT_DIR (shim.h).
+/* paths.c -- which paths lie inside CKPT_DIR (parts.h).
  *
  * Matching is lexical: paths are made absolute (relative ones against a
  * cached working directory, *at() ones against /proc/self/fd/<dirfd>) and
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "parts.h"
 
 /* Set once by ckpt__shim_paths_init(), before tracking starts. */
 static char g_dir[PATH_MAX];     /* CKPT_DIR, absolute, normalized, + '/' */

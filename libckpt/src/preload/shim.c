@@ -12,7 +12,7 @@
  *   3. carries libckpt inside and exposes its API in-process, with a lazily
  *      opened global context (below).
  * The rules every part follows inside someone else's process are in
- * shim.h.
+ * parts.h.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,7 +21,7 @@
 
 #include "internal.h"
 #include "ckpt_preload.h"
-#include "shim.h"
+#include "parts.h"
 
 static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(struct ckpt_ctx *) g_ctx;

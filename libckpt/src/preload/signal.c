@@ -1,4 +1,4 @@
-/* signal.c -- the preload shim's request signal (shim.h, docs/preload.md
+/* signal.c -- the preload shim's request signal (parts.h, docs/preload.md
  * "The request signal"): CKPT_SIGNAL, SIGUSR1 unless told otherwise, would
  * kill a program that has no handler for it; under the shim it is recorded
  * instead, and a handler the program installs still runs.
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "shim.h"
+#include "parts.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -126,7 +126,7 @@ EXPORT sighandler_t signal(int sig, sighandler_t handler)
     return old.sa_handler;
 }
 
-static int parse_signal(const char *s)
+static int request_signal_by_name(const char *s)
 {
     static const struct { const char *name; int sig; } names[] = {
         { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM },
@@ -168,7 +168,7 @@ static void take_signal(void)
 
 void ckpt__shim_signal_init(const char *name)
 {
-    g_sig = parse_signal(name);
+    g_sig = request_signal_by_name(name);
     take_signal();
 }
 

@@ -1,5 +1,5 @@
 /*
- * shim.h -- the parts of libckpt_preload.so (docs/preload.md), each owning
+ * parts.h -- the parts of libckpt_preload.so (docs/preload.md), each owning
  * its own state, called by shim.c's constructor, fork handler and
  * in-process API:
  *
@@ -14,8 +14,8 @@
  * lazily, an unset configuration means "pass through"); errno as the
  * program sees it is what the real call set; nothing is printed.
  */
-#ifndef CKPT_SHIM_H
-#define CKPT_SHIM_H
+#ifndef CKPT_PRELOAD_PARTS_H
+#define CKPT_PRELOAD_PARTS_H
 
 #include <dlfcn.h>
 #include <limits.h>
