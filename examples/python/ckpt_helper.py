@@ -104,7 +104,8 @@ def _request_signal():
 
 
 def _shim():
-    """@return the preload shim's API (a ctypes library), or None."""
+    """@return the preload shim's API (a ctypes library), or None. The
+    signatures are those of ckpt_preload.h and ckpt.h."""
     global _lib
     if _lib is None:
         try:

@@ -63,11 +63,56 @@
  * Errors
  * ------
  * Every fallible function returns a ckpt_status. CKPT_OK is 0; values are
- * only ever appended. ckpt_strerror() names a status; ckpt_errmsg() gives the
- * detail of the last failure of a context (path, HTTP status, item, chunk).
+ * only ever appended. ckpt_strerror() describes a status, ckpt_status_name()
+ * spells its identifier and ckpt_status_classify() says whether retrying can
+ * help; ckpt_errmsg() gives the detail of the last failure of a context
+ * (path, HTTP status, item, chunk).
  *
  * The library never prints unless asked: set `log_fn`, or CKPT_LOG=debug|
  * info|warn|error to log to stderr.
+ *
+ * Configuration
+ * -------------
+ * ckpt_open() takes a struct ckpt_config. Every setting has a default, and
+ * most can also come from a CKPT_* environment variable: a field left at
+ * zero (or NULL) means "the environment variable named, then the default";
+ * a field that is set wins over the environment. The fields are listed with
+ * the struct below.
+ *
+ * `version` tells the library which fields the caller's struct knows of.
+ * CKPT_CONFIG_INIT sets it to the CKPT_VERSION_NUMBER of the header the
+ * program was compiled with. The struct never changes size and no field
+ * moves: a field added after 0.1.0 takes one of the slots that 0.1.0 left
+ * in `reserved`, and the library reads it only when `version` is at least
+ * the version that added it (below that it counts as zero), so a program
+ * built against an older header -- whose slots may hold anything -- keeps
+ * working. The slots:
+ *
+ *   slot  field            type                       since
+ *   0     pack_bytes       size_t                     0.2.0 (version 200)
+ *   1     connections      unsigned                   0.2.0
+ *   2     restore_sync     int                        0.2.0
+ *   3     retry_budget_ms  uint32_t                   0.2.0
+ *   4     world_size       unsigned                   reserved for multi-rank runs
+ *   5     rank             unsigned                   reserved for multi-rank runs
+ *   6     collective       const struct ckpt_collective *
+ *                                                     reserved for multi-rank runs
+ *   7     (free)
+ *
+ * Each slot is exactly one pointer wide (an anonymous union: this header
+ * needs C11 or C++11); a field that takes one is never wider. Slots 4-7
+ * are `reserved[0..3]`: keep them zero, a later version reads them. (The
+ * multi-rank fields are to be read from the version that adds them, with
+ * world_size 0 meaning "from the environment" and rank read only with a
+ * world_size.)
+ *
+ * A `version` of 0 means the struct was zeroed (`= {0}`, `= {}` in C++, or
+ * memset) instead of starting from CKPT_CONFIG_INIT. Every field is then
+ * at its default, the log level included: `log_level` 0 reads as
+ * CKPT_LOG_INFO there, not as CKPT_LOG_DEBUG (whose value is 0, and stays
+ * 0), and no field added after 0.1.0 is read. To set one of those, or to
+ * log at debug level through a callback, start from CKPT_CONFIG_INIT. A
+ * version of another major number is refused (CKPT_E_INVAL).
  */
 #ifndef CKPT_H
 #define CKPT_H
@@ -86,41 +131,73 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_MINOR 2
 #define CKPT_VERSION_PATCH 0
-#define CKPT_VERSION_STRING "0.1.0"
-/* Encoded as MAJOR*10000 + MINOR*100 + PATCH; pass to CKPT_CONFIG_INIT. */
+#define CKPT_VERSION_STRING "0.2.0"
+/* Encoded as MAJOR*10000 + MINOR*100 + PATCH; CKPT_CONFIG_INIT puts it in
+ * `version` (see "Configuration" above). */
 #define CKPT_VERSION_NUMBER                                                   \
     (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
 
-/* Status codes. Values are stable and only ever appended. */
+/* Status codes: one table, from which the enum, ckpt_strerror(),
+ * ckpt_status_name() and ckpt_status_classify() are all made (the way
+ * libuv's UV_ERRNO_MAP is). Each row: the name after CKPT_, its value (stable:
+ * rows are only ever appended), its retry class after CKPT_CLASS_, and the
+ * message ckpt_strerror() gives. */
+#define CKPT_STATUS_MAP(X)                                                    \
+    X(OK, 0, OK, "success")                                                   \
+    /* bad argument (usage error) */                                          \
+    X(E_INVAL, 1, USAGE, "invalid argument")                                  \
+    X(E_NOMEM, 2, PERMANENT, "out of memory")                                 \
+    /* no such checkpoint / object / item */                                  \
+    X(E_NOENT, 3, PERMANENT, "not found")                                     \
+    /* local I/O error (see ckpt_errmsg) */                                   \
+    X(E_IO, 4, PERMANENT, "I/O error")                                        \
+    /* stored data failed its checksum or format check */                     \
+    X(E_CORRUPT, 5, CORRUPT, "data failed its integrity check")               \
+    /* a region's size differs from the checkpoint's */                       \
+    X(E_SIZE, 6, USAGE, "region size differs from the checkpoint")            \
+    /* name already protected / object already exists */                      \
+    X(E_EXISTS, 7, USAGE, "already exists")                                   \
+    /* conditional write refused (lost a race or lease) */                    \
+    X(E_PRECONDITION, 8, PERMANENT, "conditional write refused")              \
+    /* store refused credentials or none were found */                        \
+    X(E_AUTH, 9, PERMANENT, "store refused the credentials (or none found)")  \
+    /* store could not be reached */                                          \
+    X(E_UNREACHABLE, 10, RETRYABLE, "store unreachable")                      \
+    /* store failed in a way worth retrying (5xx, reset) */                   \
+    X(E_TRANSIENT, 11, RETRYABLE, "transient store failure")                  \
+    /* store asked us to slow down */                                         \
+    X(E_THROTTLED, 12, THROTTLED, "store throttled the request")              \
+    /* feature not in this build or not on this store */                      \
+    X(E_UNSUPPORTED, 13, PERMANENT, "unsupported in this build or store")     \
+    /* a save is still in flight (on_busy = SKIP) */                          \
+    X(E_BUSY, 14, PERMANENT, "a save is still in flight")                     \
+    /* bad configuration (URL, codec, env variable) */                        \
+    X(E_CONFIG, 15, USAGE, "bad configuration")                               \
+    /* another runner took over the run: commit refused */                    \
+    X(E_FENCED, 16, PERMANENT, "another runner took over this run")           \
+    /* store or local disk full (ckpt_errmsg says which) */                   \
+    X(E_NOSPACE, 17, PERMANENT,                                               \
+      "no space left (see the detail: store or local disk)")                  \
+    /* a stored name would escape the target directory */                     \
+    X(E_UNSAFE, 18, PERMANENT, "stored name escapes the target directory")    \
+    /* CUDA runtime failure (see ckpt_errmsg) */                              \
+    X(E_CUDA, 19, PERMANENT, "CUDA error")                                    \
+    /* protected set differs from the checkpoint's items */                   \
+    X(E_MISMATCH, 20, USAGE, "protected items differ from the checkpoint")    \
+    X(E_INTERNAL, 21, PERMANENT, "internal error")                            \
+    /* permission denied or read-only file system: a local disk or a          \
+     * file:// store (ckpt_errmsg says which) */                              \
+    X(E_PERM, 22, PERMANENT, "permission denied or read-only file system")    \
+    /* a file protected with CKPT_FILE_AS_IS is no longer the version it      \
+     * was when protected */                                                  \
+    X(E_CHANGED, 23, PERMANENT, "a protected file changed while it was saved")
+
 typedef enum {
-    CKPT_OK = 0,
-    CKPT_E_INVAL = 1,       /* bad argument (usage error) */
-    CKPT_E_NOMEM = 2,       /* out of memory */
-    CKPT_E_NOENT = 3,       /* no such checkpoint / object / item */
-    CKPT_E_IO = 4,          /* local I/O error (see ckpt_errmsg) */
-    CKPT_E_CORRUPT = 5,     /* stored data failed its checksum or format check */
-    CKPT_E_SIZE = 6,        /* a region's size differs from the checkpoint's */
-    CKPT_E_EXISTS = 7,      /* name already protected / object already exists */
-    CKPT_E_PRECONDITION = 8,/* conditional write refused (lost a race or lease) */
-    CKPT_E_AUTH = 9,        /* store refused credentials or none were found */
-    CKPT_E_UNREACHABLE = 10,/* store could not be reached */
-    CKPT_E_TRANSIENT = 11,  /* store failed in a way worth retrying (5xx, reset) */
-    CKPT_E_THROTTLED = 12,  /* store asked us to slow down */
-    CKPT_E_UNSUPPORTED = 13,/* feature not in this build or not on this store */
-    CKPT_E_BUSY = 14,       /* a save is still in flight (on_busy = SKIP) */
-    CKPT_E_CONFIG = 15,     /* bad configuration (URL, codec, env variable) */
-    CKPT_E_FENCED = 16,     /* another runner took over the run: commit refused */
-    CKPT_E_NOSPACE = 17,    /* store or local disk full (ckpt_errmsg says which) */
-    CKPT_E_UNSAFE = 18,     /* a stored name would escape the target directory */
-    CKPT_E_CUDA = 19,       /* CUDA runtime failure (see ckpt_errmsg) */
-    CKPT_E_MISMATCH = 20,   /* protected set differs from the checkpoint's items */
-    CKPT_E_INTERNAL = 21,
-    CKPT_E_PERM = 22,       /* permission denied or read-only file system: a local
-                               disk or a file:// store (ckpt_errmsg says which) */
-    CKPT_E_CHANGED = 23     /* a file protected with CKPT_FILE_AS_IS is no longer
-                               the version it was when protected */
+#define CKPT_STATUS_ENUM_(name, value, cls, msg) CKPT_##name = value,
+    CKPT_STATUS_MAP(CKPT_STATUS_ENUM_)
+#undef CKPT_STATUS_ENUM_
 } ckpt_status;
 
 /* Retry classes for statuses, used by the store layer and ckptrun. */
@@ -133,9 +210,14 @@ typedef enum {
     CKPT_CLASS_USAGE        /* caller error */
 } ckpt_status_class;
 
-/* @return a static, never-NULL English message for any status value. */
+/* @return a static, never-NULL English message for any status value
+ * ("unknown status" for a value no row has). */
 CKPT_API const char *ckpt_strerror(ckpt_status st);
-/* @return the retry class of a status. */
+/* @return the status's identifier ("CKPT_E_NOENT"), static and never NULL
+ * ("unknown" for a value no row has). Since 0.2.0. */
+CKPT_API const char *ckpt_status_name(ckpt_status st);
+/* @return the retry class of a status (CKPT_CLASS_PERMANENT for a value no
+ * row has). */
 CKPT_API ckpt_status_class ckpt_status_classify(ckpt_status st);
 
 typedef enum {
@@ -161,37 +243,87 @@ typedef enum {
 typedef void (*ckpt_log_fn)(void *user, ckpt_log_level level,
                             const char *subject, const char *msg);
 
-/* Configuration. Start from CKPT_CONFIG_INIT; every zero/NULL field falls back
- * to the CKPT_* environment variable named, then to the default. Strings are
- * copied by ckpt_open(); the struct may be freed after it returns. */
+/* pack_bytes: chunks each in an object of their own, no packs. */
+#define CKPT_PACK_NONE ((size_t)-1)
+
+/* Configuration (see "Configuration" at the top: defaults, the environment,
+ * versions and slots). Start from CKPT_CONFIG_INIT, or zero it; every zero
+ * or NULL field falls back to the CKPT_* environment variable named, then
+ * to the default. ckpt_open() reads the struct and copies its strings; it
+ * may be freed once ckpt_open() returns. Values outside the ranges below
+ * are refused: CKPT_E_CONFIG, with the reason in ckpt_errmsg(NULL). */
 struct ckpt_config {
-    unsigned version;          /* CKPT_VERSION_NUMBER (set by CKPT_CONFIG_INIT) */
+    unsigned version;          /* CKPT_VERSION_NUMBER (set by CKPT_CONFIG_INIT); 0: zeroed */
     const char *store;         /* store URL (CKPT_STORE; default file://$XDG_DATA_HOME/ckpt) */
     const char *run;           /* run name (CKPT_RUN; default basename of cwd) */
     ckpt_codec codec;          /* (CKPT_CODEC = zstd[:LEVEL]|lz4|none) */
-    int codec_level;           /* zstd level, 0 = 1 */
+    int codec_level;           /* zstd level 1..19, 0 = 1 */
     size_t chunk_bytes;        /* (CKPT_CHUNK_BYTES) default 4 MiB on file://, 8 MiB on
                                   object stores; 64 KiB..64 MiB. On object stores
-                                  chunks travel in packs of CKPT_PACK_BYTES (32 MiB;
-                                  0 = one object per chunk): docs/FORMAT.md */
-    unsigned workers;          /* compression/upload threads (CKPT_WORKERS); 0 = min(ncpu, 8)
-                                  for file://, at least 8 for object stores */
+                                  chunks travel in packs (pack_bytes): docs/FORMAT.md */
+    unsigned workers;          /* compression/upload threads (CKPT_WORKERS), at most 64;
+                                  0 = min(ncpu, 8) for file://, for object stores
+                                  `connections` if given (at most 64), else at least 8 */
     size_t staging_max_bytes;  /* cap on the staging pool, 0 = no cap */
     unsigned keep;             /* committed checkpoints retained (CKPT_KEEP), 0 = 3 */
     ckpt_busy_policy on_busy;  /* ckpt_save() while a save is in flight */
     uint64_t interval_ms;      /* ckpt_should_save() turns true this often (CKPT_INTERVAL), 0 = off */
     ckpt_log_fn log_fn;        /* NULL: CKPT_LOG to stderr, else silent */
     void *log_user;
-    ckpt_log_level log_level;  /* used with log_fn; default INFO */
+    ckpt_log_level log_level;  /* used with log_fn; default INFO (version 0: 0 = INFO) */
     int no_control;            /* 1: ignore CKPT_SOCKET (do not talk to ckptrun) */
     uint64_t epoch;            /* lease epoch recorded in manifests (CKPT_EPOCH), 0 = none */
     size_t pinned_max_bytes;   /* CUDA pinned staging pool, 0 = 64 MiB (docs/cuda.md) */
-    void *reserved[8];         /* zero: room to grow without breaking callers */
+
+    /* Since 0.2.0 (version >= 200), in the slots 0.1.0 reserved: */
+    union {                    /* slot 0 */
+        size_t pack_bytes;     /* chunks travel in objects (packs) of about this size
+                                  (CKPT_PACK_BYTES; "0" there = none): 64 KiB..1 GiB,
+                                  or CKPT_PACK_NONE; 0 = 32 MiB on object stores,
+                                  none on file:// (docs/FORMAT.md) */
+        void *slot0_;
+    };
+    union {                    /* slot 1 */
+        unsigned connections;  /* parallel store connections (CKPT_CONNECTIONS), 1..256;
+                                  0 = 16 on object stores; also sets `workers` there */
+        void *slot1_;
+    };
+    union {                    /* slot 2 */
+        int restore_sync;      /* fsync each restored file before its rename
+                                  (CKPT_RESTORE_SYNC = 0|1): 1 yes, -1 no, 0 = no */
+        void *slot2_;
+    };
+    union {                    /* slot 3 */
+        uint32_t retry_budget_ms; /* how long an object-store request is retried
+                                  (CKPT_RETRY_BUDGET_MS), 0 = 120 s; the minimum
+                                  attempts are made whatever the budget
+                                  (docs/stores.md, "Retries") */
+        void *slot3_;
+    };
+    void *reserved[4];         /* slots 4..7: zero (4..6 are reserved for multi-rank
+                                  runs: world_size, rank, collective) */
 };
+#ifndef __cplusplus
 #define CKPT_CONFIG_INIT                                                      \
-    { CKPT_VERSION_NUMBER, NULL, NULL, CKPT_CODEC_DEFAULT, 0, 0, 0, 0, 0,     \
-      CKPT_BUSY_WAIT, 0, NULL, NULL, CKPT_LOG_INFO, 0, 0, 0,                  \
-      { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL } }
+    {                                                                         \
+        .version = CKPT_VERSION_NUMBER, .store = NULL, .run = NULL,           \
+        .codec = CKPT_CODEC_DEFAULT, .on_busy = CKPT_BUSY_WAIT,               \
+        .log_level = CKPT_LOG_INFO                                            \
+    }
+#else
+/* C++ has designated initializers only from C++20, and compilers warn of
+ * the fields they leave out: the same values, set on a zeroed struct. */
+static inline struct ckpt_config ckpt__config_init_cxx(void)
+{
+    struct ckpt_config c = {};
+    c.version = CKPT_VERSION_NUMBER;
+    c.codec = CKPT_CODEC_DEFAULT;
+    c.on_busy = CKPT_BUSY_WAIT;
+    c.log_level = CKPT_LOG_INFO;
+    return c;
+}
+#define CKPT_CONFIG_INIT (ckpt__config_init_cxx())
+#endif
 
 /* Element type hint for ckpt_protect_ex(): enables the byte-grouping filter,
  * which stores the bytes of 2- or 4-byte floats grouped by significance and
@@ -207,13 +339,16 @@ typedef enum {
 struct ckpt_ctx;
 
 /* Open a context on a store and run.
- * @cfg may be NULL (all from environment). On success *out owns a context
- * that must be released with ckpt_close(). Opening does not touch the store's
- * data beyond checking it can be reached; the run is created on first save.
- * If CKPT_SOCKET is set (the program runs under ckptrun) the context connects
- * to it and receives checkpoint requests.
- * @return CKPT_OK, CKPT_E_CONFIG (bad URL/codec/env), CKPT_E_AUTH,
- *         CKPT_E_UNREACHABLE, CKPT_E_NOMEM, CKPT_E_INVAL (version mismatch). */
+ * @cfg may be NULL (all from environment, as CKPT_CONFIG_INIT). On success
+ * *out owns a context that must be released with ckpt_close(). The whole
+ * configuration is checked before the store is opened. Opening does not
+ * touch the store's data beyond checking it can be reached; the run is
+ * created on first save. If CKPT_SOCKET is set (the program runs under
+ * ckptrun) and `no_control` is not, the context connects to it and receives
+ * checkpoint requests. On failure ckpt_errmsg(NULL) says why.
+ * @return CKPT_OK, CKPT_E_CONFIG (bad URL, codec, field or environment
+ *         variable), CKPT_E_AUTH, CKPT_E_UNREACHABLE, CKPT_E_NOMEM,
+ *         CKPT_E_INVAL (NULL out, or a config of another major version). */
 CKPT_API ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out);
 
 /* Register a host memory region under a unique name. Names become file
@@ -323,7 +458,7 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * name must exist in the checkpoint (else CKPT_E_MISMATCH, nothing written);
  * stored items not protected are ignored. Protected files are replaced as
  * ckpt_restore_dir() writes its files (renamed into place once verified;
- * fsynced first only with CKPT_RESTORE_SYNC=1).
+ * fsynced first only with `restore_sync`).
  * @step receives the step restored (may be NULL).
  * @return CKPT_OK, CKPT_E_NOENT (no committed checkpoint), CKPT_E_SIZE,
  *         CKPT_E_MISMATCH, CKPT_E_CORRUPT (none verified; regions may hold
@@ -369,26 +504,33 @@ CKPT_API const char *ckpt_errmsg(struct ckpt_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 /* Administration: used by `ckptrun save|restore|ls|verify|gc`.              */
 
-/* One committed checkpoint, as listed by ckpt_list(). */
+/* One committed checkpoint, as listed by ckpt_list(). The struct and the
+ * string it points to belong to the library and are valid only during the
+ * call of the ckpt_list_fn that receives them: copy what you keep. */
 struct ckpt_info {
     uint64_t step;
     uint64_t seq;           /* commit sequence number of the run */
     uint64_t epoch;         /* lease epoch of the writer */
-    int64_t time_ms;        /* commit time, Unix ms */
+    int64_t time_ms;        /* commit time, Unix ms; -1: the manifest could not
+                               be read (missing, damaged, or the store failed):
+                               only step, seq and manifest are known, the
+                               other counts are 0 */
     uint64_t items;
     uint64_t raw_bytes;     /* sum of item sizes */
     uint64_t stored_bytes;  /* compressed bytes of all referenced chunks */
     uint64_t new_bytes;     /* compressed bytes first written by this checkpoint */
     uint64_t chunks;
-    const char *manifest;   /* store key of the manifest */
+    const char *manifest;   /* store key of the manifest ("<run>/manifests/..."),
+                               valid during the callback only */
     uint64_t links;         /* link items among `items` (ckpt_protect_link) */
 };
 typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
 /* Call fn for each committed checkpoint of the run in the resume order
- * (highest step first; checkpoints marked damaged are not listed); fn
- * returns nonzero to stop. A checkpoint whose manifest cannot be read is
- * listed with time_ms -1. @return CKPT_OK (also for a run with none), store errors,
- * CKPT_E_CORRUPT (HEAD damaged). */
+ * (highest step first; checkpoints marked damaged are not listed), on the
+ * calling thread; fn returns nonzero to stop. A checkpoint whose manifest
+ * cannot be read is still listed, with time_ms -1 (see struct ckpt_info).
+ * @return CKPT_OK (also for a run with none), store errors, CKPT_E_CORRUPT
+ *         (HEAD damaged). */
 CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
 
 /* Write every item of the checkpoint at `step` (or, with CKPT_STEP_LATEST,
@@ -399,8 +541,8 @@ CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user
  * escape `dir` are refused (CKPT_E_UNSAFE). Files are written to temporary
  * names and renamed into place after they verify. They are not fsynced (like
  * cp, curl or aws s3 cp: the store keeps the durable copy) unless the
- * environment had CKPT_RESTORE_SYNC=1 at ckpt_open(); then each file is
- * durable before its rename. Any number of files restores: at most a
+ * context was opened with `restore_sync` (or CKPT_RESTORE_SYNC=1); then
+ * each file is durable before its rename. Any number of files restores: at most a
  * quarter of the free file descriptors (RLIMIT_NOFILE), 256 at most, are
  * open at once. Before anything is written, the files' total size (a chunk
  * named many times counting each time) is checked against the free space

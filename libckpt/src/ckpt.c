@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "config.h"
 #include "control.h"
 #include "ctx.h"
 #include "gpu.h"
 #include "pool.h"
-#include "rules.h"
 #include "runload.h"
 #include "runstate.h"
 #include "snapshot.h"
@@ -25,52 +25,28 @@ const char *ckpt_errmsg(struct ckpt_ctx *ctx)
     return ctx ? ctx->errmsg : open_err;
 }
 
-static int env_u64(const char *name, uint64_t *v)
-{
-    const char *s = getenv(name);
-    char *end;
-    if (!s || !*s)
-        return 0;
-    errno = 0;
-    *v = strtoull(s, &end, 10);
-    return (*end || errno) ? -1 : 1;
-}
-
-/* Run names, durations and codecs follow the rules ckptrun checks too
- * (rules.h): a run is opened under the lenient name rule; ckptrun applies
- * the strict one when it creates a run. */
-static int run_name_valid(const char *r)
-{
-    return ckpt__rule_run_name(r, 0);
-}
-
-static ckpt_status parse_duration_ms(const char *s, uint64_t *out)
-{
-    return ckpt__rule_duration_ms(s, out) == 0 ? CKPT_OK : CKPT_E_CONFIG;
-}
-
 static void load_job(void *arg, struct ckpt_codec_ws *ws)
 {
     (void)ws;
     ckpt__load_run(arg, true);
 }
 
-ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
+ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
 {
-    struct ckpt_config def = CKPT_CONFIG_INIT;
-    const struct ckpt_config *cfg = cfg_in ? cfg_in : &def;
+    struct ckpt_settings set;
     struct ckpt_ctx *ctx;
-    ckpt_status st = CKPT_E_NOMEM;
-    const char *s;
-    char err[CKPT_ERR_MAX] = "", cwd[4096];
-    uint64_t v;
+    ckpt_status st, cst;
+    char err[CKPT_ERR_MAX] = "";
 
     if (!out)
         return CKPT_E_INVAL;
     *out = NULL;
     open_err[0] = '\0';
-    if (cfg->version / 10000 != CKPT_VERSION_MAJOR)
-        return CKPT_E_INVAL;
+    cst = ckpt__config_resolve(cfg, &set, err); /* config.h */
+    if (cst == CKPT_E_INVAL) {
+        snprintf(open_err, sizeof open_err, "%s", err);
+        return cst;
+    }
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return CKPT_E_NOMEM;
@@ -79,153 +55,37 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
     ckpt__packs_init(&ctx->packs);
     ckpt__flight_init(&ctx->flight);
     ckpt__run_init(&ctx->rs);
-    ckpt__logger_init(&ctx->log, cfg->log_fn, cfg->log_user, cfg->log_level);
+    ckpt__logger_init(&ctx->log, set.log_fn, set.log_user, set.log_level);
     *out = ctx; /* from here on, ckpt_close() cleans up; reset on failure */
-
-    /* codec */
-    ctx->codec = cfg->codec;
-    ctx->level = cfg->codec_level;
-    if (ctx->codec == CKPT_CODEC_DEFAULT) {
-        s = getenv("CKPT_CODEC");
-        ctx->codec = CKPT_CODEC_ZSTD;
-        if (s && *s && ckpt__codec_parse(s, &ctx->codec, &ctx->level)) {
-            ckpt__set_ctx_err(ctx, "CKPT_CODEC='%s': expected zstd[:LEVEL], lz4 or none", s);
-            st = CKPT_E_CONFIG;
-            goto fail;
-        }
-    }
-    if (ctx->level == 0)
-        ctx->level = 1;
-    /* chunk size */
-    ctx->chunk_bytes = cfg->chunk_bytes;
-    if (!ctx->chunk_bytes) {
-        int r = env_u64("CKPT_CHUNK_BYTES", &v);
-        ctx->chunk_bytes = r > 0 ? (size_t)v : 0; /* 0: by store, once it is open */
-    }
-    if (ctx->chunk_bytes &&
-        (ctx->chunk_bytes < CKPT_MIN_CHUNK || ctx->chunk_bytes > CKPT_MAX_CHUNK)) {
-        ckpt__set_ctx_err(ctx, "chunk size %zu outside [%u, %u]", ctx->chunk_bytes,
-                          CKPT_MIN_CHUNK, CKPT_MAX_CHUNK);
-        st = CKPT_E_CONFIG;
+    st = cst;
+    if (st) {
+        ckpt__set_ctx_err(ctx, "%s", err);
         goto fail;
     }
-    ctx->workers = cfg->workers;
-    if (!ctx->workers && env_u64("CKPT_WORKERS", &v) > 0)
-        ctx->workers = (unsigned)v;
-    ctx->staging_max = cfg->staging_max_bytes;
-    ctx->keep = cfg->keep;
-    if (!ctx->keep && env_u64("CKPT_KEEP", &v) > 0)
-        ctx->keep = (unsigned)v;
-    if (!ctx->keep)
-        ctx->keep = 3;
-    ctx->on_busy = cfg->on_busy;
-    ctx->interval_ms = cfg->interval_ms;
-    if (!ctx->interval_ms && (s = getenv("CKPT_INTERVAL")) && *s &&
-        parse_duration_ms(s, &ctx->interval_ms)) {
-        ckpt__set_ctx_err(ctx, "CKPT_INTERVAL='%s': expected a duration like 90s or 30m", s);
-        st = CKPT_E_CONFIG;
-        goto fail;
-    }
-    ctx->epoch = cfg->epoch;
-    if (!ctx->epoch && env_u64("CKPT_EPOCH", &v) > 0)
-        ctx->epoch = v;
-    ctx->pinned_max = cfg->pinned_max_bytes ? cfg->pinned_max_bytes : (64u << 20);
-
-    /* run name */
-    s = cfg->run;
-    if (!s || !*s)
-        s = getenv("CKPT_RUN");
-    if (!s || !*s) {
-        if (!getcwd(cwd, sizeof cwd)) {
-            ckpt__set_ctx_err(ctx, "no run name given and the working directory is unknown");
-            st = CKPT_E_CONFIG;
-            goto fail;
-        }
-        s = strrchr(cwd, '/') ? strrchr(cwd, '/') + 1 : cwd;
-    }
-    if (!run_name_valid(s)) {
-        ckpt__set_ctx_err(ctx, "run name '%s' is not usable: use letters, digits, '.', '_' "
-                               "and '-' (set CKPT_RUN or --run)", s);
-        st = CKPT_E_CONFIG;
-        goto fail;
-    }
-    ctx->run = ckpt__strdup(s);
-    s = cfg->store;
-    if (!s || !*s)
-        s = getenv("CKPT_STORE");
-    {
-        struct ckpt_store_config scfg = { 0 };
-        scfg.log_fn = ctx->log.fn;
-        scfg.log_user = ctx->log.user;
-        scfg.log_level = ctx->log.level;
-        st = ckpt_store_open(s, &scfg, &ctx->store, err);
-    }
+    set.store_cfg.log_fn = ctx->log.fn;
+    set.store_cfg.log_user = ctx->log.user;
+    set.store_cfg.log_level = ctx->log.level;
+    st = ckpt_store_open(set.store_url, &set.store_cfg, &ctx->store, err);
     if (st) {
         ckpt__set_ctx_err(ctx, "store: %s", err);
         goto fail;
     }
+    ckpt__config_fit_store(&set, ctx->store);
+    ctx->codec = set.codec;
+    ctx->level = set.level;
+    ctx->chunk_bytes = set.chunk_bytes;
+    ctx->workers = set.workers;
+    ctx->staging_max = set.staging_max;
+    ctx->keep = set.keep;
+    ctx->on_busy = set.on_busy;
+    ctx->interval_ms = set.interval_ms;
+    ctx->epoch = set.epoch;
+    ctx->pinned_max = set.pinned_max;
+    ctx->pack_bytes = set.pack_bytes;
+    ctx->pack_inflight = set.pack_inflight;
+    ctx->restore_sync = set.restore_sync;
+    ctx->run = ckpt__strdup(set.run);
     ctx->store_url = ckpt__strdup(ctx->store->url);
-    if (!ctx->chunk_bytes) {
-        /* The store's preferred size. Object stores pay per request, in
-         * time (a first byte after tens of ms; per-request CPU on the
-         * server) and in fees: 8 MiB there, in the range the providers
-         * recommend for parallel transfers, still within the dedup bound
-         * (docs/FORMAT.md). 4 MiB on a local disk. */
-        ctx->chunk_bytes = ctx->store->caps.chunk_bytes ? ctx->store->caps.chunk_bytes
-                                                        : CKPT_DEFAULT_CHUNK;
-    }
-    if (!ctx->workers) {
-        /* A local store is CPU-bound: one worker per core. An object store
-         * is latency-bound: each worker waits on its PUT most of the time,
-         * so more requests in flight than cores (memory: workers x 3 x
-         * chunk_bytes). */
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        ctx->workers = n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
-        if (ckpt_store_can(ctx->store, CKPT_STORE_LATENCY_BOUND)) {
-            /* one request in flight per connection: --connections sets both */
-            const char *cn = getenv("CKPT_CONNECTIONS");
-            unsigned long c = cn && *cn ? strtoul(cn, NULL, 10) : 0;
-            ctx->workers = c ? (unsigned)(c > 64 ? 64 : c) : ctx->workers < 8 ? 8
-                                                                               : ctx->workers;
-        }
-    }
-    if (ctx->workers > 64)
-        ctx->workers = 64;
-    /* Packs: on object stores, chunks travel in objects of about 32 MiB
-     * (docs/FORMAT.md: a request costs time and fees, small objects waste
-     * both); a local disk gains nothing from them. CKPT_PACK_BYTES=0 turns
-     * them off. Packs upload workers/2 at once (memory: that + 1 packs). */
-    {
-        const char *pb = getenv("CKPT_PACK_BYTES");
-        ctx->pack_bytes = ckpt_store_can(ctx->store, CKPT_STORE_PACKS) ? CKPT_DEFAULT_PACK : 0;
-        if (pb && *pb) {
-            uint64_t b = strcmp(pb, "0") == 0 ? 0 : ckpt_store_parse_size(pb);
-            if (strcmp(pb, "0") != 0 && (b < CKPT_MIN_CHUNK || b > CKPT_MAX_PACK)) {
-                ckpt__set_ctx_err(ctx, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "
-                                       "from 64K to 1G", pb);
-                st = CKPT_E_CONFIG;
-                goto fail;
-            }
-            ctx->pack_bytes = (size_t)b;
-        }
-        /* half the workers upload packs while the others fill the next
-         * ones: 4 of the default 8; --connections 32 gives 16 */
-        ctx->pack_inflight = ctx->workers < 2 ? 1 : ctx->workers / 2;
-    }
-    /* Restored files are not made durable by default: the store holds the
-     * durable copy and `ckptrun run` restores from it on every start, so an
-     * fsync would only keep the GPU waiting on the local disk (a 10 GiB
-     * checkpoint on a 125 MB/s cloud volume: 80 s). CKPT_RESTORE_SYNC=1
-     * asks for it. */
-    s = getenv("CKPT_RESTORE_SYNC");
-    if (s && *s) {
-        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
-            ckpt__set_ctx_err(ctx, "CKPT_RESTORE_SYNC='%s': expected 0 or 1", s);
-            st = CKPT_E_CONFIG;
-            goto fail;
-        }
-        ctx->restore_sync = strcmp(s, "1") == 0;
-    }
     if (!ctx->run || !ctx->store_url) {
         st = CKPT_E_NOMEM;
         goto fail;
@@ -244,12 +104,9 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg_in, struct ckpt_ctx **out)
                   "memory): the first save writes every chunk");
         ckpt__run_skip_load(&ctx->rs);
     }
-    s = getenv("CKPT_SOCKET");
-    if (!cfg->no_control && s && *s) {
-        if (ckpt__control_open(ctx, s) != CKPT_OK)
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "control",
-                      "cannot connect to ckptrun at %s: running standalone", s);
-    }
+    if (set.control_socket && ckpt__control_open(ctx, set.control_socket) != CKPT_OK)
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "control",
+                  "cannot connect to ckptrun at %s: running standalone", set.control_socket);
     ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open",
               "store %s run %s codec %s chunk %zu pack %zu workers %u", ctx->store_url, ctx->run,
               ckpt__codec_name(ctx->codec), ctx->chunk_bytes, ctx->pack_bytes, ctx->workers);

@@ -11,15 +11,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "codec.h"
 #include "control.h"
+#include "ctlwire.h"
 #include "ctx.h"
 #include "signals.h"
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
@@ -42,13 +41,15 @@ static void flush_signals(struct ckpt_control *c)
 {
     int sig;
     long long when;
-    char line[160];
+    struct ckpt_ctl_msg m;
 
     while (ckpt__signals_take(&sig, &when)) {
-        snprintf(line, sizeof line,
-                 "{\"type\":\"signal\",\"signal\":\"%s\",\"pid\":%d,\"mono_ms\":%lld}",
-                 sig == SIGTERM ? "SIGTERM" : "SIGINT", (int)getpid(), when);
-        send_locked(c, line);
+        ckpt__ctl_begin(&m, "signal");
+        ckpt__ctl_str(&m, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        ckpt__ctl_int(&m, "pid", getpid());
+        ckpt__ctl_int(&m, "mono_ms", when);
+        if (ckpt__ctl_end(&m, false) == 0)
+            send_locked(c, m.buf);
         ckpt__log(&c->ctx->log, CKPT_LOG_INFO, "control",
                   "%s taken as a stop: checkpoint requested", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     }
@@ -91,10 +92,12 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
     } else if (!strcmp(type->valuestring, "stopping")) {
         /* ckptrun ends us next (after the final checkpoint): its signal
          * must take effect. Acknowledged once set. */
-        char ack[96];
+        struct ckpt_ctl_msg ack;
         ckpt__signals_stopping();
-        snprintf(ack, sizeof ack, "{\"type\":\"stopping\",\"pid\":%d}", (int)getpid());
-        ckpt__control_send(c, ack);
+        ckpt__ctl_begin(&ack, "stopping");
+        ckpt__ctl_int(&ack, "pid", getpid());
+        if (ckpt__ctl_end(&ack, false) == 0)
+            ckpt__control_send(c, ack.buf);
     } else if (!strcmp(type->valuestring, "epoch")) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
         if (cJSON_IsNumber(e) && e->valuedouble >= 0)
@@ -147,36 +150,27 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-/* A JSON string body for the key: only the hex digits ckptrun makes. */
-static void key_copy(char *out, size_t n, const char *key)
-{
-    size_t i = 0;
-    for (; key && key[i] && i + 1 < n && i < 64; i++) {
-        char ch = key[i];
-        out[i] = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ? ch : '0';
-    }
-    out[i] = '\0';
-}
-
 ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
 {
-    struct sockaddr_un sa = { 0 };
     struct ckpt_control *c;
-    char hello[512], key[65];
+    struct ckpt_ctl_msg hello;
+    char key[CKPT_CTL_KEY_MAX];
+    ckpt_status st = CKPT_E_UNREACHABLE;
     int signals;
-    if (strlen(path) >= sizeof sa.sun_path)
-        return CKPT_E_CONFIG;
     c = calloc(1, sizeof *c);
     if (!c)
         return CKPT_E_NOMEM;
     c->ctx = ctx;
     c->wake[0] = c->wake[1] = -1;
     c->sigfd = -1;
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
-    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        pipe2(c->wake, O_CLOEXEC) != 0)
+    c->fd = ckpt__ctl_socket(0);
+    if (c->fd < 0)
+        goto fail;
+    if (ckpt__ctl_connect(c->fd, path) != 0) {
+        st = errno == ENAMETOOLONG ? CKPT_E_CONFIG : CKPT_E_UNREACHABLE;
+        goto fail;
+    }
+    if (pipe2(c->wake, O_CLOEXEC) != 0)
         goto fail;
     pthread_mutex_init(&c->wmu, NULL);
     /* Before the reader starts (it polls the signal pipe) and before
@@ -190,12 +184,16 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
         goto fail;
     }
     ctx->control = c;
-    key_copy(key, sizeof key, getenv("CKPT_SOCKET_KEY"));
-    snprintf(hello, sizeof hello,
-             "{\"type\":\"hello\",\"proto\":1,\"pid\":%d,\"run\":\"%s\",\"items\":%zu,"
-             "\"signals\":%s,\"key\":\"%s\"}",
-             (int)getpid(), ctx->run, ctx->nitems, signals ? "true" : "false", key);
-    ckpt__control_send(c, hello);
+    ckpt__ctl_key(key);
+    ckpt__ctl_begin(&hello, "hello");
+    ckpt__ctl_int(&hello, "proto", 1);
+    ckpt__ctl_int(&hello, "pid", getpid());
+    ckpt__ctl_str(&hello, "run", ctx->run);
+    ckpt__ctl_int(&hello, "items", (long long)ctx->nitems);
+    ckpt__ctl_bool(&hello, "signals", signals);
+    ckpt__ctl_str(&hello, "key", key);
+    if (ckpt__ctl_end(&hello, false) == 0)
+        ckpt__control_send(c, hello.buf);
     return CKPT_OK;
 fail:
     if (c->fd >= 0)
@@ -205,26 +203,21 @@ fail:
         close(c->wake[1]);
     }
     free(c);
-    return CKPT_E_UNREACHABLE;
+    return st;
 }
 
 /* Caller holds wmu. */
 static void send_locked(struct ckpt_control *c, const char *json_line)
 {
     size_t len = strlen(json_line);
-    char buf[4096];
+    char buf[CKPT_CTL_MSG_MAX];
     if (len + 1 > sizeof buf)
         return;
     memcpy(buf, json_line, len);
     buf[len++] = '\n';
-    for (size_t off = 0; off < len;) {
-        ssize_t w = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break; /* ckptrun gone: nothing to report to */
-        off += (size_t)w;
-    }
+    /* one write of the whole line; a failure means ckptrun is gone, and
+     * there is nothing to report to */
+    (void)ckpt__ctl_send(c->fd, buf, len);
 }
 
 void ckpt__control_send(struct ckpt_control *c, const char *json_line)
