@@ -4,6 +4,7 @@
 # `git status` is clean after any of them.
 BUILD   ?= build
 ASAN    ?= build-asan
+TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # `make install PREFIX=/opt/ckpt` (default: CMake's, /usr/local); DESTDIR
@@ -14,7 +15,12 @@ PREFIX  ?=
 # `make test` and `make bench`.
 DEMO_TARGETS = ckptrun c_trainer
 
-.PHONY: all deps configure build demo test test-fast test-asan test-peers stress bench install clean
+.PHONY: all deps configure build demo test test-fast test-asan test-tsan test-peers stress bench \
+	build-clang build-nostores install clean
+
+# $(call configure_in,DIR,FLAGS): (re)configure DIR; its log stays inside it.
+configure_in = mkdir -p $(1) && \
+	{ cmake -S . -B $(1) $(2) $(CMAKE_FLAGS) > $(1)/configure.log 2>&1 || { cat $(1)/configure.log; exit 1; }; }
 
 all: build
 
@@ -23,8 +29,7 @@ deps:
 
 # Configure once per build directory; its log stays inside it.
 configure:
-	@mkdir -p $(BUILD)
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > $(BUILD)/configure.log 2>&1 || { cat $(BUILD)/configure.log; exit 1; }
+	@$(call configure_in,$(BUILD))
 	@grep -E '^-- ckpt:' $(BUILD)/configure.log || true
 
 build: configure
@@ -55,11 +60,28 @@ stress: deps build
 	@cd $(BUILD) && ctest --output-on-failure -L stress
 
 test-asan:
-	@mkdir -p $(ASAN)
-	@cmake -S . -B $(ASAN) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) > $(ASAN)/configure.log 2>&1 || { cat $(ASAN)/configure.log; exit 1; }
+	@$(call configure_in,$(ASAN),-DCKPT_SANITIZE=address -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@MAKEFLAGS=--no-print-directory cmake --build $(ASAN) -j $(JOBS)
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) -LE 'nosan|stress'
+
+# The tests that run libckpt's threads (label `threads`) under
+# ThreadSanitizer; only they are built. TSAN_OPTIONS (suppressions:
+# tests/tsan.supp) come from the tests' environment (tests/CMakeLists.txt).
+test-tsan:
+	@$(call configure_in,$(TSAN),-DCKPT_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@MAKEFLAGS=--no-print-directory cmake --build $(TSAN) -j $(JOBS) --target threads_tests
+	@cd $(TSAN) && ctest --output-on-failure -j $(JOBS) -L threads
+
+# Compile-only builds for CI (.ci/run): everything with clang, and a build
+# with the object stores (and CUDA) compiled out. Warnings are errors in both.
+build-clang:
+	@$(call configure_in,build-clang,-DCMAKE_C_COMPILER=clang -DCKPT_WERROR=ON)
+	@MAKEFLAGS=--no-print-directory cmake --build build-clang -j $(JOBS)
+
+build-nostores:
+	@$(call configure_in,build-nostores,-DCKPT_WITH_S3=OFF -DCKPT_WITH_AZURE=OFF -DCKPT_WITH_CUDA=OFF -DCKPT_WERROR=ON)
+	@MAKEFLAGS=--no-print-directory cmake --build build-nostores -j $(JOBS)
 
 bench: deps build test-peers
 	@bash scripts/deps.sh --bench
@@ -71,4 +93,4 @@ install: build
 	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(TSAN) build-clang build-nostores

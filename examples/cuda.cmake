@@ -14,8 +14,11 @@ elseif(CKPT_HAVE_CUDA)
   add_executable(cuda_trainer examples/cuda_trainer/cuda_trainer.cu)
   # The project's warning flags are host-compiler flags: hand them to nvcc's
   # host compiler instead of to nvcc itself.
-  set_property(TARGET cuda_trainer PROPERTY COMPILE_OPTIONS
-    -Xcompiler=-Wall,-Wextra,-Werror -D_GNU_SOURCE)
+  set(_host_warnings -Xcompiler=-Wall,-Wextra)
+  if(CKPT_WERROR)
+    set(_host_warnings ${_host_warnings},-Werror)
+  endif()
+  set_property(TARGET cuda_trainer PROPERTY COMPILE_OPTIONS ${_host_warnings} -D_GNU_SOURCE)
   # The shared runtime: the one libckpt loads with dlopen is then this same
   # library, not a second copy.
   set_target_properties(cuda_trainer PROPERTIES CUDA_RUNTIME_LIBRARY Shared CUDA_STANDARD 17

@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# cmake --install, then build a tiny consumer with find_package(ckpt) and with
-# pkg-config, and run both.
+# cmake --install, then build a tiny consumer with find_package(ckpt) (against
+# ckpt::ckpt and ckpt::ckpt_static) and with pkg-config, and run all three.
+# The installed targets carry no internal include directory, and
+# ckpt::ckpt no dependency (they are private to libckpt.so).
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$CKPT_BUILD" --prefix "$work/prefix" > /dev/null
+targets="$work/prefix/lib/cmake/ckpt/ckptTargets.cmake"
+if grep -nE 'libckpt/src|uploaders' "$targets" ||
+   { [[ -n "${CKPT_SRC:-}" ]] && grep -nF "$CKPT_SRC" "$targets"; }; then
+  echo "FAIL: an internal include directory in the installed targets" >&2
+  exit 1
+fi
+if sed -n '/^set_target_properties(ckpt::ckpt PROPERTIES/,/^)/p' "$targets" |
+   grep -n INTERFACE_LINK_LIBRARIES; then
+  echo "FAIL: ckpt::ckpt passes its dependencies on" >&2
+  exit 1
+fi
 mkdir -p "$work/app"
 cat > "$work/app/main.c" <<'C'
 #include <ckpt.h>
@@ -30,12 +43,19 @@ project(consumer C)
 find_package(ckpt REQUIRED)
 add_executable(consumer main.c)
 target_link_libraries(consumer PRIVATE ckpt::ckpt)
+add_executable(consumer_static main.c)
+target_link_libraries(consumer_static PRIVATE ckpt::ckpt_static)
 C
 cmake -S "$work/app" -B "$work/app/build" -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
 cmake --build "$work/app/build" > /dev/null
 export CKPT_STORE="file://$work/store" CKPT_RUN=consumer
 LD_LIBRARY_PATH="$work/prefix/lib" "$work/app/build/consumer"
+if readelf -d "$work/app/build/consumer_static" | grep -q 'NEEDED.*libckpt'; then
+  echo "FAIL: consumer_static loads libckpt.so" >&2
+  exit 1
+fi
+CKPT_RUN=consumer_static "$work/app/build/consumer_static"
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" cc -o "$work/pc" "$work/app/main.c" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs ckpt)
 CKPT_RUN=consumer2 LD_LIBRARY_PATH="$work/prefix/lib" "$work/pc"
-echo "installed tree: find_package(ckpt) and pkg-config consumers both work"
+echo "installed tree: find_package(ckpt) (shared and static) and pkg-config consumers work"
