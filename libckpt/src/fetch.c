@@ -183,7 +183,7 @@ static void rjob_fn(void *arg, struct ckpt_codec_ws *ws)
     ckpt_status st = CKPT_OK, first = CKPT_OK;
     size_t next = 0; /* entries before it are delivered */
 
-    if (j->b->st && !j->bad) /* a restore that already failed: skip */
+    if (ckpt__batch_failed(j->b) && !j->bad) /* a restore that already failed: skip */
         goto out;
     if (!ws) {
         st = first = CKPT_E_NOMEM;

@@ -125,6 +125,7 @@ void ckpt__pool_hold(struct ckpt_pool *p, int hold)
 void ckpt__batch_init(struct ckpt_batch *b)
 {
     memset(b, 0, sizeof *b);
+    atomic_init(&b->failed, false);
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
 }
@@ -140,6 +141,7 @@ void ckpt__batch_done(struct ckpt_batch *b, ckpt_status st, const char *err)
     pthread_mutex_lock(&b->mu);
     if (st && !b->st) {
         b->st = st;
+        atomic_store(&b->failed, true);
         snprintf(b->err, sizeof b->err, "%s", err ? err : "");
     }
     if (--b->pending == 0)
@@ -156,4 +158,9 @@ ckpt_status ckpt__batch_wait(struct ckpt_batch *b)
     st = b->st;
     pthread_mutex_unlock(&b->mu);
     return st;
+}
+
+bool ckpt__batch_failed(struct ckpt_batch *b)
+{
+    return atomic_load(&b->failed);
 }

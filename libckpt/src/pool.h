@@ -6,6 +6,8 @@
 #define CKPT_POOL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ckpt.h"
@@ -36,6 +38,7 @@ struct ckpt_batch {
     pthread_cond_t cv;
     size_t pending;
     ckpt_status st;
+    atomic_bool failed;      /* st != CKPT_OK, readable without mu */
     char err[CKPT_ERR_MAX];
     struct ckpt_idset *bad;  /* restore: ids of chunks found damaged (may be NULL) */
 };
@@ -43,5 +46,8 @@ void ckpt__batch_init(struct ckpt_batch *b);
 void ckpt__batch_destroy(struct ckpt_batch *b);
 void ckpt__batch_done(struct ckpt_batch *b, ckpt_status st, const char *err);
 ckpt_status ckpt__batch_wait(struct ckpt_batch *b);
+/* 1 once a job of the batch failed: later jobs may skip their work. Any
+ * thread, no lock. */
+bool ckpt__batch_failed(struct ckpt_batch *b);
 
 #endif

@@ -73,6 +73,14 @@ void ckpt__run_skip_load(struct ckpt_run *rs)
     pthread_mutex_unlock(&rs->mu);
 }
 
+void ckpt__run_wait_loaded(struct ckpt_run *rs)
+{
+    pthread_mutex_lock(&rs->mu);
+    while (!rs->loaded)
+        pthread_cond_wait(&rs->cv, &rs->mu);
+    pthread_mutex_unlock(&rs->mu);
+}
+
 int ckpt__run_lookup(struct ckpt_run *rs, const uint8_t *id, struct ckpt_loc *loc,
                      struct ckpt_pack *pack)
 {

@@ -69,6 +69,9 @@ void ckpt__run_install(struct ckpt_run *rs, struct ckpt_run_load *ld, bool ok);
  * index, and the commit loads the run itself. */
 void ckpt__run_skip_load(struct ckpt_run *rs);
 
+/* Until the first load has ended (well or not). */
+void ckpt__run_wait_loaded(struct ckpt_run *rs);
+
 /* Chunk jobs: where the run holds chunk `id` (ckpt__dedup_get), once the
  * first load has ended; and whether a gc in force deletes object `id` of
  * `kind`. */

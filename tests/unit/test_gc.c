@@ -116,6 +116,7 @@ static void test_save_commits_during_gc(void **state)
     save_ok(w, 1);
     struct save_now sn = { w, 2, 0 };
     fill(b, s2);
+    ckpt__run_wait_loaded(&g->rs); /* the load reads ->store */
     struct fault_store *fs = fault_wrap(&g->store);
     fault_add(fs, &(struct fault_rule){ .op = FAULT_LIST, .key_has = "/chunks/",
                                         .act = FAULT_HOOK, .hook = save_hook, .user = &sn,
@@ -160,6 +161,7 @@ static void test_inflight_save_refused(void **state)
     fill(b, s1);
     save_ok(w, 1);
     memcpy(want, b, N);
+    ckpt__run_wait_loaded(&w->rs); /* the load reads ->store */
     struct fault_store *fs = fault_wrap(&w->store);
     int r = fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/HEAD",
                                                 .act = FAULT_PAUSE });
@@ -201,6 +203,7 @@ static void test_record_in_force(void **state)
     save_ok(w, 1);
     fill(b, s2);
     save_ok(w, 2);
+    ckpt__run_wait_loaded(&gn.g->rs); /* the load reads ->store */
     struct fault_store *fs = fault_wrap(&gn.g->store);
     int r = fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/HEAD",
                                                 .act = FAULT_PAUSE, .after = 1 });
@@ -258,11 +261,13 @@ static void test_store_clock(void **state)
     assert_int_equal(ckpt_protect(w, "b", b, N), CKPT_OK);
     fill(b, s1);
     save_ok(w, 1);
+    ckpt__run_wait_loaded(&g->rs); /* its background load reads ->store */
     g_inner = g->store->ops;
     g_skewed = *g_inner;
     g_skewed.list = skewed_list;
     g_skew_ms = -3600 * 1000;
     g->store->ops = &g_skewed;
+    ckpt__run_wait_loaded(&w->rs); /* the load reads ->store */
     struct fault_store *fs = fault_wrap(&w->store);
     int r = fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/manifests/",
                                                 .act = FAULT_PAUSE });

@@ -464,7 +464,32 @@ static void write_file(const char *path, const char *text)
  * and damages one byte of the first read of every range. */
 static const struct ckpt_store_ops *g_inner;
 static struct ckpt_store_ops g_streaming;
-static int g_range_reads, g_watch_calls;
+static atomic_int g_watch_calls, g_range_reads;
+/* Ranges read so far (workers read them at once): a read is damaged when
+ * no earlier read of its object covered the byte it damages, so the first
+ * read of each range is and the read again from its failed chunk is not,
+ * however the workers interleave. */
+static pthread_mutex_t g_ranges_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { char key[256]; uint64_t off, len; } g_ranges[4096];
+static size_t g_nranges;
+
+static int first_read_of(const char *key, uint64_t off, uint64_t len)
+{
+    uint64_t at = off + len / 2;
+    int first = 1;
+    pthread_mutex_lock(&g_ranges_mu);
+    for (size_t i = 0; i < g_nranges && first; i++)
+        if (g_ranges[i].off <= at && at < g_ranges[i].off + g_ranges[i].len &&
+            !strcmp(g_ranges[i].key, key))
+            first = 0;
+    if (g_nranges < sizeof g_ranges / sizeof g_ranges[0]) {
+        snprintf(g_ranges[g_nranges].key, sizeof g_ranges[0].key, "%s", key);
+        g_ranges[g_nranges].off = off;
+        g_ranges[g_nranges++].len = len;
+    }
+    pthread_mutex_unlock(&g_ranges_mu);
+    return first;
+}
 
 static ckpt_status streaming_get_range(struct ckpt_store *s, const char *key, uint64_t off,
                                        size_t len, unsigned flags, void *dst,
@@ -473,14 +498,15 @@ static ckpt_status streaming_get_range(struct ckpt_store *s, const char *key, ui
     ckpt_status st = g_inner->get_range(s, key, off, len, flags, dst, NULL, err);
     if (st || !w)
         return st;
-    if (g_range_reads++ % 2 == 0)
-        ((uint8_t *)dst)[len / 2] ^= 0x20; /* the first read of each range */
+    atomic_fetch_add(&g_range_reads, 1);
+    if (first_read_of(key, off, len))
+        ((uint8_t *)dst)[len / 2] ^= 0x20;
     /* 10000 bytes at a time, as a slow connection would */
     size_t want = w->fn(w->arg, 0);
     for (size_t have = 10000; want && have < len; have += 10000)
         if (have >= want) {
             want = w->fn(w->arg, have);
-            g_watch_calls++;
+            atomic_fetch_add(&g_watch_calls, 1);
         }
     return CKPT_OK;
 }
@@ -527,7 +553,10 @@ static void test_streamed_ranges(void **state)
     assert_int_equal(fread(got, 1, n, f), n);
     fclose(f);
     assert_memory_equal(got, buf, n);
-    /* into the protected file (overwritten meanwhile) */
+    /* into the protected file (overwritten meanwhile), damaged again */
+    pthread_mutex_lock(&g_ranges_mu);
+    g_nranges = 0;
+    pthread_mutex_unlock(&g_ranges_mu);
     snprintf(p, sizeof p, "%s/state.bin", src);
     f = fopen(p, "wb");
     fclose(f);
@@ -536,7 +565,10 @@ static void test_streamed_ranges(void **state)
     assert_int_equal(fread(got, 1, n, f), n);
     fclose(f);
     assert_memory_equal(got, buf, n);
-    g_range_reads = 0;
+    atomic_store(&g_range_reads, 0);
+    pthread_mutex_lock(&g_ranges_mu);
+    g_nranges = 0;
+    pthread_mutex_unlock(&g_ranges_mu);
     assert_int_equal(ckpt_verify(ctx, CKPT_STEP_ALL), CKPT_OK);
     assert_true(g_range_reads >= 2 && g_range_reads % 2 == 0);
     ctx->store->ops = g_inner;
@@ -876,6 +908,7 @@ static void test_file_changes_during_save(void **state)
         fill_random(want, n, 1);
         write_bytes(p, want, n);
         struct ckpt_ctx *ctx = open_one_worker(run);
+        ckpt__run_wait_loaded(&ctx->rs); /* the load reads ->store */
         struct fault_store *fs = fault_wrap(&ctx->store);
         fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 1,
                                             .act = FAULT_HOOK, .hook = rewrite_hook,
@@ -899,6 +932,7 @@ static void test_file_changes_during_save(void **state)
     {
         struct rewrite rw = { p, n, 200, 0, 0 };
         struct ckpt_ctx *ctx = open_one_worker("chg2");
+        ckpt__run_wait_loaded(&ctx->rs); /* the load reads ->store */
         struct fault_store *fs = fault_wrap(&ctx->store);
         fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/",
                                             .count = ~0u, .act = FAULT_HOOK,
@@ -917,6 +951,7 @@ static void test_file_changes_during_save(void **state)
     {
         struct rewrite rw = { p, n, 300, 2, 0 };
         struct ckpt_ctx *ctx = open_one_worker("chg3");
+        ckpt__run_wait_loaded(&ctx->rs); /* the load reads ->store */
         struct fault_store *fs = fault_wrap(&ctx->store);
         fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 2,
                                             .act = FAULT_HOOK, .hook = rewrite_hook,
@@ -942,6 +977,7 @@ static void test_file_changes_during_save(void **state)
     {
         struct rewrite rw = { p, n, 400, 0, 0 };
         struct ckpt_ctx *ctx = open_one_worker("chg4");
+        ckpt__run_wait_loaded(&ctx->rs); /* the load reads ->store */
         struct fault_store *fs = fault_wrap(&ctx->store);
         fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/chunks/", .nth = 1,
                                             .act = FAULT_HOOK, .hook = rewrite_hook,
