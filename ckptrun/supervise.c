@@ -1476,7 +1476,7 @@ static int take_lease(struct sup *s, int *rc)
     ckpt_status st;
     int stop = 1;
 
-    if (lease_open(record_store(s->rec), s->o->run, s->o->lease_ms, &s->lease) != CKPT_OK) {
+    if (lease_open(record_store(s->rec), s->o->run, s->o->lease_ms, NULL, &s->lease) != CKPT_OK) {
         log_error("out of memory");
         *rc = EXIT_CONFIG;
         goto out;
