@@ -10,8 +10,8 @@ if(NOT TARGET ckptrun)
   return()
 endif()
 set(_doctor_cases disk changed)
-if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
-  list(APPEND _doctor_cases providers) # the notice module needs libcurl
+if(CKPT_NOTICE_POLLS)
+  list(APPEND _doctor_cases providers) # cloud notices need libcurl
 endif()
 if(CKPT_WITH_S3)
   list(APPEND _doctor_cases badcreds slow)

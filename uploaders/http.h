@@ -36,6 +36,8 @@ struct ckpt_http;
 struct ckpt_http_opts {
     unsigned max_handles;     /* transfers at once = max connections (0 = 16) */
     uint64_t max_rate_bps;    /* upload cap for the whole transport (0 = none) */
+    long connect_timeout_ms;  /* 0 = 10 s */
+    int no_proxy;             /* never through a proxy (instance metadata) */
 };
 
 struct ckpt_http_req {
@@ -73,6 +75,11 @@ struct ckpt_http_resp {
 struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts);
 /* NULL-safe; no transfer may be in flight. */
 void ckpt_http_free(struct ckpt_http *h);
+/* Abort every transfer in flight and refuse those that follow: each ends
+ * at once with CKPT_E_TRANSIENT (resp->curl_code: aborted). Thread-safe;
+ * for a transport whose owner is shutting down (its threads then return
+ * from ckpt_http_do and can be joined before ckpt_http_free). */
+void ckpt_http_cancel(struct ckpt_http *h);
 
 /* Run one transfer. `resp` is zeroed first and must be released with
  * ckpt_http_resp_free() whatever the result.
@@ -82,6 +89,11 @@ void ckpt_http_free(struct ckpt_http *h);
  *         with ckpt_retry_classify() either way. */
 ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
                          struct ckpt_http_resp *resp);
+/* ckpt_http_do within `timeout_ms` for the whole transfer (connecting
+ * included), in place of the stall detection: for requests that may send
+ * nothing for a while (a metadata long poll). 0: as ckpt_http_do. */
+ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
+                                long timeout_ms, struct ckpt_http_resp *resp);
 void ckpt_http_resp_free(struct ckpt_http_resp *resp);
 /* Hand the body to the caller (malloc'd, NUL-terminated; an empty body is
  * "", never NULL) and clear it from resp. @return CKPT_OK or CKPT_E_NOMEM. */
