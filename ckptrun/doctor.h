@@ -63,7 +63,7 @@ struct ckpt_store;
 
 enum verdict { V_OK = 0, V_WARN = 1, V_FAIL = 2, V_SKIP = 3 };
 
-struct check {
+struct doctor_check {
     char name[24];
     enum verdict v;
     char msg[600];
@@ -73,7 +73,7 @@ struct check {
 struct doctor {
     struct opts *o;
     int64_t t0, deadline;           /* monotonic ms */
-    struct check c[MAX_CHECKS];
+    struct doctor_check c[MAX_CHECKS];
     int n;
 
     /* notice side */

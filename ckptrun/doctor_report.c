@@ -33,7 +33,7 @@ const char *doctor_mb(double bytes, char *buf, size_t n)
 void doctor_add(struct doctor *d, const char *name, enum verdict v, const char *advice,
                 const char *fmt, ...)
 {
-    struct check *c;
+    struct doctor_check *c;
     va_list ap;
 
     if (d->n >= MAX_CHECKS)

@@ -38,11 +38,11 @@ static int plan_watches(struct notice_poller *p, const struct notice_config *cfg
     if (strcmp(prov, "aws") == 0) {
         p->imds = ckpt_imds_shared(cfg->metadata_url ? p->base : NULL);
         if (!p->imds) {
-            nlog(p, CKPT_LOG_INFO, "aws: instance metadata disabled: not polling");
+            notice_log(p, CKPT_LOG_INFO, "aws: instance metadata disabled: not polling");
             p->provider = "none";
             return 0;
         }
-        p->w[p->nw++].run = run_aws;
+        p->w[p->nw++].run = notice_run_aws;
         return 0;
     }
     if (!(p->http = notice_http_new()))
@@ -50,14 +50,14 @@ static int plan_watches(struct notice_poller *p, const struct notice_config *cfg
     if (!p->base[0])
         snprintf(p->base, sizeof p->base, "%s", notice_default_base(prov));
     if (strcmp(prov, "gcp") == 0) {
-        p->w[p->nw].run = run_gcp;
+        p->w[p->nw].run = notice_run_gcp;
         p->w[p->nw++].path = "instance/preempted";
-        p->w[p->nw].run = run_gcp;
+        p->w[p->nw].run = notice_run_gcp;
         p->w[p->nw++].path = "instance/maintenance-event";
     } else if (strcmp(prov, "azure") == 0) {
-        p->w[p->nw++].run = run_azure;
+        p->w[p->nw++].run = notice_run_azure;
     } else {
-        p->w[p->nw++].run = run_plain;
+        p->w[p->nw++].run = notice_run_plain;
     }
     return 0;
 }
@@ -107,7 +107,7 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
     if (plan_watches(p, cfg) != 0)
         goto out;
     if (p->nw)
-        nlog(p, CKPT_LOG_INFO, "%s: polling %s for preemption notices", prov,
+        notice_log(p, CKPT_LOG_INFO, "%s: polling %s for preemption notices", prov,
              p->base[0] ? p->base : "instance metadata");
     for (i = 0; i < p->nw; i++) {
         p->w[i].p = p;
@@ -156,14 +156,14 @@ int notice_ack(struct notice_poller *p, const char *event_id)
         goto out;
     snprintf(url, sizeof url, "%s/metadata/scheduledevents?api-version=2020-07-01", p->base);
     if (notice_http(p->http, "POST", url, hdrs, body, ACK_TIMEOUT_MS, BODY_MAX_SMALL, &r)) {
-        nlog(p, CKPT_LOG_WARN, "azure: acknowledging %s failed: %s", event_id, r.err);
+        notice_log(p, CKPT_LOG_WARN, "azure: acknowledging %s failed: %s", event_id, r.err);
         goto out;
     }
     if (r.status < 200 || r.status > 299) {
-        nlog(p, CKPT_LOG_WARN, "azure: acknowledging %s: HTTP %ld", event_id, r.status);
+        notice_log(p, CKPT_LOG_WARN, "azure: acknowledging %s: HTTP %ld", event_id, r.status);
         goto out;
     }
-    nlog(p, CKPT_LOG_INFO, "azure: acknowledged event %s", event_id);
+    notice_log(p, CKPT_LOG_INFO, "azure: acknowledged event %s", event_id);
     ret = 0;
 out:
     free(r.body);

@@ -113,26 +113,26 @@ const char *notice_default_base(const char *provider);
 
 /* ---- notice_report.c --------------------------------------------------------- */
 
-void nlog(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...)
+void notice_log(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A failing condition, logged once until it changes or clears. */
-void cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
+void notice_cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void cond_ok(struct nwatch *w, int slot);
+void notice_cond_ok(struct nwatch *w, int slot);
 /* Sleep up to ms. @return 1 when the poller is stopping. */
-int nap(struct notice_poller *p, long ms);
+int notice_nap(struct notice_poller *p, long ms);
 /* The poll interval: the configured one, else the provider's `dflt`. */
-long poll_interval(const struct notice_poller *p, long dflt);
+long notice_poll_interval(const struct notice_poller *p, long dflt);
 /* Hand a notice to the callback, at most once (notice.h, Guarantees). */
-void deliver(struct notice_poller *p, struct notice_event *ev);
+void notice_deliver(struct notice_poller *p, struct notice_event *ev);
 /* Run a parser on a 200 body and act on the result. */
-void handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len);
+void notice_handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len);
 
 /* ---- notice_providers.c -------------------------------------------------------- */
 
-void run_aws(struct nwatch *w);
-void run_gcp(struct nwatch *w);
-void run_azure(struct nwatch *w);
-void run_plain(struct nwatch *w);   /* aliyun, tencent */
+void notice_run_aws(struct nwatch *w);
+void notice_run_gcp(struct nwatch *w);
+void notice_run_azure(struct nwatch *w);
+void notice_run_plain(struct nwatch *w);   /* aliyun, tencent */
 
 #endif

@@ -27,7 +27,7 @@ static const struct {
     {"/latest/meta-data/events/recommendations/rebalance", notice_parse_aws_rebalance},
 };
 
-void run_aws(struct nwatch *w)
+void notice_run_aws(struct nwatch *w)
 {
     struct notice_poller *p = w->p;
     do {
@@ -39,26 +39,26 @@ void run_aws(struct nwatch *w)
             ckpt_status st = ckpt_imds_get(p->imds, aws_paths[i].path, AWS_TIMEOUT_MS,
                                            BODY_MAX_SMALL, &body, &len, &code, err);
             if (st != CKPT_OK) {
-                cond_fail(w, i, "%s: %s", aws_paths[i].path, err[0] ? err : "request failed");
+                notice_cond_fail(w, i, "%s: %s", aws_paths[i].path, err[0] ? err : "request failed");
                 free(body);
                 if (st == CKPT_E_UNREACHABLE)
                     break; /* the other paths would time out the same way */
                 continue;
             }
             if (code == 200)
-                handle(w, i, aws_paths[i].parse, body, len);
+                notice_handle(w, i, aws_paths[i].parse, body, len);
             else if (code == 404)
-                cond_ok(w, i); /* no notice */
+                notice_cond_ok(w, i); /* no notice */
             else
-                cond_fail(w, i, "%s: HTTP %ld", aws_paths[i].path, code);
+                notice_cond_fail(w, i, "%s: HTTP %ld", aws_paths[i].path, code);
             free(body);
         }
-    } while (!nap(p, poll_interval(p, 2000)));
+    } while (!notice_nap(p, notice_poll_interval(p, 2000)));
 }
 
 /* ---- GCP ------------------------------------------------------------------ */
 
-void run_gcp(struct nwatch *w)
+void notice_run_gcp(struct nwatch *w)
 {
     struct notice_poller *p = w->p;
     static const char *const hdrs[] = {"Metadata-Flavor: Google", NULL};
@@ -77,27 +77,27 @@ void run_gcp(struct nwatch *w)
         if (notice_http(p->http, "GET", url, hdrs, NULL, (GCP_WAIT_S + 5) * 1000L, BODY_MAX_SMALL, &r)) {
             if (atomic_load(&p->stop))
                 break;
-            cond_fail(w, 0, "%s: %s", w->path, r.err);
-            pause = poll_interval(p, 1000);
+            notice_cond_fail(w, 0, "%s: %s", w->path, r.err);
+            pause = notice_poll_interval(p, 1000);
         } else if (r.status == 200) {
             /* An unchanged or missing ETag would make the next call return at
              * once: then pace the loop instead of spinning. */
             if (!r.etag[0] || strcmp(r.etag, etag) == 0)
-                pause = poll_interval(p, 1000);
+                pause = notice_poll_interval(p, 1000);
             snprintf(etag, sizeof etag, "%s", r.etag[0] ? r.etag : "0");
-            handle(w, 0, parse, r.body, r.len);
+            notice_handle(w, 0, parse, r.body, r.len);
         } else if (r.status == 503) {
             pause = 1000; /* during maintenance (SPEC.md A, GCP) */
         } else {
-            cond_fail(w, 0, "%s: HTTP %ld%s", w->path, r.status,
+            notice_cond_fail(w, 0, "%s: HTTP %ld%s", w->path, r.status,
                       r.status >= 400 && r.status < 500 ? " (misconfiguration?)" : "");
-            pause = r.status >= 400 && r.status < 500 ? ERROR_BACKOFF_MS : poll_interval(p, 1000);
+            pause = r.status >= 400 && r.status < 500 ? ERROR_BACKOFF_MS : notice_poll_interval(p, 1000);
         }
         free(r.body);
         /* Never faster than 4 requests a second, whatever the server does. */
         if (!pause && mono_ms() - t0 < 250)
             pause = 250;
-        if (pause && nap(p, pause))
+        if (pause && notice_nap(p, pause))
             break;
     }
 }
@@ -126,7 +126,7 @@ static void azure_vm_name(struct nwatch *w)
                 break;
         if (i == r.len) {
             memcpy(p->azure_vm, r.body, r.len + 1);
-            nlog(p, CKPT_LOG_DEBUG, "azure: VM name %s", p->azure_vm);
+            notice_log(p, CKPT_LOG_DEBUG, "azure: VM name %s", p->azure_vm);
         }
     }
     free(r.body);
@@ -138,7 +138,7 @@ static int parse_azure_self(const char *b, size_t n, int64_t now, struct notice_
     return notice_parse_azure_for(b, n, now, vm[0] ? vm : NULL, ev);
 }
 
-void run_azure(struct nwatch *w)
+void notice_run_azure(struct nwatch *w)
 {
     struct notice_poller *p = w->p;
     char url[BASE_MAX + 128];
@@ -148,22 +148,22 @@ void run_azure(struct nwatch *w)
         azure_vm_name(w);
         if (notice_http(p->http, "GET", url, azure_hdrs, NULL, AZURE_TIMEOUT_MS, BODY_MAX_AZURE, &r)) {
             if (!atomic_load(&p->stop))
-                cond_fail(w, 0, "scheduledevents: %s", r.err);
+                notice_cond_fail(w, 0, "scheduledevents: %s", r.err);
         } else if (r.status == 200) {
             struct notice_event ev;
             int rc = parse_azure_self(r.body, r.len, now_ms(), &ev, p->azure_vm);
             if (rc < 0) {
-                cond_fail(w, 0, "%s", ev.detail);
+                notice_cond_fail(w, 0, "%s", ev.detail);
             } else {
-                cond_ok(w, 0);
+                notice_cond_ok(w, 0);
                 if (rc > 0)
-                    deliver(p, &ev);
+                    notice_deliver(p, &ev);
             }
         } else {
-            cond_fail(w, 0, "scheduledevents: HTTP %ld", r.status);
+            notice_cond_fail(w, 0, "scheduledevents: HTTP %ld", r.status);
         }
         free(r.body);
-    } while (!nap(p, poll_interval(p, 1000)));
+    } while (!notice_nap(p, notice_poll_interval(p, 1000)));
 }
 
 /* ---- Alibaba, Tencent ----------------------------------------------------- */
@@ -200,7 +200,7 @@ static void aliyun_token(struct nwatch *w)
     free(r.body);
 }
 
-void run_plain(struct nwatch *w)
+void notice_run_plain(struct nwatch *w)
 {
     struct notice_poller *p = w->p;
     int aliyun = strcmp(p->provider, "aliyun") == 0;
@@ -223,19 +223,19 @@ void run_plain(struct nwatch *w)
         }
         if (notice_http(p->http, "GET", url, hdrs, NULL, PLAIN_TIMEOUT_MS, BODY_MAX_SMALL, &r)) {
             if (!atomic_load(&p->stop))
-                cond_fail(w, 0, "termination-time: %s", r.err);
+                notice_cond_fail(w, 0, "termination-time: %s", r.err);
         } else if (r.status == 200) {
-            handle(w, 0, parse, r.body, r.len);
+            notice_handle(w, 0, parse, r.body, r.len);
         } else if (r.status == 404) {
-            cond_ok(w, 0);
+            notice_cond_ok(w, 0);
         } else {
             if (aliyun && (r.status == 401 || r.status == 403)) {
                 /* Token expired, revoked or newly required: get one now. */
                 p->aliyun_token[0] = '\0';
                 p->aliyun_renew_ms = 0;
             }
-            cond_fail(w, 0, "termination-time: HTTP %ld", r.status);
+            notice_cond_fail(w, 0, "termination-time: HTTP %ld", r.status);
         }
         free(r.body);
-    } while (!nap(p, poll_interval(p, 5000)));
+    } while (!notice_nap(p, notice_poll_interval(p, 5000)));
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-void nlog(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...)
+void notice_log(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -23,7 +23,7 @@ void nlog(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...)
 }
 
 /* A poller that fails every second must not flood the log. */
-void cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
+void notice_cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
 {
     char msg[256];
     va_list ap;
@@ -33,18 +33,18 @@ void cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
     if (strcmp(msg, w->last[slot]) == 0)
         return;
     snprintf(w->last[slot], sizeof w->last[slot], "%s", msg);
-    nlog(w->p, CKPT_LOG_WARN, "%s: %s (still polling)", w->p->provider, msg);
+    notice_log(w->p, CKPT_LOG_WARN, "%s: %s (still polling)", w->p->provider, msg);
 }
 
-void cond_ok(struct nwatch *w, int slot)
+void notice_cond_ok(struct nwatch *w, int slot)
 {
     if (!w->last[slot][0])
         return;
-    nlog(w->p, CKPT_LOG_INFO, "%s: recovered from: %s", w->p->provider, w->last[slot]);
+    notice_log(w->p, CKPT_LOG_INFO, "%s: recovered from: %s", w->p->provider, w->last[slot]);
     w->last[slot][0] = '\0';
 }
 
-int nap(struct notice_poller *p, long ms)
+int notice_nap(struct notice_poller *p, long ms)
 {
     struct timespec ts;
     int stopping;
@@ -65,12 +65,12 @@ int nap(struct notice_poller *p, long ms)
     return stopping;
 }
 
-long poll_interval(const struct notice_poller *p, long dflt)
+long notice_poll_interval(const struct notice_poller *p, long dflt)
 {
     return p->interval_ms > 0 ? p->interval_ms : dflt;
 }
 
-void deliver(struct notice_poller *p, struct notice_event *ev)
+void notice_deliver(struct notice_poller *p, struct notice_event *ev)
 {
     char key[400];
     unsigned i;
@@ -93,7 +93,7 @@ void deliver(struct notice_poller *p, struct notice_event *ev)
         snprintf(p->keys[p->nkeys % KEYS], sizeof p->keys[0], "%s", key);
         p->nkeys++;
     }
-    nlog(p, CKPT_LOG_INFO, "%s: %s notice, deadline in %lld ms: %s", p->provider,
+    notice_log(p, CKPT_LOG_INFO, "%s: %s notice, deadline in %lld ms: %s", p->provider,
          ev->kind == NOTICE_TERMINATE ? "terminate"
          : ev->kind == NOTICE_REBALANCE ? "rebalance" : "maintenance",
          ev->deadline_ms ? (long long)(ev->deadline_ms - now_ms()) : 0LL, ev->detail);
@@ -102,15 +102,15 @@ out:
     pthread_mutex_unlock(&p->deliver_mu);
 }
 
-void handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len)
+void notice_handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len)
 {
     struct notice_event ev;
     int r = parse(body, len, now_ms(), &ev);
     if (r < 0) {
-        cond_fail(w, slot, "%s", ev.detail);
+        notice_cond_fail(w, slot, "%s", ev.detail);
         return;
     }
-    cond_ok(w, slot);
+    notice_cond_ok(w, slot);
     if (r > 0)
-        deliver(w->p, &ev);
+        notice_deliver(w->p, &ev);
 }

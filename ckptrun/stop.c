@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void stop_init(struct stop *st)
+void stop_init(struct stop_state *st)
 {
     memset(st, 0, sizeof *st);
     st->phase = P_RUN;
@@ -88,7 +88,7 @@ static void send_term(struct sup *s)
  * effect at once; their acknowledgements are awaited at most a second. */
 static void enter_term(struct sup *s)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
     cJSON *f;
     int told;
 
@@ -120,7 +120,7 @@ static void enter_term(struct sup *s)
 
 void stop_lease_lost(struct sup *s, const char *why)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
     cJSON *f;
 
     if (s->lease_lost)
@@ -152,7 +152,7 @@ void stop_lease_lost(struct sup *s, const char *why)
  * that is the final checkpoint. */
 static void check_answered(struct sup *s)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
 
     if (st->phase == P_CKPT && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
         s->last_changed >= 0 && s->last_changed >= st->t_accept) {
@@ -165,7 +165,7 @@ static void check_answered(struct sup *s)
  * job's own processes may have got the signal too). */
 static void stop_again(struct sup *s, const struct stop_cause *c, int64_t d)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
 
     if (d < st->deadline && !st->no_kill) {
         st->deadline = d;
@@ -195,7 +195,7 @@ static const char *stop_codec(const struct sup *s, int64_t budget)
 
 void stop_begin(struct sup *s, const struct stop_cause *c)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
     int64_t now = mono_ms(), d, total, killwin;
     const char *codec, *reason = c->reason;
     int user = 0;
@@ -321,7 +321,7 @@ void stop_saving(struct sup *s, uint64_t step)
  * state. Without "saving" messages, any commit after it. */
 void stop_socket_commit(struct sup *s, uint64_t step, int ok)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
 
     if (st->phase != P_RUN && st->via == CH_SOCKET &&
         (st->saw_saving ? step == st->await_step : !s->ever_saving)) {
@@ -336,7 +336,7 @@ void stop_socket_commit(struct sup *s, uint64_t step, int ok)
  * then is older state. */
 void stop_entry_commit(struct sup *s, int64_t changed_mono, int ok)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
 
     if (st->phase != P_RUN && !ok)
         st->failed_since_stop = 1;
@@ -355,7 +355,7 @@ void stop_client_acked(struct sup *s)
 
 int64_t stop_due(const struct sup *s)
 {
-    const struct stop *st = &s->stop;
+    const struct stop_state *st = &s->stop;
     int64_t due = -1, cands[4] = { -1, -1, -1, st->drain_deadline };
 
     if (st->phase == P_CKPT)
@@ -373,7 +373,7 @@ int64_t stop_due(const struct sup *s)
 
 void stop_tick(struct sup *s, int64_t now)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
 
     if (st->phase == P_CKPT && now >= st->ckpt_end) {
         log_msg(LOG_WARN, "stop", "no checkpoint committed in time; stopping the child");
@@ -396,7 +396,7 @@ void stop_tick(struct sup *s, int64_t now)
 
 int stop_outcome(struct sup *s, const char **state)
 {
-    struct stop *st = &s->stop;
+    struct stop_state *st = &s->stop;
     int rc;
 
     if (s->lease_lost) {

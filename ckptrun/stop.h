@@ -53,7 +53,7 @@ struct stop_cause {
     int job;                  /* the signal reached the job's processes directly */
 };
 
-struct stop {
+struct stop_state {
     enum phase phase;
     char reason[32];          /* a copy: signal_name() reuses one buffer */
     char provider[32];
@@ -75,7 +75,7 @@ struct stop {
     struct queued_notice *acks; /* notices waiting for the final result */
 };
 
-void stop_init(struct stop *st);
+void stop_init(struct stop_state *st);
 
 /* Start a stop (or, already stopping, shorten it to a nearer deadline). */
 void stop_begin(struct sup *s, const struct stop_cause *c);

@@ -59,7 +59,7 @@ struct sup {
     int ever_saving;          /* the child's libckpt sends "saving" messages */
     int child_writes;         /* the child commits checkpoints itself */
 
-    struct stop stop;
+    struct stop_state stop;
 };
 
 /* An empty object for an event's fields (NULL when out of memory). */
