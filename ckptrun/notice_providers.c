@@ -87,7 +87,7 @@ void notice_run_gcp(struct nwatch *w)
             snprintf(etag, sizeof etag, "%s", r.etag[0] ? r.etag : "0");
             notice_handle(w, 0, parse, r.body, r.len);
         } else if (r.status == 503) {
-            pause = 1000; /* during maintenance (SPEC.md A, GCP) */
+            pause = 1000; /* during maintenance (docs/notices.md, GCP) */
         } else {
             notice_cond_fail(w, 0, "%s: HTTP %ld%s", w->path, r.status,
                       r.status >= 400 && r.status < 500 ? " (misconfiguration?)" : "");

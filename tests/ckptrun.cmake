@@ -18,7 +18,7 @@ set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 4
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
 
-# The watcher under writers that behave like real trainers (issue 15):
+# The watcher under writers that behave like real trainers:
 # tests/integration/test_writers.py drives the real ckptrun with
 # tests/integration/writers.py (HF Trainer-like checkpoint-N/ with rotation
 # and rank shards after the marker, Lightning-like rename + last.ckpt link,
@@ -35,7 +35,7 @@ add_test(NAME ckptrun_writers_torch
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py TorchOverwrite)
 set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan" TIMEOUT 300
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
-# The command line as a user meets it (issue 17): tests/integration/test_cli.py.
+# The command line as a user meets it: tests/integration/test_cli.py.
 #   cli_integration  subcommands, progress (under script(1)), --json, errors,
 #                    colour, status, shared rules, plain-http warning, failing
 #                    fast on a dead store (file:// and mock_s3.py, loopback)

@@ -1,4 +1,4 @@
-# tests/doctor.cmake -- `ckptrun doctor` against loopback mocks (issue 9);
+# tests/doctor.cmake -- `ckptrun doctor` against loopback mocks;
 # include()d from tests/CMakeLists.txt. Label: integration.
 #   doctor_providers  each provider via metadata_mock.py + a fake DMI dir,
 #                     forced / none / Kubernetes / SLURM windows
