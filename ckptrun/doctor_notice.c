@@ -1,9 +1,9 @@
 /* doctor_notice.c -- provider, metadata, imds-token and window: where the notice comes from and how long it gives (doctor.h). */
 #include "doctor.h"
 #include "log.h"
+#include "notice.h"
 #include "opts.h"
 #include "parse.h"
-#include "notice.h"
 
 #include <stdio.h>
 #include <stdlib.h>

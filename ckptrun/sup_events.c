@@ -6,9 +6,9 @@
 #include "parse.h"
 #include "record.h"
 #include "request.h"
+#include "store.h"
 #include "sup.h"
 #include "watch.h"
-#include "store.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -20,10 +20,10 @@
 #include "notice_queue.h"
 #include "prestart.h"
 #include "record.h"
+#include "store.h"
 #include "sup.h"
 #include "sup_events.h"
 #include "watch.h"
-#include "store.h"
 
 #include <errno.h>
 #include <poll.h>
