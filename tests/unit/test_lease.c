@@ -323,6 +323,16 @@ static void test_weak_takeover(void **state)
     ckpt_store_close(st);
 }
 
+/* A context reads what its run holds in the background after ckpt_open;
+ * a test that fences "after the writer looked" waits for that read. */
+static void wait_run_loaded(struct ckpt_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->run_mu);
+    while (!ctx->run_loaded)
+        pthread_cond_wait(&ctx->run_cv, &ctx->run_mu);
+    pthread_mutex_unlock(&ctx->run_mu);
+}
+
 /* After a fence, a writer that read HEAD before cannot commit. */
 static void test_fence(void **state)
 {
@@ -358,6 +368,7 @@ static void test_fence(void **state)
     cfg.run = "g";
     assert_int_equal(ckpt_open(&cfg, &stale), CKPT_OK);
     ckpt_protect(stale, "x", &x, 4);
+    wait_run_loaded(stale); /* it saw no HEAD */
     assert_int_equal(ckpt_open(&cfg, &fresh), CKPT_OK);
     assert_int_equal(ckpt_fence(fresh, 1), CKPT_OK);
     ckpt_protect(fresh, "x", &x, 4);
