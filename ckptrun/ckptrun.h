@@ -9,10 +9,11 @@
  *   supervise.c   `run`: the supervisor's setup, event loop and outcome, over
  *                 sup_events.c (what each event source means), stop.c (the
  *                 stop state machine), request.c (asking the child for a
- *                 checkpoint), child.c (spawn, signals, reap), renewer.c
- *                 (the lease renewal thread), notice_queue.c (notices
- *                 posted to the loop), prestart.c (the restore before
- *                 start), claim.c (the lease and fencing), hooks.c
+ *                 checkpoint), sup.c (its state and event log: sup.h),
+ *                 child.c (spawn, signals, reap), renewer.c (the lease
+ *                 renewal thread), notice_queue.c (notices posted to the
+ *                 loop), prestart.c (the restore before start), claim.c
+ *                 (the lease and fencing), hooks.c (--on-complete ...)
  *   cmd_*.c       save, restore, ls, verify, gc, status (cmds.c: shared)
  *   doctor*.c     `doctor`: one file per check (doctor.h)
  *   watch*.c      commit what a trainer writes into CKPT_DIR (watch.h)
@@ -22,8 +23,9 @@
  *   ctlserver.c   the control socket server (docs/CONTROL.md)
  *   keeper.c      the keeper of the job's process tree (no survivor, leftovers)
  *   proctree.c    the job's processes from /proc (async-signal-safe)
- *   notice*.c     cloud preemption notices (notice.h; notice_none.c without
- *                 libcurl), notice_glue.c: from the poller to the queue
+ *   notice*.c     cloud preemption notices (notice.h, notice_int.h;
+ *                 notice_none.c without libcurl); notice_glue.c: from the
+ *                 poller to the supervisor's queue
  *   opts.c        the options to a libckpt context, exit codes (opts.h)
  *   cli.c         the command line as data: --help, man page, completions
  *   parse.c       pure parsing (durations, sizes, steps from names, signals)
