@@ -51,5 +51,9 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 
 int rm_rf(const char *path)
 {
+    struct stat sb;
+
+    if (lstat(path, &sb) != 0 && errno == ENOENT)
+        return 0;
     return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

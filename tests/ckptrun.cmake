@@ -1,5 +1,7 @@
 # ckptrun tests, included from tests/CMakeLists.txt.
 #   unit:        test_ckptrun_parse (cmocka) -- pure parsing in ckptrun/parse.c
+#                test_ckptrun_sup (cmocka) -- notice queue, lease renewer,
+#                the child's environment, fsutil
 #   integration: ckptrun_integration -- tests/integration/test_ckptrun.py drives
 #                the real ckptrun (and c_trainer when built) on file:// stores.
 find_package(PkgConfig REQUIRED)
@@ -11,6 +13,17 @@ target_include_directories(test_ckptrun_parse PRIVATE ${CMAKE_SOURCE_DIR}/ckptru
 target_link_libraries(test_ckptrun_parse PRIVATE ckpt_internal PkgConfig::CMOCKA)
 add_test(NAME test_ckptrun_parse COMMAND test_ckptrun_parse)
 set_tests_properties(test_ckptrun_parse PROPERTIES LABELS unit TIMEOUT 60)
+
+# The supervisor's parts that stand alone: the notice queue, the lease
+# renewer, the child's environment, fsutil (cmocka; no wall-clock waits).
+set(_cr ${CMAKE_SOURCE_DIR}/ckptrun)
+add_executable(test_ckptrun_sup ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_sup.c
+  ${_cr}/notice_queue.c ${_cr}/renewer.c ${_cr}/lease.c ${_cr}/child.c ${_cr}/keeper.c
+  ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/log.c ${_cr}/parse.c)
+target_include_directories(test_ckptrun_sup PRIVATE ${_cr})
+target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
+set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 
 add_test(NAME ckptrun_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_ckptrun.py)
