@@ -63,7 +63,10 @@ int notice_http(struct ckpt_http *h, const char *method, const char *url,
     req.max_body = max;
     st = ckpt_http_do_within(h, &req, timeout_ms, &resp);
     if (st != CKPT_OK) {
-        snprintf(r->err, sizeof r->err, "%s", resp.errmsg[0] ? resp.errmsg : ckpt_strerror(st));
+        /* the fixed text, not curl's detail ("... after 12 ms"): a poller
+         * logs a failing condition once, until it changes */
+        snprintf(r->err, sizeof r->err, "%s",
+                 resp.curl_code ? ckpt_http_reason(resp.curl_code) : ckpt_strerror(st));
         goto out;
     }
     if (resp.body_overflow) {

@@ -694,6 +694,11 @@ ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out
     return CKPT_OK;
 }
 
+const char *ckpt_http_reason(int curl_code)
+{
+    return curl_easy_strerror((CURLcode)curl_code);
+}
+
 int ckpt_http_cleartext_remote(const char *endpoint)
 {
     CURLU *u = curl_url();

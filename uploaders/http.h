@@ -100,6 +100,11 @@ void ckpt_http_resp_free(struct ckpt_http_resp *resp);
 ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
                                      size_t *len_out);
 
+/* libcurl's fixed text for a transfer's curl_code ("Couldn't connect to
+ * server"): unlike resp->errmsg, the same for the same failure, so a caller
+ * that logs a condition once can tell a new one from a repeat. */
+const char *ckpt_http_reason(int curl_code);
+
 /* 1 when `endpoint` is a plain http:// URL whose host is not loopback
  * (127.0.0.0/8, ::1, localhost): requests, session tokens and signatures
  * would cross a network in clear. Loopback emulators (MinIO, Azurite, mocks)
