@@ -7,6 +7,7 @@
 #include "ckptrun.h"
 #include "cli.h"
 #include "log.h"
+#include "notice.h"
 #include "parse.h"
 #include "store.h"
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
@@ -28,16 +29,6 @@
 
 /* --signal or CKPT_SIGNAL given (even "none"): --preload then keeps it. */
 static int sig_explicit;
-
-static int notice_valid(const char *v)
-{
-    static const char *const ok[] = { "auto", "aws", "gcp", "azure", "aliyun", "tencent",
-                                       "none", NULL };
-    for (int i = 0; ok[i]; i++)
-        if (strcmp(v, ok[i]) == 0)
-            return 1;
-    return 0;
-}
 
 /* A size option or variable that used a decimal unit ("50MB") meant MiB
  * before sizes had one convention: say what it means now. */
@@ -95,7 +86,7 @@ static int set_defaults_from_env(struct opts *o)
         rc = EXIT_CONFIG;
         goto out;
     }
-    if (o->notice && *o->notice && !notice_valid(o->notice)) {
+    if (o->notice && *o->notice && !notice_mode_valid(o->notice)) {
         log_error("CKPT_NOTICE='%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
                   o->notice);
         rc = EXIT_CONFIG;
@@ -350,7 +341,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->codec_str = optarg;
             break;
         case O_NOTICE:
-            if (!notice_valid(optarg)) {
+            if (!notice_mode_valid(optarg)) {
                 log_error("--notice '%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
                           optarg);
                 rc = EXIT_USAGE;

@@ -80,6 +80,10 @@ struct notice_config {
 };
 #define NOTICE_CONFIG_INIT {0}
 
+/* 1 when `mode` is what --notice takes: auto, aws, gcp, azure, aliyun,
+ * tencent or none. */
+int notice_mode_valid(const char *mode);
+
 /* 1 when this build polls cloud metadata (it has libcurl), else 0. */
 int notice_available(void);
 

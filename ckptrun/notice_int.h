@@ -98,9 +98,6 @@ struct ckpt_http *notice_http_new(void);
 int notice_http(struct ckpt_http *h, const char *method, const char *url,
                 const char *const *hdrs, const char *body, long timeout_ms, size_t max,
                 struct reply *r);
-/* The provider name as a static string ("aws", ..., "none"), NULL when
- * unknown. */
-const char *notice_provider_name(const char *name);
 /* The provider DMI names ("none" when none): `dir` is /sys/class/dmi/id or
  * a test's; `how` (may be NULL) receives which DMI string decided. */
 const char *notice_detect(const char *dir, ckpt_log_fn log_fn, void *log_user, char *how,
@@ -110,6 +107,12 @@ const char *notice_detect(const char *dir, ckpt_log_fn log_fn, void *log_user, c
 int notice_base_of(const char *url, char *out, size_t cap);
 /* The provider's own metadata address. */
 const char *notice_default_base(const char *provider);
+
+/* ---- notice_parse.c ----------------------------------------------------------- */
+
+/* The provider name as a static string ("aws", ..., "none"), NULL when
+ * unknown. */
+const char *notice_provider_name(const char *name);
 
 /* ---- notice_report.c --------------------------------------------------------- */
 

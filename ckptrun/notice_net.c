@@ -87,16 +87,6 @@ out:
     return ret;
 }
 
-const char *notice_provider_name(const char *name)
-{
-    static const char *const known[] = { "aws", "gcp", "azure", "aliyun", "tencent", "none",
-                                         NULL };
-    for (int i = 0; known[i]; i++)
-        if (strcmp(name, known[i]) == 0)
-            return known[i];
-    return NULL;
-}
-
 static void read_dmi(const char *dir, const char *name, char *out, size_t cap)
 {
     char path[512];

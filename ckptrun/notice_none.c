@@ -15,16 +15,6 @@ struct notice_poller {
     const char *provider;     /* always "none" */
 };
 
-static int known(const char *p)
-{
-    static const char *const names[] = { "auto", "aws", "gcp", "azure", "aliyun", "tencent",
-                                         "none", NULL };
-    for (int i = 0; names[i]; i++)
-        if (strcmp(p, names[i]) == 0)
-            return 1;
-    return 0;
-}
-
 int notice_available(void)
 {
     return 0;
@@ -39,7 +29,7 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
         return -1;
     *out = NULL;
     prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
-    if (!known(prov) || !(p = calloc(1, sizeof *p)))
+    if (!notice_mode_valid(prov) || !(p = calloc(1, sizeof *p)))
         return -1;
     p->provider = "none";
     if (strcmp(prov, "auto") != 0 && strcmp(prov, "none") != 0 && cfg->log_fn) {
@@ -79,7 +69,7 @@ int notice_probe(const struct notice_config *cfg, long timeout_ms,
         return -1;
     memset(r, 0, sizeof *r);
     prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
-    if (!known(prov))
+    if (!notice_mode_valid(prov))
         return -1;
     r->provider = "none";
     r->token = -2;

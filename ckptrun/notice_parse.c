@@ -8,6 +8,7 @@
  * A reply that cannot be understood is never turned into a notice.
  */
 #include "notice.h"
+#include "notice_int.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -19,6 +20,23 @@
 #define GCP_MAINT_MS 60000    /* maintenance-event changes 60 s before the event */
 #define AZURE_BLANK_MS 30000  /* Preempt's documented minimum when NotBefore is blank */
 #define MAX_TEXT 256          /* plain-text replies longer than this are not times */
+
+/* ---- names ------------------------------------------------------------------ */
+
+const char *notice_provider_name(const char *name)
+{
+    static const char *const known[] = { "aws", "gcp", "azure", "aliyun", "tencent", "none",
+                                         NULL };
+    for (int i = 0; name && known[i]; i++)
+        if (strcmp(name, known[i]) == 0)
+            return known[i];
+    return NULL;
+}
+
+int notice_mode_valid(const char *mode)
+{
+    return mode && (strcmp(mode, "auto") == 0 || notice_provider_name(mode) != NULL);
+}
 
 /* ---- times ---------------------------------------------------------------- */
 
