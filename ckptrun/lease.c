@@ -30,20 +30,35 @@ struct lease {
     int held;
     int took_stale;
     struct lease_info me;     /* our own identity fields (has_ident 0: unknown) */
+    struct lease_clock clock;
 };
 
-static int64_t now_ms(void)
+/* ---- the system's clock ------------------------------------------------------ */
+
+static int64_t sys_now_ms(void *user)
 {
     struct timespec ts;
+    (void)user;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(long ms)
+static void sys_sleep_ms(void *user, int64_t ms)
 {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    (void)user;
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+static int64_t now_ms(const struct lease *l)
+{
+    return l->clock.now_ms(l->clock.user);
+}
+
+static void sleep_ms(const struct lease *l, int64_t ms)
+{
+    l->clock.sleep_ms(l->clock.user, ms);
 }
 
 int lease_is_live(const struct lease_info *li, int64_t t)
@@ -278,8 +293,10 @@ ckpt_status lease_read(struct ckpt_store *st, const char *run, struct lease_info
     return s;
 }
 
-ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms, struct lease **out)
+ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms,
+                       const struct lease_clock *clock, struct lease **out)
 {
+    static const struct lease_clock sys = { sys_now_ms, sys_sleep_ms, NULL };
     struct lease *l = calloc(1, sizeof *l);
     char host[128] = "host";
     unsigned char nonce[4] = { 0 };
@@ -287,6 +304,7 @@ ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms, 
     if (!l)
         return CKPT_E_NOMEM;
     l->st = st;
+    l->clock = clock ? *clock : sys;
     l->ttl_ms = ttl_ms ? ttl_ms : LEASE_DEFAULT_TTL_MS;
     snprintf(l->run, sizeof l->run, "%s", run);
     snprintf(l->key, sizeof l->key, "%s/LEASE", run);
@@ -309,7 +327,7 @@ static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                                ckpt_put_cond cond, const char *if_match, char *err)
 {
     char body[900], etag[CKPT_ETAG_MAX];
-    int64_t t = now_ms();
+    int64_t t = now_ms(l);
     int64_t exp = released ? 0 : t + (int64_t)l->ttl_ms;
     struct ckpt_put_opts po = { cond, if_match, 0 };
     ckpt_status st;
@@ -350,7 +368,7 @@ static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *
     if (st == CKPT_E_NOENT) {
         st = write_lease(l, 1, 0, CKPT_PUT_IF_NONE_MATCH, NULL, err);
     } else if (st == CKPT_OK) {
-        if (lease_is_live(&cur, now_ms()) && strcmp(cur.holder, l->holder)) {
+        if (lease_is_live(&cur, now_ms(l)) && strcmp(cur.holder, l->holder)) {
             if (!lease_holder_gone(&cur)) {
                 *other = cur;
                 return CKPT_E_EXISTS;
@@ -362,7 +380,7 @@ static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *
     } else if (st == CKPT_E_CORRUPT) {
         /* a damaged LEASE must not wedge the run forever: take it over, with
          * an epoch no earlier holder can have had */
-        st = write_lease(l, (uint64_t)now_ms(), 0, CKPT_PUT_IF_MATCH, etag, err);
+        st = write_lease(l, (uint64_t)now_ms(l), 0, CKPT_PUT_IF_MATCH, etag, err);
     }
     if (st == CKPT_E_PRECONDITION || st == CKPT_E_NOENT) {
         if (lease_read(l->st, l->run, &cur, NULL, NULL) == CKPT_OK)
@@ -374,7 +392,7 @@ static ckpt_status acquire_once(struct lease *l, struct lease_info *other, int *
     if (!ckpt_store_can(l->st, CKPT_STORE_CONDITIONAL)) {
         /* No conditional writes: wait, then check that we are still the
          * holder (last writer wins; losers see the winner here). */
-        sleep_ms(WEAK_SETTLE_MS);
+        sleep_ms(l, WEAK_SETTLE_MS);
         st = lease_read(l->st, l->run, &cur, etag, err);
         if (st == CKPT_E_CORRUPT)
             *contended = 1; /* writes of several runners mixed (s3rver) */
@@ -407,7 +425,7 @@ ckpt_status lease_acquire(struct lease *l, struct lease_info *other, char *err)
             return st;
         if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
             r = (unsigned)getpid() * 2654435761u;
-        sleep_ms(200 + (long)(r % 1500));
+        sleep_ms(l, 200 + (int64_t)(r % 1500));
     }
 }
 
@@ -463,6 +481,7 @@ int lease_took_stale(const struct lease *l) { return l->took_stale; }
 uint64_t lease_epoch(const struct lease *l) { return l->epoch; }
 const char *lease_holder(const struct lease *l) { return l->holder; }
 int64_t lease_expires_ms(const struct lease *l) { return l->expires_ms; }
+int lease_expired(const struct lease *l) { return now_ms(l) >= l->expires_ms; }
 uint64_t lease_ttl_ms(const struct lease *l) { return l->ttl_ms; }
 
 void lease_close(struct lease *l)

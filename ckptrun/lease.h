@@ -26,6 +26,12 @@
  * Anywhere else (another host, another container's PID namespace, a LEASE
  * written without these fields) only the expiry counts.
  *
+ * Time: a lease reads the wall clock (expiry and heartbeat are Unix ms, so
+ * runners on other machines can judge them) and sleeps (the settle delay
+ * of stores without conditional writes, the pause between contended
+ * attempts) through a `struct lease_clock`: the system's by default, a
+ * test's own to move time without waiting.
+ *
  * Not thread-safe: one lease is used by one thread.
  */
 #ifndef CKPTRUN_LEASE_H
@@ -82,8 +88,18 @@ enum lease_state lease_state(const struct lease_info *li, int64_t now_ms);
 /* "live", "stale", "expired", "released". */
 const char *lease_state_name(enum lease_state st);
 
+/* The time source of a lease. now_ms: Unix ms; sleep_ms: wait that long
+ * (a fake clock advances its time instead). */
+struct lease_clock {
+    int64_t (*now_ms)(void *user);
+    void (*sleep_ms)(void *user, int64_t ms);
+    void *user;
+};
+
+/* A lease of `run` held for ttl_ms (0: LEASE_DEFAULT_TTL_MS) at a time.
+ * clock may be NULL (the system's clocks); it is copied. */
 ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms,
-                       struct lease **out);
+                       const struct lease_clock *clock, struct lease **out);
 /* Take the lease. @return CKPT_OK (held; see lease_epoch), CKPT_E_EXISTS (a
  * live runner holds it: *other describes it), CKPT_E_PRECONDITION (lost a
  * race: another runner took it just now; *other filled when readable),
@@ -101,6 +117,9 @@ ckpt_status lease_release(struct lease *l, char *err);
 uint64_t lease_epoch(const struct lease *l);
 const char *lease_holder(const struct lease *l);
 int64_t lease_expires_ms(const struct lease *l);
+/* 1 when the expiry last written has passed on the lease's clock: a
+ * renewal that has not got through by then leaves the run to others. */
+int lease_expired(const struct lease *l);
 uint64_t lease_ttl_ms(const struct lease *l);
 void lease_close(struct lease *l); /* NULL-safe; does not release */
 

@@ -1,12 +1,13 @@
 /*
  * main.c -- command line: subcommand, options with environment fallbacks,
  * and dispatch. The options and the help texts are data (cli.c); nothing
- * here touches the store except run_exists() for names only an existing
- * run may carry.
+ * here touches the store except run_exists() (opts.h) for names only an
+ * existing run may carry.
  */
 #include "ckptrun.h"
 #include "cli.h"
 #include "log.h"
+#include "notice.h"
 #include "parse.h"
 #include "ckpt_store.h"
 
@@ -25,68 +26,6 @@
 
 /* --signal or CKPT_SIGNAL given (even "none"): --preload then keeps it. */
 static int sig_explicit;
-
-/* `recover` belongs to the recovery module; when it is not linked in,
- * ckptrun says so instead of failing to link. */
-int cmd_recover(struct opts *o) __attribute__((weak));
-
-int exit_code_for_status(ckpt_status st)
-{
-    switch (st) {
-    case CKPT_E_UNREACHABLE:
-    case CKPT_E_NOENT:        /* file store whose mount point is missing */
-    case CKPT_E_TRANSIENT:
-    case CKPT_E_THROTTLED:
-    case CKPT_E_IO:
-    case CKPT_E_NOSPACE:
-        return EXIT_UNAVAILABLE;
-    default:
-        return EXIT_CONFIG;
-    }
-}
-
-void opts_to_config(const struct opts *o, struct ckpt_config *cfg)
-{
-    struct ckpt_config init = CKPT_CONFIG_INIT;
-    *cfg = init;
-    cfg->store = o->store;
-    cfg->run = o->run;
-    cfg->codec = o->codec;
-    cfg->codec_level = o->codec_level;
-    cfg->keep = o->keep;
-    cfg->log_fn = log_lib;
-    cfg->log_level = log_lib_level();
-    /* ckptrun's own contexts must never connect to a control socket (it
-     * may itself run under another ckptrun). */
-    cfg->no_control = 1;
-}
-
-int open_ctx(const struct opts *o, struct ckpt_ctx **ctx)
-{
-    struct ckpt_config cfg;
-    ckpt_status st;
-    int rc = 0;
-
-    opts_to_config(o, &cfg);
-    st = ckpt_open(&cfg, ctx);
-    if (st != CKPT_OK) {
-        rc = exit_code_for_status(st);
-        log_error("cannot open store %s (run %s): %s: %s", o->store, o->run, ckpt_strerror(st),
-                  ckpt_errmsg(NULL));
-        *ctx = NULL;
-    }
-    return rc;
-}
-
-static int notice_valid(const char *v)
-{
-    static const char *const ok[] = { "auto", "aws", "gcp", "azure", "aliyun", "tencent",
-                                       "none", NULL };
-    for (int i = 0; ok[i]; i++)
-        if (strcmp(v, ok[i]) == 0)
-            return 1;
-    return 0;
-}
 
 /* A size option or variable that used a decimal unit ("50MB") meant MiB
  * before sizes had one convention: say what it means now. */
@@ -144,7 +83,7 @@ static int set_defaults_from_env(struct opts *o)
         rc = EXIT_CONFIG;
         goto out;
     }
-    if (o->notice && *o->notice && !notice_valid(o->notice)) {
+    if (o->notice && *o->notice && !notice_mode_valid(o->notice)) {
         log_error("CKPT_NOTICE='%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
                   o->notice);
         rc = EXIT_CONFIG;
@@ -399,7 +338,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->codec_str = optarg;
             break;
         case O_NOTICE:
-            if (!notice_valid(optarg)) {
+            if (!notice_mode_valid(optarg)) {
                 log_error("--notice '%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
                           optarg);
                 rc = EXIT_USAGE;
@@ -612,14 +551,7 @@ int main(int argc, char **argv)
         goto out;
     switch (o.cmd_id) {
     case CMD_RUN: rc = cmd_run(&o); break;
-    case CMD_RECOVER:
-        if (cmd_recover) {
-            rc = cmd_recover(&o);
-        } else {
-            log_error("recover is not available in this build");
-            rc = EXIT_USAGE;
-        }
-        break;
+    case CMD_RECOVER: rc = cmd_recover(&o); break;
     case CMD_SAVE: rc = cmd_save(&o); break;
     case CMD_RESTORE: rc = cmd_restore(&o); break;
     case CMD_LS: rc = cmd_ls(&o); break;

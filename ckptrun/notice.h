@@ -32,8 +32,11 @@
  * notice_ack() (an acknowledgement is a network call). notice_provider() and
  * notice_ack() may be called from any other thread while the poller runs.
  *
- * In ckptrun, notice_glue.c adapts this API to the supervisor's seam
- * (notice_sink.h); this header does not depend on the supervisor.
+ * Builds: with libcurl, notice.c and its files poll over the shared HTTP
+ * transport (http.h); without it, notice_none.c implements this header and
+ * polls nothing (notice_available() says 0; a forced provider is warned
+ * about). In ckptrun, notice_glue.c hands notices to the supervisor's
+ * queue (notice_queue.h); this header does not depend on the supervisor.
  */
 #ifndef CKPT_NOTICE_H
 #define CKPT_NOTICE_H
@@ -76,6 +79,13 @@ struct notice_config {
     long reserved[4];         /* zero */
 };
 #define NOTICE_CONFIG_INIT {0}
+
+/* 1 when `mode` is what --notice takes: auto, aws, gcp, azure, aliyun,
+ * tencent or none. */
+int notice_mode_valid(const char *mode);
+
+/* 1 when this build polls cloud metadata (it has libcurl), else 0. */
+int notice_available(void);
 
 /* Detects the provider (for "auto": DMI only, no network) and starts polling.
  * Strings in `cfg` are copied. With provider "none" (or "auto" finding no

@@ -1,9 +1,7 @@
 /*
- * notice_glue.c -- connects the notice poller (notice.h) to the supervisor's
- * seam (notice_sink.h: ckptrun_notice_start/stop/post).
- *
- * Compiled to nothing when notice_sink.h is absent, so this module builds on
- * its own branch before the supervisor lands.
+ * notice_glue.c -- connects the notice poller (notice.h) to the supervisor
+ * (notice_glue.h): each notice goes to the supervisor's queue
+ * (notice_queue.h).
  *
  * Azure acknowledgement: the supervisor calls our ack function exactly once
  * per posted notice, on its own thread, after the final checkpoint committed
@@ -11,13 +9,6 @@
  * stall the supervisor's stop sequence, so each acknowledgement runs on a
  * short-lived thread that ckptrun_notice_stop() joins before returning.
  */
-#if defined(__has_include)
-#if __has_include("notice_sink.h")
-#define CKPT_HAVE_NOTICE_SINK 1
-#endif
-#endif
-
-#ifdef CKPT_HAVE_NOTICE_SINK
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +16,8 @@
 
 #include "log.h"
 #include "notice.h"
-#include "notice_sink.h"
+#include "notice_glue.h"
+#include "notice_queue.h"
 
 #define MAX_ACKS 8 /* terminate is delivered once; maintenance a few times at most */
 
@@ -142,8 +134,3 @@ void ckptrun_notice_stop(void)
     memset(g_acks, 0, sizeof g_acks);
     pthread_mutex_unlock(&g_mu);
 }
-
-#else
-/* ISO C wants at least one declaration in a translation unit. */
-typedef int ckpt_notice_glue_unused;
-#endif

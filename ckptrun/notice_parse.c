@@ -8,6 +8,7 @@
  * A reply that cannot be understood is never turned into a notice.
  */
 #include "notice.h"
+#include "notice_int.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -15,10 +16,27 @@
 #include <strings.h>
 
 #define STALE_MS 120000       /* a time further in the past is a lingering document */
-#define GCP_WINDOW_MS 30000   /* ACPI soft-off to hard power-off (SPEC.md A, GCP) */
+#define GCP_WINDOW_MS 30000   /* ACPI soft-off to hard power-off (docs/notices.md, GCP) */
 #define GCP_MAINT_MS 60000    /* maintenance-event changes 60 s before the event */
 #define AZURE_BLANK_MS 30000  /* Preempt's documented minimum when NotBefore is blank */
 #define MAX_TEXT 256          /* plain-text replies longer than this are not times */
+
+/* ---- names ------------------------------------------------------------------ */
+
+const char *notice_provider_name(const char *name)
+{
+    static const char *const known[] = { "aws", "gcp", "azure", "aliyun", "tencent", "none",
+                                         NULL };
+    for (int i = 0; name && known[i]; i++)
+        if (strcmp(name, known[i]) == 0)
+            return known[i];
+    return NULL;
+}
+
+int notice_mode_valid(const char *mode)
+{
+    return mode && (strcmp(mode, "auto") == 0 || notice_provider_name(mode) != NULL);
+}
 
 /* ---- times ---------------------------------------------------------------- */
 
@@ -211,8 +229,8 @@ static void printable(char *dst, size_t cap, const char *s, size_t len)
     dst[n] = '\0';
 }
 
-/* A deadline in the past by more than STALE_MS is a document left behind
- * (SPEC.md: "may linger with a past or non-time value"). */
+/* A deadline in the past by more than STALE_MS is a document left behind:
+ * a notice path may linger with a past or non-time value (docs/notices.md). */
 static int stale(int64_t t, int64_t now_ms)
 {
     return t < now_ms - STALE_MS;

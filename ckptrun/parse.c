@@ -98,6 +98,24 @@ int parse_size(const char *s, uint64_t *bytes, int *si)
     return ckpt__rule_size(s, bytes, si);
 }
 
+int parse_fraction(const char *s, double *v)
+{
+    char *end;
+    double x;
+
+    if (!s)
+        return -1;
+    x = strtod(s, &end);
+    if (end != s && *end == '%') {
+        x /= 100.0;
+        end++;
+    }
+    if (end == s || *end || !(x > 0 && x <= 1))
+        return -1;
+    *v = x;
+    return 0;
+}
+
 const char *codec_name(ckpt_codec codec)
 {
     switch (codec) {

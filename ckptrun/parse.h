@@ -30,6 +30,8 @@ int parse_codec(const char *s, ckpt_codec *codec, int *level);
  * number = bytes. *si (may be NULL) is 1 when a decimal unit was used.
  * @return 0 or -1 (malformed, zero, too large). */
 int parse_size(const char *s, uint64_t *bytes, int *si);
+/* A share in (0, 1]: "0.02" or "2%". @return 0 and *v, or -1. */
+int parse_fraction(const char *s, double *v);
 /* Name of a codec as the control protocol spells it ("zstd", ...). */
 const char *codec_name(ckpt_codec codec);
 

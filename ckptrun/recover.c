@@ -11,6 +11,7 @@
  */
 #include "ckptrun.h"
 #include "log.h"
+#include "supervise.h"
 
 int cmd_recover(struct opts *o)
 {

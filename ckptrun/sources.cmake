@@ -1,21 +1,17 @@
 # ckptrun/sources.cmake -- included by the top-level CMakeLists.txt after the
 # ckptrun/*.c glob and before add_executable(ckptrun): adjusts CKPTRUN_SRC.
 #
-# The notices module (ckptrun/notice*.c) needs libcurl and the IMDS client
-# (uploaders/imds.c). ckptrun links libcurl through libckpt only when the
-# object stores are built (CKPT_NEED_CURL); otherwise the module is left out
-# and ckptrun runs without cloud notices (its hooks are weak symbols).
-if(CKPT_NEED_CURL)
-  set(_imds_in_lib OFF)
-  foreach(_s ${CKPT_STORE_SRC})
-    if(_s MATCHES "imds\\.c$")
-      set(_imds_in_lib ON)
-    endif()
-  endforeach()
-  if(NOT _imds_in_lib AND EXISTS ${CMAKE_SOURCE_DIR}/uploaders/imds.c)
-    list(APPEND CKPTRUN_SRC ${CMAKE_SOURCE_DIR}/uploaders/imds.c)
-  endif()
+# Cloud notices poll metadata services over the shared HTTP transport
+# (uploaders/http.c), which is built with the object stores (libcurl). With
+# it, the poller (notice.c and the notice_*.c it is made of); without it,
+# notice_none.c, which polls nothing and says that notices need libcurl.
+# CKPT_NOTICE_POLLS tells the tests (tests/notice.cmake, doctor.cmake) which.
+if(CKPT_NEED_CURL AND (CKPT_WITH_S3 OR CKPT_WITH_AZURE))
+  set(CKPT_NOTICE_POLLS ON)
+  list(FILTER CKPTRUN_SRC EXCLUDE REGEX "/ckptrun/notice_none\\.c$")
 else()
-  list(FILTER CKPTRUN_SRC EXCLUDE REGEX "/ckptrun/notice[^/]*\\.c$")
+  set(CKPT_NOTICE_POLLS OFF)
+  list(FILTER CKPTRUN_SRC EXCLUDE REGEX
+       "/ckptrun/notice(_net|_report|_providers|_probe)?\\.c$")
   message(STATUS "ckpt: libcurl not linked: ckptrun built without cloud notices")
 endif()

@@ -1,5 +1,7 @@
 # ckptrun tests, included from tests/CMakeLists.txt.
 #   unit:        test_ckptrun_parse (cmocka) -- pure parsing in ckptrun/parse.c
+#                test_ckptrun_sup (cmocka) -- notice queue, lease renewer,
+#                the child's environment, fsutil
 #   integration: ckptrun_integration -- tests/integration/test_ckptrun.py drives
 #                the real ckptrun (and c_trainer when built) on file:// stores.
 find_package(PkgConfig REQUIRED)
@@ -12,13 +14,24 @@ target_link_libraries(test_ckptrun_parse PRIVATE ckpt_internal PkgConfig::CMOCKA
 add_test(NAME test_ckptrun_parse COMMAND test_ckptrun_parse)
 set_tests_properties(test_ckptrun_parse PROPERTIES LABELS unit TIMEOUT 60)
 
+# The supervisor's parts that stand alone: the notice queue, the lease
+# renewer, the child's environment, fsutil (cmocka; no wall-clock waits).
+set(_cr ${CMAKE_SOURCE_DIR}/ckptrun)
+add_executable(test_ckptrun_sup ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_sup.c
+  ${_cr}/notice_queue.c ${_cr}/renewer.c ${_cr}/lease.c ${_cr}/child.c ${_cr}/keeper.c
+  ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/log.c ${_cr}/parse.c)
+target_include_directories(test_ckptrun_sup PRIVATE ${_cr})
+target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
+set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
+
 add_test(NAME ckptrun_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_ckptrun.py)
 set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
 
-# The watcher under writers that behave like real trainers (issue 15):
+# The watcher under writers that behave like real trainers:
 # tests/integration/test_writers.py drives the real ckptrun with
 # tests/integration/writers.py (HF Trainer-like checkpoint-N/ with rotation
 # and rank shards after the marker, Lightning-like rename + last.ckpt link,
@@ -35,7 +48,7 @@ add_test(NAME ckptrun_writers_torch
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py TorchOverwrite)
 set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan" TIMEOUT 300
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
-# The command line as a user meets it (issue 17): tests/integration/test_cli.py.
+# The command line as a user meets it: tests/integration/test_cli.py.
 #   cli_integration  subcommands, progress (under script(1)), --json, errors,
 #                    colour, status, shared rules, plain-http warning, failing
 #                    fast on a dead store (file:// and mock_s3.py, loopback)

@@ -1,4 +1,4 @@
-# tests/doctor.cmake -- `ckptrun doctor` against loopback mocks (issue 9);
+# tests/doctor.cmake -- `ckptrun doctor` against loopback mocks;
 # include()d from tests/CMakeLists.txt. Label: integration.
 #   doctor_providers  each provider via metadata_mock.py + a fake DMI dir,
 #                     forced / none / Kubernetes / SLURM windows
@@ -10,8 +10,8 @@ if(NOT TARGET ckptrun)
   return()
 endif()
 set(_doctor_cases disk changed)
-if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
-  list(APPEND _doctor_cases providers) # the notice module needs libcurl
+if(CKPT_NOTICE_POLLS)
+  list(APPEND _doctor_cases providers) # cloud notices need libcurl
 endif()
 if(CKPT_WITH_S3)
   list(APPEND _doctor_cases badcreds slow)

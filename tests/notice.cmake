@@ -6,6 +6,25 @@ if(NOT TARGET ckpt_notice)
 endif()
 set(_nt ${CMAKE_CURRENT_LIST_DIR})
 
+# fuzz: the corpus replayed without an engine; the libFuzzer build with clang
+# (fuzz_notice.c carries its own replay main under FUZZ_REPLAY_MAIN)
+add_executable(fuzz_notice ${_nt}/fuzz/fuzz_notice.c)
+target_compile_definitions(fuzz_notice PRIVATE FUZZ_REPLAY_MAIN)
+target_link_libraries(fuzz_notice PRIVATE ckpt_notice)
+add_test(NAME fuzz_notice_replay COMMAND fuzz_notice ${_nt}/fuzz/corpus/notice)
+set_tests_properties(fuzz_notice_replay PROPERTIES LABELS fuzz TIMEOUT 60)
+if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND CKPT_FUZZ)
+  add_executable(fuzz_notice_libfuzzer ${_nt}/fuzz/fuzz_notice.c)
+  target_compile_options(fuzz_notice_libfuzzer PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_notice_libfuzzer PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_notice_libfuzzer PRIVATE ckpt_notice)
+endif()
+
+# The rest drives the poller: only in builds that poll (libcurl).
+if(NOT CKPT_NOTICE_POLLS)
+  return()
+endif()
+
 # unit (cmocka)
 if(NOT TARGET PkgConfig::CMOCKA)
   pkg_check_modules(CMOCKA IMPORTED_TARGET cmocka)
@@ -31,27 +50,12 @@ if(CKPT_PYTHON3)
   endforeach()
 endif()
 
-# fuzz: the corpus replayed without an engine; the libFuzzer build with clang
-# (fuzz_notice.c carries its own replay main under FUZZ_REPLAY_MAIN)
-add_executable(fuzz_notice ${_nt}/fuzz/fuzz_notice.c)
-target_compile_definitions(fuzz_notice PRIVATE FUZZ_REPLAY_MAIN)
-target_link_libraries(fuzz_notice PRIVATE ckpt_notice)
-add_test(NAME fuzz_notice_replay COMMAND fuzz_notice ${_nt}/fuzz/corpus/notice)
-set_tests_properties(fuzz_notice_replay PROPERTIES LABELS fuzz TIMEOUT 60)
-if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND CKPT_FUZZ)
-  add_executable(fuzz_notice_libfuzzer ${_nt}/fuzz/fuzz_notice.c)
-  target_compile_options(fuzz_notice_libfuzzer PRIVATE -fsanitize=fuzzer)
-  target_link_options(fuzz_notice_libfuzzer PRIVATE -fsanitize=fuzzer)
-  target_link_libraries(fuzz_notice_libfuzzer PRIVATE ckpt_notice)
-endif()
-
 # manual tool
 add_executable(notice_probe ${_nt}/tools/notice_probe.c)
 target_link_libraries(notice_probe PRIVATE ckpt_notice)
 
-# end to end: ckptrun stops on a notice (only once the supervisor and its
-# notice seam are in the tree)
-if(TARGET ckptrun AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../ckptrun/notice_sink.h AND CKPT_PYTHON3)
+# end to end: ckptrun stops on a notice
+if(TARGET ckptrun AND CKPT_PYTHON3)
   add_test(NAME integration_notice_ckptrun
            COMMAND bash ${_nt}/integration/test_notice_ckptrun.sh $<TARGET_FILE:ckptrun>
                    ${_nt}/tools/metadata_mock.py)

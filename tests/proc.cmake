@@ -1,5 +1,5 @@
-# tests/proc.cmake -- ckptrun and the job's processes (issue 15 items 5-10,
-# issue 16 item 9); include()d from tests/CMakeLists.txt.
+# tests/proc.cmake -- ckptrun and the job's processes; include()d from
+# tests/CMakeLists.txt.
 #   ckptrun_proc     tests/integration/test_proc.py: the process tree (request
 #                    signal, SIGKILL of ckptrun, leftovers), whole-job SIGTERM,
 #                    Ctrl-C on a pty, socket trust, stale lease, stop reasons

@@ -33,6 +33,7 @@ struct ckpt_http {
     struct job *queue;        /* submitted, not yet in the multi handle */
     struct job **queue_tail;
     int stopping;
+    int cancelled;            /* ckpt_http_cancel: abort all, refuse new */
     /* owned by the loop thread */
     CURLM *multi;             /* one connection cache for every transfer */
     pthread_t thread;
@@ -41,6 +42,8 @@ struct ckpt_http {
     uint64_t rate_bps;        /* upload cap for the whole transport (0 = none) */
     int64_t next_ns;          /* virtual time the next upload byte may leave */
     long stall_ms;
+    long connect_timeout_ms;
+    int no_proxy;
     char *ca_file;            /* from AWS_CA_BUNDLE / SSL_CERT_FILE */
 };
 
@@ -79,6 +82,9 @@ struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
      * single upload may use the whole budget and many uploads share it. */
     h->rate_bps = opts ? opts->max_rate_bps : 0;
     h->stall_ms = DEFAULT_STALL_MS;
+    h->connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms
+                                                                 : CONNECT_TIMEOUT_MS;
+    h->no_proxy = opts ? opts->no_proxy : 0;
     stall = getenv("CKPT_HTTP_STALL_MS");
     if (stall && atol(stall) > 0)
         h->stall_ms = atol(stall);
@@ -105,6 +111,16 @@ fail:
     free(h->ca_file);
     free(h);
     return NULL;
+}
+
+void ckpt_http_cancel(struct ckpt_http *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->cancelled = 1;
+    pthread_mutex_unlock(&h->mu);
+    curl_multi_wakeup(h->multi);
 }
 
 void ckpt_http_free(struct ckpt_http *h)
@@ -349,10 +365,26 @@ static void *loop_main(void *arg)
         int64_t now, wait_ms = 1000;
 
         pthread_mutex_lock(&h->mu);
+        if (h->cancelled) {
+            /* every transfer ends now, as aborted */
+            while (h->nactive) {
+                x = h->active[--h->nactive];
+                curl_multi_remove_handle(h->multi, x->easy);
+                x->rc = CURLE_ABORTED_BY_CALLBACK;
+                x->done = 1;
+                pthread_cond_signal(&x->cv);
+            }
+        }
         while ((x = h->queue) != NULL) {
             h->queue = x->next;
             if (!h->queue)
                 h->queue_tail = &h->queue;
+            if (h->cancelled) {
+                x->rc = CURLE_ABORTED_BY_CALLBACK;
+                x->done = 1;
+                pthread_cond_signal(&x->cv);
+                continue;
+            }
             if (curl_multi_add_handle(h->multi, x->easy) != CURLM_OK) {
                 x->rc = CURLE_OUT_OF_MEMORY;
                 x->done = 1;
@@ -431,6 +463,12 @@ static ckpt_status status_of_curl(CURLcode rc)
 ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
                          struct ckpt_http_resp *resp)
 {
+    return ckpt_http_do_within(h, req, 0, resp);
+}
+
+ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
+                                long timeout_ms, struct ckpt_http_resp *resp)
+{
     ckpt_status st = CKPT_OK;
     struct curl_slist *hl = NULL, *tmp;
     struct job x;
@@ -479,11 +517,21 @@ ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
     if (h->ca_file)
         curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-    /* Stall detection: under 1 byte/s for the stall time = dead peer. */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
-                     (long)((h->stall_ms + 999) / 1000));
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                     timeout_ms > 0 && timeout_ms < h->connect_timeout_ms
+                         ? timeout_ms : h->connect_timeout_ms);
+    if (timeout_ms > 0) {
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    } else {
+        /* Stall detection: under 1 byte/s for the stall time = dead peer. */
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
+                         (long)((h->stall_ms + 999) / 1000));
+    }
+    if (h->no_proxy) {
+        curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(c, CURLOPT_PROXY, "");
+    }
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     /* Larger socket reads and writes than libcurl's 16/64 KiB defaults:
      * fewer callbacks and syscalls per chunk-sized body. */
@@ -645,6 +693,11 @@ ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out
     *len_out = resp->len;
     resp->body = NULL;
     return CKPT_OK;
+}
+
+const char *ckpt_http_reason(int curl_code)
+{
+    return curl_easy_strerror((CURLcode)curl_code);
 }
 
 int ckpt_http_cleartext_remote(const char *endpoint)

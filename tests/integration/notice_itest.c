@@ -211,6 +211,17 @@ static double counter(struct mock *m, const char *name)
     return v;
 }
 
+/* Wait until the mock's counter `name` reaches `min` (or ms pass).
+ * @return its value. */
+static double wait_counter(struct mock *m, const char *name, double min, long ms)
+{
+    int64_t end = now_ms() + ms;
+    double v;
+    while ((v = counter(m, name)) < min && now_ms() < end)
+        usleep(20000);
+    return v;
+}
+
 static int nacks(struct mock *m, const char *id)
 {
     cJSON *j = ctl(m, "state"), *a, *x;
@@ -356,9 +367,13 @@ static void test_aws(void)
     ctl0(&m, "config?ttl_cap=1&revoke=1");
     before = counter(&m, "tokens_issued");
     p = start("aws", &m, 200);
-    usleep(2500000);
-    ctl0(&m, "config?revoke=1");
-    usleep(500000);
+    /* the capped tokens expire while it polls: it has taken a second one */
+    wait_counter(&m, "tokens_issued", before + 2, 6000);
+    {
+        double refused = counter(&m, "unauthorized");
+        ctl0(&m, "config?revoke=1");
+        wait_counter(&m, "unauthorized", refused + 1, 3000); /* the revoked one, refused */
+    }
     ctl0(&m, "notice?kind=terminate&in=120");
     CHECK(wait_events(1, 5000) == 1, "no event with expiring tokens");
     CHECK(counter(&m, "unauthorized") > 0, "mock never answered 401");
@@ -420,9 +435,9 @@ static void test_gcp(void)
     CHECK(counter(&m, "gcp_missing_header") == 0, "request without Metadata-Flavor");
 
     /* Long-poll: few requests while nothing changes, and a quick stop. */
-    p = start("gcp", &m, 1000);
-    usleep(500000);
     before = counter(&m, "gcp_preempted");
+    p = start("gcp", &m, 1000);
+    before = wait_counter(&m, "gcp_preempted", before + 1, 3000); /* the first is waiting */
     usleep(3000000);
     CHECK(counter(&m, "gcp_preempted") - before <= 1, "not long-polling: %g requests",
           counter(&m, "gcp_preempted") - before);
@@ -497,8 +512,11 @@ static void test_aliyun(void)
     CHECK(counter(&m, "gets_with_token") > 0, "aliyun: token not used");
     /* Hardened mode switched on and every token revoked: 403 -> new token. */
     ctl0(&m, "config?token=required&revoke=1");
-    p = start("aliyun", &m, 200);
-    usleep(800000);
+    {
+        double got = counter(&m, "gets_with_token");
+        p = start("aliyun", &m, 200);
+        wait_counter(&m, "gets_with_token", got + 1, 5000); /* it holds a token */
+    }
     ctl0(&m, "config?revoke=1");
     ctl0(&m, "notice?kind=terminate&in=300");
     CHECK(wait_events(1, 6000) == 1, "aliyun hardened: no event");

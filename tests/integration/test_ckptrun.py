@@ -386,8 +386,7 @@ class Signals(Case):
         p = self.start(["--signal", "USR1", "--lead", "4s", "--settle", "5s", "--"] +
                        self.trainer("--steps", "100000", "--every", "100000", "--mode", "signal",
                                     "--out", os.path.join(self.work, "out"), "--sleep-ms", "5"))
-        p.wait_line(r"trainer: start at step 0")
-        time.sleep(0.3)
+        p.wait_line(r"trainer: start at step 0")  # its handler is installed
         t0 = time.monotonic()
         p.p.send_signal(signal.SIGUSR1)
         self.assertEqual(p.wait(), 75, p.text())
@@ -583,8 +582,7 @@ class LinkedTrainer(Case):
     def test_periodic_and_manual_requests_over_socket(self):
         p = self.start(["--interval", "300ms", "--signal", "USR1", "--", C_TRAINER] + self.ARGS +
                        ["--out", os.path.join(self.work, "out"), "--sleep-ms", "1", "--quiet"])
-        p.wait_line(r" connect pid=", timeout=20)
-        time.sleep(0.5)
+        p.wait_line(r" connect pid=", timeout=20)  # requests go over the socket now
         p.p.send_signal(signal.SIGUSR2)
         p.wait_line(r" request reason=manual via=socket")
         self.assertEqual(p.wait(), 0, p.text())

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""The command line as a user meets it (issue 17, and items 16.8, 16.10, 16.11,
-15.2 of save): mistyped subcommands, progress and result lines, --json,
+"""The command line as a user meets it: mistyped subcommands, progress and result lines, --json,
 consistent answers for missing runs, one-line errors with a level, colour
 only on a terminal, the status dashboard, the shared rules, plain-http
 warnings and failing fast on a dead store; with --build, the generated

@@ -42,13 +42,19 @@ run_case() { # provider [notice mode]
     local dir="$TMP/$p-$mode-dir" store="file://$TMP/$p-$mode-store"
     mkdir -p "$dir"
     start_mock "$p" || { fail=1; return; }
-    # The notice arrives 3 s in, after the child committed checkpoint-7.
-    ( sleep 3; ctl "notice?kind=terminate&in=60" > /dev/null ) &
+    rm -f "$TMP/$p.log"
+    # The notice comes once the child's checkpoint-7 is committed (its
+    # commit event in the log; 30 s at most).
+    ( for _ in $(seq 600); do
+          grep -q ' commit .*step=7' "$TMP/$p.log" 2>/dev/null && break
+          sleep 0.05
+      done
+      ctl "notice?kind=terminate&in=60" > /dev/null ) &
     local notifier=$!
     t0=$(date +%s)
     timeout 60 "$CKPTRUN" run --store "$store" --run "r-$p" --dir "$dir" --notice "$mode" \
         --metadata-url "http://127.0.0.1:$PORT" -- \
-        sh -c 'sleep 1; echo x > "$CKPT_DIR/c.tmp"; mv "$CKPT_DIR/c.tmp" "$CKPT_DIR/checkpoint-7"; exec sleep 300' \
+        sh -c 'echo x > "$CKPT_DIR/c.tmp"; mv "$CKPT_DIR/c.tmp" "$CKPT_DIR/checkpoint-7"; exec sleep 300' \
         > "$TMP/$p.log" 2>&1
     rc=$?
     t1=$(date +%s)

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""ckptrun and the job's processes (issue 15 items 5, 6, 8, 9, 10; issue 16
-item 9), driving the real binaries (stdlib only).
+"""ckptrun and the job's processes, driving the real binaries (stdlib only).
 
 Run:  /usr/bin/python3 tests/integration/test_proc.py [-v] [Class.test...]
 Binaries come from $CKPT_BIN (set by ctest), else ./build/bin.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Integration tests of `ckptrun recover`, leases and fencing (issue 6).
+"""Integration tests of `ckptrun recover`, leases and fencing.
 
 Drives the real ckptrun and c_trainer on loopback only:
   a) 4 `recover` started at once, 10 rounds on file:// (and, when tests/npm
@@ -17,6 +17,13 @@ Drives the real ckptrun and c_trainer on loopback only:
      run; later `recover` calls exit 0 at once. On file:// and, when the
      build has S3, on tests/tools/mock_s3.py (which enforces conditional
      writes).
+
+Run:  /usr/bin/python3 tests/integration/test_recover.py [--peers] [-v] [test_name...]
+The subtests that need a peer from tests/npm (Azurite, s3rver) run only with
+--peers (ctest: recover_peers), the others without it (recover_integration).
+Exit 0 when every subtest passed, 77 when none failed but some were skipped
+(ctest reports the test skipped, with the reasons on stdout: what did not
+run is not counted as passed), else 1.
 
 Environment: CKPT_BIN (build/bin), CKPT_SRC (source tree).
 Standard library only: run with /usr/bin/python3.
@@ -451,5 +458,31 @@ class RecoverTest(unittest.TestCase):
             mock.stdout.close()
 
 
+# The subtests that start a peer from tests/npm (node).
+PEER_TESTS = ("test_a_four_at_once_azurite", "test_a_four_at_once_s3rver_weak")
+EXIT_SKIPPED = 77
+
+
+def main(argv):
+    peers = "--peers" in argv
+    argv = [a for a in argv if a != "--peers"]
+    names = [a for a in argv if not a.startswith("-")]
+    loader = unittest.TestLoader()
+    if names:
+        suite = loader.loadTestsFromNames(names, sys.modules[__name__])
+    else:
+        suite = unittest.TestSuite(
+            RecoverTest(n) for n in loader.getTestCaseNames(RecoverTest)
+            if (n in PEER_TESTS) == peers)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    if not result.wasSuccessful():
+        return 1
+    if result.skipped:
+        for test, why in result.skipped:
+            print("SKIPPED %s: %s" % (test.id(), why))
+        return EXIT_SKIPPED
+    return 0
+
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    sys.exit(main(sys.argv[1:]))

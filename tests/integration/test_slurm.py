@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ckptrun under a real single-node SLURM (issue 15 item 7).
+"""ckptrun under a real single-node SLURM.
 
 The test starts its own cluster on loopback: a munge key and munged, a
 generated slurm.conf (free ports, state in a temporary directory, the

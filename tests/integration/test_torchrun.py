@@ -2,7 +2,7 @@
 """ckptrun over a real launcher: `torchrun --standalone --nproc_per_node=2`
 running a DDP trainer on gloo (CPU) that writes checkpoint-N/ with a shard
 per rank and the marker last from rank 0 (ddp_trainer.py), taking part
-through ckpt_helper. Issue 15 item 5 and the Tests section.
+through ckpt_helper.
 
   1. `--signal SIGUSR1` reaches the two ranks (torchrun does not handle it),
      the log names their pids, and the checkpoint holds both shards; then

@@ -7,7 +7,8 @@ deleted) and torch.save overwriting last.pt in place. Each runs under the real
 ckptrun, is stopped with SIGTERM, and every checkpoint committed is restored
 with a fresh HOME and CKPT_DIR and checked whole and consistent; then a fresh
 machine resumes and ends byte-identical to an uninterrupted run. The
-`Repro*` tests reproduce, deterministically, the failures of issue 15.
+`Repro*` tests reproduce, deterministically, failures that such writers
+once caused.
 
 Run:  /usr/bin/python3 tests/integration/test_writers.py [-v] [TestName...]
 Binaries come from $CKPT_BIN (set by ctest), else ./build/bin. `Torch*`

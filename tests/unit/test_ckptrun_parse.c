@@ -211,6 +211,23 @@ static void test_sizes(void **state)
     }
 }
 
+static void test_fraction(void **state)
+{
+    static const struct { const char *in; double v; } ok[] = {
+        { "0.02", 0.02 }, { "2%", 0.02 }, { "1", 1.0 }, { "100%", 1.0 }, { ".5", 0.5 },
+    };
+    static const char *const bad[] = { "", "0", "0%", "1.5", "101%", "-0.1", "2 %", "x",
+                                       "2%%", "0.5x" };
+    double v;
+    (void)state;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_int_equal(parse_fraction(ok[i].in, &v), 0);
+        assert_true(v > ok[i].v - 1e-12 && v < ok[i].v + 1e-12);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_fraction(bad[i], &v), -1);
+}
+
 static void test_suggest(void **state)
 {
     (void)state;
@@ -245,7 +262,7 @@ int main(void)
         cmocka_unit_test(test_codec),    cmocka_unit_test(test_signal),
         cmocka_unit_test(test_names),    cmocka_unit_test(test_formats),
         cmocka_unit_test(test_u64),      cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_suggest),
+        cmocka_unit_test(test_suggest),  cmocka_unit_test(test_fraction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,17 +1,44 @@
 /* test_lease.c -- the run lease on the file store: create, live holder,
  * takeover after expiry with a new epoch, renew refused after takeover,
- * release, races between processes, damaged LEASE; and HEAD fencing. */
+ * release, races between processes, damaged LEASE; and HEAD fencing.
+ * Expiry is reached on a test clock (struct lease_clock): time moves by
+ * the test's word, never by waiting. */
 #include <sys/wait.h>
 #include <time.h>
 #include "test_util.h"
 #include "ckpt_store.h"
+#include "ctx.h"
 #include "lease.h"
+#include "runstate.h"
 
 static char *g_dir;
 static char g_url[700];
 
 static int setup(void **s) { (void)s; g_dir = test_tmpdir(); snprintf(g_url, sizeof g_url, "file://%s", g_dir); return 0; }
 static int teardown(void **s) { (void)s; test_rmrf(g_dir); free(g_dir); return 0; }
+
+/* A clock that starts at the real time and moves only when told, or when
+ * the lease sleeps (the settle delay of weak stores). */
+struct fake_clock {
+    int64_t now;
+};
+
+static int64_t fake_now(void *user)
+{
+    return ((struct fake_clock *)user)->now;
+}
+
+static void fake_sleep(void *user, int64_t ms)
+{
+    ((struct fake_clock *)user)->now += ms;
+}
+
+static struct lease_clock fake_clock(struct fake_clock *c)
+{
+    struct lease_clock lc = { fake_now, fake_sleep, c };
+    c->now = (int64_t)time(NULL) * 1000;
+    return lc;
+}
 
 static struct ckpt_store *store(void)
 {
@@ -26,18 +53,22 @@ static void test_lifecycle(void **state)
     struct ckpt_store *st = store();
     struct lease *a, *b;
     struct lease_info other, li;
+    struct fake_clock fc;
+    struct lease_clock clock = fake_clock(&fc);
     char err[CKPT_ERR_MAX];
     (void)state;
-    assert_int_equal(lease_open(st, "r", 300, &a), CKPT_OK);
-    assert_int_equal(lease_open(st, "r", 300, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "r", 300, &clock, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "r", 300, &clock, &b), CKPT_OK);
     assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
     assert_int_equal(lease_epoch(a), 1);
     /* live: b is told who holds it */
     assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
     assert_string_equal(other.holder, lease_holder(a));
     assert_int_equal(lease_renew(a, err), CKPT_OK);
+    assert_false(lease_expired(a));
     /* expired past the skew margin: b takes over with a new epoch */
-    usleep((300 + LEASE_SKEW_MS + 200) * 1000);
+    fc.now += 300 + LEASE_SKEW_MS + 200;
+    assert_true(lease_expired(a));
     assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
     assert_int_equal(lease_epoch(b), 2);
     /* a wakes up: its renewal is refused */
@@ -62,7 +93,7 @@ static void test_damaged_lease(void **state)
     char err[CKPT_ERR_MAX];
     (void)state;
     assert_int_equal(ckpt_store_put(st, "d/LEASE", "{\"format\":1,\"holder\":", 21, NULL, NULL, err), CKPT_OK);
-    assert_int_equal(lease_open(st, "d", 1000, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "d", 1000, NULL, &a), CKPT_OK);
     assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
     assert_true(lease_epoch(a) > 1000); /* larger than any plausible earlier epoch */
     lease_close(a);
@@ -83,7 +114,7 @@ static void test_lease_checksum(void **state)
     const char *old = "{\"format\":1,\"holder\":\"h:1:n\",\"epoch\":7,\"expires_ms\":1,"
                       "\"heartbeat_ms\":1,\"released\":true}\n";
     (void)state;
-    assert_int_equal(lease_open(st, "c", 60000, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "c", 60000, NULL, &a), CKPT_OK);
     assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
     assert_int_equal(ckpt_store_get(st, "c/LEASE", 4096, &buf, &len, NULL, err), CKPT_OK);
     body = buf;
@@ -134,7 +165,7 @@ static void test_race(void **state)
                 close(res[0]);
                 close(hold[1]);
                 if (ckpt_store_open(g_url, NULL, &st, err) == 0 &&
-                    lease_open(st, run, 60000, &l) == 0)
+                    lease_open(st, run, 60000, NULL, &l) == 0)
                     c = lease_acquire(l, &other, err) == CKPT_OK ? '0' : '1';
                 if (write(res[1], &c, 1) != 1 || read(hold[0], &c, 1) < 0)
                     _exit(3);
@@ -180,7 +211,7 @@ static void test_stale_same_host(void **state)
     pid_t dead;
     (void)state;
     /* our own identity, as a lease we hold records it */
-    assert_int_equal(lease_open(st, "me", 60000, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "me", 60000, NULL, &a), CKPT_OK);
     assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
     assert_int_equal(lease_read(st, "me", &me, NULL, err), CKPT_OK);
     assert_true(me.has_ident);
@@ -203,7 +234,7 @@ static void test_stale_same_host(void **state)
     assert_true(lease_holder_gone(&li));
     assert_int_equal(lease_state(&li, li.heartbeat_ms), LEASE_STALE);
     assert_string_equal(lease_state_name(LEASE_STALE), "stale");
-    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "x", 60000, NULL, &b), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
     assert_true(lease_took_stale(b));
     assert_int_equal(other.pid, dead);
@@ -212,27 +243,27 @@ static void test_stale_same_host(void **state)
     /* a live PID (ours) with another start time: PID reuse, also gone */
     IDENT(getpid(), me.start_ticks + 1, me.pid_ns, me.hostname);
     put_lease(st, ident);
-    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "x", 60000, NULL, &b), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
     assert_true(lease_took_stale(b));
     lease_close(b);
     /* a live holder (this process, under another holder name) */
     IDENT(getpid(), me.start_ticks, me.pid_ns, me.hostname);
     put_lease(st, ident);
-    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "x", 60000, NULL, &b), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
     assert_false(lease_took_stale(b));
     lease_close(b);
     /* another PID namespace (another container on this host): never judged */
     IDENT(dead, me.start_ticks, me.pid_ns + 1, me.hostname);
     put_lease(st, ident);
-    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "x", 60000, NULL, &b), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
     lease_close(b);
     /* another host name */
     IDENT(dead, me.start_ticks, me.pid_ns, "elsewhere");
     put_lease(st, ident);
-    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "x", 60000, NULL, &b), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
     lease_close(b);
     /* no identity fields (an older ckptrun): expiry only */
@@ -240,7 +271,7 @@ static void test_stale_same_host(void **state)
     assert_int_equal(lease_read(st, "x", &li, NULL, err), CKPT_OK);
     assert_false(li.has_ident);
     assert_int_equal(lease_state(&li, li.heartbeat_ms), LEASE_LIVE);
-    assert_int_equal(lease_open(st, "x", 60000, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "x", 60000, NULL, &b), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
     lease_close(b);
 #undef IDENT
@@ -264,13 +295,15 @@ static void test_weak_takeover(void **state)
     struct ckpt_store *st = weak_store();
     struct lease *a, *b;
     struct lease_info other, li;
+    struct fake_clock fc;
+    struct lease_clock clock = fake_clock(&fc);
     char err[CKPT_ERR_MAX];
     (void)state;
-    assert_int_equal(lease_open(st, "w", 300, &a), CKPT_OK);
-    assert_int_equal(lease_open(st, "w", 300, &b), CKPT_OK);
+    assert_int_equal(lease_open(st, "w", 300, &clock, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "w", 300, &clock, &b), CKPT_OK);
     assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
     assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
-    usleep((300 + LEASE_SKEW_MS + 200) * 1000);
+    fc.now += 300 + LEASE_SKEW_MS + 200;
     assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
     assert_int_equal(lease_epoch(b), 2);
     assert_int_equal(lease_renew(a, err), CKPT_E_FENCED);
@@ -285,6 +318,13 @@ static void test_weak_takeover(void **state)
     lease_close(a);
     lease_close(b);
     ckpt_store_close(st);
+}
+
+/* A context reads what its run holds in the background after ckpt_open;
+ * a test that fences "after the writer looked" waits for that read. */
+static void wait_run_loaded(struct ckpt_ctx *ctx)
+{
+    ckpt__run_wait_loaded(&ctx->rs);
 }
 
 /* After a fence, a writer that read HEAD before cannot commit. */
@@ -322,7 +362,7 @@ static void test_fence(void **state)
     cfg.run = "g";
     assert_int_equal(ckpt_open(&cfg, &stale), CKPT_OK);
     ckpt_protect(stale, "x", &x, 4);
-    usleep(100000);
+    wait_run_loaded(stale); /* it saw no HEAD */
     assert_int_equal(ckpt_open(&cfg, &fresh), CKPT_OK);
     assert_int_equal(ckpt_fence(fresh, 1), CKPT_OK);
     ckpt_protect(fresh, "x", &x, 4);

@@ -52,6 +52,8 @@ struct ckpt_http;
 struct ckpt_http_opts {
     unsigned max_handles;     /* transfers at once = max connections (0 = 16) */
     uint64_t max_rate_bps;    /* upload cap for the whole transport (0 = none) */
+    long connect_timeout_ms;  /* 0 = 10 s */
+    int no_proxy;             /* never through a proxy (instance metadata) */
 };
 
 struct ckpt_http_req {
@@ -93,6 +95,11 @@ CKPT_API struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts);
 /* Stop the loop thread and release the transport (NULL-safe). No transfer
  * may be in flight. */
 CKPT_API void ckpt_http_free(struct ckpt_http *h);
+/* Abort every transfer in flight and refuse those that follow: each ends
+ * at once with CKPT_E_TRANSIENT (resp->curl_code: aborted). Thread-safe;
+ * for a transport whose owner is shutting down (its threads then return
+ * from ckpt_http_do and can be joined before ckpt_http_free). */
+CKPT_API void ckpt_http_cancel(struct ckpt_http *h);
 
 /* Run one transfer, sleeping until it ends (calling req->progress on this
  * thread meanwhile). No retries: one request, one attempt. `resp` is zeroed
@@ -105,6 +112,12 @@ CKPT_API void ckpt_http_free(struct ckpt_http *h);
  *         make it in one place, their retry policy). */
 CKPT_API ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
                                   struct ckpt_http_resp *resp);
+/* ckpt_http_do within `timeout_ms` for the whole transfer (connecting
+ * included), in place of the stall detection: for requests that may send
+ * nothing for a while (a metadata long poll). 0: as ckpt_http_do. Same
+ * results, thread safety and ownership as ckpt_http_do. */
+CKPT_API ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
+                                         long timeout_ms, struct ckpt_http_resp *resp);
 /* Release what ckpt_http_do put into resp (NULL-safe; a body in req->dst
  * is left alone); resp may then be reused. */
 CKPT_API void ckpt_http_resp_free(struct ckpt_http_resp *resp);
@@ -112,6 +125,11 @@ CKPT_API void ckpt_http_resp_free(struct ckpt_http_resp *resp);
  * "", never NULL) and clear it from resp. @return CKPT_OK or CKPT_E_NOMEM. */
 CKPT_API ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
                                               size_t *len_out);
+
+/* libcurl's fixed text for a transfer's curl_code ("Couldn't connect to
+ * server"): unlike resp->errmsg, the same for the same failure, so a caller
+ * that logs a condition once can tell a new one from a repeat. */
+CKPT_API const char *ckpt_http_reason(int curl_code);
 
 /* 1 when `endpoint` is a plain http:// URL whose host is not loopback
  * (127.0.0.0/8, ::1, localhost): requests, session tokens and signatures

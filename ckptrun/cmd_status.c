@@ -1,0 +1,310 @@
+/* cmd_status.c -- `ckptrun status`: the run record: state, lease, preemptions, bytes, time. */
+#include "ckptrun.h"
+#include "cmds.h"
+#include "lease.h"
+#include "log.h"
+#include "parse.h"
+#include "record.h"
+#include "ckpt_store.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double num(const cJSON *o, const char *k, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static const char *str(const cJSON *o, const char *k, const char *dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+/* Figures derived from the event history. A "session" is one ckptrun
+ * process (host + pid): its running time is from its start event to its last
+ * event; the work lost at a stop or failure is the time since the session's
+ * last commit (or its start when it committed nothing). A runner session
+ * (one with a start event) that ends with no exit event died without a word
+ * (SIGKILL, a lost machine): a crash, whose loss runs to its last event. */
+struct history {
+    uint64_t commits, commit_bytes, commit_stored, stops, failures, crashes, sessions;
+    uint64_t run_ms, lost_ms;
+    /* the last commit event: its size and speed */
+    int have_last;
+    double last_step, last_bytes, last_stored, last_seconds;
+    int64_t last_ms;
+};
+
+static void summarize(const cJSON *events, int runner_live, struct history *h)
+{
+    const cJSON *ev;
+    char cur[128] = "";
+    int64_t start = 0, last = 0, last_commit = 0;
+    int open = 0, had_start = 0, ended = 0;
+
+    memset(h, 0, sizeof *h);
+    /* Events are sorted by time; sessions do not overlap (one live runner),
+     * so a change of host/pid closes the previous session. */
+    cJSON_ArrayForEach(ev, events) {
+        char id[128];
+        const char *type = str(ev, "type", "");
+        int64_t t = (int64_t)num(ev, "time_ms", 0);
+        snprintf(id, sizeof id, "%s/%.0f", str(ev, "host", "?"), num(ev, "pid", 0));
+        /* (a runner's `lease` event comes before its `start`: same session) */
+        if ((strcmp(type, "start") == 0 && had_start) || strcmp(id, cur) != 0) {
+            if (open) {
+                h->run_ms += (uint64_t)(last - start);
+                if (had_start && !ended) {
+                    h->crashes++;
+                    h->lost_ms += (uint64_t)(last - last_commit);
+                }
+            }
+            snprintf(cur, sizeof cur, "%s", id);
+            start = last = last_commit = t;
+            open = 1;
+            had_start = ended = 0;
+            h->sessions++;
+        }
+        if (strcmp(type, "start") == 0)
+            had_start = 1;
+        if (strcmp(type, "exit") == 0)
+            ended = 1;
+        last = t;
+        if (strcmp(type, "commit") == 0) {
+            h->commits++;
+            h->commit_bytes += (uint64_t)num(ev, "bytes", 0);
+            h->commit_stored += (uint64_t)num(ev, "stored", 0);
+            last_commit = t;
+            h->have_last = 1;
+            h->last_step = num(ev, "step", 0);
+            h->last_bytes = num(ev, "bytes", 0);
+            h->last_stored = num(ev, "stored", 0);
+            h->last_seconds = num(ev, "seconds", 0);
+            h->last_ms = t;
+        } else if (strcmp(type, "stop") == 0) {
+            /* a user's stop (Ctrl-C, scancel) is not a preemption */
+            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "user")))
+                h->stops++;
+            h->lost_ms += (uint64_t)(t - last_commit);
+        } else if (strcmp(type, "exit") == 0 && (strcmp(str(ev, "state", ""), "failed") == 0 ||
+                                                 strcmp(str(ev, "state", ""), "lost") == 0)) {
+            h->failures++;
+            h->lost_ms += (uint64_t)(t - last_commit);
+        }
+    }
+    if (open) {
+        h->run_ms += (uint64_t)(last - start);
+        /* the newest runner: dead if it said nothing and holds no live lease */
+        if (had_start && !ended && !runner_live) {
+            h->crashes++;
+            h->lost_ms += (uint64_t)(last - last_commit);
+        }
+    }
+}
+
+/* The state word status shows. It is the record's state; a runner that is
+ * gone without saying so is judged from the lease (lease.c decides
+ * "stale", docs/ckptrun.md "status"). */
+/* The run's state as status shows it: RUN's, except that a RUN saying
+ * `running` while no live runner holds the lease (its holder died: stale on
+ * this host, or expired) is `stale` (lease_state: the one definition). */
+static const char *state_word(const cJSON *run, const struct lease_info *li, int have_lease,
+                              int64_t now)
+{
+    const char *state = run ? str(run, "state", "unknown") : "unknown";
+    if (strcmp(state, "running") == 0 && have_lease && lease_state(li, now) != LEASE_LIVE)
+        state = "stale";
+    return state;
+}
+
+int cmd_status(struct opts *o)
+{
+    struct record *rec = NULL;
+    struct ckpt_ctx *ctx = NULL;
+    cJSON *run = NULL, *events = NULL, *out = NULL;
+    struct rows rows = { 0 };
+    const struct ckpt_row *nw = NULL;
+    struct lease_info li;
+    int have_lease = 0;
+    struct history h;
+    size_t skipped = 0;
+    uint64_t raw = 0;
+    int64_t now = now_ms();
+    char err[CKPT_ERR_MAX] = "";
+    ckpt_status st;
+    int rc = 0;
+
+    if (o->nargs) {
+        log_error("status takes no arguments (see ckptrun status --help)");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (file_store_missing(o)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    log_lib_hold();
+    st = record_open(o->store, o->run, &rec, err);
+    if (st != CKPT_OK) {
+        log_error("status: store %s: %s%s%s", o->store, ckpt_strerror(st), err[0] ? ": " : "", err);
+        rc = exit_code_for_status(st);
+        goto out;
+    }
+    st = record_read_run(rec, &run);
+    if (st != CKPT_OK && st != CKPT_E_NOENT && st != CKPT_E_CORRUPT) {
+        log_error("status: cannot read the run record: %s", ckpt_strerror(st));
+        rc = runtime_exit(st);
+        goto out;
+    }
+    if (st == CKPT_E_CORRUPT)
+        log_msg(LOG_WARN, "record", "%s/RUN is damaged or of a newer format; ignored", o->run);
+    if (record_read_events(rec, 100000, &events, &skipped) != CKPT_OK)
+        events = cJSON_CreateArray();
+    if (skipped)
+        log_msg(LOG_WARN, "record", "%zu event objects unreadable; skipped", skipped);
+    have_lease = lease_read(record_store(rec), o->run, &li, NULL, err) == CKPT_OK;
+    summarize(events, have_lease && lease_state(&li, now) == LEASE_LIVE, &h);
+    if ((rc = open_ctx(o, &ctx)) != 0)
+        goto out;
+    if (ckpt_list(ctx, rows_cb, &rows) != CKPT_OK)
+        log_msg(LOG_WARN, "status", "cannot list checkpoints: %s", ckpt_errmsg(ctx));
+    if (!run && rows.n == 0 && cJSON_GetArraySize(events) == 0) {
+        log_error("status: run %s not found in %s", o->run, o->store);
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    nw = row_newest(&rows);
+    for (size_t i = 0; i < rows.n; i++)
+        raw += rows.v[i].raw;
+    if (!(out = cJSON_CreateObject()))
+        goto out;
+    cJSON_AddStringToObject(out, "run", o->run);
+    cJSON_AddStringToObject(out, "store", o->store);
+    cJSON_AddStringToObject(out, "state", state_word(run, &li, have_lease, now));
+    /* The lease, when recovery keeps one: who runs the job now. */
+    if (have_lease) {
+        enum lease_state ls = lease_state(&li, now);
+        cJSON *l = cJSON_AddObjectToObject(out, "lease");
+        if (l) {
+            cJSON_AddStringToObject(l, "holder", li.holder);
+            cJSON_AddNumberToObject(l, "epoch", (double)li.epoch);
+            cJSON_AddNumberToObject(l, "expires_ms", (double)li.expires_ms);
+            cJSON_AddNumberToObject(l, "heartbeat_ms", (double)li.heartbeat_ms);
+            cJSON_AddBoolToObject(l, "released", li.released);
+            cJSON_AddBoolToObject(l, "live", ls == LEASE_LIVE);
+            cJSON_AddStringToObject(l, "state", lease_state_name(ls));
+        }
+    }
+    if (run) {
+        cJSON_AddNumberToObject(out, "updated_ms", num(run, "updated_ms", 0));
+        cJSON_AddStringToObject(out, "host", str(run, "host", ""));
+        cJSON_AddNumberToObject(out, "pid", num(run, "pid", 0));
+        cJSON_AddNumberToObject(out, "epoch", num(run, "epoch", 0));
+    }
+    if (nw) {
+        cJSON *c;
+        cJSON_AddNumberToObject(out, "last_step", (double)nw->step);
+        if ((c = cJSON_AddObjectToObject(out, "newest"))) {
+            cJSON_AddNumberToObject(c, "step", (double)nw->step);
+            cJSON_AddNumberToObject(c, "time_ms", (double)nw->time_ms);
+            cJSON_AddNumberToObject(c, "raw_bytes", (double)nw->raw);
+            cJSON_AddNumberToObject(c, "stored_bytes", (double)nw->stored);
+            cJSON_AddNumberToObject(c, "items", (double)nw->items);
+        }
+    } else {
+        cJSON_AddNullToObject(out, "last_step");
+    }
+    cJSON_AddNumberToObject(out, "checkpoints", (double)rows.n);
+    cJSON_AddNumberToObject(out, "checkpoint_bytes", (double)raw);
+    cJSON_AddNumberToObject(out, "preemptions", (double)h.stops);
+    cJSON_AddNumberToObject(out, "failures", (double)h.failures);
+    cJSON_AddNumberToObject(out, "crashes", (double)h.crashes);
+    cJSON_AddNumberToObject(out, "sessions", (double)h.sessions);
+    cJSON_AddNumberToObject(out, "commits", (double)h.commits);
+    cJSON_AddNumberToObject(out, "committed_bytes", (double)h.commit_bytes);
+    cJSON_AddNumberToObject(out, "stored_bytes", (double)h.commit_stored);
+    if (h.have_last) {
+        cJSON *c = cJSON_AddObjectToObject(out, "last_commit");
+        if (c) {
+            cJSON_AddNumberToObject(c, "step", h.last_step);
+            cJSON_AddNumberToObject(c, "time_ms", (double)h.last_ms);
+            cJSON_AddNumberToObject(c, "bytes", h.last_bytes);
+            cJSON_AddNumberToObject(c, "stored", h.last_stored);
+            cJSON_AddNumberToObject(c, "seconds", h.last_seconds);
+            cJSON_AddNumberToObject(c, "bytes_per_s", h.last_seconds > 0
+                                    ? (double)(int64_t)(h.last_bytes / h.last_seconds) : 0);
+        }
+    }
+    cJSON_AddNumberToObject(out, "run_ms", (double)h.run_ms);
+    cJSON_AddNumberToObject(out, "lost_ms", (double)h.lost_ms);
+    if (o->json) {
+        print_json(out);
+    } else {
+        char a[40], b[40], c[40], d[40];
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(out, "lease");
+        printf("run          %s\n", o->run);
+        printf("store        %s\n", o->store);
+        printf("state        %s\n", str(out, "state", "unknown"));
+        if (run) {
+            int64_t up = (int64_t)num(run, "updated_ms", 0);
+            printf("updated      %s (%s) by %s pid %.0f\n", iso_time(up, a, sizeof a),
+                   ago(up, now, b, sizeof b), str(run, "host", "?"), num(run, "pid", 0));
+        }
+        if (l) {
+            int rel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released"));
+            int64_t hb = (int64_t)num(l, "heartbeat_ms", 0), ex = (int64_t)num(l, "expires_ms", 0);
+            printf("lease        %s, epoch %.0f, %s\n", str(l, "holder", "?"), num(l, "epoch", 0),
+                   str(l, "state", "?"));
+            printf("heartbeat    %s (%s)\n", iso_time(hb, a, sizeof a), ago(hb, now, b, sizeof b));
+            if (!rel)
+                printf("expiry       %s (%s)\n", iso_time(ex, a, sizeof a),
+                       ago(ex, now, b, sizeof b));
+        } else {
+            printf("lease        none\n");
+        }
+        if (nw) {
+            printf("newest       step %" PRIu64 ", %s (%s), %" PRIu64 " items, %s (%s stored)\n",
+                   nw->step, iso_time(nw->time_ms, a, sizeof a), ago(nw->time_ms, now, b, sizeof b),
+                   nw->items, fmt_bytes(nw->raw, c, sizeof c), fmt_bytes(nw->stored, d, sizeof d));
+            printf("checkpoints  %zu retained (steps %" PRIu64 "..%" PRIu64 "), %s\n", rows.n,
+                   rows.v[rows.n - 1].step, rows.v[0].step, fmt_bytes(raw, a, sizeof a));
+        } else {
+            printf("checkpoints  none\n");
+        }
+        if (h.have_last) {
+            double rate = h.last_seconds > 0 ? h.last_bytes / h.last_seconds : 0;
+            printf("last commit  step %.0f %s: %s, %s new, %s in %.1fs\n", h.last_step,
+                   ago(h.last_ms, now, a, sizeof a),
+                   fmt_bytes((uint64_t)h.last_bytes, b, sizeof b),
+                   fmt_bytes((uint64_t)h.last_stored, c, sizeof c),
+                   fmt_rate(rate, d, sizeof d), h.last_seconds);
+        }
+        printf("commits      %" PRIu64 " (%s, %s new stored)\n", h.commits,
+               fmt_bytes(h.commit_bytes, a, sizeof a), fmt_bytes(h.commit_stored, b, sizeof b));
+        printf("preemptions  %" PRIu64 "\n", h.stops);
+        printf("failures     %" PRIu64 "\n", h.failures);
+        if (h.crashes)
+            printf("crashes      %" PRIu64 " (runners that ended without a word: SIGKILL, a "
+                   "lost machine)\n", h.crashes);
+        printf("run time     %s in %" PRIu64 " session%s\n", fmt_duration(h.run_ms, c, sizeof c),
+               h.sessions, h.sessions == 1 ? "" : "s");
+        printf("lost work    %s (estimate, %" PRIu64 " stop%s, %" PRIu64 " failure%s, %" PRIu64
+               " crash%s: training done after a session's last commit, or its start, until it "
+               "stopped, failed or was last heard of; a resume redoes it)\n",
+               fmt_duration(h.lost_ms, a, sizeof a), h.stops, h.stops == 1 ? "" : "s",
+               h.failures, h.failures == 1 ? "" : "s", h.crashes, h.crashes == 1 ? "" : "es");
+    }
+out:
+    log_lib_release(NULL);
+    cJSON_Delete(out);
+    cJSON_Delete(run);
+    cJSON_Delete(events);
+    free(rows.v);
+    ckpt_close(ctx);
+    record_close(rec);
+    return rc;
+}

@@ -1,0 +1,102 @@
+/* cmd_verify.c -- `ckptrun verify [--step N]`: check every chunk's checksum. */
+#include "ckptrun.h"
+#include "cmds.h"
+#include "log.h"
+#include "parse.h"
+#include "progress.h"
+#include "ckpt_store.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_verify(struct opts *o)
+{
+    struct ckpt_ctx *ctx = NULL;
+    struct progress *pg = NULL;
+    struct ckpt_progress pr;
+    struct rows rows = { 0 };
+    uint64_t ncheck = 0, files = 0;
+    char msg[CKPT_ERR_MAX + 200] = "", b1[32], r1[32];
+    cJSON *j = NULL;
+    ckpt_status st;
+    int64_t t0;
+    double secs;
+    int rc = 0;
+
+    if (o->nargs) {
+        log_error("verify takes no arguments (use --step N; see ckptrun verify --help)");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (file_store_missing(o)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    log_lib_hold();
+    if ((rc = open_ctx(o, &ctx)) != 0)
+        goto out;
+    if (ckpt_list(ctx, rows_cb, &rows) == CKPT_OK) {
+        for (size_t i = 0; i < rows.n; i++)
+            if (!o->step_set || rows.v[i].step == o->step) {
+                ncheck++;
+                files += rows.v[i].items;
+            }
+    }
+    t0 = mono_ms();
+    pg = progress_start(ctx, "verify");
+    st = ckpt_verify(ctx, o->step_set ? o->step : CKPT_STEP_ALL);
+    progress_stop(pg);
+    pg = NULL;
+    secs = secs_since(t0);
+    ckpt_progress(ctx, &pr);
+    if (st == CKPT_E_NOENT) {
+        int e = run_exists(o);
+        if (e < 0) {
+            rc = -e;
+            goto out;
+        }
+        if (e == 0)
+            snprintf(msg, sizeof msg, "run %s not found in %s", o->run, o->store);
+        else
+            snprintf(msg, sizeof msg, "run %s has no committed checkpoint%s", o->run,
+                     o->step_set ? " at that step" : "");
+        rc = EXIT_FAIL;
+    } else if (st == CKPT_E_CORRUPT) {
+        snprintf(msg, sizeof msg, "run %s is damaged: %s", o->run, ckpt_errmsg(ctx));
+        rc = EXIT_FAIL;
+    } else if (st != CKPT_OK) {
+        snprintf(msg, sizeof msg, "%s: %s", ckpt_strerror(st), ckpt_errmsg(ctx));
+        rc = runtime_exit(st);
+    }
+    if ((j = cJSON_CreateObject())) {
+        cJSON_AddStringToObject(j, "run", o->run);
+        cJSON_AddBoolToObject(j, "intact", rc == 0);
+        cJSON_AddNumberToObject(j, "checkpoints", (double)ncheck);
+        cJSON_AddNumberToObject(j, "files", (double)files);
+        cJSON_AddNumberToObject(j, "chunks", (double)pr.chunks_done);
+        cJSON_AddNumberToObject(j, "bytes", (double)pr.bytes_done);
+        cJSON_AddNumberToObject(j, "stored_bytes", (double)pr.stored_bytes);
+        cJSON_AddNumberToObject(j, "seconds", (double)(int64_t)(secs * 1000) / 1000);
+        if (rc)
+            cJSON_AddStringToObject(j, "error", msg);
+    }
+    if (rc) {
+        log_error("verify: %s", msg);
+    } else {
+        log_result("verify", j, "%" PRIu64 " checkpoint%s intact: %" PRIu64 " files, %" PRIu64
+                   " chunks, %s checked in %.1fs (%s)", ncheck, ncheck == 1 ? "" : "s", files,
+                   (uint64_t)pr.chunks_done, fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
+                   fmt_rate(secs > 0 ? (double)pr.bytes_done / secs : 0, r1, sizeof r1));
+    }
+    if (o->json && j)
+        print_json(j);
+out:
+    progress_stop(pg);
+    log_lib_release(NULL);
+    cJSON_Delete(j);
+    free(rows.v);
+    ckpt_close(ctx);
+    return rc;
+}

@@ -1,0 +1,149 @@
+/* prestart.c -- the restore before start (prestart.h). */
+#include "prestart.h"
+#include "fsutil.h"
+#include "log.h"
+#include "opts.h"
+#include "record.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Steps are read newest first; this many are tried. */
+#define MAX_TRIED 64
+
+struct newest_steps {
+    uint64_t step[MAX_TRIED];
+    int n;
+};
+
+static int collect_steps(void *user, const struct ckpt_info *info)
+{
+    struct newest_steps *ns = user;
+    ns->step[ns->n++] = info->step;
+    return ns->n == MAX_TRIED;
+}
+
+/* Restore checkpoint `step` into a hidden staging directory inside `dir`
+ * (same file system; hidden names are never watched entries), then move
+ * each top-level entry into place. A restore that fails half-way leaves
+ * nothing behind for the trainer to trip over, and the trainer never sees a
+ * partly restored entry. An entry of the same name already there is
+ * replaced: the committed one is the truth. */
+static ckpt_status restore_staged(struct ckpt_ctx *ctx, uint64_t step, const char *dir,
+                                  uint64_t *got)
+{
+    char stage[PATH_MAX + 64], from[PATH_MAX + 320], to[PATH_MAX + 256];
+    DIR *d = NULL;
+    struct dirent *de;
+    ckpt_status st;
+
+    snprintf(stage, sizeof stage, "%s/.ckptrun-restore-XXXXXX", dir);
+    if (!mkdtemp(stage)) {
+        log_msg(LOG_WARN, "restore", "cannot create a staging directory in %s: %s", dir,
+                strerror(errno));
+        st = CKPT_E_IO;
+        goto out;
+    }
+    st = ckpt_restore_dir(ctx, step, stage, got);
+    if (st != CKPT_OK)
+        goto out;
+    if (!(d = opendir(stage))) {
+        st = CKPT_E_IO;
+        goto out;
+    }
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(from, sizeof from, "%s/%s", stage, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", dir, de->d_name);
+        if (rename(from, to) != 0) {
+            /* A non-empty directory or a file/dir mismatch is in the way. */
+            if (rm_rf(to) != 0 || rename(from, to) != 0) {
+                log_msg(LOG_WARN, "restore", "cannot move %s into place: %s", to, strerror(errno));
+                st = CKPT_E_IO;
+                goto out;
+            }
+        }
+    }
+out:
+    if (d)
+        closedir(d);
+    if (stage[0] && strstr(stage, "XXXXXX") == NULL)
+        rm_rf(stage);
+    return st;
+}
+
+int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
+                     const char *store, const char *dir, struct prestart *out)
+{
+    struct newest_steps ns = { .n = 0 };
+    ckpt_status st;
+    int rc = 0, nbad = 0;
+    uint64_t bad[MAX_TRIED];
+
+    out->last_step = -1;
+    out->resumed = 0;
+    out->restored_step = 0;
+    st = ckpt_list(ctx, collect_steps, &ns);
+    if (st != CKPT_OK) {
+        log_error("cannot list checkpoints of run %s in %s: %s %s", run, store,
+                  ckpt_strerror(st), ckpt_errmsg(ctx));
+        rc = exit_code_for_status(st);
+        goto out;
+    }
+    if (ns.n > 0)
+        out->last_step = (int64_t)ns.step[0];
+    for (int i = 0; i < ns.n; i++) {
+        uint64_t got = 0;
+        int m = record_has_files(rec, ns.step[i]);
+        if (m < 0) {
+            log_error("cannot read the run record of %s", run);
+            rc = EXIT_UNAVAILABLE;
+            goto out;
+        }
+        if (m == 0)
+            continue; /* a checkpoint of memory regions: libckpt's business */
+        st = restore_staged(ctx, ns.step[i], dir, &got);
+        if (st == CKPT_E_CORRUPT)
+            bad[nbad++] = ns.step[i]; /* damaged: out of the resume order below */
+        if (st == CKPT_OK) {
+            cJSON *f = cJSON_CreateObject();
+            out->resumed = 1;
+            out->restored_step = got;
+            if (f) {
+                cJSON_AddNumberToObject(f, "step", (double)got);
+                cJSON_AddStringToObject(f, "dir", dir);
+            }
+            log_event(LOG_INFO, "restore", f);
+            cJSON_Delete(f);
+            goto out;
+        }
+        if (st != CKPT_E_CORRUPT) {
+            /* Not damage (libckpt calls a missing part damage too): the
+             * store or this machine failed. An older checkpoint would hit
+             * the same wall, or resume the trainer below an intact one it
+             * could never resume past: stop, starting nothing. */
+            int local = st == CKPT_E_IO || st == CKPT_E_NOSPACE || st == CKPT_E_PERM ||
+                        st == CKPT_E_UNSAFE || st == CKPT_E_NOMEM;
+            log_error("cannot restore step %" PRIu64 " of run %s into %s (%s%s: %s); not "
+                      "starting the command", ns.step[i], run, dir,
+                      local ? "this machine: " : "the store: ", ckpt_strerror(st),
+                      ckpt_errmsg(ctx));
+            rc = local ? EXIT_CONFIG : exit_code_for_status(st);
+            goto out;
+        }
+        log_msg(LOG_WARN, "fallback", "checkpoint at step %" PRIu64 " cannot be restored (%s: %s); "
+                "trying an older one", ns.step[i], ckpt_strerror(st), ckpt_errmsg(ctx));
+    }
+out:
+    /* the lease holder drops what it found damaged from the resume order, so
+     * the trainer's commits from here on resume (docs/FORMAT.md, HEAD) */
+    if (nbad && rc == 0 && ckpt_mark_damaged(ctx, bad, (size_t)nbad) != CKPT_OK)
+        log_msg(LOG_WARN, "fallback", "cannot mark the damaged checkpoints: %s", ckpt_errmsg(ctx));
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* sup.c -- the supervisor's event log and run record (sup.h). */
+#include "sup.h"
+#include "log.h"
+#include "record.h"
+#include "watch.h"
+
+cJSON *sup_fields(void) { return cJSON_CreateObject(); }
+
+void sup_event(struct sup *s, int level, const char *name, cJSON *f, int to_record)
+{
+    log_event(level, name, f);
+    if (to_record && s->rec)
+        record_event(s->rec, name, f);
+    cJSON_Delete(f);
+}
+
+void sup_set_state(struct sup *s, const char *state)
+{
+    if (s->rec)
+        record_set_state(s->rec, state, s->last_step, s->preemptions, s->started_ms);
+}
+
+void sup_note_commit(struct sup *s, uint64_t step, double seconds)
+{
+    if ((int64_t)step > s->last_step)
+        s->last_step = (int64_t)step;
+    s->last_commit_s = seconds;
+    watch_note_step(s->w, step);
+}

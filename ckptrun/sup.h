@@ -1,0 +1,75 @@
+/*
+ * sup.h -- the supervisor's state, shared by the files of `run`:
+ * supervise.c (setup, loop, outcome), sup_events.c (the event sources),
+ * stop.c (the stop state machine) and request.c (checkpoint requests).
+ * Everything here is touched by the supervisor's thread only; what other
+ * threads hand it arrives through the renewer's `lost` flag and the notice
+ * queue (both wake the loop through notice_queue_fd()).
+ */
+#ifndef CKPTRUN_SUP_H
+#define CKPTRUN_SUP_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "child.h"
+#include "claim.h"
+#include "opts.h"
+#include "renewer.h"
+#include "stop.h"
+#include "supervise.h"
+
+struct ctl;
+struct record;
+struct watch;
+
+struct sup {
+    struct opts *o;
+    enum sup_mode mode;
+
+    /* The run: claimed (claim.h), its record, what is committed. */
+    struct claim cl;          /* lease, epoch */
+    struct renewer rn;
+    int lease_lost;           /* stop committing: another runner holds the run */
+    int lease_told;           /* the `lease acquired` event was logged */
+    struct record *rec;
+    int64_t last_step;        /* last committed step of the run, -1 none */
+    double last_commit_s;     /* duration of the last commit, for codec choice */
+    int64_t last_changed;     /* newest changed_mono of a committed watched entry, -1 */
+    uint64_t preemptions;
+    int64_t started_ms;
+    int resumed;              /* restored before start (prestart.h) */
+    uint64_t restored_step;
+
+    /* Event sources. */
+    char dir[PATH_MAX];       /* CKPT_DIR, absolute */
+    struct watch *w;
+    struct ctl *ctl;
+    char sock[300];
+    int sfd, tfd;             /* signalfd, timerfd */
+    sigset_t mask;
+    int64_t next_periodic;    /* mono ms, 0 = off */
+    int64_t watch_due;        /* mono ms, -1 = none */
+
+    /* The child. */
+    struct child ch;
+    uint64_t req_id;
+    int ever_connected;       /* a process sent hello at some point */
+    int ever_saving;          /* the child's libckpt sends "saving" messages */
+    int child_writes;         /* the child commits checkpoints itself */
+
+    struct stop_state stop;
+};
+
+/* An empty object for an event's fields (NULL when out of memory). */
+cJSON *sup_fields(void);
+/* Log event `name` with fields f (consumed; may be NULL), and add it to
+ * the run record when to_record. */
+void sup_event(struct sup *s, int level, const char *name, cJSON *f, int to_record);
+/* The run record's state ("running", "completed", ...). */
+void sup_set_state(struct sup *s, const char *state);
+/* A checkpoint of the run committed (by either writer). */
+void sup_note_commit(struct sup *s, uint64_t step, double seconds);
+
+#endif

@@ -1,0 +1,228 @@
+/* Unit tests of the supervisor's parts that stand on their own: the notice
+ * queue (ckptrun/notice_queue.c), the lease renewer (ckptrun/renewer.c, on
+ * the file store, with a test clock for the lease), the child's environment
+ * (ckptrun/child.c) and the directories ckptrun makes and removes
+ * (ckptrun/fsutil.c). No test waits on the wall clock: the renewer is asked
+ * to renew at once, and its loss is awaited through its wake-up. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "test_util.h"
+#include "child.h"
+#include "fsutil.h"
+#include "lease.h"
+#include "notice_queue.h"
+#include "renewer.h"
+#include "ckpt_store.h"
+
+static char *g_dir;
+
+static int setup(void **s) { (void)s; g_dir = test_tmpdir(); return 0; }
+static int teardown(void **s) { (void)s; test_rmrf(g_dir); free(g_dir); return 0; }
+
+/* ---- notice queue ------------------------------------------------------------ */
+
+static int g_acked;
+static void ack(void *user, int committed, uint64_t step)
+{
+    (void)committed;
+    (void)step;
+    g_acked += *(int *)user;
+}
+
+static void test_notice_queue(void **state)
+{
+    struct queued_notice *list, *n;
+    struct pollfd pf;
+    int one = 1;
+    (void)state;
+    assert_int_equal(notice_queue_open(), 0);
+    pf.fd = notice_queue_fd();
+    pf.events = POLLIN;
+    assert_true(pf.fd >= 0);
+    assert_int_equal(poll(&pf, 1, 0), 0);           /* nothing posted */
+    assert_null(notice_queue_take());
+    ckptrun_notice_post(CKPTRUN_NOTICE_PREEMPT, 1234, "aws", ack, &one);
+    ckptrun_notice_post(CKPTRUN_NOTICE_REBALANCE, 0, NULL, NULL, NULL);
+    assert_int_equal(poll(&pf, 1, 0), 1);           /* the loop is woken */
+    list = notice_queue_take();
+    assert_int_equal(poll(&pf, 1, 0), 0);           /* and the wake-up cleared */
+    /* the latest posted first */
+    assert_non_null(list);
+    assert_int_equal(list->kind, CKPTRUN_NOTICE_REBALANCE);
+    assert_string_equal(list->provider, "");
+    n = list->next;
+    assert_non_null(n);
+    assert_int_equal(n->kind, CKPTRUN_NOTICE_PREEMPT);
+    assert_int_equal(n->deadline_ms, 1234);
+    assert_string_equal(n->provider, "aws");
+    assert_null(n->next);
+    n->ack(n->ack_user, 1, 7);
+    assert_int_equal(g_acked, 1);
+    free(n);
+    free(list);
+    notice_queue_wake();                            /* news that is no notice */
+    assert_int_equal(poll(&pf, 1, 0), 1);
+    assert_null(notice_queue_take());
+    ckptrun_notice_post(CKPTRUN_NOTICE_MAINTENANCE, 0, "gcp", NULL, NULL);
+    notice_queue_close();                           /* frees what was never taken */
+    assert_int_equal(notice_queue_fd(), -1);
+}
+
+/* ---- renewer ----------------------------------------------------------------- */
+
+struct fake_clock {
+    int64_t now;
+};
+static int64_t fake_now(void *user) { return ((struct fake_clock *)user)->now; }
+static void fake_sleep(void *user, int64_t ms) { ((struct fake_clock *)user)->now += ms; }
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_woken;
+
+static void wake(void)
+{
+    pthread_mutex_lock(&g_mu);
+    g_woken++;
+    pthread_cond_signal(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void test_renewer_loses_a_taken_lease(void **state)
+{
+    struct ckpt_store *st;
+    struct lease *a, *b;
+    struct lease_info other;
+    struct renewer rn;
+    struct fake_clock fc = { (int64_t)time(NULL) * 1000 };
+    struct lease_clock clock = { fake_now, fake_sleep, &fc };
+    char url[700], err[CKPT_ERR_MAX], why[800];
+    (void)state;
+    snprintf(url, sizeof url, "file://%s", g_dir);
+    assert_int_equal(ckpt_store_open(url, NULL, &st, err), CKPT_OK);
+    /* a long TTL: the renewer renews only when asked */
+    assert_int_equal(lease_open(st, "r", 600000, &clock, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "r", 600000, &clock, &b), CKPT_OK);
+    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    memset(&rn, 0, sizeof rn);
+    assert_int_equal(renewer_start(&rn, a, wake), 0);
+    assert_false(renewer_lost(&rn, why, sizeof why));
+    /* another runner takes the run over once a's lease has expired */
+    fc.now += 600000 + LEASE_SKEW_MS + 1;
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    /* a commit refused as fenced asks for a renewal now: it is refused */
+    renewer_kick(&rn);
+    pthread_mutex_lock(&g_mu);
+    while (!g_woken)
+        pthread_cond_wait(&g_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+    assert_true(renewer_lost(&rn, why, sizeof why));
+    assert_non_null(strstr(why, "taken over"));
+    renewer_stop(&rn);
+    assert_false(renewer_lost(&rn, why, sizeof why)); /* stopped: the caller's again */
+    lease_close(a);
+    lease_close(b);
+    ckpt_store_close(st);
+}
+
+/* ---- the child's environment -------------------------------------------------- */
+
+static const char *env_get(char **env, const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = env; *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+static void test_child_env(void **state)
+{
+    struct child_vars v = { "/tmp/sock", "k3y", "/data/ckpt", "file:///s", "r1", SIGUSR1, 1, 42,
+                            "lz4", 3, 9, "/lib/libckpt_preload.so" };
+    char **env;
+    int n = 0;
+    (void)state;
+    setenv("CKPT_STEP", "999", 1);        /* inherited: replaced */
+    setenv("CKPT_TEST_KEEP", "yes", 1);   /* not ours: kept */
+    setenv("LD_PRELOAD", "/lib/other.so", 1);
+    env = child_env(&v);
+    unsetenv("LD_PRELOAD");
+    assert_non_null(env);
+    assert_string_equal(env_get(env, "CKPT_SOCKET"), "/tmp/sock");
+    assert_string_equal(env_get(env, "CKPT_SOCKET_KEY"), "k3y");
+    assert_string_equal(env_get(env, "CKPT_DIR"), "/data/ckpt");
+    assert_string_equal(env_get(env, "CKPT_STORE"), "file:///s");
+    assert_string_equal(env_get(env, "CKPT_RUN"), "r1");
+    assert_string_equal(env_get(env, "CKPT_SIGNAL"), "SIGUSR1");
+    assert_string_equal(env_get(env, "CKPT_RESUMED"), "1");
+    assert_string_equal(env_get(env, "CKPT_STEP"), "42");
+    assert_string_equal(env_get(env, "CKPT_CODEC"), "lz4");
+    assert_string_equal(env_get(env, "CKPT_KEEP"), "3");
+    assert_string_equal(env_get(env, "CKPT_EPOCH"), "9");
+    assert_string_equal(env_get(env, "LD_PRELOAD"), "/lib/libckpt_preload.so:/lib/other.so");
+    assert_string_equal(env_get(env, "CKPT_TEST_KEEP"), "yes");
+    for (char **e = env; *e; e++)
+        n += strncmp(*e, "CKPT_STEP=", 10) == 0;
+    assert_int_equal(n, 1);
+    child_env_free(env);
+    /* not resumed, no socket, no signal: no CKPT_STEP, CKPT_SOCKET, CKPT_CODEC */
+    v.sock = "";
+    v.resumed = 0;
+    v.sig = 0;
+    v.codec = NULL;
+    v.epoch = 0;
+    v.preload = NULL;
+    env = child_env(&v);
+    assert_non_null(env);
+    assert_null(env_get(env, "CKPT_SOCKET"));
+    assert_null(env_get(env, "CKPT_STEP"));
+    assert_null(env_get(env, "CKPT_CODEC"));
+    assert_null(env_get(env, "CKPT_EPOCH"));
+    assert_string_equal(env_get(env, "CKPT_SIGNAL"), "none");
+    assert_string_equal(env_get(env, "CKPT_RESUMED"), "0");
+    child_env_free(env);
+    unsetenv("CKPT_STEP");
+    unsetenv("CKPT_TEST_KEEP");
+}
+
+/* ---- directories -------------------------------------------------------------- */
+
+static void test_fsutil(void **state)
+{
+    char p[1024], f[1100];
+    struct stat sb;
+    FILE *fp;
+    (void)state;
+    snprintf(p, sizeof p, "%s/a/b/c", g_dir);
+    assert_int_equal(mkdir_owner(p), 0);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 0777, 0700);       /* owner only */
+    assert_int_equal(mkdir_owner(p), 0);             /* there already: fine */
+    snprintf(f, sizeof f, "%s/file", p);
+    assert_non_null(fp = fopen(f, "w"));
+    fclose(fp);
+    assert_int_equal(mkdir_owner(f), -1);            /* a file in the way */
+    assert_int_equal(errno, ENOTDIR);
+    snprintf(p, sizeof p, "%s/a", g_dir);
+    assert_int_equal(rm_rf(p), 0);
+    assert_int_not_equal(stat(p, &sb), 0);
+    assert_int_equal(rm_rf(p), 0);                   /* gone already: fine */
+    assert_int_equal(rm_rf(f), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_notice_queue),
+        cmocka_unit_test(test_renewer_loses_a_taken_lease),
+        cmocka_unit_test(test_child_env),
+        cmocka_unit_test(test_fsutil),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
