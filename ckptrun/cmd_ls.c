@@ -31,8 +31,8 @@ static void ls_print(const struct rows *r)
                    "STORED", "NEW");
         printf("%-12" PRIu64 " %-24s %7" PRIu64 " %10s %10s %10s\n", i->step,
                i->time_ms < 0 ? "? (manifest unreadable)" : iso_time(i->time_ms, ts, sizeof ts),
-               i->items, fmt_bytes(i->raw, raw, sizeof raw),
-               fmt_bytes(i->stored, stored, sizeof stored), fmt_bytes(i->new_bytes, nw, sizeof nw));
+               i->items, ckpt_fmt_bytes(i->raw, raw, sizeof raw),
+               ckpt_fmt_bytes(i->stored, stored, sizeof stored), ckpt_fmt_bytes(i->new_bytes, nw, sizeof nw));
     }
 }
 

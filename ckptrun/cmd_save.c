@@ -131,9 +131,9 @@ int cmd_save(struct opts *o)
         }
         log_result("save", j, "step %" PRIu64 " committed: %" PRIu64 " files, %s, %s stored "
                    "(%s new), %s in %.1fs", res.step, res.files,
-                   fmt_bytes(res.raw_bytes, b1, sizeof b1),
-                   fmt_bytes(res.stored_bytes, b2, sizeof b2),
-                   fmt_bytes(res.new_bytes, b3, sizeof b3), fmt_rate(rate, r1, sizeof r1),
+                   ckpt_fmt_bytes(res.raw_bytes, b1, sizeof b1),
+                   ckpt_fmt_bytes(res.stored_bytes, b2, sizeof b2),
+                   ckpt_fmt_bytes(res.new_bytes, b3, sizeof b3), ckpt_fmt_rate(rate, r1, sizeof r1),
                    res.seconds);
         if (o->json && j)
             print_json(j);

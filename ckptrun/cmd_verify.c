@@ -44,7 +44,7 @@ int cmd_verify(struct opts *o)
                 files += rows.v[i].items;
             }
     }
-    t0 = mono_ms();
+    t0 = ckpt_mono_ms();
     pg = progress_start(ctx, "verify");
     st = ckpt_verify(ctx, o->step_set ? o->step : CKPT_STEP_ALL);
     progress_stop(pg);
@@ -87,8 +87,8 @@ int cmd_verify(struct opts *o)
     } else {
         log_result("verify", j, "%" PRIu64 " checkpoint%s intact: %" PRIu64 " files, %" PRIu64
                    " chunks, %s checked in %.1fs (%s)", ncheck, ncheck == 1 ? "" : "s", files,
-                   (uint64_t)pr.chunks_done, fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
-                   fmt_rate(secs > 0 ? (double)pr.bytes_done / secs : 0, r1, sizeof r1));
+                   (uint64_t)pr.chunks_done, ckpt_fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
+                   ckpt_fmt_rate(secs > 0 ? (double)pr.bytes_done / secs : 0, r1, sizeof r1));
     }
     if (o->json && j)
         print_json(j);

@@ -25,7 +25,7 @@ void print_json(cJSON *j)
 
 double secs_since(int64_t t0)
 {
-    return (double)(mono_ms() - t0) / 1000.0;
+    return (double)(ckpt_mono_ms() - t0) / 1000.0;
 }
 
 int file_store_missing(const struct opts *o)

@@ -30,7 +30,7 @@ int cmd_doctor(struct opts *o)
     }
     d->o = o;
     /* sizes follow the one convention (rules.h): 7GiB = 7G = 7 x 2^30 */
-    if (o->state_bytes && (parse_size(o->state_bytes, &d->state_bytes, NULL) != 0 ||
+    if (o->state_bytes && (ckpt_parse_size(o->state_bytes, &d->state_bytes, NULL) != 0 ||
                            d->state_bytes > (uint64_t)1e15)) {
         log_error("--state-bytes '%s' is not a size (e.g. 7GiB, 1.5G, 512M)", o->state_bytes);
         rc = EXIT_USAGE;
@@ -53,7 +53,7 @@ int cmd_doctor(struct opts *o)
         goto out;
     }
     budget = o->budget_ms ? o->budget_ms : DEFAULT_BUDGET_MS;
-    d->t0 = mono_ms();
+    d->t0 = ckpt_mono_ms();
     /* Keep a little of the budget for the summary and clean-up. */
     d->deadline = d->t0 + (int64_t)budget - (int64_t)(budget / 20);
     root = cJSON_CreateObject();
@@ -66,7 +66,7 @@ int cmd_doctor(struct opts *o)
     }
     if (!o->json)
         printf("ckptrun doctor: run '%s' in %s, budget %s\n", o->run, o->store,
-               fmt_duration(budget, b1, sizeof b1));
+               ckpt_fmt_duration(budget, b1, sizeof b1));
 
     check_notice(d);
     check_state(d);
@@ -137,7 +137,7 @@ int cmd_doctor(struct opts *o)
         }
         cJSON_AddItemToObject(root, "estimate", ej);
         ej = NULL;
-        cJSON_AddNumberToObject(root, "elapsed_ms", (double)(mono_ms() - d->t0));
+        cJSON_AddNumberToObject(root, "elapsed_ms", (double)(ckpt_mono_ms() - d->t0));
         cJSON_AddNumberToObject(root, "bytes_sent", (double)d->sent);
         cJSON_AddNumberToObject(root, "bytes_received", (double)d->received);
         s = cJSON_PrintUnformatted(root);
@@ -146,8 +146,8 @@ int cmd_doctor(struct opts *o)
         cJSON_free(s);
     } else {
         printf("doctor: %d ok, %d warn, %d fail in %s; sent %s to the store. %s\n", nv[V_OK],
-               nv[V_WARN], nv[V_FAIL], fmt_duration((uint64_t)(mono_ms() - d->t0), b1, sizeof b1),
-               fmt_bytes(d->sent, b2, sizeof b2),
+               nv[V_WARN], nv[V_FAIL], ckpt_fmt_duration((uint64_t)(ckpt_mono_ms() - d->t0), b1, sizeof b1),
+               ckpt_fmt_bytes(d->sent, b2, sizeof b2),
                nv[V_FAIL] ? "Something will not work: fix the fail lines first."
                : nv[V_WARN] ? "Should work; read the warn lines."
                             : "Everything fits.");

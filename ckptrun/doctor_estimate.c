@@ -55,7 +55,7 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
     char b1[32], b2[32], w[32];
     double avg = iv / 2.0 + commit_s, worst = iv + commit_s;
 
-    fmt_duration((uint64_t)d->window_ms, w, sizeof w);
+    ckpt_fmt_duration((uint64_t)d->window_ms, w, sizeof w);
     if (iv > 0) {
         /* preempted at a uniform moment of an interval: the last periodic
          * checkpoint is I/2 old on average, one interval when its
@@ -64,8 +64,8 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
         cJSON_AddNumberToObject(ej, "lost_if_final_fails_s", doctor_rnd1(avg));
         cJSON_AddNumberToObject(ej, "lost_if_final_fails_max_s", doctor_rnd1(worst));
     }
-    fmt_duration((uint64_t)(avg * 1000), b1, sizeof b1);
-    fmt_duration((uint64_t)(worst * 1000), b2, sizeof b2);
+    ckpt_fmt_duration((uint64_t)(avg * 1000), b1, sizeof b1);
+    ckpt_fmt_duration((uint64_t)(worst * 1000), b2, sizeof b2);
     if (d->window_ms > 0 && final_ok) {
         cJSON_AddNumberToObject(ej, "lost_per_preemption_s", 0);
         if (iv > 0)
@@ -118,7 +118,7 @@ void check_estimate(struct doctor *d, cJSON *ej)
     m.ratio = d->ratio;
     estimate(d, &m, 1.0, &full);
     estimate(d, &m, d->changed, &fin);
-    fmt_duration((uint64_t)d->window_ms, w, sizeof w);
+    ckpt_fmt_duration((uint64_t)d->window_ms, w, sizeof w);
     vf = fit(full.total_s, win);
     vi = fit(fin.total_s, win);
     /* The final save of a stop sends what changed since the last commit.
@@ -151,7 +151,7 @@ void check_estimate(struct doctor *d, cJSON *ej)
     }
     doctor_add(d, "estimate-full", vf, adv,
         "full checkpoint of %s: ~%.1f s from notice to commit (compress %.1f s, upload %.1f s "
-        "of %.0f%% stored, overlapped)%s%s%s%s", fmt_bytes(d->state_bytes, b1, sizeof b1),
+        "of %.0f%% stored, overlapped)%s%s%s%s", ckpt_fmt_bytes(d->state_bytes, b1, sizeof b1),
         full.total_s, full.cpu_s, full.net_s, d->ratio * 100.0,
         win > 0 ? "; window " : "; no notice window", win > 0 ? w : "",
         vf == V_OK ? "" : full.total_s > win ? ": does NOT fit" : ": tight", fits_why);

@@ -128,12 +128,12 @@ static void check_window(struct doctor *d)
         snprintf(d->window_src, sizeof d->window_src, "SLURM signal lead (--lead)");
     }
     d->window_ms = w;
-    fmt_duration((uint64_t)w, b1, sizeof b1);
+    ckpt_fmt_duration((uint64_t)w, b1, sizeof b1);
     if (w == 0) {
         if (o->interval_ms)
             doctor_add(d, "window", V_OK, NULL,
                 "no notice window: periodic checkpoints every %s bound the work lost",
-                fmt_duration(o->interval_ms, b2, sizeof b2));
+                ckpt_fmt_duration(o->interval_ms, b2, sizeof b2));
         else
             doctor_add(d, "window", V_WARN,
                 "set --interval (e.g. 30m): the work lost in a stop is then at most one interval",

@@ -16,7 +16,7 @@ const char *doctor_verdict_name(enum verdict v)
 
 int64_t doctor_left_ms(const struct doctor *d)
 {
-    int64_t l = d->deadline - mono_ms();
+    int64_t l = d->deadline - ckpt_mono_ms();
     return l > 0 ? l : 0;
 }
 
@@ -27,7 +27,7 @@ double doctor_rnd1(double x)
 
 const char *doctor_mb(double bytes, char *buf, size_t n)
 {
-    return fmt_bytes(bytes > 0 ? (uint64_t)bytes : 0, buf, n);
+    return ckpt_fmt_bytes(bytes > 0 ? (uint64_t)bytes : 0, buf, n);
 }
 
 void doctor_add(struct doctor *d, const char *name, enum verdict v, const char *advice,

@@ -5,6 +5,7 @@
  * async-signal-safe calls are made -- raw system calls, proctree.c, no
  * stdio and no allocation -- until it exits. It never returns into
  * ckptrun's code. */
+#include "ckpt_common.h"
 #include "keeper.h"
 #include "proctree.h"
 
@@ -35,13 +36,6 @@ struct keeper_cmd {
 static struct pt_proc g_procs[SCAN_MAX];
 static unsigned char g_mark[SCAN_MAX];
 static signed char g_catch[SCAN_MAX];
-
-static int64_t mono_ms_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void put(int fd, int type, int pid, int value)
 {
@@ -223,13 +217,13 @@ __attribute__((noreturn)) static void keeper_main(char *const *argv, char *const
         }
         if (none_left && mode != M_RUN)
             _exit(0); /* nothing of the job is left */
-        if (mode == M_FINISH && mono_ms_now() >= kill_at)
+        if (mode == M_FINISH && ckpt_mono_ms() >= kill_at)
             mode = M_KILL;
         if (mode == M_KILL) {
             signal_tree(SIGKILL);
             timeout = 20;
         } else if (mode == M_FINISH) {
-            int64_t left = kill_at - mono_ms_now();
+            int64_t left = kill_at - ckpt_mono_ms();
             timeout = left < 0 ? 0 : left > 50 ? 50 : (int)left;
         }
         if (cmd >= 0)
@@ -250,7 +244,7 @@ __attribute__((noreturn)) static void keeper_main(char *const *argv, char *const
                 mode = M_KILL;
             } else if (r == (ssize_t)sizeof c && c.type == KC_FINISH && mode == M_RUN) {
                 mode = M_FINISH;
-                kill_at = mono_ms_now() + (c.value > 0 ? c.value : 0);
+                kill_at = ckpt_mono_ms() + (c.value > 0 ? c.value : 0);
                 signal_tree(SIGTERM);
             }
         }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckpt_common.h"
 #include "lease.h"
 #include "ckpt_store.h"
 
@@ -37,10 +38,8 @@ struct lease {
 
 static int64_t sys_now_ms(void *user)
 {
-    struct timespec ts;
     (void)user;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return ckpt_now_ms();
 }
 
 static void sys_sleep_ms(void *user, int64_t ms)

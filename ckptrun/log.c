@@ -57,20 +57,6 @@ int log_interactive(void)
     return g_tty && !g_json && g_verbosity >= 0;
 }
 
-int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 char *iso_time(int64_t unix_ms, char *buf, size_t n)
 {
     time_t t = (time_t)(unix_ms / 1000);
@@ -194,7 +180,7 @@ static void put_json(const char *event, int level, const cJSON *fields, const ch
     char *s = NULL;
 
     if (o) {
-        cJSON_AddStringToObject(o, "time", iso_time(now_ms(), ts, sizeof ts));
+        cJSON_AddStringToObject(o, "time", iso_time(ckpt_now_ms(), ts, sizeof ts));
         cJSON_AddStringToObject(o, "event", event);
         if (level >= LOG_WARN)
             cJSON_AddStringToObject(o, "level", level_word(level));
@@ -222,7 +208,7 @@ void log_event(int level, const char *event, const cJSON *fields)
     if (g_json) {
         put_json(event, level, fields, NULL);
     } else {
-        fprintf(stderr, "ckptrun: %s %s", iso_time(now_ms(), ts, sizeof ts), event);
+        fprintf(stderr, "ckptrun: %s %s", iso_time(ckpt_now_ms(), ts, sizeof ts), event);
         if (level >= LOG_WARN) {
             fputs(" level=", stderr);
             put_level(level);

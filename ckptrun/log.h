@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 #include "ckpt.h"
+#include "ckpt_common.h"
 
 enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
 
@@ -63,9 +64,6 @@ ckpt_log_level log_lib_level(void);
 void log_lib_hold(void);
 void log_lib_release(const char *final_msg);
 
-/* Wall clock in Unix ms and a monotonic clock in ms. */
-int64_t now_ms(void);
-int64_t mono_ms(void);
 /* ISO-8601 UTC with milliseconds into buf (>= 32 bytes). */
 char *iso_time(int64_t unix_ms, char *buf, size_t n);
 /* "3 min ago", "in 40 s", "just now": `t_ms` relative to `now`. */

@@ -8,7 +8,7 @@
  */
 #include "notice_int.h"
 #include "ckpt_http.h"
-#include "imds.h"
+#include "ckpt_http.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

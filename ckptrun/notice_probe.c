@@ -103,18 +103,18 @@ int notice_probe(const struct notice_config *cfg, long timeout_ms,
         }
     }
     snprintf(url, sizeof url, "%s%s", r->base, path);
-    t0 = mono_ms();
+    t0 = ckpt_mono_ms();
     if (notice_http(http, "GET", url, hdrs, NULL, timeout_ms, BODY_MAX_AZURE, &rep)) {
-        r->latency_ms = (long)(mono_ms() - t0);
+        r->latency_ms = (long)(ckpt_mono_ms() - t0);
         snprintf(r->detail, sizeof r->detail, "%.60s: %.180s", path, rep.err);
         goto out;
     }
-    r->latency_ms = (long)(mono_ms() - t0);
+    r->latency_ms = (long)(ckpt_mono_ms() - t0);
     r->reachable = 1;
     r->status = rep.status;
     if (rep.status == 200) {
         struct notice_event ev;
-        int64_t now = now_ms();
+        int64_t now = ckpt_now_ms();
         int k = strcmp(prov, "aws") == 0      ? notice_parse_aws_action(rep.body, rep.len, now, &ev)
                 : strcmp(prov, "gcp") == 0    ? notice_parse_gcp_preempted(rep.body, rep.len, now, &ev)
                 : strcmp(prov, "azure") == 0  ? notice_parse_azure(rep.body, rep.len, now, &ev)

@@ -2,7 +2,7 @@
  * each provider serves: notice.h, docs/notices.md). Each runs on its
  * watch's thread until the poller stops. */
 #include "notice_int.h"
-#include "imds.h"
+#include "ckpt_http.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -70,7 +70,7 @@ void notice_run_gcp(struct nwatch *w)
     while (!atomic_load(&p->stop)) {
         struct reply r;
         long pause = 0;
-        int64_t t0 = mono_ms();
+        int64_t t0 = ckpt_mono_ms();
         snprintf(url, sizeof url,
                  "%s/computeMetadata/v1/%s?wait_for_change=true&timeout_sec=%d&last_etag=%s",
                  p->base, w->path, GCP_WAIT_S, etag);
@@ -95,7 +95,7 @@ void notice_run_gcp(struct nwatch *w)
         }
         free(r.body);
         /* Never faster than 4 requests a second, whatever the server does. */
-        if (!pause && mono_ms() - t0 < 250)
+        if (!pause && ckpt_mono_ms() - t0 < 250)
             pause = 250;
         if (pause && notice_nap(p, pause))
             break;
@@ -113,9 +113,9 @@ static void azure_vm_name(struct nwatch *w)
     struct reply r;
     size_t i;
 
-    if (p->azure_vm[0] || mono_ms() < p->azure_vm_retry_ms)
+    if (p->azure_vm[0] || ckpt_mono_ms() < p->azure_vm_retry_ms)
         return;
-    p->azure_vm_retry_ms = mono_ms() + 60000;
+    p->azure_vm_retry_ms = ckpt_mono_ms() + 60000;
     snprintf(url, sizeof url, "%s/metadata/instance/compute/name?api-version=2021-02-01&format=text",
              p->base);
     if (notice_http(p->http, "GET", url, azure_hdrs, NULL, PLAIN_TIMEOUT_MS, 256, &r))
@@ -151,7 +151,7 @@ void notice_run_azure(struct nwatch *w)
                 notice_cond_fail(w, 0, "scheduledevents: %s", r.err);
         } else if (r.status == 200) {
             struct notice_event ev;
-            int rc = parse_azure_self(r.body, r.len, now_ms(), &ev, p->azure_vm);
+            int rc = parse_azure_self(r.body, r.len, ckpt_now_ms(), &ev, p->azure_vm);
             if (rc < 0) {
                 notice_cond_fail(w, 0, "%s", ev.detail);
             } else {
@@ -178,12 +178,12 @@ static void aliyun_token(struct nwatch *w)
     struct reply r;
     size_t n;
 
-    if (p->aliyun_token[0] && mono_ms() < p->aliyun_renew_ms)
+    if (p->aliyun_token[0] && ckpt_mono_ms() < p->aliyun_renew_ms)
         return;
-    if (!p->aliyun_token[0] && mono_ms() < p->aliyun_renew_ms)
+    if (!p->aliyun_token[0] && ckpt_mono_ms() < p->aliyun_renew_ms)
         return; /* recently refused: wait before asking again */
     p->aliyun_token[0] = '\0';
-    p->aliyun_renew_ms = mono_ms() + 60000;
+    p->aliyun_renew_ms = ckpt_mono_ms() + 60000;
     snprintf(url, sizeof url, "%s/latest/api/token", p->base);
     snprintf(ttl, sizeof ttl, "X-aliyun-ecs-metadata-token-ttl-seconds: %d", ALIYUN_TTL_S);
     if (notice_http(p->http, "PUT", url, hdrs, "", PLAIN_TIMEOUT_MS, 1024, &r))
@@ -195,7 +195,7 @@ static void aliyun_token(struct nwatch *w)
         !memchr(r.body, '\r', n)) {
         memcpy(p->aliyun_token, r.body, n);
         p->aliyun_token[n] = '\0';
-        p->aliyun_renew_ms = mono_ms() + (ALIYUN_TTL_S - 60) * 1000LL;
+        p->aliyun_renew_ms = ckpt_mono_ms() + (ALIYUN_TTL_S - 60) * 1000LL;
     }
     free(r.body);
 }

@@ -96,7 +96,7 @@ void notice_deliver(struct notice_poller *p, struct notice_event *ev)
     notice_log(p, CKPT_LOG_INFO, "%s: %s notice, deadline in %lld ms: %s", p->provider,
          ev->kind == NOTICE_TERMINATE ? "terminate"
          : ev->kind == NOTICE_REBALANCE ? "rebalance" : "maintenance",
-         ev->deadline_ms ? (long long)(ev->deadline_ms - now_ms()) : 0LL, ev->detail);
+         ev->deadline_ms ? (long long)(ev->deadline_ms - ckpt_now_ms()) : 0LL, ev->detail);
     p->cb(p->user, ev);
 out:
     pthread_mutex_unlock(&p->deliver_mu);
@@ -105,7 +105,7 @@ out:
 void notice_handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len)
 {
     struct notice_event ev;
-    int r = parse(body, len, now_ms(), &ev);
+    int r = parse(body, len, ckpt_now_ms(), &ev);
     if (r < 0) {
         notice_cond_fail(w, slot, "%s", ev.detail);
         return;

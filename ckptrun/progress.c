@@ -32,17 +32,17 @@ char *progress_text(const char *what, uint64_t done, uint64_t total, double rate
 {
     char d[32], t[32], r[32], eta[32] = "";
 
-    fmt_bytes(done, d, sizeof d);
-    fmt_rate(rate, r, sizeof r);
+    ckpt_fmt_bytes(done, d, sizeof d);
+    ckpt_fmt_rate(rate, r, sizeof r);
     if (total && done <= total) {
         if (rate > 0 && done < total) {
             char e[32];
             snprintf(eta, sizeof eta, "  ETA %s",
-                     fmt_duration((uint64_t)((double)(total - done) / rate * 1000.0), e,
+                     ckpt_fmt_duration((uint64_t)((double)(total - done) / rate * 1000.0), e,
                                   sizeof e));
         }
         snprintf(buf, n, "%s %3u%%  %s / %s  %s%s", what,
-                 (unsigned)(total ? done * 100 / total : 0), d, fmt_bytes(total, t, sizeof t),
+                 (unsigned)(total ? done * 100 / total : 0), d, ckpt_fmt_bytes(total, t, sizeof t),
                  r, eta);
     } else {
         snprintf(buf, n, "%s  %s  %s", what, d, r);
@@ -54,7 +54,7 @@ static void draw(struct progress *p)
 {
     struct ckpt_progress pr;
     char line[320], tmp[256];
-    int64_t now = mono_ms();
+    int64_t now = ckpt_mono_ms();
     unsigned slot = p->win_n % 8, oldest;
     double rate;
 
@@ -114,7 +114,7 @@ struct progress *progress_start(struct ckpt_ctx *ctx, const char *what)
         return NULL;
     p->ctx = ctx;
     p->what = what;
-    p->t0 = mono_ms();
+    p->t0 = ckpt_mono_ms();
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     /* signals stay with the main thread (as the library's threads do) */

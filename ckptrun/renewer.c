@@ -15,9 +15,9 @@ static void *renew_main(void *arg)
     char err[CKPT_ERR_MAX];
 
     pthread_mutex_lock(&r->mu);
-    r->next = mono_ms() + every;
+    r->next = ckpt_mono_ms() + every;
     while (!r->stop) {
-        int64_t now = mono_ms(), next = r->next;
+        int64_t now = ckpt_mono_ms(), next = r->next;
         ckpt_status st;
         if (now < next) {
             struct timespec ts;
@@ -36,7 +36,7 @@ static void *renew_main(void *arg)
         st = lease_renew(r->l, err);
         pthread_mutex_lock(&r->mu);
         if (st == CKPT_OK) {
-            r->next = mono_ms() + every;
+            r->next = ckpt_mono_ms() + every;
             continue;
         }
         if (st == CKPT_E_FENCED || lease_expired(r->l)) {
@@ -55,7 +55,7 @@ static void *renew_main(void *arg)
         /* Transient: retry soon, until expiry. */
         log_msg(LOG_WARN, "lease", "renewal failed (%s%s%s); retrying", ckpt_strerror(st),
                 err[0] ? ": " : "", err);
-        r->next = mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
+        r->next = ckpt_mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;

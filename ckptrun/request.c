@@ -39,12 +39,12 @@ enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadl
         else
             log_msg(LOG_WARN, "request", "the command does not handle %s now (no process of "
                     "its tree does: still starting, or exiting): not sent, it would kill it",
-                    signal_name(s->o->sig));
+                    ckpt_signal_name(s->o->sig));
     }
     if (f) {
         cJSON_AddStringToObject(f, "reason", reason);
         cJSON_AddStringToObject(f, "via", ch == CH_SOCKET || ch == CH_FILES ? "socket"
-                                         : ch == CH_SIGNAL ? signal_name(s->o->sig) : "none");
+                                         : ch == CH_SIGNAL ? ckpt_signal_name(s->o->sig) : "none");
         if (pids[0])
             cJSON_AddStringToObject(f, "pids", pids);
         if (deadline_unix)

@@ -25,11 +25,7 @@ void stop_init(struct stop_state *st)
 /* The store's retries end with the stop (retry.h). */
 static void retry_until(int64_t deadline)
 {
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
     ckpt_retry_set_deadline(deadline);
-#else
-    (void)deadline;
-#endif
 }
 
 void stop_finish_acks(struct sup *s)
@@ -102,14 +98,14 @@ static void enter_term(struct sup *s)
         return;
     }
     if ((f = sup_fields())) {
-        cJSON_AddStringToObject(f, "signal", signal_name(st->term_sig));
+        cJSON_AddStringToObject(f, "signal", ckpt_signal_name(st->term_sig));
         if (!st->no_kill)
-            cJSON_AddNumberToObject(f, "kill_in_ms", (double)(st->deadline - mono_ms()));
+            cJSON_AddNumberToObject(f, "kill_in_ms", (double)(st->deadline - ckpt_mono_ms()));
     }
     sup_event(s, LOG_INFO, "terminate", f, 0);
-    told = ctl_stopping(s->ctl, st->reason, signal_name(st->term_sig));
+    told = ctl_stopping(s->ctl, st->reason, ckpt_signal_name(st->term_sig));
     if (told > 0) {
-        int64_t due = mono_ms() + STOPPING_ACK_MS;
+        int64_t due = ckpt_mono_ms() + STOPPING_ACK_MS;
         st->term_due = due < st->deadline || st->no_kill ? due : st->deadline;
     } else {
         send_term(s);
@@ -136,11 +132,11 @@ void stop_lease_lost(struct sup *s, const char *why)
     if (s->w)
         watch_pause(s->w);
     if (st->phase == P_RUN) {
-        st->t0 = mono_ms();
+        st->t0 = ckpt_mono_ms();
         st->deadline = st->t0 + (int64_t)s->o->grace_ms;
         snprintf(st->reason, sizeof st->reason, "lease-lost");
-    } else if (st->deadline > mono_ms() + (int64_t)s->o->grace_ms) {
-        st->deadline = mono_ms() + (int64_t)s->o->grace_ms;
+    } else if (st->deadline > ckpt_mono_ms() + (int64_t)s->o->grace_ms) {
+        st->deadline = ckpt_mono_ms() + (int64_t)s->o->grace_ms;
     }
     enter_term(s);
 }
@@ -194,13 +190,13 @@ static const char *stop_codec(const struct sup *s, int64_t budget)
 void stop_begin(struct sup *s, const struct stop_cause *c)
 {
     struct stop_state *st = &s->stop;
-    int64_t now = mono_ms(), d, total, killwin;
+    int64_t now = ckpt_mono_ms(), d, total, killwin;
     const char *codec, *reason = c->reason;
     int user = 0;
     cJSON *f;
 
     if (c->deadline_unix > 0)
-        d = now + (c->deadline_unix - now_ms()) - STOP_MARGIN_MS;
+        d = now + (c->deadline_unix - ckpt_now_ms()) - STOP_MARGIN_MS;
     else
         d = now + (int64_t)s->o->grace_ms;
     if (d < now + 1000)
@@ -261,7 +257,7 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
     if (codec)
         watch_next_codec(s->w, strcmp(codec, "none") == 0 ? CKPT_CODEC_NONE : CKPT_CODEC_LZ4);
-    st->via = s->ch.alive ? request_checkpoint(s, "stop", now_ms() + (st->ckpt_end - now), codec,
+    st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now), codec,
                                                c->except, c->self)
                           : CH_NONE;
     if (st->via == CH_NONE) {
@@ -278,8 +274,8 @@ void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel
     char reason[16];
     struct stop_cause c = { reason, 0, NULL, -1, CH_NONE, since_mono, job };
 
-    /* a copy: signal_name() reuses one buffer */
-    snprintf(reason, sizeof reason, "%s", signal_name(sig));
+    /* a copy: ckpt_signal_name() reuses one buffer */
+    snprintf(reason, sizeof reason, "%s", ckpt_signal_name(sig));
     if (job && from_slot < 0) {
         c.except = -2;
     } else if (from_slot >= 0) {
@@ -290,7 +286,7 @@ void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel
         /* Batch schedulers (SLURM --signal, LSF, PBS) warn this way ahead
          * of the time limit: a stop with --lead to go. */
         s->stop.warned = 1;
-        c.deadline_unix = now_ms() + (int64_t)s->o->lead_ms + STOP_MARGIN_MS;
+        c.deadline_unix = ckpt_now_ms() + (int64_t)s->o->lead_ms + STOP_MARGIN_MS;
     }
     stop_begin(s, &c);
 }

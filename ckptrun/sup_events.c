@@ -36,15 +36,15 @@ static void child_exited(struct sup *s, pid_t pid, int st)
         cJSON_AddNumberToObject(f, "pid", (double)pid);
         cJSON_AddNumberToObject(f, "code", s->ch.code);
         if (WIFSIGNALED(st))
-            cJSON_AddStringToObject(f, "signal", signal_name(WTERMSIG(st)));
+            cJSON_AddStringToObject(f, "signal", ckpt_signal_name(WTERMSIG(st)));
     }
     sup_event(s, LOG_INFO, "child-exit", f, 0);
     /* A clean exit leaves no writer: what is still settling is done;
      * after any exit the links are read again (watch.h). */
     if (s->w)
         watch_child_exit(s->w, s->ch.code);
-    if (s->stop.phase != P_RUN && s->stop.deadline - mono_ms() < grace)
-        grace = s->stop.deadline - mono_ms();
+    if (s->stop.phase != P_RUN && s->stop.deadline - ckpt_mono_ms() < grace)
+        grace = s->stop.deadline - ckpt_mono_ms();
     child_finish_tree(&s->ch, grace, s->stop.phase == P_KILL);
 }
 
@@ -82,11 +82,11 @@ void sup_on_keeper(struct sup *s)
             if (m.value == SIGTERM || m.value == SIGINT) {
                 cJSON *f = sup_fields();
                 if (f) {
-                    cJSON_AddStringToObject(f, "signal", signal_name(m.value));
+                    cJSON_AddStringToObject(f, "signal", ckpt_signal_name(m.value));
                     cJSON_AddNumberToObject(f, "sender", m.pid);
                 }
                 sup_event(s, LOG_INFO, "group-signal", f, 0);
-                stop_on_signal(s, m.value, 1, -1, CH_NONE, mono_ms());
+                stop_on_signal(s, m.value, 1, -1, CH_NONE, ckpt_mono_ms());
             }
             break;
         default:
@@ -124,13 +124,13 @@ static void on_signal(struct sup *s, int sig)
     case SIGHUP:
     case SIGQUIT:
         if ((f = sup_fields()))
-            cJSON_AddStringToObject(f, "signal", signal_name(sig));
+            cJSON_AddStringToObject(f, "signal", ckpt_signal_name(sig));
         sup_event(s, LOG_INFO, "forward", f, 0);
         child_signal_group(&s->ch, sig);
         /* SIGINT is the user interrupting the run: the job's processes got
          * it now (those that turn it into a stop ask themselves). */
         if (sig == SIGINT)
-            stop_on_signal(s, SIGINT, 1, -1, CH_NONE, mono_ms());
+            stop_on_signal(s, SIGINT, 1, -1, CH_NONE, ckpt_mono_ms());
         break;
     default:
         break;
@@ -333,8 +333,8 @@ void sup_arm_timer(struct sup *s)
             due = cands[i];
     memset(&its, 0, sizeof its);
     if (due > 0) {
-        if (due <= mono_ms())
-            due = mono_ms() + 1; /* zero would disarm */
+        if (due <= ckpt_mono_ms())
+            due = ckpt_mono_ms() + 1; /* zero would disarm */
         its.it_value.tv_sec = due / 1000;
         its.it_value.tv_nsec = (due % 1000) * 1000000;
     }
@@ -343,7 +343,7 @@ void sup_arm_timer(struct sup *s)
 
 void sup_on_timer(struct sup *s)
 {
-    int64_t now = mono_ms();
+    int64_t now = ckpt_mono_ms();
     uint64_t ticks;
 
     if (read(s->tfd, &ticks, sizeof ticks) < 0)

@@ -228,7 +228,7 @@ static int start_child(struct sup *s, const char *preload)
     }
     sup_event(s, LOG_INFO, "start", f, 1);
     if (s->o->interval_ms)
-        s->next_periodic = mono_ms() + (int64_t)s->o->interval_ms;
+        s->next_periodic = ckpt_mono_ms() + (int64_t)s->o->interval_ms;
 out:
     child_env_free(env);
     return rc;
@@ -243,9 +243,9 @@ static int loop_done(struct sup *s)
         return 0;
     if (!watch_busy(s->w) && !tree_left)
         return 1;
-    if (s->stop.drain_deadline && mono_ms() >= s->stop.drain_deadline && !tree_left)
+    if (s->stop.drain_deadline && ckpt_mono_ms() >= s->stop.drain_deadline && !tree_left)
         return 1;
-    return s->stop.phase != P_RUN && mono_ms() >= s->stop.deadline;
+    return s->stop.phase != P_RUN && ckpt_mono_ms() >= s->stop.deadline;
 }
 
 static void loop(struct sup *s)
@@ -253,7 +253,7 @@ static void loop(struct sup *s)
     while (!loop_done(s)) {
         struct pollfd pf[MAX_PFDS];
         int n = 0, nbase;
-        if (watch_dirty(s->w) || (s->watch_due >= 0 && mono_ms() >= s->watch_due))
+        if (watch_dirty(s->w) || (s->watch_due >= 0 && ckpt_mono_ms() >= s->watch_due))
             s->watch_due = watch_tick(s->w);
         if (loop_done(s))
             break;
@@ -377,7 +377,7 @@ int supervise(struct opts *o, enum sup_mode mode)
     s->last_step = -1;
     s->last_changed = -1;
     s->watch_due = -1;
-    s->started_ms = now_ms();
+    s->started_ms = ckpt_now_ms();
     if (o->nargs < 1) {
         log_error("no command to run: ckptrun [run] [OPTIONS] -- COMMAND [ARG...]");
         rc = EXIT_USAGE;

@@ -111,7 +111,7 @@ int watch_open(struct watch **out, const char *dir, const char *marker, uint64_t
     DIR *d = NULL;
     struct dirent *de;
     struct stored sd = { 0 };
-    int64_t now = mono_ms();
+    int64_t now = ckpt_mono_ms();
     int rc = -1, adopted = 0, fresh = 0;
 
     *out = NULL;
@@ -287,7 +287,7 @@ void watch_pause(struct watch *w) { w->paused = 1; }
 void watch_stopping(struct watch *w)
 {
     if (!w->stop_at)
-        w->stop_at = mono_ms();
+        w->stop_at = ckpt_mono_ms();
     w->dirty = 1;
 }
 
@@ -304,7 +304,7 @@ int watch_busy(struct watch *w)
 
 int64_t watch_tick(struct watch *w)
 {
-    int64_t now = mono_ms(), next = -1;
+    int64_t now = ckpt_mono_ms(), next = -1;
 
     w->dirty = 0;
     if (w->paused)
@@ -363,7 +363,7 @@ int64_t watch_tick(struct watch *w)
 
 void watch_child_exit(struct watch *w, int code)
 {
-    int64_t now = mono_ms();
+    int64_t now = ckpt_mono_ms();
 
     w->child_alive = 0;
     w->pgid = 0;

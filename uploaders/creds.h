@@ -8,7 +8,7 @@
  *  profile AWS_PROFILE (default "default") in AWS_SHARED_CREDENTIALS_FILE
  *  (~/.aws/credentials) and AWS_CONFIG_FILE (~/.aws/config, "[profile
  *  NAME]"), then (s3:// only) the EC2 instance role through IMDSv2
- *  (imds.h). The profile also gives the region, the endpoint and the S3
+ *  (ckpt_http.h, IMDS). The profile also gives the region, the endpoint and the S3
  *  addressing style, as the AWS CLI reads them.
  * Azure (az://), first match wins: AZURE_STORAGE_CONNECTION_STRING
  *  (AccountName, AccountKey or SharedAccessSignature, BlobEndpoint or

@@ -5,7 +5,7 @@
 #include "creds.h"
 #include "backend.h"
 #include "digest.h"
-#include "imds.h"
+#include "ckpt_http.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

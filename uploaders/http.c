@@ -3,6 +3,7 @@
  * thread, which callers hand their requests to. See ckpt_http.h for the
  * policy.
  */
+#include "ckpt_common.h"
 #include "ckpt_http.h"
 #include "ckpt_store.h"
 #include "retry.h"
@@ -284,14 +285,6 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
     return len;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Token-bucket pacing shared by all transfers: each piece of an upload
  * books its slot on a virtual clock advancing at rate_bps, and its transfer
  * pauses until then. Up to 100 ms of unused budget may be spent at once (a
@@ -299,7 +292,7 @@ static int64_t mono_ns(void)
 static int64_t book(struct ckpt_http *h, size_t n)
 {
     const int64_t burst_ns = 100000000;
-    int64_t now = mono_ns(), slot;
+    int64_t now = (int64_t)ckpt_mono_ns(), slot;
 
     if (h->next_ns < now - burst_ns)
         h->next_ns = now - burst_ns;
@@ -323,7 +316,7 @@ static size_t on_read(char *p, size_t sz, size_t n, void *u)
             x->booked = want;
             x->slot_ns = book(x->h, want);
         }
-        if (x->slot_ns > mono_ns()) {
+        if (x->slot_ns > (int64_t)ckpt_mono_ns()) {
             x->paused = 1;    /* the loop resumes it at slot_ns */
             return CURL_READFUNC_PAUSE;
         }
@@ -418,7 +411,7 @@ static void *loop_main(void *arg)
         }
         /* paced uploads whose slot has come go on; the next slot bounds
          * the wait */
-        now = mono_ns();
+        now = (int64_t)ckpt_mono_ns();
         for (unsigned i = 0; i < h->nactive; i++) {
             x = h->active[i];
             if (!x->paused)

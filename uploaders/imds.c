@@ -1,5 +1,5 @@
 /*
- * imds.c -- the process-wide AWS EC2 instance-metadata client (see imds.h).
+ * imds.c -- the process-wide AWS EC2 instance-metadata client (ckpt_http.h).
  *
  * Why one client per base URL: the S3 credential chain and the spot-notice
  * poller both talk to IMDS, and IMDSv2 wants one session token reused for its
@@ -15,9 +15,8 @@
  * X-aws-ec2-metadata-token; 401 means missing/expired token; fall back to
  * IMDSv1 only when the PUT answers 403, 404 or 405.
  */
-#include "imds.h"
+#include "ckpt_http.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -25,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
+
+#include "ckpt_common.h"
+#include "ckpt_http.h"
 
 #define IMDS_DEFAULT_BASE "http://169.254.169.254"
 #define IMDS_BASE_MAX 256
@@ -39,6 +40,7 @@ struct ckpt_imds {
     struct ckpt_imds *next;      /* registry link, immutable after insert */
     char base[IMDS_BASE_MAX];    /* immutable */
     long ttl_s;                  /* immutable */
+    struct ckpt_http *http;      /* its transport: never through a proxy */
     pthread_mutex_t mu;          /* guards the fields below */
     char token[IMDS_TOKEN_MAX];  /* "" when none */
     int64_t token_renew_ms;      /* monotonic time after which we renew */
@@ -48,22 +50,6 @@ struct ckpt_imds {
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ckpt_imds *reg_head;
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_ok;
-
-static void curl_init_once(void)
-{
-    /* curl_global_init is reference counted and not thread-safe on older
-     * libcurl; doing it once here keeps this module self-contained. */
-    curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void set_err(char *err, const char *fmt, ...)
 {
@@ -83,6 +69,9 @@ static int env_true(const char *name)
 
 struct ckpt_imds *ckpt_imds_shared(const char *base_url)
 {
+    /* Metadata addresses never go through a proxy (DESIGN.md 3); a few
+     * requests at a time are all a poller and a credential refresh make. */
+    static const struct ckpt_http_opts hopts = { .max_handles = 4, .no_proxy = 1 };
     struct ckpt_imds *m = NULL;
     const char *base = base_url;
     char norm[IMDS_BASE_MAX];
@@ -102,10 +91,6 @@ struct ckpt_imds *ckpt_imds_shared(const char *base_url)
     memcpy(norm, base, n);
     norm[n] = '\0';
 
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ok)
-        return NULL;
-
     pthread_mutex_lock(&reg_mu);
     for (m = reg_head; m; m = m->next)
         if (strcmp(m->base, norm) == 0)
@@ -113,6 +98,12 @@ struct ckpt_imds *ckpt_imds_shared(const char *base_url)
     m = calloc(1, sizeof *m);
     if (!m)
         goto out;
+    m->http = ckpt_http_new(&hopts);
+    if (!m->http) {
+        free(m);
+        m = NULL;
+        goto out;
+    }
     memcpy(m->base, norm, n + 1);
     m->ttl_s = IMDS_TTL_DEFAULT_S;
     {
@@ -132,92 +123,39 @@ out:
 
 /* ---- one HTTP exchange ---------------------------------------------------- */
 
-struct sink {
-    char *buf;
-    size_t len, cap, max;
-    int overflow;
-};
-
-static size_t sink_write(char *p, size_t sz, size_t nm, void *u)
+/* One request on the client's transport, within timeout_ms for the whole
+ * exchange. `put` selects the token PUT (empty body). On a reply, *body
+ * (malloc'd, NUL-terminated, at most max_len bytes) and *http_status. */
+static ckpt_status exchange(struct ckpt_imds *m, const char *url, int put,
+                            const char *header, long timeout_ms, size_t max_len, char **body,
+                            size_t *len, long *http_status, char *err)
 {
-    struct sink *s = u;
-    size_t n = sz * nm;
-    if (s->len + n > s->max) {
-        s->overflow = 1;
-        return 0; /* aborts the transfer: bodies are capped, never truncated */
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t c = s->cap ? s->cap : 256;
-        char *nb;
-        while (c < s->len + n + 1)
-            c *= 2;
-        nb = realloc(s->buf, c);
-        if (!nb)
-            return 0;
-        s->buf = nb;
-        s->cap = c;
-    }
-    memcpy(s->buf + s->len, p, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
-    return n;
-}
+    const char *hdrs[1] = { header };
+    struct ckpt_http_req req = { .method = put ? "PUT" : "GET", .url = url,
+                                 .headers = hdrs, .nheaders = header ? 1 : 0,
+                                 .max_body = max_len };
+    struct ckpt_http_resp resp;
+    ckpt_status st;
 
-/* Performs one request. `put` selects the token PUT (empty body). */
-static ckpt_status exchange(const char *url, int put, struct curl_slist *hdrs,
-                            long timeout_ms, size_t max_len, struct sink *s,
-                            long *http_status, char *err)
-{
-    ckpt_status st = CKPT_OK;
-    CURL *c = curl_easy_init();
-    CURLcode rc;
-
-    if (!c) {
-        st = CKPT_E_NOMEM;
-        set_err(err, "imds: curl_easy_init failed");
-        goto out;
-    }
-    s->max = max_len;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    /* Metadata addresses never go through a proxy (DESIGN.md 3). */
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
-#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string form */
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* we run in threads */
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1000L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1000L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-    if (put) {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
-    }
-    if (hdrs)
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    rc = curl_easy_perform(c);
-    if (rc != CURLE_OK) {
-        if (s->overflow) {
-            st = CKPT_E_CORRUPT;
-            set_err(err, "imds: reply body over %zu bytes", max_len);
-        } else if (rc == CURLE_OUT_OF_MEMORY) {
-            st = CKPT_E_NOMEM;
+    *body = NULL;
+    *len = 0;
+    st = ckpt_http_do_within(m->http, &req, timeout_ms > 0 ? timeout_ms : 1000L, &resp);
+    if (st == CKPT_OK && resp.body_overflow) {
+        st = CKPT_E_CORRUPT;
+        set_err(err, "imds: reply body over %zu bytes", max_len);
+    } else if (st == CKPT_E_NOMEM) {
+        set_err(err, "imds: out of memory");
+    } else if (st != CKPT_OK) {
+        st = CKPT_E_UNREACHABLE;
+        set_err(err, "imds: %s", resp.errmsg[0] ? resp.errmsg
+                                                : ckpt_http_reason(resp.curl_code));
+    } else {
+        *http_status = resp.status;
+        st = ckpt_http_resp_take_body(&resp, (void **)body, len);
+        if (st)
             set_err(err, "imds: out of memory");
-        } else {
-            st = CKPT_E_UNREACHABLE;
-            set_err(err, "imds: %s", curl_easy_strerror(rc));
-        }
-        goto out;
     }
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, http_status);
-out:
-    if (c)
-        curl_easy_cleanup(c);
+    ckpt_http_resp_free(&resp);
     return st;
 }
 
@@ -226,12 +164,10 @@ out:
 static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
 {
     ckpt_status st = CKPT_OK;
-    struct sink s = {0};
-    struct curl_slist *h = NULL, *h2;
-    char url[IMDS_BASE_MAX + 32], ttl[64];
+    char url[IMDS_BASE_MAX + 32], ttl[64], *body = NULL;
     long code = 0;
-    int64_t now = mono_ms();
-    size_t n;
+    int64_t now = ckpt_mono_ms();
+    size_t n = 0;
 
     if (m->v1 && now < m->v1_until_ms)
         goto out;
@@ -240,16 +176,8 @@ static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
 
     snprintf(url, sizeof url, "%s/latest/api/token", m->base);
     snprintf(ttl, sizeof ttl, "X-aws-ec2-metadata-token-ttl-seconds: %ld", m->ttl_s);
-    h = curl_slist_append(NULL, ttl);
-    /* No Expect: 100-continue and no content type: IMDS wants a bare PUT. */
-    h2 = h ? curl_slist_append(h, "Expect:") : NULL;
-    if (!h2) {
-        st = CKPT_E_NOMEM;
-        set_err(err, "imds: out of memory");
-        goto out;
-    }
-    h = h2;
-    st = exchange(url, 1, h, timeout_ms, IMDS_TOKEN_MAX - 1, &s, &code, err);
+    /* The transport sends no Expect: 100-continue: IMDS wants a bare PUT. */
+    st = exchange(m, url, 1, ttl, timeout_ms, IMDS_TOKEN_MAX - 1, &body, &n, &code, err);
     if (st != CKPT_OK)
         goto out;
     if (code == 403 || code == 404 || code == 405) {
@@ -264,17 +192,16 @@ static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
         set_err(err, "imds: token PUT answered HTTP %ld", code);
         goto out;
     }
-    n = s.len;
-    while (n > 0 && (s.buf[n - 1] == '\n' || s.buf[n - 1] == '\r' || s.buf[n - 1] == ' '))
+    while (n > 0 && (body[n - 1] == '\n' || body[n - 1] == '\r' || body[n - 1] == ' '))
         n--;
-    if (n == 0 || memchr(s.buf, '\n', n) || memchr(s.buf, '\r', n)) {
+    if (n == 0 || memchr(body, '\n', n) || memchr(body, '\r', n)) {
         /* A token is sent back as a header: refuse anything that would
          * break or inject header lines. */
         st = CKPT_E_CORRUPT;
         set_err(err, "imds: token PUT returned an unusable token");
         goto out;
     }
-    memcpy(m->token, s.buf, n);
+    memcpy(m->token, body, n);
     m->token[n] = '\0';
     m->v1 = 0;
     {
@@ -283,8 +210,7 @@ static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
         m->token_renew_ms = now + ttl_ms - margin;
     }
 out:
-    curl_slist_free_all(h);
-    free(s.buf);
+    free(body);
     return st;
 }
 
@@ -295,10 +221,9 @@ ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms
     ckpt_status st = CKPT_OK;
     char url[IMDS_BASE_MAX + 1024];
     char hdr[IMDS_TOKEN_MAX + 64];
-    struct sink s = {0};
-    struct curl_slist *h = NULL;
+    char *got = NULL;
+    size_t got_len = 0;
     long code = 0;
-    int attempt;
 
     if (!m || !path || path[0] != '/' || !body || !http_status ||
         strlen(path) >= 1024) {
@@ -311,7 +236,7 @@ ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms
     snprintf(url, sizeof url, "%s%s", m->base, path);
 
     /* Two attempts: the second only after a 401 made us drop the token. */
-    for (attempt = 0; attempt < 2; attempt++) {
+    for (int attempt = 0; attempt < 2; attempt++) {
         char used[IMDS_TOKEN_MAX];
         pthread_mutex_lock(&m->mu);
         st = ensure_token(m, timeout_ms, err);
@@ -319,22 +244,13 @@ ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms
         pthread_mutex_unlock(&m->mu);
         if (st != CKPT_OK)
             goto out;
-
-        curl_slist_free_all(h);
-        h = NULL;
-        if (used[0]) {
+        if (used[0])
             snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", used);
-            h = curl_slist_append(NULL, hdr);
-            if (!h) {
-                st = CKPT_E_NOMEM;
-                set_err(err, "imds: out of memory");
-                goto out;
-            }
-        }
-        free(s.buf);
-        memset(&s, 0, sizeof s);
+        free(got);
+        got = NULL;
         code = 0;
-        st = exchange(url, 0, h, timeout_ms, max_len, &s, &code, err);
+        st = exchange(m, url, 0, used[0] ? hdr : NULL, timeout_ms, max_len, &got, &got_len,
+                      &code, err);
         if (st != CKPT_OK)
             goto out;
         if (code != 401)
@@ -349,20 +265,11 @@ ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms
         pthread_mutex_unlock(&m->mu);
     }
     *http_status = code;
-    if (!s.buf) {
-        s.buf = calloc(1, 1); /* callers always get a string */
-        if (!s.buf) {
-            st = CKPT_E_NOMEM;
-            set_err(err, "imds: out of memory");
-            goto out;
-        }
-    }
-    *body = s.buf;
+    *body = got; /* the transport hands an empty body as "", never NULL */
     if (len)
-        *len = s.len;
-    s.buf = NULL;
+        *len = got_len;
+    got = NULL;
 out:
-    curl_slist_free_all(h);
-    free(s.buf);
+    free(got);
     return st;
 }

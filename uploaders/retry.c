@@ -19,12 +19,6 @@
 #define FAST_MS 3000L           /* ... within this long: CKPT_RETRY_FAST_MS */
 #define FAST_CAP_MS 1000L       /* ... with backoff sleeps of at most this */
 
-/* Process-wide (see retry.h): some store replied; the stop's deadline; who
- * is told about retries. */
-static atomic_int g_answered;
-static atomic_llong g_deadline_ms;
-static _Atomic(ckpt_retry_observer) g_observer;
-
 /* The last classification on this thread, for the retry notice. */
 static _Thread_local struct {
     long http;
@@ -33,44 +27,9 @@ static _Thread_local struct {
     char transport[256];
 } t_last;
 
-int ckpt_retry_answered(void)
-{
-    return atomic_load(&g_answered);
-}
-
-void ckpt_retry_reset_answered(void)
-{
-    atomic_store(&g_answered, 0);
-}
-
-void ckpt_retry_set_deadline(int64_t mono_ms)
-{
-    long long cur = atomic_load(&g_deadline_ms);
-    if (mono_ms == 0) {
-        atomic_store(&g_deadline_ms, 0);
-        return;
-    }
-    while ((cur == 0 || mono_ms < cur) &&
-           !atomic_compare_exchange_weak(&g_deadline_ms, &cur, (long long)mono_ms))
-        ;
-}
-
-void ckpt_retry_set_observer(ckpt_retry_observer fn)
-{
-    atomic_store(&g_observer, fn);
-}
-
 void ckpt_retry_note_transport(const char *errmsg)
 {
     snprintf(t_last.transport, sizeof t_last.transport, "%s", errmsg ? errmsg : "");
-}
-
-int64_t ckpt_mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static long env_long(const char *name, long def, long lo)
@@ -119,7 +78,7 @@ ckpt_status ckpt_retry_classify(long http_status, int curl_code,
     t_last.curl = curl_code;
     snprintf(t_last.code, sizeof t_last.code, "%s", code ? code : "");
     if (http_status != 0)
-        atomic_store(&g_answered, 1); /* the endpoint is right: it replied */
+        ckpt__retry_mark_answered(); /* the endpoint is right: it replied */
     if (http_status == 0) {
         switch ((CURLcode)curl_code) {
         case CURLE_OK:
@@ -304,7 +263,7 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
 {
     long ceiling, sleep, cap = r->p->cap_ms, budget = r->p->budget_ms;
     unsigned max = r->p->max_attempts, min = r->p->min_attempts;
-    int64_t elapsed, deadline = atomic_load(&g_deadline_ms);
+    int64_t elapsed, deadline = ckpt__retry_deadline();
     ckpt_retry_observer obs;
     unsigned shift;
     int again = 0, fast = 0;
@@ -314,7 +273,7 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
         goto out;
     if (r->t)
         ckpt_throttle_note(r->t, kind == CKPT_RETRY_THROTTLE);
-    if (kind == CKPT_RETRY_CONNECT && !atomic_load(&g_answered)) {
+    if (kind == CKPT_RETRY_CONNECT && !ckpt_retry_answered()) {
         /* Nothing has ever answered: most likely a wrong endpoint or a store
          * that is not running. Say so in seconds (retry.h). */
         const char *v = getenv("CKPT_RETRY_FAST_MS"), *a = getenv("CKPT_RETRY_FAST_ATTEMPTS");
@@ -347,7 +306,7 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
     sleep = ceiling > 0 ? (long)(rand_r(&r->seed) % (ceiling + 1)) : 0;
     if (deadline && ckpt_mono_ms() + sleep >= deadline)
         goto out; /* the next attempt would start after the deadline */
-    if ((obs = atomic_load(&g_observer)) != NULL) {
+    if ((obs = ckpt__retry_observer()) != NULL) {
         char why[300];
         struct ckpt_retry_notice n = { r->attempt + 1, max, sleep, why };
         reason(why, sizeof why);

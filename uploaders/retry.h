@@ -47,6 +47,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include "ckpt_common.h"
 #include "ckpt_store.h"
 
 typedef enum {
@@ -109,6 +110,11 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind);
  * is for tests. */
 int ckpt_retry_answered(void);
 void ckpt_retry_reset_answered(void);
+/* retryctl.c, for retry.c: mark that a store replied; the deadline set with
+ * ckpt_retry_set_deadline (0: none); the observer (NULL: none). */
+void ckpt__retry_mark_answered(void);
+int64_t ckpt__retry_deadline(void);
+ckpt_retry_observer ckpt__retry_observer(void);
 /* The transport's detail of the failure being classified on this thread
  * (curl's error text), for the retry notice; http.c calls it. */
 void ckpt_retry_note_transport(const char *errmsg);
@@ -116,8 +122,5 @@ void ckpt_retry_note_transport(const char *errmsg);
 /* Clock skew: seconds to add to the local clock so that it matches the
  * server's, from an HTTP Date header. @return 1 if parsed. */
 int ckpt_retry_skew_from_date(const char *date_hdr, int64_t *offset_s);
-
-/* Milliseconds on a monotonic clock. */
-int64_t ckpt_mono_ms(void);
 
 #endif

@@ -4,8 +4,10 @@
 # when they were not found).
 #
 #   store.c, file.c       the interface (include/ckpt_store.h), file://
-#   backend.c             key checks, error details, threads: what every
-#                         backend and the transport lean on
+#   backend.c             key checks, error details: what every backend
+#                         and the transport lean on
+#   retryctl.c            the process-wide retry controls (ckpt_store.h),
+#                         built whatever backends are
 #   objstore.c, objops.c  the object-store core, shared by S3/GCS and Azure
 #   http.c, retry.c       the HTTP transport (include/ckpt_http.h), retries
 #   xml.c, digest.c       reply parsing; digests and encodings
@@ -13,7 +15,7 @@
 #     creds_aws.c, imds.c   (instance roles through IMDSv2)
 #   azure*.c,             the Azure dialect, SharedKey, Azure credentials
 #     creds_azure.c
-list(APPEND CKPT_STORE_SRC uploaders/backend.c)
+list(APPEND CKPT_STORE_SRC uploaders/backend.c uploaders/retryctl.c)
 if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
   list(APPEND CKPT_STORE_SRC
     uploaders/objstore.c uploaders/objops.c uploaders/http.c uploaders/retry.c

@@ -7,7 +7,7 @@
 
 #include "backend.h"
 #include "ckpt_store.h"
-#include "rules.h"
+#include "ckpt_common.h"
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
 #include "ckpt_http.h"
 #endif
@@ -23,14 +23,6 @@ char *ckpt_store_default_url(char *buf, size_t len)
     else
         return NULL;
     return n > 0 && (size_t)n < len ? buf : NULL;
-}
-
-/* Sizes and rates follow the rule libckpt and ckptrun share (rules.h):
- * K/M/G/T are powers of 1024, kB/MB/GB/TB powers of 1000. 0 on error. */
-uint64_t ckpt_store_parse_size(const char *s)
-{
-    uint64_t v = 0;
-    return ckpt__rule_size(s, &v, NULL) == 0 ? v : 0;
 }
 
 /* Storage classes whose objects cannot be read back without a restore
@@ -62,7 +54,7 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
             c->sse_kms_key_id = v;
     }
     if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
-        !(c->max_rate_bps = ckpt_store_parse_size(v))) {
+        ckpt_parse_size(v, &c->max_rate_bps, NULL) != 0) {
         ckpt_store_err(err, "CKPT_MAX_RATE='%.40s': expected bytes per second "
                        "like 50M or 1G", v);
         return CKPT_E_CONFIG;

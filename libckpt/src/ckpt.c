@@ -94,7 +94,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
     st = ckpt__pool_start(&ctx->pool, ctx->workers, ctx->chunk_bytes);
     if (st)
         goto fail;
-    ctx->last_save_mono_ns = ckpt__mono_ns();
+    ctx->last_save_mono_ns = ckpt_mono_ns();
     /* Learn what the run already holds in the background, so the first save
      * can skip known chunks without stalling the caller. Chunk jobs wait
      * for that load: when it cannot be queued, they must not (they then
@@ -109,7 +109,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
                   "cannot connect to ckptrun at %s: running standalone", set.control_socket);
     ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open",
               "store %s run %s codec %s chunk %zu pack %zu workers %u", ctx->store_url, ctx->run,
-              ckpt__codec_name(ctx->codec), ctx->chunk_bytes, ctx->pack_bytes, ctx->workers);
+              ckpt_codec_name(ctx->codec), ctx->chunk_bytes, ctx->pack_bytes, ctx->workers);
     return CKPT_OK;
 fail:
     ckpt__log(&ctx->log, CKPT_LOG_ERROR, "open", "%s", ctx->errmsg);
@@ -315,7 +315,7 @@ int ckpt_should_save(struct ckpt_ctx *ctx)
     if (atomic_load_explicit(&ctx->requested, memory_order_relaxed))
         return 1;
     if (ctx->interval_ms &&
-        ckpt__mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
+        ckpt_mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
         return 1;
     return 0;
 }

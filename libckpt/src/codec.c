@@ -13,7 +13,7 @@
 #include <zstd.h>
 
 #include "codec.h"
-#include "rules.h"
+#include "ckpt_common.h"
 
 struct ckpt_codec_ws {
     size_t chunk;
@@ -491,17 +491,3 @@ ckpt_status ckpt__chunk_view(struct ckpt_codec_ws *ws, const void *obj, size_t o
     return chunk_decode(ws, obj, obj_len, id, NULL, raw_len, view, err);
 }
 
-const char *ckpt__codec_name(ckpt_codec c)
-{
-    switch (c) {
-    case CKPT_CODEC_NONE: return "none";
-    case CKPT_CODEC_LZ4: return "lz4";
-    case CKPT_CODEC_ZSTD: return "zstd";
-    default: return "default";
-    }
-}
-
-ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level)
-{
-    return ckpt__rule_codec(s, codec, level) == 0 ? CKPT_OK : CKPT_E_CONFIG; /* rules.h */
-}

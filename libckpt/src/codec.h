@@ -63,7 +63,5 @@ int ckpt__chunk_is_plain(const void *hdr, size_t obj_len, const uint8_t id[CKPT_
                          size_t raw_len);
 void ckpt__bytegroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem);
 void ckpt__byteungroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem);
-const char *ckpt__codec_name(ckpt_codec c);
-ckpt_status ckpt__codec_parse(const char *s, ckpt_codec *codec, int *level);
 
 #endif

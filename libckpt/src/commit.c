@@ -257,7 +257,7 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_save *sv, ui
     m->writer = ckpt__strdup(writer);
     m->seq = rs->head.seq + 1;
     m->epoch = epoch;
-    m->time_ms = ckpt__now_ms();
+    m->time_ms = ckpt_now_ms();
     m->new_bytes = sv->new_bytes;
     free(m->parent);
     m->parent = NULL;
@@ -269,7 +269,7 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_save *sv, ui
         ckpt__manifest_objects(m, ids))
         return CKPT_E_NOMEM;
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
-        nonce = (uint32_t)ckpt__mono_ns();
+        nonce = (uint32_t)ckpt_mono_ns();
     ckpt__manifest_key(ctx->run, m->seq, m->step, m->epoch, nonce, mkey, keylen);
     /* a gc in force deletes what this save found in the run: do not commit */
     st = gc_collides(ctx, ids, mkey + strlen(ctx->run) + 1, err);
@@ -377,7 +377,7 @@ static void finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status st, c
         ev.seq = sv->m.seq;
         ev.raw_bytes = sv->raw_bytes;
         ev.new_bytes = sv->new_bytes;
-        ev.seconds = (double)(ckpt__mono_ns() - sv->t0_ns) / 1e9;
+        ev.seconds = (double)(ckpt_mono_ns() - sv->t0_ns) / 1e9;
         ev.manifest = mkey;
     }
     ckpt__event(ctx, &ev);

@@ -115,7 +115,7 @@ static ckpt_status resolve_codec(const struct ckpt_config *cfg, struct ckpt_sett
     s->level = cfg->codec_level;
     if (s->codec == CKPT_CODEC_DEFAULT) {
         s->codec = CKPT_CODEC_ZSTD;
-        if ((v = env("CKPT_CODEC")) && ckpt__codec_parse(v, &s->codec, &s->level))
+        if ((v = env("CKPT_CODEC")) && ckpt_parse_codec(v, &s->codec, &s->level))
             return refuse(err, "CKPT_CODEC='%s': expected %s", v, CKPT_CODEC_RULE);
     }
     if (s->codec == CKPT_CODEC_ZSTD &&
@@ -140,7 +140,7 @@ static ckpt_status resolve_run(const struct ckpt_config *cfg, struct ckpt_settin
             return refuse(err, "no run name given and the working directory is unknown");
         r = strrchr(cwd, '/') ? strrchr(cwd, '/') + 1 : cwd;
     }
-    if (!ckpt__rule_run_name(r, 0))
+    if (!ckpt_run_name_ok(r, 0))
         return refuse(err, "run name '%s' is not usable: use letters, digits, '.', '_' "
                            "and '-' (set CKPT_RUN or --run)", r);
     memcpy(s->run, r, strlen(r) + 1); /* the rule bounds it: CKPT_RUN_NAME_MAX_OPEN */
@@ -178,7 +178,7 @@ static ckpt_status resolve_sizes(const struct ckpt_config *cfg, struct ckpt_sett
     s->on_busy = cfg->on_busy;
     s->interval_ms = cfg->interval_ms;
     if (!s->interval_ms && (v = env("CKPT_INTERVAL")) &&
-        ckpt__rule_duration_ms(v, &s->interval_ms) != 0)
+        ckpt_parse_duration_ms(v, &s->interval_ms) != 0)
         return refuse(err, "CKPT_INTERVAL='%s': expected a duration like 90s or 30m", v);
     s->epoch = cfg->epoch;
     if (!s->epoch && env_u64("CKPT_EPOCH", &n))
@@ -210,7 +210,9 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
         s->pack_given = true;
         s->pack_bytes = pack;
     } else if ((v = env("CKPT_PACK_BYTES"))) {
-        uint64_t b = strcmp(v, "0") == 0 ? 0 : ckpt_store_parse_size(v);
+        uint64_t b = 0;
+        if (strcmp(v, "0") != 0 && ckpt_parse_size(v, &b, NULL) != 0)
+            b = 0;
         if (strcmp(v, "0") != 0 && (b < CKPT_MIN_CHUNK || b > CKPT_MAX_PACK))
             return refuse(err, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "
                                "from 64K to 1G", v);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
-#include "rules.h"
+#include "ckpt_common.h"
 #include "ckpt_store.h"
 
 /* The version that added the fields in slots 0..3 (pack_bytes, connections,

@@ -20,10 +20,9 @@
 #include "control.h"
 #include "ctlwire.h"
 #include "ctx.h"
+#include "ckpt_common.h"
+#include "ckpt_store.h"
 #include "signals.h"
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
-#include "retry.h"
-#endif
 
 struct ckpt_control {
     struct ckpt_ctx *ctx;
@@ -66,7 +65,7 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
         const cJSON *reason = cJSON_GetObjectItemCaseSensitive(o, "reason");
         ckpt_codec cd = CKPT_CODEC_DEFAULT;
         int lvl;
-        if (cJSON_IsString(codec) && ckpt__codec_parse(codec->valuestring, &cd, &lvl))
+        if (cJSON_IsString(codec) && ckpt_parse_codec(codec->valuestring, &cd, &lvl))
             cd = CKPT_CODEC_DEFAULT;
         if (cJSON_IsString(reason) && strcmp(reason->valuestring, "stop") == 0 &&
             ckpt__signals_taken()) {
@@ -79,15 +78,13 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
                   cJSON_IsString(reason) ? reason->valuestring : "?");
         if (cJSON_IsString(reason) && strcmp(reason->valuestring, "stop") == 0)
             ckpt__signals_stop_requested(); /* a job-wide SIGTERM after it: the same stop */
-#if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
         {
-            /* a stop's deadline bounds the store's retries (retry.h) */
+            /* a stop's deadline bounds the store's retries (ckpt_store.h) */
             const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "deadline_ms");
             if (cJSON_IsNumber(dl) && dl->valuedouble > 0)
                 ckpt_retry_set_deadline(ckpt_mono_ms() +
-                                        ((int64_t)dl->valuedouble - ckpt__now_ms()));
+                                        ((int64_t)dl->valuedouble - ckpt_now_ms()));
         }
-#endif
         ckpt__request(c->ctx, cd);
     } else if (!strcmp(type->valuestring, "stopping")) {
         /* ckptrun ends us next (after the final checkpoint): its signal

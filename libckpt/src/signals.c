@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "ckpt_common.h"
 #include "signals.h"
 
 #define REPEAT_MS 500
@@ -60,17 +61,10 @@ static struct sigaction g_prev[S_N];
 static int g_pipe[2] = { -1, -1 };     /* wakes the control thread */
 static int g_pipe_pid;
 
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_signal(int sig)
 {
     int saved = errno, k = sig == SIGTERM ? S_TERM : S_INT, bit = 1 << k;
-    long long now = mono_ms();
+    long long now = (long long)ckpt_mono_ms();
     struct ckpt_ctx *ctx;
 
     if (getpid() != atomic_load(&g_owner) || atomic_load(&g_stopping))

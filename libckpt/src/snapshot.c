@@ -177,7 +177,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     sv = ckpt__save_new(ctx, step, ctx->nitems);
     if (!sv)
         return CKPT_E_NOMEM;
-    sv->t0_ns = ckpt__mono_ns();
+    sv->t0_ns = ckpt_mono_ns();
     sv->m.chunk_bytes = ctx->chunk_bytes;
     codec = (ckpt_codec)atomic_exchange(&ctx->req_codec, 0);
     sv->codec = codec != CKPT_CODEC_DEFAULT ? codec : ctx->codec;
@@ -200,7 +200,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     if (hold)
         ckpt__pool_hold(ctx->pool, 0);
     atomic_store(&ctx->requested, 0);
-    ctx->last_save_mono_ns = ckpt__mono_ns();
+    ctx->last_save_mono_ns = ckpt_mono_ns();
     ckpt__event(ctx, &(struct ckpt_event){ .type = CKPT_EVENT_SAVING, .step = step });
     /* Our reference goes last: no commit (nor its event) before `saving`.
      * When it is the last one, a worker ends the chunk stage. */

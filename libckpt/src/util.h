@@ -1,5 +1,6 @@
 /* util.h -- small helpers every module of libckpt uses: ids as hex, item
- * names, error text, clocks, directories, and the failpoints tests arm. */
+ * names, error text, directories, and the failpoints tests arm; with the
+ * shared module's header (ckpt_common.h: the clock, sizes, durations...). */
 #ifndef CKPT_UTIL_H
 #define CKPT_UTIL_H
 
@@ -8,15 +9,13 @@
 #include <sys/types.h>
 
 #include "ckpt.h"
+#include "ckpt_common.h"
 #include "ckpt_store.h" /* CKPT_ERR_MAX */
 
 #define CKPT_ID_LEN 16               /* chunk id: XXH3-128 of the raw bytes */
 #define CKPT_ID_HEX (CKPT_ID_LEN * 2)
 #define CKPT_NAME_MAX 4095           /* item names (segments: 255) */
 #define CKPT_TARGET_MAX 4095         /* link targets */
-
-int64_t ckpt__now_ms(void);          /* wall clock, Unix ms */
-uint64_t ckpt__mono_ns(void);        /* monotonic */
 
 /* Format into an error buffer of CKPT_ERR_MAX bytes (NULL: nothing). */
 void ckpt__seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

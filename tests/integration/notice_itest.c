@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "imds.h"
+#include "ckpt_common.h"
+#include "ckpt_http.h"
 #include "notice.h"
 
 static const char *mock_script;
@@ -46,20 +47,13 @@ static int64_t ev_at[MAXEV];
 static int nev;
 static int nwarn; /* warnings logged, guarded by ev_mu */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_event(void *user, const struct notice_event *ev)
 {
     (void)user;
     pthread_mutex_lock(&ev_mu);
     if (nev < MAXEV) {
         evs[nev] = *ev;
-        ev_at[nev] = now_ms();
+        ev_at[nev] = ckpt_now_ms();
     }
     nev++;
     pthread_mutex_unlock(&ev_mu);
@@ -94,8 +88,8 @@ static int warnings(void)
 
 static int wait_events(int n, long ms)
 {
-    int64_t end = now_ms() + ms;
-    while (events() < n && now_ms() < end)
+    int64_t end = ckpt_now_ms() + ms;
+    while (events() < n && ckpt_now_ms() < end)
         usleep(20000);
     return events();
 }
@@ -215,9 +209,9 @@ static double counter(struct mock *m, const char *name)
  * @return its value. */
 static double wait_counter(struct mock *m, const char *name, double min, long ms)
 {
-    int64_t end = now_ms() + ms;
+    int64_t end = ckpt_now_ms() + ms;
     double v;
-    while ((v = counter(m, name)) < min && now_ms() < end)
+    while ((v = counter(m, name)) < min && ckpt_now_ms() < end)
         usleep(20000);
     return v;
 }
@@ -251,10 +245,10 @@ static struct notice_poller *start(const char *provider, struct mock *m, long in
 
 static void stop_quickly(struct notice_poller *p, long max_ms, const char *what)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = ckpt_now_ms();
     notice_stop(p);
-    CHECK(now_ms() - t0 <= max_ms, "%s: notice_stop took %lld ms", what,
-          (long long)(now_ms() - t0));
+    CHECK(ckpt_now_ms() - t0 <= max_ms, "%s: notice_stop took %lld ms", what,
+          (long long)(ckpt_now_ms() - t0));
 }
 
 static void random_pause(void)
@@ -270,7 +264,7 @@ static void one_notice(const char *provider, struct mock *m, const char *ctlq,
     int64_t set_at;
     random_pause();
     CHECK(events() == 0, "%s %s: event before the notice", provider, ctlq);
-    set_at = now_ms();
+    set_at = ckpt_now_ms();
     ctl0(m, ctlq);
     CHECK(wait_events(1, 6000) == 1, "%s %s: no event", provider, ctlq);
     usleep(1200000); /* it keeps being served: still one event */
@@ -463,7 +457,7 @@ static void test_azure(void)
     p = start("azure", &m, 200);
     random_pause();
     {
-        int64_t set_at = now_ms();
+        int64_t set_at = ckpt_now_ms();
         ctl0(&m, "notice?kind=terminate&in=120");
         CHECK(wait_events(1, 6000) == 1, "azure: no event");
         usleep(1200000);
@@ -659,12 +653,12 @@ static void test_imds(void)
     }
     /* Nothing listening: unreachable, quickly. */
     {
-        int64_t t0 = now_ms();
+        int64_t t0 = ckpt_now_ms();
         a = ckpt_imds_shared(m.base); /* the mock just stopped: port closed */
         st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 1000, 4096, &body,
                            &len, &code, err);
         CHECK(st == CKPT_E_UNREACHABLE && err[0], "closed port: status %d", (int)st);
-        CHECK(now_ms() - t0 < 3000, "closed port took %lld ms", (long long)(now_ms() - t0));
+        CHECK(ckpt_now_ms() - t0 < 3000, "closed port took %lld ms", (long long)(ckpt_now_ms() - t0));
     }
 }
 

@@ -136,22 +136,6 @@ static void test_incompressible_stored_raw(void **state)
     ckpt__codec_ws_free(ws);
 }
 
-static void test_codec_parse(void **state)
-{
-    ckpt_codec c;
-    int l;
-    (void)state;
-    assert_int_equal(ckpt__codec_parse("zstd", &c, &l), CKPT_OK);
-    assert_int_equal(c, CKPT_CODEC_ZSTD);
-    assert_int_equal(ckpt__codec_parse("zstd:7", &c, &l), CKPT_OK);
-    assert_int_equal(l, 7);
-    assert_int_equal(ckpt__codec_parse("lz4", &c, &l), CKPT_OK);
-    assert_int_equal(ckpt__codec_parse("none", &c, &l), CKPT_OK);
-    assert_int_equal(ckpt__codec_parse("zstd:", &c, &l), CKPT_E_CONFIG);
-    assert_int_equal(ckpt__codec_parse("zstd:99", &c, &l), CKPT_E_CONFIG);
-    assert_int_equal(ckpt__codec_parse("gzip", &c, &l), CKPT_E_CONFIG);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,7 +143,6 @@ int main(void)
         cmocka_unit_test(test_bytegroup),
         cmocka_unit_test(test_every_flip_detected),
         cmocka_unit_test(test_incompressible_stored_raw),
-        cmocka_unit_test(test_codec_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

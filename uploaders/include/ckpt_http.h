@@ -152,6 +152,34 @@ CKPT_API int ckpt_http_header(const struct ckpt_http_resp *resp, const char *nam
  * @return the time, or -1 when `s` is NULL or not a date. */
 CKPT_API int64_t ckpt_http_date(const char *s);
 
+/* ---- AWS instance metadata (IMDSv2) ------------------------------------
+ * One client per process and base URL, on a transport of its own that
+ * never goes through a proxy: the S3 credential chain (instance-role
+ * credentials) and the spot-notice poller share it. The session token is
+ * fetched once (PUT /latest/api/token, TTL 21600 s) and renewed before it
+ * expires or on a 401; it falls back to IMDSv1 only when the token PUT
+ * answers 403, 404 or 405. Thread-safe. */
+struct ckpt_imds;
+
+/* The process-wide client for `base_url` ("http://169.254.169.254" when NULL,
+ * or AWS_EC2_METADATA_SERVICE_ENDPOINT when set). Never freed before exit.
+ * NULL when AWS_EC2_METADATA_DISABLED=true. */
+CKPT_API struct ckpt_imds *ckpt_imds_shared(const char *base_url);
+
+/* GET `path` (e.g. "/latest/meta-data/spot/instance-action") with the token.
+ * On a reply, *http_status is set and the body (NUL-terminated, at most
+ * max_len bytes, else CKPT_E_CORRUPT) is returned malloc'd in *body.
+ * `err` (CKPT_ERR_MAX bytes, or NULL) gets the detail of a failure.
+ * A 401 drops the token and retries once with a fresh one.
+ * @return CKPT_OK for any HTTP reply to the GET (check *http_status),
+ *         CKPT_E_UNREACHABLE on connect failure / timeout,
+ *         CKPT_E_TRANSIENT / CKPT_E_AUTH when the token PUT answers 5xx / a
+ *         4xx other than 403-405 (the GET is then not sent),
+ *         CKPT_E_CORRUPT body over max_len, CKPT_E_INVAL, CKPT_E_NOMEM. */
+CKPT_API ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms,
+                                   size_t max_len, char **body, size_t *len,
+                                   long *http_status, char *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -227,11 +227,6 @@ CKPT_API void ckpt_store_set_notice_log(ckpt_log_fn fn, void *user);
  *         path. */
 CKPT_API char *ckpt_store_default_url(char *buf, size_t len);
 
-/* Sizes and rates as users write them: "50M", "1.5G", "800k", "1048576"
- * (K/M/G/T = 1024^n, also KiB..; kB/MB/GB/TB = 1000^n). Thread-safe.
- * @return bytes, 0 if invalid. */
-CKPT_API uint64_t ckpt_store_parse_size(const char *s);
-
 /* A valid key: [A-Za-z0-9._-/], at most 1024 bytes, no empty, "." or ".."
  * segment, no leading or trailing '/'. Thread-safe. @return 1 if valid. */
 CKPT_API int ckpt_key_valid(const char *key);
@@ -259,9 +254,9 @@ static inline ckpt_status ckpt_store_get(struct ckpt_store *st, const char *key,
 
 /* ---- retries, process-wide ---------------------------------------------
  * Every object-store request of the process retries under one policy
- * (docs/stores.md, "Retries"). Two controls reach across all stores; they
- * exist in builds with an object store (CKPT_WITH_S3 or CKPT_WITH_AZURE):
- * a file-only build makes no retries. */
+ * (docs/stores.md, "Retries"). Two controls reach across all stores. They
+ * exist in every build; in one without object stores nothing retries and
+ * they only record what they are given. */
 
 /* Bound every later retry to `mono_ms` on the CLOCK_MONOTONIC clock, in ms
  * (0 = no bound): no backoff sleeps past it and no attempt starts after it,
@@ -284,12 +279,6 @@ typedef void (*ckpt_retry_observer)(const struct ckpt_retry_notice *n);
 /* Set the observer (NULL: nobody is told). Thread-safe (atomic); the
  * observer must be safe to call from any thread. */
 CKPT_API void ckpt_retry_set_observer(ckpt_retry_observer fn);
-
-/* pthread_create with every signal blocked in the new thread (restored in
- * the caller's): a library's threads must not take signals the application
- * (or ckptrun's signalfd) waits for. Thread-safe. @return 0 or an errno
- * value. */
-CKPT_API int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #ifdef __cplusplus
 }

@@ -1,76 +1,9 @@
-/* rules.c -- see rules.h. Pure functions: no allocation, no I/O. */
-#include "rules.h"
-
+/* units.c -- sizes and durations, read and printed (ckpt_common.h). */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-static int name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
-}
-
-int ckpt__rule_run_name(const char *name, int creating)
-{
-    size_t n = name ? strlen(name) : 0;
-    int ok = 0;
-
-    if (n == 0 || n > (creating ? CKPT_RUN_NAME_MAX_NEW : CKPT_RUN_NAME_MAX_OPEN))
-        goto out;
-    if (!strcmp(name, ".") || !strcmp(name, ".."))
-        goto out;
-    if (creating && name[0] == '.')
-        goto out;
-    for (size_t i = 0; i < n; i++)
-        if (!name_char(name[i]))
-            goto out;
-    ok = 1;
-out:
-    return ok;
-}
-
-/* Whole-string decimal in [lo, hi]. */
-static int small_int(const char *s, long lo, long hi, long *out)
-{
-    long v = 0;
-    if (!*s)
-        return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > hi)
-            return -1;
-        v = v * 10 + (*s - '0');
-    }
-    if (v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int ckpt__rule_codec(const char *s, ckpt_codec *codec, int *level)
-{
-    long l = 0;
-    int rc = -1;
-
-    if (!s)
-        goto out;
-    if (!strcmp(s, "none")) {
-        *codec = CKPT_CODEC_NONE;
-    } else if (!strcmp(s, "lz4")) {
-        *codec = CKPT_CODEC_LZ4;
-    } else if (!strcmp(s, "zstd")) {
-        *codec = CKPT_CODEC_ZSTD;
-    } else if (!strncmp(s, "zstd:", 5)) {
-        if (small_int(s + 5, CKPT_ZSTD_LEVEL_MIN, CKPT_ZSTD_LEVEL_MAX, &l) != 0)
-            goto out;
-        *codec = CKPT_CODEC_ZSTD;
-    } else {
-        goto out;
-    }
-    *level = (int)l;
-    rc = 0;
-out:
-    return rc;
-}
+#include "ckpt_common.h"
 
 /* Digits with an optional fraction at *p: integer part and fraction as
  * numerator / denominator (digits beyond 10^-9 ignored). @return the count
@@ -117,7 +50,7 @@ static int scale(uint64_t ip, uint64_t frac, uint64_t div, uint64_t mult, uint64
     return 0;
 }
 
-int ckpt__rule_size(const char *s, uint64_t *bytes, int *si)
+int ckpt_parse_size(const char *s, uint64_t *bytes, int *si)
 {
     static const char units[] = "KMGT";
     uint64_t ip, frac, div, mult = 1, v;
@@ -171,7 +104,7 @@ static int unit_ms(const char **p, uint64_t *mult)
     return -1;
 }
 
-int ckpt__rule_duration_ms(const char *s, uint64_t *ms)
+int ckpt_parse_duration_ms(const char *s, uint64_t *ms)
 {
     uint64_t total = 0;
     const char *p = s;
@@ -199,4 +132,44 @@ int ckpt__rule_duration_ms(const char *s, uint64_t *ms)
     rc = 0;
 out:
     return rc;
+}
+
+char *ckpt_fmt_bytes(uint64_t bytes, char *buf, size_t n)
+{
+    /* one convention everywhere: binary multiples, named so */
+    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double v = (double)bytes;
+    size_t i = 0;
+    while (v >= 1024.0 && i + 1 < sizeof u / sizeof u[0]) {
+        v /= 1024.0;
+        i++;
+    }
+    if (i == 0)
+        snprintf(buf, n, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, u[i]);
+    return buf;
+}
+
+char *ckpt_fmt_rate(double bytes_per_s, char *buf, size_t n)
+{
+    char b[32];
+    ckpt_fmt_bytes(bytes_per_s > 0 ? (uint64_t)bytes_per_s : 0, b, sizeof b);
+    snprintf(buf, n, "%s/s", b);
+    return buf;
+}
+
+char *ckpt_fmt_duration(uint64_t ms, char *buf, size_t n)
+{
+    if (ms < 1000)
+        snprintf(buf, n, "%llums", (unsigned long long)ms);
+    else if (ms < 60000)
+        snprintf(buf, n, "%.1fs", (double)ms / 1000.0);
+    else if (ms < 3600000)
+        snprintf(buf, n, "%llum%02llus", (unsigned long long)(ms / 60000),
+                 (unsigned long long)(ms / 1000 % 60));
+    else
+        snprintf(buf, n, "%lluh%02llum", (unsigned long long)(ms / 3600000),
+                 (unsigned long long)(ms / 60000 % 60));
+    return buf;
 }

@@ -1,0 +1,108 @@
+/*
+ * ckpt_common.h -- what libckpt, its stores and ckptrun all need, each
+ * defined once: durations, sizes, names, codec specs, signal names, the
+ * clock and threads.
+ *
+ * Internal to the project (not installed, not exported from libckpt.so):
+ * libckpt and uploaders compile these files in, and ckptrun, which links
+ * libckpt statically, includes this header beside the public ones. A value
+ * one side accepts is never refused by the other (`--codec zstd:20` once
+ * passed ckptrun and failed the trainer's ckpt_open), and a size or a
+ * duration is printed the same way everywhere.
+ *
+ * Conventions (docs/ckptrun.md, "Sizes and durations"):
+ *  - sizes: a number with an optional unit. K, M, G, T (also Ki, KiB, M,
+ *    MiB ...) are powers of 1024; kB, KB, MB, GB, TB are powers of 1000; B or
+ *    nothing is bytes. Printed sizes use the binary units (KiB, MiB, GiB).
+ *  - durations: 250ms, 90s, 30m, 1h, 1h30m, 1.5h; a bare number is seconds.
+ *  - run names: a run is *opened* (read, resumed, inspected) under any name
+ *    either side accepted before the rules were shared: 1..200 characters
+ *    of A-Z a-z 0-9 . _ - other than "." and "..". A run is *created* only
+ *    under the stricter name: 1..128 of those characters, not starting
+ *    with '.' (hidden in listings, and "..x" reads like a path).
+ *  - codecs: zstd[:LEVEL] with LEVEL 1..19 (zstd's "ultra" levels 20..22
+ *    need a large window the reader would have to allow), lz4, none.
+ *  - signals: a name with or without "SIG" in any case (USR1, SIGusr1),
+ *    or a number 1..64; KILL and STOP are never accepted (they cannot be
+ *    caught), "none" is 0.
+ *
+ * Every function is pure (no allocation, no I/O) and thread-safe unless
+ * said otherwise.
+ */
+#ifndef CKPT_COMMON_H
+#define CKPT_COMMON_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the clock ------------------------------------------------------------ */
+int64_t ckpt_now_ms(void);   /* wall clock, Unix ms */
+int64_t ckpt_mono_ms(void);  /* monotonic, ms (for deadlines and ages) */
+uint64_t ckpt_mono_ns(void); /* monotonic, ns (for measurements) */
+
+/* ---- threads --------------------------------------------------------------- */
+/* pthread_create with every signal blocked in the new thread (the caller's
+ * mask is restored): a library's threads must not take the signals the
+ * application (or ckptrun's signalfd) waits for. @return 0 or an errno. */
+int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* ---- sizes and durations ----------------------------------------------------- */
+#define CKPT_SIZE_RULE "a size like 512M, 7GiB, 1.5G or 4096 (K/M/G/T = 1024^n, kB/MB/GB/TB = 1000^n)"
+/* A size into *bytes. `*si` (may be NULL) is set to 1 when the text used a
+ * decimal unit (kB, MB, GB, TB): earlier versions of the store options
+ * (CKPT_MAX_RATE, CKPT_PACK_BYTES) read "MB" as MiB, so callers warn where
+ * such an input changes meaning. @return 0, or -1 when malformed, zero or
+ * above 2^62. */
+int ckpt_parse_size(const char *s, uint64_t *bytes, int *si);
+/* A duration into *ms, integer arithmetic throughout ("0.1s" is exactly
+ * 100 ms). @return 0, or -1 when malformed or overflowing. */
+int ckpt_parse_duration_ms(const char *s, uint64_t *ms);
+/* Human forms into buf (size n); @return buf. */
+char *ckpt_fmt_bytes(uint64_t bytes, char *buf, size_t n);   /* "12.3 MiB" */
+char *ckpt_fmt_rate(double bytes_per_s, char *buf, size_t n); /* "12.3 MiB/s" */
+char *ckpt_fmt_duration(uint64_t ms, char *buf, size_t n);   /* "1h02m", "4.2s" */
+
+/* ---- names -------------------------------------------------------------------- */
+#define CKPT_RUN_NAME_MAX_OPEN 200
+#define CKPT_RUN_NAME_MAX_NEW 128
+#define CKPT_RUN_NAME_RULE "1-128 of A-Z a-z 0-9 . _ - (not starting with '.')"
+/* 1 when `name` may name a run: `creating` 0 for a run that already exists
+ * (the lenient rule), 1 for one being created (the strict rule). */
+int ckpt_run_name_ok(const char *name, int creating);
+/* Copy `in` into out (size n) with every character outside [A-Za-z0-9._-]
+ * replaced by '_' and leading '.' dropped: a run name from a directory's
+ * name, a host name in a key. @return 0, -1 if empty or longer than 128. */
+int ckpt_name_sanitize(const char *in, char *out, size_t n);
+
+/* ---- codec specs ------------------------------------------------------------- */
+#define CKPT_ZSTD_LEVEL_MIN 1
+#define CKPT_ZSTD_LEVEL_MAX 19
+#define CKPT_CODEC_RULE "zstd[:1-19], lz4 or none"
+/* "zstd", "zstd:LEVEL", "lz4", "none": *codec and *level (0 = the codec's
+ * default). @return 0, or -1 when the text is not a codec this library
+ * writes. */
+int ckpt_parse_codec(const char *s, ckpt_codec *codec, int *level);
+/* "zstd", "lz4", "none" (as the control protocol and the logs spell them),
+ * "default" for CKPT_CODEC_DEFAULT, "?" for anything else. */
+const char *ckpt_codec_name(ckpt_codec codec);
+
+/* ---- signal names ------------------------------------------------------------- */
+/* "none" (0), "USR1", "SIGUSR1", "usr1" or a number 1..64 into *sig.
+ * @return 0, or -1 (unknown, KILL, STOP, out of range). */
+int ckpt_parse_signal(const char *s, int *sig);
+/* "SIGUSR1" for a signal number, "none" for 0, the number itself for one
+ * without a name (then in a per-thread buffer, valid until the calling
+ * thread's next call). */
+const char *ckpt_signal_name(int sig);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
