@@ -244,15 +244,22 @@ class Admin(Case):
         rc, out, _ = self.ckptrun("status")
         self.assertRegex(out, r"lease +h:1:n, epoch 3, live")
 
+    def chunk_of(self, step):
+        """A chunk object of the checkpoint at `step`, named by its manifest
+        (docs/FORMAT.md: JSON, then a checksum line)."""
+        rc, out, err = self.ckptrun("ls", "--json")
+        self.assertEqual(rc, 0, err)
+        key = [c["manifest"] for c in json.loads(out) if c["step"] == step]
+        self.assertEqual(len(key), 1, out)
+        with open(os.path.join(self.tmp, "store", key[0])) as f:
+            man = json.loads(f.read().rsplit("\n#xxh64:", 1)[0])
+        cid = man["items"][0]["chunks"][0][0]
+        return os.path.join(self.tmp, "store", "job", "chunks", cid[:2], cid)
+
     def test_damage_verify_fails_restore_falls_back(self):
         self.save_dir("c1", 1, os.urandom(100000))
-        time.sleep(0.05)
         self.save_dir("c2", 2, os.urandom(100000))
-        chunks = []
-        for root, _, files in os.walk(os.path.join(self.tmp, "store", "job", "chunks")):
-            chunks += [os.path.join(root, f) for f in files]
-        newest = max(chunks, key=os.path.getmtime)
-        with open(newest, "r+b") as f:
+        with open(self.chunk_of(2), "r+b") as f:
             f.seek(60)
             f.write(b"XXXX")
         rc, _, err = self.ckptrun("verify")
