@@ -333,10 +333,17 @@ class ChildExit(Case):
         pgid, tpgid = r.stdout.split()[-2:]
         self.assertEqual(pgid, tpgid, r.stdout)
 
+    # A shell line that leaves an orphan (a `sleep 0.2` whose parent exits at
+    # once) and waits until it is gone, reaped, for at most 20 s; a zombie
+    # stays listed by ps, so one nobody reaps is still there after.
+    ORPHAN = ("o=$( (sleep 0.2 >/dev/null 2>&1 & echo $!) ); end=$(($(date +%s) + 20)); "
+              "while ps -o pid= -p $o >/dev/null; do "
+              "[ $(date +%s) -lt $end ] || { echo orphan $o not reaped in 20 s; break; }; "
+              "sleep 0.05; done; ")
+
     def test_orphans_are_reaped(self):
         # The job's orphans come to ckptrun (subreaper) and are reaped.
-        rc, out, err = self.ckptrun("--", "sh", "-c",
-                                    "(sleep 0.2 &); sleep 0.8; ps -o stat= --ppid $PPID")
+        rc, out, err = self.ckptrun("--", "sh", "-c", self.ORPHAN + "ps -o stat= --ppid $PPID")
         self.assertEqual(rc, 0, err)
         self.assertNotIn("Z", out, out)
 
@@ -345,7 +352,7 @@ class ChildExit(Case):
         if probe.returncode != 0:
             self.skipTest("cannot create a PID namespace here")
         r = subprocess.run(["unshare", "-pf", "--mount-proc", CKPTRUN, "--", "sh", "-c",
-                            "(sleep 0.2 &); sleep 0.8; ps -eo pid=,stat="],
+                            self.ORPHAN + "ps -eo pid=,stat="],
                            env=self.env, cwd=self.work, capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("Z", " ".join(l.split()[1] for l in r.stdout.splitlines()), r.stdout)
