@@ -60,11 +60,15 @@ static int g_installed[S_N];
 static struct sigaction g_prev[S_N];
 static int g_pipe[2] = { -1, -1 };     /* wakes the control thread */
 static int g_pipe_pid;
+/* The handler's clock: ckpt_mono_ms unless a test set its own
+ * (ckpt__signals_test_clock). */
+static _Atomic(ckpt__signals_clock_fn) g_clock;
 
 static void on_signal(int sig)
 {
     int saved = errno, k = sig == SIGTERM ? S_TERM : S_INT, bit = 1 << k;
-    long long now = (long long)ckpt_mono_ms();
+    ckpt__signals_clock_fn test_clock = atomic_load(&g_clock);
+    long long now = (long long)(test_clock ? test_clock() : ckpt_mono_ms());
     struct ckpt_ctx *ctx;
 
     if (getpid() != atomic_load(&g_owner) || atomic_load(&g_stopping))
@@ -214,4 +218,9 @@ void ckpt__signals_stopping(void)
 void ckpt__signals_stop_requested(void)
 {
     atomic_store(&g_stop_req, 1);
+}
+
+void ckpt__signals_test_clock(ckpt__signals_clock_fn now_ms)
+{
+    atomic_store(&g_clock, now_ms);
 }

@@ -3,6 +3,8 @@
 #ifndef CKPT_SIGNALS_H
 #define CKPT_SIGNALS_H
 
+#include <stdint.h>
+
 struct ckpt_ctx;
 
 /* @return 1 if a handler was installed (the program had left a signal at
@@ -15,5 +17,13 @@ int ckpt__signals_take(int *sig, long long *when_ms);
 int ckpt__signals_taken(void);      /* a signal was already taken as a stop */
 void ckpt__signals_stopping(void);  /* ckptrun said `stopping` */
 void ckpt__signals_stop_requested(void); /* ckptrun asked for the stop's save */
+
+/* For tests only: the monotonic clock (ms) the handler reads to tell a
+ * repeat within the 0.5 s window from a second signal, so a test moves time
+ * instead of sleeping past the window (tests/unit/test_signals.c). NULL, the
+ * default, is ckpt_mono_ms; nothing but a test sets it. It is called from
+ * the signal handler: it must be async-signal-safe. */
+typedef int64_t (*ckpt__signals_clock_fn)(void);
+void ckpt__signals_test_clock(ckpt__signals_clock_fn now_ms);
 
 #endif

@@ -244,15 +244,22 @@ class Admin(Case):
         rc, out, _ = self.ckptrun("status")
         self.assertRegex(out, r"lease +h:1:n, epoch 3, live")
 
+    def chunk_of(self, step):
+        """A chunk object of the checkpoint at `step`, named by its manifest
+        (docs/FORMAT.md: JSON, then a checksum line)."""
+        rc, out, err = self.ckptrun("ls", "--json")
+        self.assertEqual(rc, 0, err)
+        key = [c["manifest"] for c in json.loads(out) if c["step"] == step]
+        self.assertEqual(len(key), 1, out)
+        with open(os.path.join(self.tmp, "store", key[0])) as f:
+            man = json.loads(f.read().rsplit("\n#xxh64:", 1)[0])
+        cid = man["items"][0]["chunks"][0][0]
+        return os.path.join(self.tmp, "store", "job", "chunks", cid[:2], cid)
+
     def test_damage_verify_fails_restore_falls_back(self):
         self.save_dir("c1", 1, os.urandom(100000))
-        time.sleep(0.05)
         self.save_dir("c2", 2, os.urandom(100000))
-        chunks = []
-        for root, _, files in os.walk(os.path.join(self.tmp, "store", "job", "chunks")):
-            chunks += [os.path.join(root, f) for f in files]
-        newest = max(chunks, key=os.path.getmtime)
-        with open(newest, "r+b") as f:
+        with open(self.chunk_of(2), "r+b") as f:
             f.seek(60)
             f.write(b"XXXX")
         rc, _, err = self.ckptrun("verify")
@@ -326,10 +333,17 @@ class ChildExit(Case):
         pgid, tpgid = r.stdout.split()[-2:]
         self.assertEqual(pgid, tpgid, r.stdout)
 
+    # A shell line that leaves an orphan (a `sleep 0.2` whose parent exits at
+    # once) and waits until it is gone, reaped, for at most 20 s; a zombie
+    # stays listed by ps, so one nobody reaps is still there after.
+    ORPHAN = ("o=$( (sleep 0.2 >/dev/null 2>&1 & echo $!) ); end=$(($(date +%s) + 20)); "
+              "while ps -o pid= -p $o >/dev/null; do "
+              "[ $(date +%s) -lt $end ] || { echo orphan $o not reaped in 20 s; break; }; "
+              "sleep 0.05; done; ")
+
     def test_orphans_are_reaped(self):
         # The job's orphans come to ckptrun (subreaper) and are reaped.
-        rc, out, err = self.ckptrun("--", "sh", "-c",
-                                    "(sleep 0.2 &); sleep 0.8; ps -o stat= --ppid $PPID")
+        rc, out, err = self.ckptrun("--", "sh", "-c", self.ORPHAN + "ps -o stat= --ppid $PPID")
         self.assertEqual(rc, 0, err)
         self.assertNotIn("Z", out, out)
 
@@ -338,7 +352,7 @@ class ChildExit(Case):
         if probe.returncode != 0:
             self.skipTest("cannot create a PID namespace here")
         r = subprocess.run(["unshare", "-pf", "--mount-proc", CKPTRUN, "--", "sh", "-c",
-                            "(sleep 0.2 &); sleep 0.8; ps -eo pid=,stat="],
+                            self.ORPHAN + "ps -eo pid=,stat="],
                            env=self.env, cwd=self.work, capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("Z", " ".join(l.split()[1] for l in r.stdout.splitlines()), r.stdout)

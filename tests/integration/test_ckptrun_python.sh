@@ -63,19 +63,30 @@ run_variant() {
     mkdir -p "$dir"
     local stops=0 rc prev=-1
     for attempt in 1 2 3 4 5 6; do
+        local logat
+        logat=$(stat -c %s "$dir/log" 2>/dev/null || echo 0) # this attempt's lines follow
         "$CKPTRUN" --store "file://$dir/store" --run "$name" --dir "$dir/ck" --grace 20s "$@" -- \
             $PY "$SRC/examples/python/$trainer" --steps $STEPS --every $EVERY \
             --out "$dir/out.bin" >>"$dir/log" 2>&1 &
         local pid=$!
         if [ $stops -lt 2 ]; then
             if [ "$waitck" = 1 ]; then
-                for _ in $(seq 600); do
-                    m=$(max_step "$dir/ck")
-                    [ -n "$m" ] && [ "$m" -gt "$prev" ] && break
+                # ckptrun has seen the trainer rename a newer checkpoint-N
+                # into place: its `complete` line for it, in this attempt
+                local seen=
+                for _ in $(seq 1200); do
+                    m=$(tail -c +$((logat + 1)) "$dir/log" |
+                        sed -n 's/.* complete entry=checkpoint-\([0-9]*\) .*/\1/p' | sort -n | tail -1)
+                    if [ -n "$m" ] && [ "$m" -gt "$prev" ]; then seen=1; break; fi
                     kill -0 $pid 2>/dev/null || break
                     sleep 0.1
                 done
-                sleep 0.5 # past the rename: ckptrun has seen it
+                if [ -z "$seen" ] && kill -0 $pid 2>/dev/null; then
+                    echo "FAIL[$name]: no checkpoint above $prev complete within about 2 minutes"
+                    kill -KILL $pid
+                    cat "$dir/log"
+                    return 1
+                fi
                 prev=$(max_step "$dir/ck")
                 prev=${prev:--1}
             else

@@ -495,8 +495,9 @@ class Stores(Case):
     def test_a_store_that_goes_away_after_answering_is_waited_for(self):
         s3 = self.mock_s3()
         port = free_port()
+        stats = os.path.join(self.tmp, "proxy-stats.json")
         args = [os.path.join(TOOLS, "faultproxy.py"), "--upstream", "127.0.0.1:%d" % s3.port,
-                "--rate", "0", "--port", str(port), "--upload-bps", "8000000"]
+                "--rate", "0", "--port", str(port), "--upload-bps", "8000000", "--stats", stats]
         proxy = Server(*args)
         self.servers.append(proxy)
         env = self.s3_env(port)  # the default retry budget of a real run
@@ -504,7 +505,20 @@ class Stores(Case):
         p = subprocess.Popen([CKPTRUN, "save", "--codec", "none", "--step", "1", path], env=env,
                              cwd=self.work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)         # it has answered (HEAD, the first pack is on its way)
+        # it has answered (HEAD), and the first pack is on its way
+        end = time.monotonic() + 60
+        while True:
+            try:
+                with open(stats) as f:
+                    got = json.load(f)
+            except (OSError, ValueError):
+                got = {}
+            if got.get("forwarded", 0) >= 1 and got.get("PUT", 0) >= 1:
+                break
+            if p.poll() is not None or time.monotonic() > end:
+                self.fail("no reply and PUT through the proxy (%s): %s" % (got, p.stderr.read()
+                          if p.poll() is not None else "still running after 60 s"))
+            time.sleep(0.05)
         proxy.stop()            # gone: connections reset, new ones refused ...
         time.sleep(4)           # ... for longer than a never-answered store is given
         if p.poll() is not None:

@@ -313,9 +313,10 @@ disk)
     # State from --dir: the newest entry is measured and sampled.
     mkdir -p "$TMP/ck/checkpoint-100" "$TMP/ck/checkpoint-200"
     head -c 3000000 /dev/urandom >"$TMP/ck/checkpoint-100/model.bin"
-    sleep 1
     head -c 5000000 /dev/zero >"$TMP/ck/checkpoint-200/model.bin"
     head -c 1000000 /dev/urandom >"$TMP/ck/checkpoint-200/optim.bin"
+    # the older entry by its times (doctor compares entries' mtimes in seconds)
+    touch -d '1 minute ago' "$TMP/ck/checkpoint-100/model.bin" "$TMP/ck/checkpoint-100"
     doctor 0 --dir "$TMP/ck" --budget 20s --interval 10m
     jcheck "j['estimate']['state_bytes'] == 6000000 and 'checkpoint-200' in c['state']['message']"
     echo "disk: override fails/warns; --dir sizes the newest entry"

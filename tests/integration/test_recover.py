@@ -142,6 +142,14 @@ class RecoverTest(unittest.TestCase):
             time.sleep(0.2)
         self.fail("run %s never reached step %d" % (run, step))
 
+    def wait_stderr(self, p, pattern, what, timeout=60):
+        """Wait until p's stderr matches `pattern`; fail saying `what` did not happen."""
+        end = time.monotonic() + timeout
+        while not re.search(pattern, p.stderr()):
+            if time.monotonic() > end:
+                self.fail("%s: no %r within %d s in:\n%s" % (what, pattern, timeout, p.stderr()))
+            time.sleep(0.1)
+
     def trainer_cmd(self, steps, out, sleep_ms):
         return [TRAINER, "--steps", str(steps), "--out", out, "--sleep-ms", str(sleep_ms)] + TARGS
 
@@ -309,6 +317,9 @@ class RecoverTest(unittest.TestCase):
     def test_c_frozen_runner_is_fenced(self):
         store = "file://" + os.path.join(self.tmp, "store")
         env_a, home_a = self.machine("A", store)
+        # A's trainer logs its failed commits to its stderr, A's: seen while
+        # A's ckptrun is frozen
+        env_a["CKPT_LOG"] = "error"
         env_b, home_b = self.machine("B", store)
         out_a, out_b = os.path.join(home_a, "c.bin"), os.path.join(home_b, "c.bin")
         a = self.start(["recover", "--run", "c", "--lease", "3s", "--grace", "3s", "--"]
@@ -339,11 +350,12 @@ class RecoverTest(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.assertRegex(taker.stderr(), r"lease action=acquired .*epoch=2")
-        time.sleep(1)  # B is committing now
+        self.wait_stderr(taker, r" commit step=\d+ ", "B's first commit")  # B commits now
         # A's child wakes first and tries to commit (every 10 steps of 20 ms):
         # fenced, every time; then A's ckptrun wakes and learns it lost
         os.killpg(pgid, signal.SIGCONT)
-        time.sleep(1)
+        self.wait_stderr(a, r"libckpt: error save: step \d+ not committed: .*another runner took over",
+                         "A's child fenced")
         os.kill(a.p.pid, signal.SIGCONT)
         self.assertEqual(a.wait(30), 74, a.stderr())
         self.assertRegex(a.stderr(), r"lease on run c \(epoch 1\) lost: .*exit 74")

@@ -286,10 +286,13 @@ class Slurm(unittest.TestCase):
                                      "StartTime=now", check=False)
                     pending_since = None
             elif state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
-                # a requeue by the script itself happens after its exit line
-                time.sleep(1)
-                info = self.cluster.job(job["id"])
-                if info.get("JobState") == state:
+                # The end once the last instance's script said how ckptrun
+                # exited (each instance one line; SLURM may show the state
+                # while the script still finishes), unless that is the
+                # recipe's requeue case (75 after the warning): the script
+                # requeues after its exit line.
+                exits = re.findall(r"ckptrun exit (\d+) warned=(\d)", self.log(job))
+                if len(exits) > int(info.get("Restarts", "0")) and exits[-1] != ("75", "1"):
                     return info
             else:
                 pending_since = None
@@ -313,7 +316,9 @@ class Slurm(unittest.TestCase):
         jobs["timelimit"] = self.submit("timelimit", ("--time=1",), sleep_ms=20)
         for job in jobs.values():
             self.wait_log(job, r"trainer: start at step 0")
-        time.sleep(2)  # some steps: the final checkpoint is not the first
+        # a checkpoint committed before the stops: the final one is not the first
+        for job in jobs.values():
+            self.wait_log(job, r" commit step=\d+")
         c = self.cluster
         c.run("scancel", "--signal=USR1", "--batch", jobs["warn"]["id"])
         c.run("scontrol", "requeue", jobs["requeue"]["id"])

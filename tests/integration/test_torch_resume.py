@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import socket
@@ -83,23 +84,53 @@ class Sink:
 
     def __init__(self, path):
         self.msgs = []
+        self.cv = threading.Condition()
+        self.reading = 0  # connections accepted, not yet read to their end
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
         self.srv.listen(16)
+        self.srv.setblocking(False)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
         while True:
             try:
-                c, _ = self.srv.accept()
-            except OSError:
+                select.select([self.srv], [], [])
+            except (OSError, ValueError):
                 return
+            # accepted and counted at once, under the lock drain() holds
+            with self.cv:
+                try:
+                    c, _ = self.srv.accept()
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
+                self.reading += 1
+            c.setblocking(True)
             threading.Thread(target=self._read, args=(c,), daemon=True).start()
 
     def _read(self, c):
-        with c, c.makefile("rb") as f:
-            for line in f:
-                self.msgs.append(json.loads(line))
+        try:
+            with c, c.makefile("rb") as f:
+                for line in f:
+                    self.msgs.append(json.loads(line))
+        finally:
+            with self.cv:
+                self.reading -= 1
+                self.cv.notify_all()
+
+    def drain(self, timeout=60):
+        """Once every sender is gone: wait until each connection made was
+        accepted and read to its end. @return False at the timeout."""
+        end = time.monotonic() + timeout
+        with self.cv:
+            while self.reading or select.select([self.srv], [], [], 0)[0]:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cv.wait(min(left, 0.05))  # a connection not accepted yet
+        return True
 
 
 def main():
@@ -187,7 +218,10 @@ def main():
             print("FAIL: killed %d times but never resumed" % kills)
             return 1
         if sink is not None:
-            time.sleep(0.2)
+            if not sink.drain():
+                print("FAIL: the shim's connections still open 60 s after the "
+                      "trainer's end")
+                return 1
             renamed = {m["path"] for m in sink.msgs
                        if m.get("event") == "renamed"}
             final = {os.path.join(ckdir, n) for n in ckpts

@@ -215,7 +215,8 @@ class ReproHF(WriterCase):
         p.wait_line(r" complete entry=checkpoint-10 step=10 by=marker", timeout=30)
         time.sleep(0.8)
         shutil.rmtree(os.path.join(self.env["CKPT_DIR"], "checkpoint-10"))
-        time.sleep(2.5)
+        # the commit's outcome, whichever it is
+        p.wait_line(r" commit step=10 | drop entry=checkpoint-10 | commit-failed ", timeout=60)
         p.p.send_signal(signal.SIGTERM)
         p.wait()
         print(p.text(), file=sys.stderr) if os.environ.get("SHOW") else None
@@ -396,7 +397,8 @@ for step in (10, 20):
     save("model_%%d.pt" %% step, step)
     time.sleep(0.1)
     save("optim_%%d.pt" %% step, step)
-    time.sleep(1.5)
+    while not os.path.exists(%(go)r + "-%%d" %% step):  # the test saw the step committed
+        time.sleep(0.05)
 os.symlink("model_10.pt", os.path.join(d, "best.pt"))
 print("writer: linked", file=sys.stderr, flush=True)
 time.sleep(30)
@@ -410,7 +412,15 @@ class ReproFlat(WriterCase):
         # Each checkpoint holds every entry of its step and the unnumbered
         # one, and the link with its target, at the highest step. Before:
         # one checkpoint per file, the newest holding optim_20.pt alone.
-        p = self.start(["--settle", "1s", "--", PY, "-c", FLAT_WRITER % {"here": HERE}])
+        go = os.path.join(self.work, "go")
+        p = self.start(["--settle", "1s", "--", PY, "-c",
+                        FLAT_WRITER % {"here": HERE, "go": go}])
+        # each step committed whole before the next is written (step 10's
+        # checkpoint may take config.json's counter value, 11)
+        p.wait_line(r" commit step=1\d files=3 ", timeout=30)
+        open(go + "-10", "w").close()
+        p.wait_line(r" commit step=20 files=3 ", timeout=30)
+        open(go + "-20", "w").close()
         p.wait_line(r"writer: linked", timeout=30)
         p.wait_line(r" commit step=20 files=4 links=1 ", timeout=10)
         p.p.send_signal(signal.SIGTERM)

@@ -24,9 +24,15 @@ A slow link can be added to every forwarded request (ckptrun doctor tests):
   --delay-ms N     N ms of extra latency per request
   --upload-bps N   request bodies pass through one shared link of N bytes/s
                    (parallel uploads share it, as they share a real uplink)
+--stats FILE keeps FILE a JSON object of the counts (requests by method on
+arrival, "forwarded" once a reply went back whole, each fault), rewritten
+whole at every change: a test waits on it instead of guessing how far the
+client got.
 Only loopback addresses are accepted as upstream. Stdlib only.
 """
 import argparse
+import json
+import os
 import random
 import signal
 import socket
@@ -38,6 +44,17 @@ import time
 
 LOCK = threading.Lock()
 STATS = {"forwarded": 0}
+STATS_FILE = [None]  # --stats
+
+
+def count(what):
+    with LOCK:
+        STATS[what] = STATS.get(what, 0) + 1
+        if STATS_FILE[0]:
+            tmp = STATS_FILE[0] + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(STATS, f)
+            os.replace(tmp, STATS_FILE[0])
 
 
 def read_head(f):
@@ -79,10 +96,6 @@ class Handler(socketserver.StreamRequestHandler):
             if self.server.rng.random() < self.server.rate:
                 return self.server.rng.choice(self.server.faults)
         return None
-
-    def count(self, what):
-        with LOCK:
-            STATS[what] = STATS.get(what, 0) + 1
 
     def error_reply(self, status, reason, code):
         body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s</Code>"
@@ -135,10 +148,11 @@ class Handler(socketserver.StreamRequestHandler):
             head = read_head(self.rfile)
             if not head:
                 return
+            count(head[0].split(b" ", 1)[0].decode("ascii", "replace"))
             body = self.rfile.read(content_length(head))
             fault = None if self.server.flip_once else self.pick()
             if fault:
-                self.count(fault)
+                count(fault)
             if fault == "500":
                 self.error_reply(500, "Internal Server Error", "InternalError")
                 continue
@@ -176,13 +190,13 @@ class Handler(socketserver.StreamRequestHandler):
                     if flipped is not reply:
                         with LOCK:
                             self.server.flipped.add(path)
-                        self.count("flip")
+                        count("flip")
                     reply = flipped
             elif fault == "flip":
                 reply = flip_body(head, reply)
-            self.count("forwarded")
             self.wfile.write(reply)
             self.wfile.flush()
+            count("forwarded")
             # Upstream answered "Connection: close"; so does the client's reply.
             return
 
@@ -203,7 +217,9 @@ def main():
     ap.add_argument("--flip-once", action="store_true")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--upload-bps", type=float, default=0.0)
+    ap.add_argument("--stats", metavar="FILE")
     a = ap.parse_args()
+    STATS_FILE[0] = a.stats
     host, _, port = a.upstream.rpartition(":")
     if host not in ("127.0.0.1", "localhost", "::1"):
         sys.exit("faultproxy: upstream must be a loopback address")

@@ -338,13 +338,13 @@ class StopSignalTest(unittest.TestCase):
         self.srv.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def child(self, code):
+    def child(self, code, stdin=None):
         env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
         env.update(PYTHONPATH=EXAMPLES, CKPT_SOCKET=self.srv.path, CKPT_SOCKET_KEY="ab" * 16,
                    CKPT_SIGNAL="none")
         env.pop("LD_PRELOAD", None)
-        return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen([sys.executable, "-c", code], env=env, stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def send(self, msg):
         with self.srv.cv:
@@ -419,18 +419,62 @@ class StopSignalTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)  # absorbed, not the default action
         self.assertIn("saves 1", out)
 
+    # The helper's clock, in a child: its `time` module is replaced by one
+    # whose monotonic() is frozen until the test moves it ("advance S" on
+    # stdin) and counts its reads (_on_stop reads it once per signal); each
+    # line on stdin is answered "reads N".
+    TEST_CLOCK = ("import os, sys, time, ckpt_helper\n"
+                  "class Clock:\n"
+                  "    now, reads = 1000.0, 0\n"
+                  "    def monotonic(self):\n"
+                  "        Clock.reads += 1\n"
+                  "        return Clock.now\n"
+                  "    def __getattr__(self, name):\n"
+                  "        return getattr(time, name)\n"
+                  "ckpt_helper.time = Clock()\n"
+                  "print('up', flush=True)\n"
+                  "for line in sys.stdin:\n"
+                  "    if line.startswith('advance '):\n"
+                  "        Clock.now += float(line.split()[1])\n"
+                  "    print('reads', Clock.reads, flush=True)\n")
+
+    def clock_reads(self, p, line="reads"):
+        """Send `line` to a TEST_CLOCK child; @return its clock's reads."""
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+        got = p.stdout.readline()
+        if not got.startswith("reads "):
+            p.kill()
+            self.fail("the child answered %r, exit %s: %s" % (got, p.wait(), p.stderr.read()))
+        return int(got.split()[1])
+
     def test_second_sigterm_ends_at_once_but_a_quick_repeat_does_not(self):
-        p = self.child("import os, sys, time, ckpt_helper\n"
-                       "print('up', flush=True)\n"
-                       "time.sleep(60)\n")
+        p = self.child(self.TEST_CLOCK, stdin=subprocess.PIPE)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
         self.assertEqual(p.stdout.readline().strip(), "up")
         self.lines_of("helper")
         os.kill(p.pid, signal.SIGTERM)
+        rep = self.lines_of("signal")[0]
+        self.assertEqual(rep["mono_ms"], 1000000)  # taken at the test's clock
         os.kill(p.pid, signal.SIGTERM)  # forwarded by a launcher: the same stop
-        time.sleep(1.0)
+        end = time.monotonic() + 10
+        while self.clock_reads(p) < 2:  # each answer also shows it is alive
+            if time.monotonic() > end:
+                self.fail("the second SIGTERM was not handled within 10 s")
+            time.sleep(0.02)
         self.assertIsNone(p.poll())
+        self.assertEqual(self.clock_reads(p, "advance 1.0"), 2)
         os.kill(p.pid, signal.SIGTERM)  # a second one, later: now
-        p.communicate(timeout=20)
+        try:
+            p.stdin.write("reads\n")  # wakes the main thread, should the handler wait for it
+            p.stdin.flush()
+        except BrokenPipeError:
+            pass
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.fail("a SIGTERM 1 s after the first (by the helper's clock) did not end it")
+        p.communicate()
         self.assertEqual(p.returncode, -signal.SIGTERM)
         self.assertEqual(len(self.lines_of("signal")), 1)
 

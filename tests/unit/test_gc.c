@@ -2,6 +2,7 @@
  * matter, made deterministic by pausing or hooking store calls
  * (fault_store.h): gc never deletes what a committed checkpoint or a save
  * in flight will commit with. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -82,20 +83,52 @@ static size_t count_files(const char *sub)
 /* ---- the race: a save commits while gc works -------------------- */
 struct save_now {
     struct ckpt_ctx *w;
+    const char *run;
     uint64_t step;
     int done;
 };
 
+/* The files under the run's directory in the store, one per line. */
+static char *run_files(const char *run)
+{
+    char cmd[1024], *text = NULL;
+    size_t cap = 0;
+    FILE *p;
+    snprintf(cmd, sizeof cmd, "find '%s/store/%s' -type f | sort", g_dir, run);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_true(getdelim(&text, &cap, '\0', p) >= 0);
+    pclose(p);
+    return text;
+}
+
 static void save_hook(void *user, const char *key)
 {
     struct save_now *sn = user;
-    struct timespec later = { 0, 50 * 1000000 };
+    struct timespec now;
+    char *before, *after, *line, *next, path[1200];
     (void)key;
-    /* the save's objects get times well past those of gc's start (file
-     * times come from a clock that lags the wall clock by a tick) */
-    nanosleep(&later, NULL);
+    /* gc read any clock it reads before listing by now */
+    assert_int_equal(clock_gettime(CLOCK_REALTIME, &now), 0);
+    before = run_files(sn->run);
     save_ok(sn->w, sn->step);
     sn->done++;
+    /* The save's objects get times well past those of gc's start, set
+     * rather than waited for (file times come from a clock that lags the
+     * wall clock by a tick: written at once, they may share its time). */
+    after = run_files(sn->run);
+    for (line = after; *line; line = next + 1) {
+        struct timespec t[2] = { { 0, UTIME_OMIT }, { now.tv_sec + 1, now.tv_nsec } };
+        next = strchr(line, '\n');
+        assert_non_null(next);
+        *next = '\0';
+        snprintf(path, sizeof path, "%s\n", line);
+        if (strstr(before, path))
+            continue; /* there before the save */
+        assert_int_equal(utimensat(AT_FDCWD, line, t, 0), 0);
+    }
+    free(before);
+    free(after);
 }
 
 /* gc --keep 1 with the default --min-age (15 min) lists chunks; a save of
@@ -114,7 +147,7 @@ static void test_save_commits_during_gc(void **state)
     assert_int_equal(ckpt_protect(w, "b", b, N), CKPT_OK);
     fill(b, s1);
     save_ok(w, 1);
-    struct save_now sn = { w, 2, 0 };
+    struct save_now sn = { w, "race1", 2, 0 };
     fill(b, s2);
     ckpt__run_wait_loaded(&g->rs); /* the load reads ->store */
     struct fault_store *fs = fault_wrap(&g->store);

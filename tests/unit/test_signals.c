@@ -5,14 +5,32 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include "test_util.h"
 #include "ckpt.h"
+#include "signals.h"
 
 static char *g_dir;
 static char g_url[700], g_sock[700];
+
+/* The handler's clock in a trainer started with a test clock: frozen until
+ * the test moves it, shared with the forked trainer, counting its reads
+ * (the handler reads it once per signal it takes). */
+struct test_clock {
+    _Atomic int64_t now_ms;
+    atomic_int reads;
+};
+static struct test_clock *g_clock;
+
+static int64_t test_clock_now(void)
+{
+    atomic_fetch_add(&g_clock->reads, 1);
+    return atomic_load(&g_clock->now_ms);
+}
 
 static int setup(void **s)
 {
@@ -20,12 +38,16 @@ static int setup(void **s)
     g_dir = test_tmpdir();
     snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
     snprintf(g_sock, sizeof g_sock, "%s/ctl", g_dir);
+    g_clock =
+        mmap(NULL, sizeof *g_clock, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(g_clock != MAP_FAILED);
     return 0;
 }
 
 static int teardown(void **s)
 {
     (void)s;
+    munmap(g_clock, sizeof *g_clock);
     test_rmrf(g_dir);
     free(g_dir);
     return 0;
@@ -61,8 +83,9 @@ static void read_line(int fd, char *buf, size_t n)
     buf[at] = '\0';
 }
 
-/* The trainer: opens a context under "ckptrun", then follows `script`. */
-static pid_t trainer(int own_handler)
+/* The trainer: opens a context under "ckptrun" and saves when asked; its
+ * signal handler reads g_clock when `test_clock`. */
+static pid_t trainer(int own_handler, int test_clock)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -75,6 +98,8 @@ static pid_t trainer(int own_handler)
         cfg.run = "sig";
         if (own_handler)
             signal(SIGTERM, SIG_IGN); /* the program decides: ignores it */
+        if (test_clock)
+            ckpt__signals_test_clock(test_clock_now);
         if (ckpt_open(&cfg, &ctx) != CKPT_OK)
             _exit(2);
         ckpt_protect(ctx, "x", &x, sizeof x);
@@ -108,7 +133,7 @@ static void test_sigterm_is_a_stop(void **state)
     char line[4096];
     pid_t pid;
     (void)state;
-    pid = trainer(0);
+    pid = trainer(0, 0);
     cfd = accept(lfd, NULL, NULL);
     assert_true(cfd >= 0);
     read_line(cfd, line, sizeof line);
@@ -143,7 +168,7 @@ static void test_sigterm_after_stop_request(void **state)
     const char req[] = "{\"type\":\"request\",\"reason\":\"stop\",\"deadline_ms\":0,\"id\":1}\n";
     pid_t pid;
     (void)state;
-    pid = trainer(0);
+    pid = trainer(0, 0);
     cfd = accept(lfd, NULL, NULL);
     assert_true(cfd >= 0);
     read_line(cfd, line, sizeof line); /* hello */
@@ -167,25 +192,59 @@ static void test_sigterm_after_stop_request(void **state)
     close(lfd);
 }
 
+/* Wait until the trainer's handler has taken `n` signals in all. */
+static void wait_handled(int n)
+{
+    for (int i = 0; atomic_load(&g_clock->reads) < n; i++) {
+        if (i == 10000)
+            fail_msg("the handler took %d signal(s) in 10 s, want %d", atomic_load(&g_clock->reads),
+                     n);
+        usleep(1000);
+    }
+}
+
 /* Without `stopping`: a repeat within 0.5 s is the same stop, a second
- * one later ends the process; SIGINT likewise. */
+ * one later ends the process; SIGINT likewise. The handler's clock is the
+ * test's: the repeat comes at the same instant as the first signal, the
+ * third 0.7 s later, whatever the load. */
 static void test_second_signal_ends(void **state)
 {
     static const int sigs[] = { SIGTERM, SIGINT };
+    static const char req[] = "{\"type\":\"request\",\"reason\":\"periodic\",\"deadline_ms\":0,"
+                              "\"id\":2}\n";
     (void)state;
     for (int k = 0; k < 2; k++) {
         int lfd = listen_on(g_sock), cfd, st;
         char line[4096];
-        pid_t pid = trainer(0);
+        pid_t pid;
+        atomic_store(&g_clock->now_ms, 1000);
+        atomic_store(&g_clock->reads, 0);
+        pid = trainer(0, 1);
         cfd = accept(lfd, NULL, NULL);
+        assert_true(cfd >= 0);
         read_line(cfd, line, sizeof line); /* hello */
         kill(pid, sigs[k]);
-        kill(pid, sigs[k]);
-        usleep(700000);
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"signal\""));
+        assert_non_null(strstr(line, "\"mono_ms\":1000")); /* taken at the test's time */
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"saving\"")); /* the save it asked for */
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"committed\""));
+        kill(pid, sigs[k]); /* a launcher forwarding the same stop */
+        wait_handled(2);
+        /* absorbed: the trainer lives on and saves on request */
+        assert_int_equal(write(cfd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"saving\""));
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"committed\""));
         assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+        atomic_fetch_add(&g_clock->now_ms, 700); /* past the 0.5 s window */
         kill(pid, sigs[k]);
         st = wait_exit(pid);
         assert_true(WIFSIGNALED(st) && WTERMSIG(st) == sigs[k]);
+        assert_int_equal(atomic_load(&g_clock->reads), 3);
         close(cfd);
         close(lfd);
     }
@@ -199,7 +258,7 @@ static void test_program_disposition_kept(void **state)
     char line[4096];
     pid_t pid;
     (void)state;
-    pid = trainer(1);
+    pid = trainer(1, 0);
     cfd = accept(lfd, NULL, NULL);
     read_line(cfd, line, sizeof line);
     assert_non_null(strstr(line, "\"signals\":true")); /* SIGINT */
