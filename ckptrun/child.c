@@ -1,6 +1,6 @@
 /* child.c -- COMMAND and its process tree (child.h). */
 #include "child.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 #include "proctree.h"
 

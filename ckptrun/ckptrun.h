@@ -17,7 +17,7 @@
  *   cmd_*.c       save, restore, ls, verify, gc, status (cmds.c: shared)
  *   doctor*.c     `doctor`: one file per check (doctor.h)
  *   watch*.c      commit what a trainer writes into CKPT_DIR (watch.h)
- *   commit.c      commit files/directories as one checkpoint (save, watcher)
+ *   commit_files.c commit files/directories as one checkpoint (save, watcher)
  *   record.c      the run record in the store (RUN, events/, files/)
  *   lease.c       the run's lease
  *   ctlserver.c   the control socket server (docs/CONTROL.md)
@@ -28,9 +28,11 @@
  *                 poller to the supervisor's queue
  *   opts.c        the options to a libckpt context, exit codes (opts.h)
  *   cli.c         the command line as data: --help, man page, completions
- *   parse.c       pure parsing (durations, sizes, steps from names, signals)
- *   log.c         the event log on stderr, result lines, the status line
- *   progress.c    progress display of long library calls (terminal only)
+ *   parse.c       pure parsing of its own (steps from names, fractions);
+ *                 durations, sizes, codecs, signals and the clock are the
+ *                 shared module's (libckpt/common/ckpt_common.h)
+ *   runlog.c      the event log on stderr, result lines, the status line
+ *   tty_progress.c progress display of long library calls (terminal only)
  *   fsutil.c      directories made and removed
  */
 #ifndef CKPTRUN_H

@@ -1,7 +1,7 @@
 /* claim.c -- the run's lease and fencing (claim.h). */
 #include "claim.h"
 #include "lease.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "record.h"
 #include "ckpt_store.h"

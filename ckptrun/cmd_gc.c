@@ -1,9 +1,9 @@
 /* cmd_gc.c -- `ckptrun gc --keep N`: retention, and chunks no checkpoint references. */
 #include "ckptrun.h"
 #include "cmds.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
-#include "progress.h"
+#include "tty_progress.h"
 #include "record.h"
 #include "ckpt_store.h"
 

@@ -1,7 +1,7 @@
 /* cmd_ls.c -- `ckptrun ls`: the runs of a store, or the checkpoints of a run. */
 #include "ckptrun.h"
 #include "cmds.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 #include "record.h"
 #include "ckpt_store.h"

@@ -2,9 +2,9 @@
 #include "ckptrun.h"
 #include "cmds.h"
 #include "fsutil.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
-#include "progress.h"
+#include "tty_progress.h"
 #include "ckpt_store.h"
 
 #include <errno.h>

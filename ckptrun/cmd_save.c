@@ -1,11 +1,11 @@
 /* cmd_save.c -- `ckptrun save --step N PATH...`: commit files and directories as one checkpoint by hand. */
 #include "ckptrun.h"
 #include "cmds.h"
-#include "commit.h"
+#include "commit_files.h"
 #include "fsutil.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
-#include "progress.h"
+#include "tty_progress.h"
 #include "record.h"
 #include "ckpt_store.h"
 

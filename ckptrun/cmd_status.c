@@ -2,7 +2,7 @@
 #include "ckptrun.h"
 #include "cmds.h"
 #include "lease.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 #include "record.h"
 #include "ckpt_store.h"

@@ -1,9 +1,9 @@
 /* cmd_verify.c -- `ckptrun verify [--step N]`: check every chunk's checksum. */
 #include "ckptrun.h"
 #include "cmds.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
-#include "progress.h"
+#include "tty_progress.h"
 #include "ckpt_store.h"
 
 #include <inttypes.h>

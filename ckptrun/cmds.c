@@ -1,6 +1,6 @@
 /* cmds.c -- what the administration commands share (cmds.h). */
 #include "cmds.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* ctlserver.c -- see ctlserver.h. */
 #include "ctlserver.h"
-#include "log.h"
+#include "runlog.h"
 #include "proctree.h"
 
 #include <cjson/cJSON.h>

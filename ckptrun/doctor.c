@@ -6,7 +6,7 @@
 #include "ckptrun.h"
 #include "doctor.h"
 #include "fsutil.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 #include "ckpt_store.h"
 

@@ -1,6 +1,6 @@
 /* doctor_changed.c -- changed: how much of the state a final save sends (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 

@@ -1,6 +1,6 @@
 /* doctor_codec.c -- codec: the codec measured on this CPU, on a sample of the state (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 

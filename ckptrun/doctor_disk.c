@@ -1,6 +1,6 @@
 /* doctor_disk.c -- disk and disk-survival: room for a checkpoint in CKPT_DIR, and whether it outlives the instance (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 

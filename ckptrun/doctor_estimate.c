@@ -1,6 +1,6 @@
 /* doctor_estimate.c -- estimate-full, estimate-incremental and lost-work: from notice to commit, against the window (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 

@@ -1,6 +1,6 @@
 /* doctor_notice.c -- provider, metadata, imds-token and window: where the notice comes from and how long it gives (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "notice.h"
 #include "opts.h"
 #include "parse.h"

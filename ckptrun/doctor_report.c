@@ -1,6 +1,6 @@
 /* doctor_report.c -- the doctor's lines (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 

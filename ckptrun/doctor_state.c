@@ -1,6 +1,6 @@
 /* doctor_state.c -- state: how big a checkpoint is (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 

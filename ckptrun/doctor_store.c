@@ -1,6 +1,6 @@
 /* doctor_store.c -- store, store-rw and conditional: the credentials work, and the lease is enforced (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 #include "ckpt_store.h"

@@ -1,6 +1,6 @@
 /* doctor_throughput.c -- upload and download: the link to the store, measured (doctor.h). */
 #include "doctor.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "parse.h"
 #include "ckpt_store.h"

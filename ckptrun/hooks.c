@@ -1,6 +1,6 @@
 /* hooks.c -- the outcome hooks (hooks.h). */
 #include "hooks.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
  */
 #include "ckptrun.h"
 #include "cli.h"
-#include "log.h"
+#include "runlog.h"
 #include "notice.h"
 #include "parse.h"
 #include "ckpt_store.h"

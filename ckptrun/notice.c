@@ -136,7 +136,7 @@ int notice_ack(struct notice_poller *p, const char *event_id)
     cJSON *root = NULL, *arr, *obj;
     char *body = NULL, url[BASE_MAX + 128];
     static const char *const hdrs[] = {"Metadata: true", "Content-Type: application/json", NULL};
-    struct reply r = {0};
+    struct notice_reply r = {0};
 
     if (!p || strcmp(p->provider, "azure") != 0)
         return p ? 0 : -1;

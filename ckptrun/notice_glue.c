@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "runlog.h"
 #include "notice.h"
 #include "notice_glue.h"
 #include "notice_queue.h"

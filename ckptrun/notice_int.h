@@ -81,7 +81,7 @@ typedef int (*notice_parser)(const char *, size_t, int64_t, struct notice_event 
 /* ---- notice_net.c ---------------------------------------------------------- */
 
 /* One HTTP reply: the body (malloc'd, NUL-terminated) or why there is none. */
-struct reply {
+struct notice_reply {
     long status;
     char *body;
     size_t len;
@@ -97,7 +97,7 @@ struct ckpt_http *notice_http_new(void);
  * and r->body (free it), or -1 with r->err. */
 int notice_http(struct ckpt_http *h, const char *method, const char *url,
                 const char *const *hdrs, const char *body, long timeout_ms, size_t max,
-                struct reply *r);
+                struct notice_reply *r);
 /* The provider DMI names ("none" when none): `dir` is /sys/class/dmi/id or
  * a test's; `how` (may be NULL) receives which DMI string decided. */
 const char *notice_detect(const char *dir, ckpt_log_fn log_fn, void *log_user, char *how,

@@ -40,7 +40,7 @@ static void plain_etag(const struct ckpt_http_resp *resp, char *out, size_t n)
 
 int notice_http(struct ckpt_http *h, const char *method, const char *url,
                 const char *const *hdrs, const char *body, long timeout_ms, size_t max,
-                struct reply *r)
+                struct notice_reply *r)
 {
     const char *hv[MAX_HDRS];
     struct ckpt_http_req req;

@@ -3,7 +3,7 @@
  * its notice path; no thread, no callback. */
 #include "notice_int.h"
 #include "ckpt_http.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@ int notice_probe(const struct notice_config *cfg, long timeout_ms,
                  struct notice_probe_result *r)
 {
     struct ckpt_http *http = NULL;
-    struct reply rep;
+    struct notice_reply rep;
     char url[BASE_MAX + 160], tokh[600];
     const char *prov, *hdrs[3] = {NULL, NULL, NULL}, *path = NULL;
     const char *tok_hdr = NULL, *tok_ttl = NULL;

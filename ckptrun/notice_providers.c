@@ -3,7 +3,7 @@
  * watch's thread until the poller stops. */
 #include "notice_int.h"
 #include "ckpt_http.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +68,7 @@ void notice_run_gcp(struct nwatch *w)
     char url[BASE_MAX + 256];
 
     while (!atomic_load(&p->stop)) {
-        struct reply r;
+        struct notice_reply r;
         long pause = 0;
         int64_t t0 = ckpt_mono_ms();
         snprintf(url, sizeof url,
@@ -110,7 +110,7 @@ static void azure_vm_name(struct nwatch *w)
 {
     struct notice_poller *p = w->p;
     char url[BASE_MAX + 128];
-    struct reply r;
+    struct notice_reply r;
     size_t i;
 
     if (p->azure_vm[0] || ckpt_mono_ms() < p->azure_vm_retry_ms)
@@ -144,7 +144,7 @@ void notice_run_azure(struct nwatch *w)
     char url[BASE_MAX + 128];
     snprintf(url, sizeof url, "%s/metadata/scheduledevents?api-version=2020-07-01", p->base);
     do {
-        struct reply r;
+        struct notice_reply r;
         azure_vm_name(w);
         if (notice_http(p->http, "GET", url, azure_hdrs, NULL, AZURE_TIMEOUT_MS, BODY_MAX_AZURE, &r)) {
             if (!atomic_load(&p->stop))
@@ -175,7 +175,7 @@ static void aliyun_token(struct nwatch *w)
     struct notice_poller *p = w->p;
     char url[BASE_MAX + 64], ttl[80];
     const char *hdrs[2] = {ttl, NULL};
-    struct reply r;
+    struct notice_reply r;
     size_t n;
 
     if (p->aliyun_token[0] && ckpt_mono_ms() < p->aliyun_renew_ms)
@@ -212,7 +212,7 @@ void notice_run_plain(struct nwatch *w)
              aliyun ? "/latest/meta-data/instance/spot/termination-time"
                     : "/latest/meta-data/spot/termination-time");
     do {
-        struct reply r;
+        struct notice_reply r;
         const char *hdrs[2] = {NULL, NULL};
         if (aliyun) {
             aliyun_token(w);

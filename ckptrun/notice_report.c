@@ -2,7 +2,7 @@
  * (notice_int.h). Never a false notice: only a 200 reply that a strict
  * parser accepts becomes an event (notice_parse.c). */
 #include "notice_int.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * says, the context configuration, and whether a run exists (opts.h).
  */
 #include "opts.h"
-#include "log.h"
+#include "runlog.h"
 #include "ckpt_store.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* prestart.c -- the restore before start (prestart.h). */
 #include "prestart.h"
 #include "fsutil.h"
-#include "log.h"
+#include "runlog.h"
 #include "opts.h"
 #include "record.h"
 

@@ -1,6 +1,6 @@
 /* record.c -- see record.h. */
 #include "record.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 #include "ckpt_store.h"
 

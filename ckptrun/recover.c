@@ -10,7 +10,7 @@
  * supervisor's (supervise.c), shared with `run`.
  */
 #include "ckptrun.h"
-#include "log.h"
+#include "runlog.h"
 #include "supervise.h"
 
 int cmd_recover(struct opts *o)

@@ -1,7 +1,7 @@
 /* renewer.c -- the lease renewal thread (renewer.h). */
 #include "renewer.h"
 #include "lease.h"
-#include "log.h"
+#include "runlog.h"
 #include "ckpt_store.h"
 
 #include <stdio.h>

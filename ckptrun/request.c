@@ -1,7 +1,7 @@
 /* request.c -- checkpoint requests to the child (request.h). */
 #include "request.h"
 #include "ctlserver.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 #include "sup.h"
 

@@ -1,7 +1,7 @@
 /* stop.c -- the stop state machine (stop.h). */
 #include "stop.h"
 #include "ctlserver.h"
-#include "log.h"
+#include "runlog.h"
 #include "notice_queue.h"
 #include "parse.h"
 #include "request.h"

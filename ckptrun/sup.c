@@ -1,6 +1,6 @@
 /* sup.c -- the supervisor's event log and run record (sup.h). */
 #include "sup.h"
-#include "log.h"
+#include "runlog.h"
 #include "record.h"
 #include "watch.h"
 

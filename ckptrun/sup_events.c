@@ -1,7 +1,7 @@
 /* sup_events.c -- the supervisor's event sources (sup_events.h). */
 #include "sup_events.h"
 #include "ctlserver.h"
-#include "log.h"
+#include "runlog.h"
 #include "notice_queue.h"
 #include "parse.h"
 #include "record.h"

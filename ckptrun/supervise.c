@@ -15,7 +15,7 @@
 #include "fsutil.h"
 #include "hooks.h"
 #include "lease.h"
-#include "log.h"
+#include "runlog.h"
 #include "notice_glue.h"
 #include "notice_queue.h"
 #include "prestart.h"

@@ -7,7 +7,7 @@
  * and their signatures), watch_links.c and watch_writers.c.
  */
 #include "watch_int.h"
-#include "log.h"
+#include "runlog.h"
 #include "record.h"
 
 #include <dirent.h>

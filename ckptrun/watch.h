@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
-#include "commit.h"
+#include "commit_files.h"
 
 struct watch;
 struct watch_job;

@@ -2,7 +2,7 @@
  * entries (watch_int.h): each snapshot is committed on the thread's own
  * libckpt context, and comes back through a pipe the supervisor polls. */
 #include "watch_int.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
  * each looks like on disk (its signature), and the step counter
  * (watch_int.h). */
 #include "watch_int.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 
 #include <dirent.h>

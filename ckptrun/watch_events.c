@@ -2,7 +2,7 @@
  * entries made, replaced, renamed into place, closed after writing,
  * marked, or losing files (watch_int.h). */
 #include "watch_int.h"
-#include "log.h"
+#include "runlog.h"
 #include "parse.h"
 
 #include <dirent.h>

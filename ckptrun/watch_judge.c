@@ -2,7 +2,7 @@
  * "Watched directory"), and a warning when nothing ever is
  * (watch_int.h). */
 #include "watch_int.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <stdio.h>
 #include <string.h>

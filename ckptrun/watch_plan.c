@@ -1,7 +1,7 @@
 /* watch_plan.c -- the next snapshot to commit, and its hand-off to the
  * commit thread (watch_int.h). */
 #include "watch_int.h"
-#include "log.h"
+#include "runlog.h"
 
 #include <pthread.h>
 #include <stdint.h>

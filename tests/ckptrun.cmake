@@ -19,7 +19,7 @@ set_tests_properties(test_ckptrun_parse PROPERTIES LABELS unit TIMEOUT 60)
 set(_cr ${CMAKE_SOURCE_DIR}/ckptrun)
 add_executable(test_ckptrun_sup ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_sup.c
   ${_cr}/notice_queue.c ${_cr}/renewer.c ${_cr}/lease.c ${_cr}/child.c ${_cr}/keeper.c
-  ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/log.c ${_cr}/parse.c)
+  ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/runlog.c ${_cr}/parse.c)
 target_include_directories(test_ckptrun_sup PRIVATE ${_cr})
 target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m)
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)

@@ -17,7 +17,7 @@ static int add_u64(cJSON *o, const char *k, uint64_t v)
     return cJSON_AddRawToObject(o, k, buf) != NULL;
 }
 
-static void log_event(struct ckpt_ctx *ctx, const struct ckpt_event *ev)
+static void event_to_log(struct ckpt_ctx *ctx, const struct ckpt_event *ev)
 {
     switch (ev->type) {
     case CKPT_EVENT_SAVING:
@@ -65,7 +65,7 @@ static char *wire_line(const struct ckpt_event *ev)
 void ckpt__event(struct ckpt_ctx *ctx, const struct ckpt_event *ev)
 {
     char *line;
-    log_event(ctx, ev);
+    event_to_log(ctx, ev);
     if (!ctx->control)
         return;
     line = wire_line(ev);

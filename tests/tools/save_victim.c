@@ -59,6 +59,7 @@ int main(int argc, char **argv)
             st = ckpt_gc(ctx, 1, min_age, &n);
             if (st && st != CKPT_E_PRECONDITION) {
                 fprintf(stderr, "gc: %s: %s\n", ckpt_strerror(st), ckpt_errmsg(ctx));
+                ckpt_close(ctx);
                 return 1;
             }
             printf("gc %s %" PRIu64 "\n", ckpt_strerror(st), n);
@@ -73,20 +74,24 @@ int main(int argc, char **argv)
         uint64_t min = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
         if (st == CKPT_E_NOENT && min == 0) {
             puts("none");
+            ckpt_close(ctx);
             return 0;
         }
         if (st) {
             fprintf(stderr, "restore failed: %s: %s\n", ckpt_strerror(st), ckpt_errmsg(ctx));
+            ckpt_close(ctx);
             return 1;
         }
         fill(want_a, want_b, step);
         if (meta != step || step < min || memcmp(a, want_a, N_A) || memcmp(b, want_b, sizeof b)) {
             fprintf(stderr, "INCONSISTENT: step %" PRIu64 " meta %" PRIu64 " min %" PRIu64 "\n",
                     step, meta, min);
+            ckpt_close(ctx);
             return 1;
         }
         if (ckpt_verify(ctx, CKPT_STEP_ALL)) {
             fprintf(stderr, "verify failed: %s\n", ckpt_errmsg(ctx));
+            ckpt_close(ctx);
             return 1;
         }
         printf("%" PRIu64 "\n", step);
@@ -103,6 +108,7 @@ int main(int argc, char **argv)
             if (argc > 4 && !strcmp(argv[4], "--tolerant") &&
                 (st == CKPT_E_PRECONDITION || st == CKPT_E_FENCED))
                 continue;
+            ckpt_close(ctx);
             return 1;
         }
         printf("%" PRIu64 "\n", step);

@@ -27,7 +27,12 @@
 #include "ctlwire.h"
 #include "parts.h"
 
-#define EXPORT __attribute__((visibility("default")))
+/* An interposer is a static shim_<name> exported under libc's name as an
+ * alias: the same symbol to the dynamic linker, and no second definition
+ * of open(), close() ... in the tree for a reader (or a tool) to mistake
+ * for the one the library's own calls reach. */
+#define INTERPOSE(name)                                                       \
+    __typeof__(shim_##name) name __attribute__((alias("shim_" #name), visibility("default")))
 
 /* fds at or above this are not tracked (documented limit); 64 Ki covers the
  * default and common raised RLIMIT_NOFILE while costing 128 KiB of BSS that
@@ -258,7 +263,7 @@ static int needs_mode(int flags)
         errno = e_;                                                           \
     } while (0)
 
-EXPORT int open(const char *path, int flags, ...)
+static int shim_open(const char *path, int flags, ...)
 {
     mode_t mode = 0;
     if (needs_mode(flags)) {
@@ -271,8 +276,9 @@ EXPORT int open(const char *path, int flags, ...)
     KEEP_ERRNO(after_open(fd, AT_FDCWD, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(open);
 
-EXPORT int open64(const char *path, int flags, ...)
+static int shim_open64(const char *path, int flags, ...)
 {
     mode_t mode = 0;
     if (needs_mode(flags)) {
@@ -285,23 +291,26 @@ EXPORT int open64(const char *path, int flags, ...)
     KEEP_ERRNO(after_open(fd, AT_FDCWD, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(open64);
 
 /* _FORTIFY_SOURCE builds call these when no mode argument is passed. */
-EXPORT int __open_2(const char *path, int flags)
+static int shim___open_2(const char *path, int flags)
 {
     int fd = real___open_2()(path, flags);
     KEEP_ERRNO(after_open(fd, AT_FDCWD, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(__open_2);
 
-EXPORT int __open64_2(const char *path, int flags)
+static int shim___open64_2(const char *path, int flags)
 {
     int fd = real___open64_2()(path, flags);
     KEEP_ERRNO(after_open(fd, AT_FDCWD, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(__open64_2);
 
-EXPORT int openat(int dirfd, const char *path, int flags, ...)
+static int shim_openat(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     if (needs_mode(flags)) {
@@ -314,8 +323,9 @@ EXPORT int openat(int dirfd, const char *path, int flags, ...)
     KEEP_ERRNO(after_open(fd, dirfd, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(openat);
 
-EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+static int shim_openat64(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     if (needs_mode(flags)) {
@@ -328,54 +338,61 @@ EXPORT int openat64(int dirfd, const char *path, int flags, ...)
     KEEP_ERRNO(after_open(fd, dirfd, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(openat64);
 
-EXPORT int __openat_2(int dirfd, const char *path, int flags)
+static int shim___openat_2(int dirfd, const char *path, int flags)
 {
     int fd = real___openat_2()(dirfd, path, flags);
     KEEP_ERRNO(after_open(fd, dirfd, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(__openat_2);
 
-EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+static int shim___openat64_2(int dirfd, const char *path, int flags)
 {
     int fd = real___openat64_2()(dirfd, path, flags);
     KEEP_ERRNO(after_open(fd, dirfd, path, wants_write(flags)));
     return fd;
 }
+INTERPOSE(__openat64_2);
 
-EXPORT int creat(const char *path, mode_t mode)
+static int shim_creat(const char *path, mode_t mode)
 {
     int fd = real_creat()(path, mode);
     KEEP_ERRNO(after_open(fd, AT_FDCWD, path, 1));
     return fd;
 }
+INTERPOSE(creat);
 
-EXPORT int creat64(const char *path, mode_t mode)
+static int shim_creat64(const char *path, mode_t mode)
 {
     int fd = real_creat64()(path, mode);
     KEEP_ERRNO(after_open(fd, AT_FDCWD, path, 1));
     return fd;
 }
+INTERPOSE(creat64);
 
 /* glibc's fopen does not go through the open symbol, so it is interposed
  * too; otherwise fclose would never find the file in the table. */
-EXPORT FILE *fopen(const char *path, const char *mode)
+static FILE *shim_fopen(const char *path, const char *mode)
 {
     FILE *f = real_fopen()(path, mode);
     if (f)
         KEEP_ERRNO(after_open(fileno(f), AT_FDCWD, path, mode_writes(mode)));
     return f;
 }
+INTERPOSE(fopen);
 
-EXPORT FILE *fopen64(const char *path, const char *mode)
+static FILE *shim_fopen64(const char *path, const char *mode)
 {
     FILE *f = real_fopen64()(path, mode);
     if (f)
         KEEP_ERRNO(after_open(fileno(f), AT_FDCWD, path, mode_writes(mode)));
     return f;
 }
+INTERPOSE(fopen64);
 
-EXPORT int close(int fd)
+static int shim_close(int fd)
 {
     int slot = before_close(fd);
     int rc = real_close()(fd);
@@ -383,10 +400,11 @@ EXPORT int close(int fd)
         KEEP_ERRNO(after_close(slot, rc));
     return rc;
 }
+INTERPOSE(close);
 
 /* fclose flushes the buffer and closes the fd inside libc, bypassing our
  * close: the fd is looked up before, announced after (data flushed). */
-EXPORT int fclose(FILE *f)
+static int shim_fclose(FILE *f)
 {
     int slot = f ? before_close(fileno(f)) : -1;
     int rc = real_fclose()(f);
@@ -394,6 +412,7 @@ EXPORT int fclose(FILE *f)
         KEEP_ERRNO(after_close(slot, rc));
     return rc;
 }
+INTERPOSE(fclose);
 
 static void after_rename(int rc, int dirfd, const char *to)
 {
@@ -404,22 +423,24 @@ static void after_rename(int rc, int dirfd, const char *to)
         announce(abs, "renamed");
 }
 
-EXPORT int rename(const char *from, const char *to)
+static int shim_rename(const char *from, const char *to)
 {
     int rc = real_rename()(from, to);
     KEEP_ERRNO(after_rename(rc, AT_FDCWD, to));
     return rc;
 }
+INTERPOSE(rename);
 
-EXPORT int renameat(int fromfd, const char *from, int tofd, const char *to)
+static int shim_renameat(int fromfd, const char *from, int tofd, const char *to)
 {
     int rc = real_renameat()(fromfd, from, tofd, to);
     KEEP_ERRNO(after_rename(rc, tofd, to));
     return rc;
 }
+INTERPOSE(renameat);
 
-EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to,
-                     unsigned flags)
+static int shim_renameat2(int fromfd, const char *from, int tofd, const char *to,
+                          unsigned flags)
 {
     renameat2_fn f = real_renameat2();
     if (!f) { /* libc older than 2.28 */
@@ -435,22 +456,25 @@ EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to,
 #endif
     return rc;
 }
+INTERPOSE(renameat2);
 
-EXPORT int chdir(const char *path)
+static int shim_chdir(const char *path)
 {
     int rc = real_chdir()(path);
     if (rc == 0)
         KEEP_ERRNO(ckpt__shim_cwd_changed());
     return rc;
 }
+INTERPOSE(chdir);
 
-EXPORT int fchdir(int fd)
+static int shim_fchdir(int fd)
 {
     int rc = real_fchdir()(fd);
     if (rc == 0)
         KEEP_ERRNO(ckpt__shim_cwd_changed());
     return rc;
 }
+INTERPOSE(fchdir);
 
 void ckpt__shim_files_init(const char *socket_path)
 {

@@ -18,7 +18,12 @@
 
 #include "parts.h"
 
-#define EXPORT __attribute__((visibility("default")))
+/* An interposer is a static shim_<name> exported under libc's name as an
+ * alias: the same symbol to the dynamic linker, and no second definition
+ * of open(), close() ... in the tree for a reader (or a tool) to mistake
+ * for the one the library's own calls reach. */
+#define INTERPOSE(name)                                                       \
+    __typeof__(shim_##name) name __attribute__((alias("shim_" #name), visibility("default")))
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 CKPT_SHIM_REAL(sigaction_fn, sigaction)
@@ -100,15 +105,14 @@ static int wrap_sigaction(int sig, const struct sigaction *act,
     return rc;
 }
 
-EXPORT int sigaction(int sig, const struct sigaction *act,
-                     struct sigaction *old)
-{
-    return wrap_sigaction(sig, act, old);
-}
+/* sigaction() is wrap_sigaction under libc's name (signal() below calls
+ * it too). */
+__typeof__(wrap_sigaction) sigaction
+    __attribute__((alias("wrap_sigaction"), visibility("default")));
 
 /* glibc's signal() calls its internal sigaction, not ours: wrap it too, with
  * its BSD semantics (SA_RESTART, the signal blocked in its handler). */
-EXPORT sighandler_t signal(int sig, sighandler_t handler)
+static sighandler_t shim_signal(int sig, sighandler_t handler)
 {
     struct sigaction sa, old;
     if (sig != g_sig || sig <= 0 || !atomic_load(&g_sig_owned)) {
@@ -125,6 +129,7 @@ EXPORT sighandler_t signal(int sig, sighandler_t handler)
         return SIG_ERR;
     return old.sa_handler;
 }
+INTERPOSE(signal);
 
 static int request_signal_by_name(const char *s)
 {

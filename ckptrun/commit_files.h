@@ -1,11 +1,11 @@
 /*
- * commit.h -- commit files and directories as one checkpoint through the
+ * commit_files.h -- commit files and directories as one checkpoint through the
  * public API (ckpt_protect_file + ckpt_save + ckpt_wait). Used by
  * `ckptrun save` and by the watcher's worker thread. The library dedups
  * chunks, so committing an unchanged file again costs a manifest.
  */
-#ifndef CKPTRUN_COMMIT_H
-#define CKPTRUN_COMMIT_H
+#ifndef CKPTRUN_COMMIT_FILES_H
+#define CKPTRUN_COMMIT_FILES_H
 
 #include <stddef.h>
 #include <stdint.h>

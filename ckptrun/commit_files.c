@@ -1,6 +1,6 @@
-/* commit.c -- see commit.h. */
-#include "commit.h"
-#include "log.h"
+/* commit_files.c -- see commit_files.h. */
+#include "commit_files.h"
+#include "runlog.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,12 +1,12 @@
 /*
- * progress.h -- the progress display of a long library call (save, restore,
+ * tty_progress.h -- the progress display of a long library call (save, restore,
  * verify) on a terminal: a thread reads ckpt_progress() and draws one status
  * line (log_status) -- phase, percent, bytes, rate, ETA -- first after
  * 300 ms (quick calls draw nothing), then every 250 ms. Nothing is drawn
  * when stderr is not a terminal, with -q or with --log-json.
  */
-#ifndef CKPTRUN_PROGRESS_H
-#define CKPTRUN_PROGRESS_H
+#ifndef CKPTRUN_TTY_PROGRESS_H
+#define CKPTRUN_TTY_PROGRESS_H
 
 #include "ckpt.h"
 

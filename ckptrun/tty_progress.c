@@ -1,6 +1,6 @@
-/* progress.c -- see progress.h. */
-#include "progress.h"
-#include "log.h"
+/* tty_progress.c -- see tty_progress.h. */
+#include "tty_progress.h"
+#include "runlog.h"
 #include "parse.h"
 #include "ckpt_store.h"
 

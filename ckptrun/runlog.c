@@ -1,5 +1,5 @@
-/* log.c -- see log.h. */
-#include "log.h"
+/* runlog.c -- see runlog.h. */
+#include "runlog.h"
 
 #include <math.h>
 #include <pthread.h>

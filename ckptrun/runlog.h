@@ -1,5 +1,5 @@
 /*
- * log.h -- ckptrun owns stderr. Every line is one of:
+ * runlog.h -- ckptrun owns stderr. Every line is one of:
  *   ckptrun: <ISO-8601 UTC time> <event> [level=warn|error] key=value ...
  *                                  an event (supervisor, warnings)
  *   ckptrun: error: <message>       the error that ends a command (one line)
@@ -15,8 +15,8 @@
  * is drawn again after them. Every function is thread-safe (one mutex keeps
  * lines whole).
  */
-#ifndef CKPTRUN_LOG_H
-#define CKPTRUN_LOG_H
+#ifndef CKPTRUN_RUNLOG_H
+#define CKPTRUN_RUNLOG_H
 
 #include <stdint.h>
 #include <cjson/cJSON.h>
