@@ -68,6 +68,7 @@ def save(ckdir, step, state, save_ms):
     with open(os.path.join(tmp, "model.bin"), "wb") as f:
         f.write(model_bytes(state))
     if save_ms:
+        print("trainer: saving step %d" % step, file=sys.stderr, flush=True)
         time.sleep(save_ms / 1000.0)
     with open(os.path.join(tmp, "state.json"), "w") as f:
         json.dump({"step": step, "state": state.hex()}, f)

@@ -30,6 +30,35 @@ SEED = int(os.environ.get("CKPTRUN_TEST_SEED", str(int(time.time()))))
 RNG = random.Random(SEED)
 
 
+
+def wait_for_exec(ancestor, comm, timeout=20):
+    """Until a descendant of pid `ancestor` runs the program `comm` (its
+    /proc comm), i.e. the child has exec'ed: a fork of ckptrun still has
+    ckptrun's signal handlers."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        parents = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            name = st[st.index("(") + 1:st.rindex(")")]
+            parents[int(d)] = (int(st[st.rindex(")") + 2:].split()[1]), name)
+        for pid, (ppid, name) in parents.items():
+            if name != comm:
+                continue
+            p = ppid
+            while p > 1 and p in parents and p != ancestor:
+                p = parents[p][0]
+            if p == ancestor:
+                return pid
+        time.sleep(0.02)
+    raise AssertionError("no descendant of %d runs %s after %ds" % (ancestor, comm, timeout))
+
 class Proc:
     """A running ckptrun whose stderr is collected line by line."""
 
@@ -521,7 +550,7 @@ class SignalAware(Case):
         # is exiting: the request signal would kill it (exit 138, not 74/75).
         p = self.start(["--signal", "USR1", "--grace", "3s", "--", "sleep", "30"])
         p.wait_line(r" start command=")
-        time.sleep(0.3)
+        wait_for_exec(p.p.pid, "sleep")  # the command itself, not ckptrun's fork
         p.p.send_signal(signal.SIGTERM)
         rc = p.wait()
         self.assertEqual(rc, 74, p.text())

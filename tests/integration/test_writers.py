@@ -279,7 +279,7 @@ class ReproLightning(WriterCase):
             "lightning", "--steps", "60", "--every", "20", "--link-delay-ms", "100",
             "--sleep-ms", "30", "--linger-s", "30"))
         p.wait_line(r" commit step=60 ", timeout=30)
-        time.sleep(0.5)
+        p.wait_line(r"saved epoch=\d+-step=60\.ckpt", timeout=30)  # last.ckpt remade
         p.p.send_signal(signal.SIGTERM)
         self.assertEqual(p.wait(), 75, p.text())
         self.assertEqual(sorted(i["step"] for i in self.infos()), [20, 40, 60], p.text())
