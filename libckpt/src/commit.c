@@ -322,9 +322,14 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
                      ctx->run, ctx->errmsg);
             return st;
         }
-        if (attempt < 4 && rs->have_head && rs->head.seq == seq0 && rs->head.epoch == epoch0) {
+        /* no commit in between: a gc, a damaged marking, or the fence of
+         * the lease this writer commits under (its runner took the lease
+         * after this writer first read HEAD) rewrote it */
+        if (attempt < 4 && rs->have_head && rs->head.seq == seq0 &&
+            (rs->head.epoch == epoch0 || rs->head.epoch == atomic_load(&ctx->epoch))) {
             ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "commit", "HEAD of run %s was rewritten "
-                      "without a commit (gc): checking step %" PRIu64 " against it", ctx->run,
+                      "without a commit (gc, fence): checking step %" PRIu64 " against it",
+                      ctx->run,
                       sv->m.step);
             st = gc_collides(ctx, ids, mrel, err);
             if (st)

@@ -373,6 +373,28 @@ static void test_fence(void **state)
     assert_int_equal(ckpt_wait(fresh), CKPT_OK);
     ckpt_close(stale);
     ckpt_close(fresh);
+    /* a writer of the lease's own epoch that read HEAD before its runner
+     * fenced it (ckptrun opens its contexts as it takes the lease): the
+     * fence is its own, its commit goes through (seen under load: the
+     * save after a restart was refused as if another runner committed) */
+    cfg.run = "h";
+    assert_int_equal(ckpt_open(&cfg, &fresh), CKPT_OK);
+    ckpt_protect(fresh, "x", &x, 4);
+    assert_int_equal(ckpt_save(fresh, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(fresh), CKPT_OK);
+    ckpt_close(fresh);
+    cfg.epoch = 8;
+    assert_int_equal(ckpt_open(&cfg, &stale), CKPT_OK); /* the runner's writer */
+    ckpt_protect(stale, "x", &x, 4);
+    wait_run_loaded(stale); /* it read HEAD at epoch 0 */
+    assert_int_equal(ckpt_open(&cfg, &fresh), CKPT_OK);
+    assert_int_equal(ckpt_fence(fresh, 8), CKPT_OK); /* the runner's fence */
+    x = 5;
+    assert_int_equal(ckpt_save(stale, 2), CKPT_OK);
+    assert_int_equal(ckpt_wait(stale), CKPT_OK);
+    ckpt_close(fresh);
+    ckpt_close(stale);
+    cfg.epoch = 0;
 }
 
 int main(void)
