@@ -329,8 +329,7 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
             (rs->head.epoch == epoch0 || rs->head.epoch == atomic_load(&ctx->epoch))) {
             ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "commit", "HEAD of run %s was rewritten "
                       "without a commit (gc, fence): checking step %" PRIu64 " against it",
-                      ctx->run,
-                      sv->m.step);
+                      ctx->run, sv->m.step);
             st = gc_collides(ctx, ids, mrel, err);
             if (st)
                 return st;
