@@ -93,18 +93,15 @@
  *   1     connections      unsigned                   0.2.0
  *   2     restore_sync     int                        0.2.0
  *   3     retry_budget_ms  uint32_t                   0.2.0
- *   4     world_size       unsigned                   reserved for multi-rank runs
- *   5     rank             unsigned                   reserved for multi-rank runs
- *   6     collective       const struct ckpt_collective *
- *                                                     reserved for multi-rank runs
- *   7     (free)
+ *   4     world_size       unsigned                   0.3.0 (version 300)
+ *   5     rank             unsigned                   0.3.0
+ *   6     collective       const struct ckpt_collective *   0.3.0
+ *   7     rank_flags       unsigned                   0.3.0
  *
  * Each slot is exactly one pointer wide (an anonymous union: this header
- * needs C11 or C++11); a field that takes one is never wider. Slots 4-7
- * are `reserved[0..3]`: keep them zero, a later version reads them. (The
- * multi-rank fields are to be read from the version that adds them, with
- * world_size 0 meaning "from the environment" and rank read only with a
- * world_size.)
+ * needs C11 or C++11); a field that takes one is never wider. A program
+ * built against 0.2.0 has slots 4-7 as `reserved[0..3]`; they are not read
+ * for its `version` (200).
  *
  * A `version` of 0 means the struct was zeroed (`= {0}`, `= {}` in C++, or
  * memset) instead of starting from CKPT_CONFIG_INIT. Every field is then
@@ -131,9 +128,9 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 2
+#define CKPT_VERSION_MINOR 3
 #define CKPT_VERSION_PATCH 0
-#define CKPT_VERSION_STRING "0.2.0"
+#define CKPT_VERSION_STRING "0.3.0"
 /* Encoded as MAJOR*10000 + MINOR*100 + PATCH; CKPT_CONFIG_INIT puts it in
  * `version` (see "Configuration" above). */
 #define CKPT_VERSION_NUMBER                                                   \
@@ -192,7 +189,11 @@ extern "C" {
     X(E_PERM, 22, PERMANENT, "permission denied or read-only file system")    \
     /* a file protected with CKPT_FILE_AS_IS is no longer the version it      \
      * was when protected */                                                  \
-    X(E_CHANGED, 23, PERMANENT, "a protected file changed while it was saved")
+    X(E_CHANGED, 23, PERMANENT, "a protected file changed while it was saved") \
+    /* the ranks of a multi-rank run disagree, the collective failed, or a    \
+     * checkpoint's world size differs from this job's (ckpt_errmsg names    \
+     * both sizes) */                                                         \
+    X(E_WORLD, 24, USAGE, "ranks disagree or the world size differs")
 
 typedef enum {
 #define CKPT_STATUS_ENUM_(name, value, cls, msg) CKPT_##name = value,
@@ -300,8 +301,26 @@ struct ckpt_config {
                                   (docs/stores.md, "Retries") */
         void *slot3_;
     };
-    void *reserved[4];         /* slots 4..7: zero (4..6 are reserved for multi-rank
-                                  runs: world_size, rank, collective) */
+
+    /* Since 0.3.0 (version >= 300): multi-rank runs ("Ranks" below). */
+    union {                    /* slot 4 */
+        unsigned world_size;   /* ranks in the job; 0 = from the environment
+                                  ("Ranks"), else 1 */
+        void *slot4_;
+    };
+    union {                    /* slot 5 */
+        unsigned rank;         /* this process's rank, read only with a world_size */
+        void *slot5_;
+    };
+    union {                    /* slot 6 */
+        const struct ckpt_collective *collective; /* how ranks agree; NULL: none
+                                  (kept by pointer: must outlive the context) */
+        void *slot6_;
+    };
+    union {                    /* slot 7 */
+        unsigned rank_flags;   /* CKPT_RANKS_* */
+        void *slot7_;
+    };
 };
 #ifndef __cplusplus
 #define CKPT_CONFIG_INIT                                                      \
@@ -523,6 +542,8 @@ struct ckpt_info {
     const char *manifest;   /* store key of the manifest ("<run>/manifests/..."),
                                valid during the callback only */
     uint64_t links;         /* link items among `items` (ckpt_protect_link) */
+    unsigned world_size;    /* ranks whose parts make the checkpoint (1: one
+                               writer); since 0.3.0 */
 };
 typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
 /* Call fn for each committed checkpoint of the run in the resume order
@@ -629,6 +650,140 @@ CKPT_API ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *ste
  * ckpt_should_save() turns true. `codec` != DEFAULT overrides the codec for
  * the next save only. Thread-safe, async-signal-safe. */
 CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
+
+/* ------------------------------------------------------------------------ */
+/* Ranks: one checkpoint written by the several processes of a job.          */
+/*
+ * A job of N ranks (mpirun -np N, torchrun, srun) saves one *global*
+ * checkpoint per step: each rank writes its *part* (a part manifest naming
+ * its items), and one commit record, then HEAD, are written by rank 0 only
+ * once every rank's part of that step is durable. A step missing any part is
+ * never visible to a reader (ckpt_restore, ckpt_list, `ckptrun ls`), and the
+ * previous global step stays restorable. docs/multirank.md tells the whole
+ * story, docs/FORMAT.md the bytes (manifest format 4).
+ *
+ * Rank and world size: `world_size` and `rank` in the config, else the
+ * environment, innermost launcher first: CKPT_RANK/CKPT_WORLD_SIZE;
+ * RANK/WORLD_SIZE (torchrun); OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE;
+ * PMI_RANK/PMI_SIZE; PMIX_RANK (size from the collective); SLURM_PROCID/
+ * SLURM_NTASKS only inside a job step (SLURM_STEP_ID set, not the batch
+ * script), else 1 rank. A rank and a size from different launchers, a rank
+ * outside the size, a size other than the collective's, or a rank claimed
+ * by two processes (checked at ckpt_open through the collective) is
+ * CKPT_E_CONFIG with the reason in ckpt_errmsg(NULL), never a hang.
+ *
+ * How ranks agree: through the job's own engine, never a service of
+ * libckpt's. With world_size > 1 the program passes a `collective` (an
+ * all-reduce of 64-bit integers and a barrier: ckpt_mpi.h adapts an MPI
+ * communicator in a few lines; the Python helper uses torch.distributed).
+ * libckpt links no MPI. Collectives run only on the thread that calls the
+ * collective functions below (MPI_THREAD_FUNNELED suffices), never on a
+ * library thread; every rank must call them in the same order:
+ *
+ *   ckpt_open (rank check), ckpt_should_save, ckpt_save, ckpt_wait,
+ *   ckpt_restore, ckpt_close.
+ *
+ * ckpt_should_save() then costs one all-reduce of 3 integers per call (a
+ * few microseconds over shared memory, tens over a network): a request,
+ * notice or interval seen on any rank makes it true on every rank at the
+ * same call, so every rank saves the same step. It also reports whether
+ * this rank's part of the last save is durable; once every part is, rank 0
+ * commits (in the background), so a program that calls it every step needs
+ * no ckpt_wait() for its saves to commit. ckpt_save() agrees on the step and
+ * on CKPT_BUSY_SKIP (all ranks skip if any is busy); ckpt_wait() returns
+ * the global outcome on every rank (CKPT_OK only once the commit record and
+ * HEAD are written); ckpt_restore() restores, on every rank, the newest
+ * step whose parts verify on every rank, falling back together.
+ *
+ * Without a collective (CKPT_RANKS_STORE), ranks agree through the store
+ * only: ckpt_save() writes this rank's part and ckpt_wait() returns once it
+ * is durable; nothing is committed until some process calls
+ * ckpt_commit_parts() for that step (ckptrun does, on node 0). Every other
+ * world_size > 1 without a collective is CKPT_E_CONFIG.
+ *
+ * Replicated items (ckpt_protect_replicated: DDP weights and optimizer
+ * state, the same bytes on every rank) are written once per step: their
+ * chunks are spread over the ranks, each uploading about 1/N. Before the
+ * commit the ranks agree on a digest of each replicated item's chunk ids;
+ * if they differ the step is refused (CKPT_E_WORLD, naming the item) and
+ * never committed. Every other item is per-rank.
+ *
+ * A checkpoint of another world size is refused by ckpt_restore()
+ * (CKPT_E_WORLD naming both sizes), unless every protected item is
+ * replicated; ckpt_restore_part() reads any one part.
+ */
+
+/* Flags of ckpt_config.rank_flags. */
+#define CKPT_RANKS_STORE 1u /* world_size > 1 without a collective: parts only,
+                               committed by ckpt_commit_parts() */
+
+typedef enum { CKPT_REDUCE_MAX = 0, CKPT_REDUCE_MIN = 1, CKPT_REDUCE_SUM = 2 } ckpt_reduce_op;
+
+#define CKPT_COLLECTIVE_VERSION 1
+/* The job's collective, provided by the program (ckpt_mpi.h). Every
+ * function returns 0 on success, nonzero when the collective failed (the
+ * libckpt call then fails with CKPT_E_WORLD). Called only on the thread
+ * calling a collective libckpt function, never concurrently. */
+struct ckpt_collective {
+    unsigned version;          /* CKPT_COLLECTIVE_VERSION */
+    unsigned rank, size;       /* this process's rank in the collective, its size */
+    void *user;
+    /* In-place all-reduce of `n` (1..4096) integers; every rank passes
+     * the same n and op. */
+    int (*allreduce_u64)(void *user, uint64_t *vals, size_t n, ckpt_reduce_op op);
+    int (*barrier)(void *user);
+    void *reserved[4];         /* zero */
+};
+
+/* As ckpt_protect_ex(), for a host region that holds the same bytes on every
+ * rank (see "Ranks"). With one rank it is an ordinary item.
+ * @return as ckpt_protect_ex(). */
+CKPT_API ckpt_status ckpt_protect_replicated(struct ckpt_ctx *ctx, const char *name,
+                                             void *ptr, size_t size, ckpt_elem elem);
+
+/* Restore part `part` (0..world size-1) of the committed global checkpoint
+ * at `step` (CKPT_STEP_LATEST: the newest whose part verifies), with the
+ * replicated items, into the protected regions, whatever this job's world
+ * size: for a job resumed on fewer or more ranks that knows how to
+ * redistribute. Not collective (each caller chooses on its own). A
+ * single-rank checkpoint is part 0.
+ * @return as ckpt_restore(); CKPT_E_NOENT for a part the checkpoint lacks. */
+CKPT_API ckpt_status ckpt_restore_part(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
+                                       uint64_t *restored);
+
+/* One rank's part of a global step not committed (yet), as ckpt_pending()
+ * lists them. Valid during the callback only. */
+struct ckpt_part_info {
+    uint64_t step;
+    uint64_t epoch;
+    int64_t time_ms;           /* when the part was written */
+    unsigned rank, world_size;
+    uint64_t items, raw_bytes, stored_bytes;
+    const char *manifest;      /* store key of the part manifest */
+    uint64_t reserved[4];
+};
+typedef int (*ckpt_part_fn)(void *user, const struct ckpt_part_info *part);
+/* Call fn for every durable part of a step above the newest committed one
+ * (parts of steps not committed yet), in step order then rank order; fn
+ * returns nonzero to stop. Not collective.
+ * @return CKPT_OK, store errors, CKPT_E_NOMEM. */
+CKPT_API ckpt_status ckpt_pending(struct ckpt_ctx *ctx, ckpt_part_fn fn, void *user);
+
+/* Commit the global step `step` from the parts in the store: each of ranks
+ * 0..world_size-1 must have a durable part of that step written with this
+ * context's epoch (the newest, if a rank wrote several); the commit record,
+ * then HEAD (conditionally, fenced as ckpt_save's commit is), are written,
+ * then retention runs. For CKPT_RANKS_STORE jobs (ckptrun on node 0). An
+ * empty part (a rank with nothing to save at that step) is a part like any.
+ * @return CKPT_OK, CKPT_E_NOENT (a part is missing: ckpt_errmsg names the
+ *         ranks), CKPT_E_WORLD (parts of another world size, replicated
+ *         items that differ), CKPT_E_FENCED, store errors. */
+CKPT_API ckpt_status ckpt_commit_parts(struct ckpt_ctx *ctx, uint64_t step,
+                                       unsigned world_size);
+
+/* This context's rank and world size, as resolved at ckpt_open(). */
+CKPT_API unsigned ckpt_rank(const struct ckpt_ctx *ctx);
+CKPT_API unsigned ckpt_world_size(const struct ckpt_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Progress: what a long call is doing, for a progress display.              */
