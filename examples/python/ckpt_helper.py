@@ -148,7 +148,70 @@ def _install_handler():
 def requested():
     """@return True once per checkpoint request (signal or ckptrun), else
     False. Cheap enough to call every step (an atomic read in the shim, a
-    flag check otherwise)."""
+    flag check otherwise).
+
+    In a distributed job (torch.distributed initialized, world size > 1)
+    the ranks agree: a request seen on any rank makes requested() True on
+    every rank at the same call, so every rank saves the same step. That
+    costs one all-reduce of one integer on a gloo group the helper creates
+    at the first call (so NCCL jobs work too). Every rank must therefore
+    call requested() the same number of times, at the same points (once
+    per step, on every rank): a rank that skips a call blocks the others."""
+    got = _requested_local()
+    group = _agreement_group()
+    if group is None:
+        return got
+    return _agree(group, got)
+
+
+# ---------------------------------------------------------------- ranks
+
+_group = [None, False]   # (the gloo group, created) for the agreement
+
+
+def _agreement_group():
+    """@return the gloo process group the ranks agree on, or None when
+    torch.distributed is not imported, not initialized, or has one rank.
+    Created once, at the first call, on every rank (new_group is itself
+    collective: every rank reaches it at the same requested() call)."""
+    if _group[1]:
+        return _group[0]
+    import sys
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None  # the trainer has not imported it: one process
+    try:
+        if not dist.is_available() or not dist.is_initialized():
+            return None  # not yet: ask again at the next call
+        if dist.get_world_size() <= 1:
+            _group[0], _group[1] = None, True
+            return None
+        # A group of its own: CPU tensors whatever the job's backend
+        # (NCCL takes only GPU ones), apart from the trainer's collectives.
+        grp = dist.new_group(backend="gloo")
+    except (RuntimeError, ValueError):
+        return None
+    _group[0], _group[1] = grp, True
+    return grp
+
+
+def _agree(group, got):
+    """All-reduce (MAX) of this rank's request flag on `group`: True on
+    every rank when any rank had a request. A request taken here but not
+    agreed (the collective failed: a rank is gone) is still reported: the
+    job is ending anyway, and this rank's save is better than none."""
+    import torch
+    import torch.distributed as dist
+    flag = torch.tensor([1 if got else 0], dtype=torch.int64)
+    try:
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    except RuntimeError:
+        return got
+    return bool(flag.item())
+
+
+def _requested_local():
+    """This process's own request (requested() before the ranks agree)."""
     global _ctx_opened
     lib = _shim()
     got = False
