@@ -105,6 +105,19 @@ def save(ckdir, step, model, opt, world):
     return final
 
 
+def per_tensor_mean(world, bucket):
+    """DDP communication hook: the mean of each gradient over the ranks,
+    one all-reduce per parameter, so the order of every sum is the same
+    whatever DDP's bucket layout (first iteration of a process or not)."""
+    grads = bucket.gradients()
+    for g in grads:
+        dist.all_reduce(g)
+        g /= world
+    fut = torch.futures.Future()
+    fut.set_result(torch.cat([g.reshape(-1) for g in grads]))
+    return fut
+
+
 def load_state(ckdir, step):
     """Global rank 0: the bytes of checkpoint-<step>/ (model, optimizer)."""
     d = os.path.join(ckdir, "checkpoint-%d" % step)
@@ -139,6 +152,10 @@ def main(argv=None):
         model.load_state_dict(torch.load(io.BytesIO(state[0])))
         opt.load_state_dict(torch.load(io.BytesIO(state[1])))
     ddp = DDP(model)
+    # DDP's own reducer sums gradients packed into buckets that it regroups
+    # after its first iteration: a resumed process would add them up in
+    # another order than an uninterrupted one (4 ranks: not bit-identical).
+    ddp.register_comm_hook(world, per_tensor_mean)
     print("ddp_train: rank %d of %d start at step %d pid %d" % (rank, world, step, os.getpid()),
           file=sys.stderr, flush=True)
 
