@@ -148,6 +148,50 @@ int sup_nodes_prestart(struct sup *s, struct ckpt_ctx *ctx)
     return 0;
 }
 
+struct stale_stops {
+    const char *keep;         /* relative key of this generation's stop */
+    char **keys;
+    size_t n, cap;
+};
+
+static int stale_cb(void *user, const struct ckpt_obj_info *obj)
+{
+    struct stale_stops *ss = user;
+    char **v;
+
+    if (strcmp(obj->key, ss->keep) == 0)
+        return 0;
+    if (ss->n == ss->cap) {
+        size_t cap = ss->cap ? ss->cap * 2 : 16;
+        if (!(v = realloc(ss->keys, cap * sizeof *v)))
+            return 1;
+        ss->keys = v;
+        ss->cap = cap;
+    }
+    if ((ss->keys[ss->n] = strdup(obj->key)))
+        ss->n++;
+    return 0;
+}
+
+/* Node 0 of a new generation holds the lease: the stop objects of earlier
+ * generations are over (their nodes are fenced) and go. */
+static void remove_old_stops(struct sup *s)
+{
+    struct ckpt_store *st = record_store(s->rec);
+    struct stale_stops ss = { NULL, NULL, 0, 0 };
+    char keep[512], prefix[300], err[CKPT_ERR_MAX] = "";
+
+    nodesync_stop_key(keep, sizeof keep, s->o->run, s->nid.job, s->cl.epoch);
+    snprintf(prefix, sizeof prefix, "%s/stops/", s->o->run);
+    ss.keep = keep;
+    if (st->ops->list(st, prefix, stale_cb, &ss, err) == CKPT_OK && ss.n &&
+        st->ops->del(st, (const char *const *)ss.keys, ss.n, err) != CKPT_OK)
+        log_msg(LOG_DEBUG, "nodes", "cannot remove old stop objects: %s", err);
+    for (size_t i = 0; i < ss.n; i++)
+        free(ss.keys[i]);
+    free(ss.keys);
+}
+
 int sup_nodes_start(struct sup *s)
 {
     struct ckpt_config cfg;
@@ -168,6 +212,8 @@ int sup_nodes_start(struct sup *s)
                   s->nid.rank, ckpt_strerror(st), ckpt_errmsg(NULL));
         return exit_code_for_status(st);
     }
+    if (s->nid.rank == 0)
+        remove_old_stops(s);
     nc.st = record_store(s->rec);
     nc.run = s->o->run;
     nc.job = s->nid.job;
