@@ -244,9 +244,6 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     snprintf(st->provider, sizeof st->provider, "%s", c->provider ? c->provider : "");
     st->phase = P_CKPT;
     st->t_wall = ckpt_now_ms();
-    if (s->ns)
-        sup_nodes_stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
-                                                        : ckpt_now_ms() + (d - now) + STOP_MARGIN_MS);
     if (!user)
         s->preemptions++;
     codec = stop_codec(s, st->ckpt_end - now);
@@ -269,6 +266,9 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now), codec,
                                                c->except, c->self)
                           : CH_NONE;
+    if (s->ns) /* the other nodes learn of it; what answered it already */
+        sup_nodes_stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
+                                                        : ckpt_now_ms() + (d - now) + STOP_MARGIN_MS);
     if (st->via == CH_NONE) {
         /* Nothing can reach the child: the final checkpoint is what is
          * complete already plus the commits in flight. Stop it at once. */

@@ -69,6 +69,7 @@ struct sup {
     struct nodesync_view nv;  /* as last copied */
     int64_t part_step;        /* newest part this node wrote, -1 none */
     uint64_t empty_asked;     /* newest step whose empty part was asked for, 0 none */
+    int64_t empty_asked_first_ms; /* Unix ms of the first part of that step */
     int remote_stop_taken;    /* the job's stop object was acted on */
     int64_t child_end_mono;   /* when the child was seen gone, 0 while alive */
     uint64_t seq_at_end;      /* nv.seq then */

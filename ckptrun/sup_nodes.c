@@ -257,6 +257,15 @@ static void remote_stop(struct sup *s)
     stop_begin(s, &c);
 }
 
+/* An empty part answers a stop when the step it fills was first written
+ * (by another node) after the stop began, on whichever node it began. */
+static void empty_answers(struct sup *s)
+{
+    if (s->stop.phase != P_RUN && s->nv.empty_done && s->nv.empty_done == s->empty_asked &&
+        s->empty_asked_first_ms >= s->stop_ref_ms)
+        stop_node_part(s, s->nv.empty_done, 0, 1);
+}
+
 /* Steps another node wrote a part of and this node has nothing of: its
  * empty part, once its own directory shows nothing of that step. */
 static void empty_parts(struct sup *s)
@@ -272,6 +281,7 @@ static void empty_parts(struct sup *s)
             watch_has_step(s->w, p->step))
             continue;
         s->empty_asked = p->step;
+        s->empty_asked_first_ms = p->first_ms;
         nodesync_write_empty(s->ns, p->step);
     }
 }
@@ -303,12 +313,7 @@ void sup_nodes_on_wake(struct sup *s)
     if (s->nv.empty_done > prev.empty_done) {
         if ((int64_t)s->nv.empty_done > s->part_step)
             s->part_step = (int64_t)s->nv.empty_done;
-        /* An empty part answers a stop when the step it fills was written
-         * after the stop began (on whichever node it began). */
-        for (int i = 0; i < s->nv.npending; i++)
-            if (s->nv.pending[i].step == s->nv.empty_done &&
-                s->nv.pending[i].first_ms >= s->stop_ref_ms)
-                stop_node_part(s, s->nv.empty_done, 0, 1);
+        empty_answers(s);
     }
     if (s->nv.stop_seen && !s->remote_stop_taken)
         remote_stop(s);
@@ -325,6 +330,12 @@ void sup_nodes_stop_begun(struct sup *s, const struct stop_cause *c, int64_t dea
     if (c->remote && s->nv.stop_time_ms > 0 && s->nv.stop_time_ms < s->stop_ref_ms)
         s->stop_ref_ms = s->nv.stop_time_ms;
     nodesync_fast(s->ns, 1);
+    /* The job may have saved for this stop before this node heard of it
+     * (its ranks agreed on another node's request): the part it wrote
+     * since, or the empty part it filled in, answers it here. */
+    if (s->part_step >= 0 && s->last_changed >= s->stop.t_accept)
+        stop_node_part(s, (uint64_t)s->part_step, s->last_changed, 0);
+    empty_answers(s);
     if (c->remote)
         return;
     snprintf(reason, sizeof reason, "%s%s%s", c->reason, c->provider && *c->provider ? " " : "",
