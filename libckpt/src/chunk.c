@@ -274,6 +274,11 @@ void ckpt__chunk_job(void *arg, struct ckpt_codec_ws *ws)
         }
         raw = scratch;
     }
+    if (j->hash_only) {
+        ckpt__chunk_id(raw, j->len, ref->id);
+        ref->raw_len = (uint32_t)j->len;
+        goto out;
+    }
     st = store_chunk(ctx, sv, it->elem_size, ref, raw, j->len, ws, err);
     if (st)
         ckpt__save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);

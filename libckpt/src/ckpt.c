@@ -12,6 +12,7 @@
 #include "ctx.h"
 #include "gpu.h"
 #include "pool.h"
+#include "ranks.h"
 #include "runload.h"
 #include "runstate.h"
 #include "snapshot.h"
@@ -55,6 +56,8 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
     ckpt__packs_init(&ctx->packs);
     ckpt__flight_init(&ctx->flight);
     ckpt__run_init(&ctx->rs);
+    ckpt__ranks_init(&ctx->ranks);
+    ctx->world_size = 1;
     ckpt__logger_init(&ctx->log, set.log_fn, set.log_user, set.log_level);
     *out = ctx; /* from here on, ckpt_close() cleans up; reset on failure */
     st = cst;
@@ -62,6 +65,10 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
         ckpt__set_ctx_err(ctx, "%s", err);
         goto fail;
     }
+    ctx->rank = set.rank;
+    ctx->world_size = set.world_size;
+    ctx->coll = set.world_size > 1 ? set.collective : NULL;
+    ctx->ranks_store = set.world_size > 1 && !set.collective;
     set.store_cfg.log_fn = ctx->log.fn;
     set.store_cfg.log_user = ctx->log.user;
     set.store_cfg.log_level = ctx->log.level;
@@ -107,16 +114,35 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
     if (set.control_socket && ckpt__control_open(ctx, set.control_socket) != CKPT_OK)
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "control",
                   "cannot connect to ckptrun at %s: running standalone", set.control_socket);
+    if (ctx->coll && (st = ckpt__ranks_open(ctx, CKPT_OK)) != CKPT_OK)
+        goto fail_checked;
     ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open",
-              "store %s run %s codec %s chunk %zu pack %zu workers %u", ctx->store_url, ctx->run,
-              ckpt_codec_name(ctx->codec), ctx->chunk_bytes, ctx->pack_bytes, ctx->workers);
+              "store %s run %s codec %s chunk %zu pack %zu workers %u rank %u of %u (%s)",
+              ctx->store_url, ctx->run, ckpt_codec_name(ctx->codec), ctx->chunk_bytes,
+              ctx->pack_bytes, ctx->workers, ctx->rank, ctx->world_size, set.rank_source);
     return CKPT_OK;
 fail:
+    /* the other ranks are in the check: tell them this one failed */
+    if (ctx->coll)
+        ckpt__ranks_open(ctx, st);
+fail_checked:
+    ctx->coll = NULL; /* ckpt_close calls no collective for a context never opened */
     ckpt__log(&ctx->log, CKPT_LOG_ERROR, "open", "%s", ctx->errmsg);
     snprintf(open_err, sizeof open_err, "%s", ctx->errmsg[0] ? ctx->errmsg : ckpt_strerror(st));
     ckpt_close(ctx);
     *out = NULL;
     return st;
+}
+
+/* The item set never changes under a save in flight. A local wait, never
+ * collective: with a collective the part's outcome stays for the ranks'
+ * next poll (ranks.h). */
+static void idle(struct ckpt_ctx *ctx)
+{
+    if (ctx->coll)
+        ckpt__flight_settle(&ctx->flight);
+    else
+        ckpt__flight_wait(&ctx->flight);
 }
 
 static struct ckpt_item *find_item(struct ckpt_ctx *ctx, const char *name)
@@ -134,7 +160,7 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
     if (!ctx || !ckpt__name_valid(name) ||
         (!ptr && size && kind != CKPT_ITEM_FILE && kind != CKPT_ITEM_LINK))
         return CKPT_E_INVAL;
-    ckpt_wait(ctx); /* never change the item set under a save in flight */
+    idle(ctx);
     if (find_item(ctx, name))
         return CKPT_E_EXISTS;
     it = calloc(1, sizeof *it);
@@ -188,6 +214,15 @@ ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name, void *ptr, size
     return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, 0, NULL);
 }
 
+ckpt_status ckpt_protect_replicated(struct ckpt_ctx *ctx, const char *name, void *ptr,
+                                    size_t size, ckpt_elem elem)
+{
+    ckpt_status st = ckpt_protect_ex(ctx, name, ptr, size, elem);
+    if (st == CKPT_OK)
+        ctx->items_tail->replicated = true;
+    return st;
+}
+
 ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name, void *ptr, size_t size,
                             ckpt_elem elem)
 {
@@ -212,7 +247,7 @@ ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name, void *de
     }
     if (!ckpt__name_valid(name) || (!dev_ptr && size))
         return CKPT_E_INVAL;
-    ckpt_wait(ctx); /* the pinned pool is not resized under a save in flight */
+    idle(ctx); /* the pinned pool is not resized under a save in flight */
     st = ckpt__cuda_protect(ctx, dev_ptr, size, err);
     if (st) {
         ckpt__set_ctx_err(ctx, "device region '%s': %s", name, err);
@@ -270,7 +305,7 @@ ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)
     struct ckpt_item **pp, *prev = NULL;
     if (!ctx || !name)
         return CKPT_E_INVAL;
-    ckpt_wait(ctx);
+    idle(ctx);
     for (pp = &ctx->items; *pp; prev = *pp, pp = &(*pp)->next) {
         struct ckpt_item *it = *pp;
         if (strcmp(it->name, name))
@@ -310,14 +345,17 @@ ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *out)
 
 int ckpt_should_save(struct ckpt_ctx *ctx)
 {
+    int want = 0;
     if (!ctx)
         return 0;
     if (atomic_load_explicit(&ctx->requested, memory_order_relaxed))
-        return 1;
-    if (ctx->interval_ms &&
-        ckpt_mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
-        return 1;
-    return 0;
+        want = 1;
+    else if (ctx->interval_ms &&
+             ckpt_mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
+        want = 1;
+    if (ctx->coll)
+        return ckpt__ranks_should_save(ctx, want); /* one all-reduce: ranks.h */
+    return want;
 }
 
 void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec)
@@ -330,6 +368,10 @@ ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step)
 {
     if (!ctx)
         return CKPT_E_INVAL;
+    if (ctx->coll)
+        return ckpt__ranks_save(ctx, step);
+    if (ctx->ranks_store)
+        return ckpt__ranks_store_save(ctx, step);
     return ckpt__snapshot(ctx, step);
 }
 
@@ -337,7 +379,19 @@ ckpt_status ckpt_wait(struct ckpt_ctx *ctx)
 {
     if (!ctx)
         return CKPT_E_INVAL;
+    if (ctx->coll)
+        return ckpt__ranks_wait(ctx);
     return ckpt__flight_wait(&ctx->flight);
+}
+
+unsigned ckpt_rank(const struct ckpt_ctx *ctx)
+{
+    return ctx ? ctx->rank : 0;
+}
+
+unsigned ckpt_world_size(const struct ckpt_ctx *ctx)
+{
+    return ctx ? ctx->world_size : 1;
 }
 
 void ckpt_close(struct ckpt_ctx *ctx)
@@ -345,6 +399,8 @@ void ckpt_close(struct ckpt_ctx *ctx)
     struct ckpt_item *it, *next;
     if (!ctx)
         return;
+    if (ctx->pool && ctx->coll)
+        ckpt__ranks_wait(ctx); /* the global step in progress ends on every rank */
     if (ctx->pool)
         ckpt__flight_wait(&ctx->flight);
     if (ctx->control)
@@ -363,6 +419,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
     ckpt__packs_destroy(&ctx->packs);
     ckpt__flight_destroy(&ctx->flight);
     ckpt__run_destroy(&ctx->rs);
+    ckpt__ranks_destroy(&ctx->ranks);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);
     free(ctx->run);

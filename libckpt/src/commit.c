@@ -9,6 +9,7 @@
 #include "commit.h"
 #include "ctx.h"
 #include "events.h"
+#include "parts.h"
 #include "retention.h"
 #include "runload.h"
 #include "runstate.h"
@@ -53,6 +54,7 @@ static ckpt_status plan_head(struct ckpt_ctx *ctx, const struct ckpt_manifest *m
     c[n].e.step = m->step;
     c[n].e.seq = m->seq;
     c[n].e.format = ckpt__manifest_format(m);
+    c[n].e.world_size = m->nparts ? m->world_size : 0;
     c[n++].src = SIZE_MAX;
     for (size_t i = 0; i < ctx->rs.head.n; i++) {
         if (ctx->rs.head.entries[i].step == m->step)
@@ -112,6 +114,14 @@ static ckpt_status gc_collides(const struct ckpt_ctx *ctx, const struct ckpt_idl
             return CKPT_E_PRECONDITION;
         }
     }
+    for (size_t k = 0; k < ctx->rs.gcv.nmanifests; k++)
+        for (size_t p = 0; p < ids->nkeys; p++)
+            if (!strcmp(ctx->rs.gcv.manifests[k], ids->keys[p])) {
+                ckpt__seterr(err, "a gc of run %s deleted the part manifest %s of this "
+                             "checkpoint before it was committed: not committed", ctx->run,
+                             ids->keys[p]);
+                return CKPT_E_PRECONDITION;
+            }
     for (size_t k = 0; k < ctx->rs.gcv.nmanifests; k++)
         if (!strcmp(ctx->rs.gcv.manifests[k], mkey)) {
             ckpt__seterr(err, "a gc of run %s deleted this checkpoint's manifest %s before "
@@ -237,13 +247,43 @@ static ckpt_status fence(struct ckpt_ctx *ctx, uint64_t epoch, char *err)
     return CKPT_OK;
 }
 
-/* The save's manifest, written once under a fresh key `mkey` (rs.mu held);
- * *ids: the objects it uses. */
-static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_save *sv, uint64_t epoch,
-                                  struct ckpt_idlist *ids, char *mkey, size_t keylen, char *err)
+/* A global checkpoint's commit record (parts.h) for m, composed from its
+ * parts. */
+static ckpt_status encode_record(const struct ckpt_manifest *m, char **buf, size_t *len)
+{
+    struct ckpt_commit_rec r = { 0 };
+    ckpt_status st = CKPT_E_NOMEM;
+    r.step = m->step;
+    r.seq = m->seq;
+    r.epoch = m->epoch;
+    r.time_ms = m->time_ms;
+    r.world_size = m->world_size;
+    r.new_bytes = m->new_bytes;
+    r.writer = m->writer;
+    r.parent = m->parent;
+    r.parts = m->parts; /* borrowed: world_size of them */
+    r.rep_names = calloc(m->nitems + 1, sizeof *r.rep_names);
+    r.rep_digests = calloc(m->nitems + 1, sizeof *r.rep_digests);
+    if (r.rep_names && r.rep_digests && m->nparts == m->world_size) {
+        for (size_t i = 0; i < m->nitems; i++)
+            if (m->items[i].replicated) {
+                r.rep_names[r.nrep] = m->items[i].name;
+                r.rep_digests[r.nrep++] = m->items[i].digest;
+            }
+        st = ckpt__commit_rec_encode(&r, buf, len);
+    }
+    free(r.rep_names);
+    free(r.rep_digests);
+    return st;
+}
+
+/* The save's manifest (or a global checkpoint's commit record), written
+ * once under a fresh key `mkey` (rs.mu held); *ids: the objects it uses. */
+static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_manifest *m,
+                                  uint64_t new_bytes, uint64_t epoch, struct ckpt_idlist *ids,
+                                  char *mkey, size_t keylen, char *err)
 {
     struct ckpt_run *rs = &ctx->rs;
-    struct ckpt_manifest *m = &sv->m;
     struct ckpt_put_opts po = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
     const struct ckpt_head_entry *prev = NULL;
     char writer[300], host[256] = "?", *buf = NULL;
@@ -258,7 +298,7 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_save *sv, ui
     m->seq = rs->head.seq + 1;
     m->epoch = epoch;
     m->time_ms = ckpt_now_ms();
-    m->new_bytes = sv->new_bytes;
+    m->new_bytes = new_bytes;
     free(m->parent);
     m->parent = NULL;
     /* the previous commit: the retained entry committed last */
@@ -270,12 +310,15 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_save *sv, ui
         return CKPT_E_NOMEM;
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
         nonce = (uint32_t)ckpt_mono_ns();
-    ckpt__manifest_key(ctx->run, m->seq, m->step, m->epoch, nonce, mkey, keylen);
+    if (m->nparts)
+        ckpt__commit_key(ctx->run, m->seq, m->step, m->epoch, nonce, mkey, keylen);
+    else
+        ckpt__manifest_key(ctx->run, m->seq, m->step, m->epoch, nonce, mkey, keylen);
     /* a gc in force deletes what this save found in the run: do not commit */
     st = gc_collides(ctx, ids, mkey + strlen(ctx->run) + 1, err);
     if (st)
         return st;
-    st = ckpt__manifest_encode(m, &buf, &len);
+    st = m->nparts ? encode_record(m, &buf, &len) : ckpt__manifest_encode(m, &buf, &len);
     if (st)
         return st;
     st = ctx->store->ops->put(ctx->store, mkey, buf, len, &po, NULL, err);
@@ -294,7 +337,7 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_save *sv, ui
  * then reload, check that the gc deletes nothing this save uses and that
  * it is all still there, and try again on the new HEAD. On success *nh,
  * *src (plan_head's) and etag: the HEAD written. */
-static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_save *sv, const char *mkey,
+static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_manifest *m, const char *mkey,
                               const struct ckpt_idlist *ids, struct ckpt_head *nh,
                               size_t **src, char *etag, char *err)
 {
@@ -305,7 +348,7 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
 
     for (int attempt = 1;; attempt++) {
         uint64_t seq0 = rs->head.seq, epoch0 = rs->head.epoch;
-        st = plan_head(ctx, &sv->m, mrel, nh, src);
+        st = plan_head(ctx, m, mrel, nh, src);
         if (st)
             return st;
         st = ckpt__put_head(ctx, nh, rs->have_head ? rs->head_etag : NULL, etag, err);
@@ -329,7 +372,7 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
             (rs->head.epoch == epoch0 || rs->head.epoch == atomic_load(&ctx->epoch))) {
             ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "commit", "HEAD of run %s was rewritten "
                       "without a commit (gc, fence): checking step %" PRIu64 " against it",
-                      ctx->run, sv->m.step);
+                      ctx->run, m->step);
             st = gc_collides(ctx, ids, mrel, err);
             if (st)
                 return st;
@@ -349,14 +392,14 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
 /* Committed (rs.mu held): the run state takes the new HEAD, retention
  * deletes what the checkpoints it no longer retains alone used. Out of
  * memory: 1, and the run must be loaded again. */
-static int adopt(struct ckpt_ctx *ctx, struct ckpt_save *sv, struct ckpt_head *nh,
+static int adopt(struct ckpt_ctx *ctx, struct ckpt_manifest *m, struct ckpt_head *nh,
                  const size_t *src, const char *etag, struct ckpt_idlist *ids)
 {
     struct ckpt_run *rs = &ctx->rs;
     struct ckpt_dropped dropped;
-    if (ckpt__run_adopt(rs, nh, src, etag, &sv->m, ids, &dropped) != 0) {
+    if (ckpt__run_adopt(rs, nh, src, etag, m, ids, &dropped) != 0) {
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "commit", "out of memory after committing step %"
-                  PRIu64 ": retention skipped (ckptrun gc removes what it left)", sv->m.step);
+                  PRIu64 ": retention skipped (ckptrun gc removes what it left)", m->step);
         rs->loaded = false;
         return 1;
     }
@@ -389,44 +432,67 @@ static void finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status st, c
     ckpt__save_free(sv);
 }
 
-void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv)
+/* Fence, manifest (or commit record), HEAD, adopt: m is committed. */
+static ckpt_status commit_manifest(struct ckpt_ctx *ctx, struct ckpt_manifest *m,
+                                   uint64_t new_bytes, char *mkey, size_t keylen, char *err)
 {
     struct ckpt_run *rs = &ctx->rs;
-    char err[CKPT_ERR_MAX] = "", mkey[1024] = "", etag[CKPT_ETAG_MAX] = "";
+    char etag[CKPT_ETAG_MAX] = "";
     struct ckpt_idlist ids = { 0 };
     struct ckpt_head nh = { 0 };
     size_t *src = NULL;
-    ckpt_status st = sv->st;
+    ckpt_status st;
     uint64_t epoch;
     int stale = 0;
 
-    if (st) {
-        snprintf(err, sizeof err, "%s", sv->err);
-        goto out;
-    }
-    st = ctx->store->ops->barrier(ctx->store, err);
-    if (st)
-        goto out;
     pthread_mutex_lock(&rs->mu);
     epoch = atomic_load(&ctx->epoch); /* the lease this writer commits under */
     st = fence(ctx, epoch, err);
     if (!st)
-        st = write_manifest(ctx, sv, epoch, &ids, mkey, sizeof mkey, err);
+        st = write_manifest(ctx, m, new_bytes, epoch, &ids, mkey, keylen, err);
     if (!st) {
-        st = write_head(ctx, sv, mkey, &ids, &nh, &src, etag, err);
+        st = write_head(ctx, m, mkey, &ids, &nh, &src, etag, err);
         if (st) {
             const char *dk[1] = { mkey };
             ctx->store->ops->del(ctx->store, dk, 1, NULL);
         }
     }
     if (!st)
-        stale = adopt(ctx, sv, &nh, src, etag, &ids);
+        stale = adopt(ctx, m, &nh, src, etag, &ids);
     pthread_mutex_unlock(&rs->mu);
     if (stale)
         ckpt__load_run(ctx, true); /* committed, but our view could not follow */
-out:
     free(nh.entries);
     free(src);
     ckpt__idlist_free(&ids);
+    return st;
+}
+
+ckpt_status ckpt__commit_global(struct ckpt_ctx *ctx, struct ckpt_manifest *gm, char *mkey,
+                                size_t keylen, char *err)
+{
+    ckpt_status st = ctx->store->ops->barrier(ctx->store, err);
+    if (!st)
+        st = commit_manifest(ctx, gm, gm->new_bytes, mkey, keylen, err);
+    return st;
+}
+
+void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv)
+{
+    char err[CKPT_ERR_MAX] = "", mkey[1024] = "";
+    ckpt_status st = sv->st;
+
+    if (ctx->world_size > 1) {
+        ckpt__part_commit(ctx, sv); /* a part: ranks.h */
+        return;
+    }
+    if (st) {
+        snprintf(err, sizeof err, "%s", sv->err);
+        goto out;
+    }
+    st = ctx->store->ops->barrier(ctx->store, err);
+    if (!st)
+        st = commit_manifest(ctx, &sv->m, sv->new_bytes, mkey, sizeof mkey, err);
+out:
     finish(ctx, sv, st, err, mkey);
 }

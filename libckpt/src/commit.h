@@ -14,10 +14,22 @@
 #ifndef CKPT_COMMIT_H
 #define CKPT_COMMIT_H
 
+#include <stddef.h>
+
+#include "ckpt.h"
+
 struct ckpt_ctx;
 struct ckpt_save;
+struct ckpt_manifest;
 
-/* Commit sv (or, when it failed, report it) and end it: sv is freed. */
+/* Commit sv (or, when it failed, report it) and end it: sv is freed. With
+ * ranks, sv is this rank's part: ckpt__part_commit (ranks.h). */
 void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv);
+
+/* Commit a global checkpoint gm composed from its durable parts (parts.h):
+ * fence, commit record (key in mkey), HEAD, retention, as a save's commit
+ * does. The caller reports it. */
+ckpt_status ckpt__commit_global(struct ckpt_ctx *ctx, struct ckpt_manifest *gm, char *mkey,
+                                size_t keylen, char *err);
 
 #endif

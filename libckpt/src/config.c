@@ -66,9 +66,10 @@ IN_SLOT(pack_bytes, 0);
 IN_SLOT(connections, 1);
 IN_SLOT(restore_sync, 2);
 IN_SLOT(retry_budget_ms, 3);
-_Static_assert(offsetof(struct ckpt_config, reserved) ==
-                   offsetof(struct config_0_1, reserved) + 4 * sizeof(void *),
-               "ckpt_config.reserved does not start at slot 4");
+IN_SLOT(world_size, 4);
+IN_SLOT(rank, 5);
+IN_SLOT(collective, 6);
+IN_SLOT(rank_flags, 7);
 
 #define DEFAULT_KEEP 3
 #define DEFAULT_PINNED (64u << 20)
@@ -281,7 +282,8 @@ ckpt_status ckpt__config_resolve(const struct ckpt_config *cfg_in, struct ckpt_s
     }
     if ((st = resolve_codec(cfg, s, err)) || (st = resolve_sizes(cfg, s, err)) ||
         (st = resolve_run(cfg, s, err)) ||
-        (st = resolve_slots(cfg, cfg->version >= CKPT_CONFIG_SINCE_SLOTS, s, err)))
+        (st = resolve_slots(cfg, cfg->version >= CKPT_CONFIG_SINCE_SLOTS, s, err)) ||
+        (st = ckpt__ranks_resolve(cfg, cfg->version >= CKPT_CONFIG_SINCE_RANKS, s, err)))
         return st;
     s->store_url = cfg->store && *cfg->store ? cfg->store : env("CKPT_STORE");
     s->control_socket = cfg->no_control ? NULL : env("CKPT_SOCKET");

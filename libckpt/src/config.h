@@ -26,6 +26,9 @@
 /* The version that added the fields in slots 0..3 (pack_bytes, connections,
  * restore_sync, retry_budget_ms). */
 #define CKPT_CONFIG_SINCE_SLOTS 200
+/* The version that added slots 4..7 (world_size, rank, collective,
+ * rank_flags). */
+#define CKPT_CONFIG_SINCE_RANKS 300
 
 struct ckpt_settings {
     /* logging: handed to the logger (which reads CKPT_LOG when log_fn is NULL) */
@@ -56,6 +59,12 @@ struct ckpt_settings {
     unsigned pack_inflight;    /* packs uploading at once (fitted to the store) */
     bool restore_sync;
 
+    /* ranks (rankenv.c): world_size 1 and rank 0 for a single process */
+    unsigned world_size, rank;
+    const struct ckpt_collective *collective; /* NULL: none */
+    unsigned rank_flags;
+    char rank_source[64];      /* where rank and size came from, for messages */
+
     /* ckptrun's control socket (CKPT_SOCKET), NULL when there is none or
      * `no_control` is set; valid during ckpt_open() only */
     const char *control_socket;
@@ -69,6 +78,12 @@ struct ckpt_settings {
  *         with the reason in err (CKPT_ERR_MAX bytes). */
 ckpt_status ckpt__config_resolve(const struct ckpt_config *cfg, struct ckpt_settings *out,
                                  char *err);
+
+/* Rank and world size (rankenv.c): the config's slots 4..7 (`given`: the
+ * caller's struct has them), else the launchers' variables, checked against
+ * the collective. CKPT_E_CONFIG with the reason in err. */
+ckpt_status ckpt__ranks_resolve(const struct ckpt_config *cfg, bool given,
+                                struct ckpt_settings *s, char *err);
 
 /* Step 2: the defaults that depend on the store, for a store just opened. */
 void ckpt__config_fit_store(struct ckpt_settings *s, const struct ckpt_store *store);

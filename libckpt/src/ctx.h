@@ -23,6 +23,7 @@
 #include "fileread.h"
 #include "log.h"
 #include "packbuf.h"
+#include "ranks.h"
 #include "progress.h"
 #include "runstate.h"
 #include "save.h"
@@ -40,6 +41,7 @@ struct ckpt_item {
     char *path;            /* files: the path; links: the target text */
     bool as_is;            /* files: CKPT_FILE_AS_IS, `version` is the one to commit */
     struct ckpt_fversion version;
+    bool replicated;       /* ckpt_protect_replicated: the same bytes on every rank */
     struct ckpt_arena *stage; /* host regions without a staging cap: a private
                               copy of the whole region, so a save is one
                               large memcpy (streaming stores) per region */
@@ -71,6 +73,15 @@ struct ckpt_ctx {
     unsigned pack_inflight;
     /* ckpt_restore_dir fsyncs each file before renaming it (CKPT_RESTORE_SYNC) */
     bool restore_sync;
+
+    /* Ranks (ckpt.h "Ranks"), resolved at ckpt_open: world_size 1 is a
+     * single writer; `coll` the program's collective (NULL: none; with
+     * world_size > 1 then ranks_store). ranks (ranks.h): the global step in
+     * progress. */
+    unsigned rank, world_size;
+    const struct ckpt_collective *coll;
+    bool ranks_store;
+    struct ckpt_ranks ranks;
 
     struct ckpt_item *items, *items_tail;
     size_t nitems;

@@ -84,10 +84,13 @@ int ckpt__dedup_get(const struct ckpt_dedup *x, const uint8_t *id, struct ckpt_l
 
 int ckpt__dedup_put_manifest(struct ckpt_dedup *x, const struct ckpt_manifest *m)
 {
-    for (size_t i = 0; i < m->nitems; i++)
-        for (size_t c = 0; c < m->items[i].nchunks; c++)
-            if (ckpt__dedup_put(x, m, &m->items[i].chunks[c]))
+    /* a global checkpoint's: every rank's chunks (others) too */
+    for (size_t i = 0; i < m->nitems + m->nothers; i++) {
+        const struct ckpt_mitem *it = i < m->nitems ? &m->items[i] : &m->others[i - m->nitems];
+        for (size_t c = 0; c < it->nchunks; c++)
+            if (ckpt__dedup_put(x, m, &it->chunks[c]))
                 return -1;
+    }
     return 0;
 }
 

@@ -362,9 +362,11 @@ ckpt_status ckpt__fetch_manifest(struct ckpt_ctx *ctx, const char *rel,
                                  struct ckpt_manifest *m)
 {
     ckpt_status st = ckpt__read_manifest(ctx, rel, m);
-    if (st == CKPT_OK && m->world_size != 1) {
-        ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint: "
-                               "this version restores single-process checkpoints only",
+    if (st == CKPT_OK && m->world_size != 1 && !m->nparts) {
+        /* a part named as a checkpoint of its own: only a commit record
+         * (parts.h) makes a global checkpoint */
+        ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
+                               "without its commit record: this version cannot restore it",
                           m->step, m->world_size);
         ckpt__manifest_free(m);
         st = CKPT_E_UNSUPPORTED;
@@ -379,22 +381,25 @@ ckpt_status ckpt__verify_manifest(struct ckpt_ctx *ctx, const struct ckpt_manife
     struct ckpt_fetch *ents;
     size_t n = 0, total = 0;
     ckpt_status st;
-    for (size_t k = 0; k < m->nitems; k++)
-        total += m->items[k].nchunks;
+    /* a global checkpoint: every rank's items (others) too */
+    for (size_t k = 0; k < m->nitems + m->nothers; k++)
+        total += k < m->nitems ? m->items[k].nchunks : m->others[k - m->nitems].nchunks;
     ents = calloc(total ? total : 1, sizeof *ents);
     if (!ents)
         return CKPT_E_NOMEM;
-    for (size_t k = 0; k < m->nitems; k++)
-        for (size_t c = 0; c < m->items[k].nchunks; c++) {
-            const struct ckpt_chunk_ref *r = &m->items[k].chunks[c];
+    for (size_t k = 0; k < m->nitems + m->nothers; k++) {
+        const struct ckpt_mitem *it = k < m->nitems ? &m->items[k] : &m->others[k - m->nitems];
+        for (size_t c = 0; c < it->nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &it->chunks[c];
             if (ckpt__idset_get(seen, r->id, NULL))
                 continue; /* checked already (shared with a newer checkpoint) */
             ckpt__idset_put(seen, r->id, 1);
             ents[n].c = r;
-            ents[n].item = m->items[k].name;
+            ents[n].item = it->name;
             ents[n].idx = c;
             n++;
         }
+    }
     ckpt__batch_init(&b);
     b.pending = 1;
     ckpt__fetch_plan(ctx, &b, m, ents, n, bad);

@@ -374,6 +374,14 @@ static ckpt_status store_clock(struct gc *g)
     return CKPT_OK;
 }
 
+static int has_key(const struct ckpt_idlist *l, const char *rel)
+{
+    for (size_t i = 0; i < l->nkeys; i++)
+        if (!strcmp(l->keys[i], rel))
+            return 1;
+    return 0;
+}
+
 /* Victims: manifests past --keep, at once; unknown ones (a crash between
  * manifest and HEAD, or a commit in progress) only when old. */
 static ckpt_status manifest_victims(struct gc *g)
@@ -385,14 +393,15 @@ static ckpt_status manifest_victims(struct gc *g)
         int kept = 0, dropped = -1, damaged = -1, nomem = 0;
         char age[32];
         for (size_t k = 0; k < h->n; k++)
-            if (!strcmp(h->entries[k].manifest, rel)) {
+            if (!strcmp(h->entries[k].manifest, rel) || has_key(&g->ids[k], rel)) {
+                /* a global checkpoint's parts go with its commit record */
                 if (k < g->keepn)
                     kept = 1;
                 else
                     dropped = (int)k;
             }
         for (size_t k = 0; k < h->ndamaged; k++)
-            if (!strcmp(h->damaged[k].manifest, rel)) {
+            if (!strcmp(h->damaged[k].manifest, rel) || (g->dkeep[k] && has_key(&g->dids[k], rel))) {
                 if (g->dkeep[k])
                     kept = 1;
                 else

@@ -55,6 +55,8 @@ static int add_entries(cJSON *arr, const struct ckpt_head_entry *e, size_t n, in
              ckpt__json_add_u64s(o, "step", e[i].step) && ckpt__json_add_u64s(o, "seq", e[i].seq);
         if (ok && e[i].format)
             ok = ckpt__json_add_num(o, "format", e[i].format);
+        if (ok && e[i].world_size > 1)
+            ok = ckpt__json_add_num(o, "world_size", e[i].world_size);
         if (ok && damaged)
             ok = ckpt__json_add_num(o, "marked_ms", (double)e[i].marked_ms);
     }
@@ -80,18 +82,22 @@ static ckpt_status get_entries(const cJSON *arr, int damaged, struct ckpt_head_e
     {
         const char *mk = ckpt__json_get_str(o, "manifest");
         struct ckpt_head_entry *e = &(*out)[i];
-        double ef = 0, mt = 0;
+        double ef = 0, mt = 0, ws = 1;
         if (!mk || strlen(mk) > 512 || strncmp(mk, "manifests/", 10) || !ckpt_key_valid(mk) ||
             ckpt__json_get_u64s(o, "step", &e->step) || ckpt__json_get_u64s(o, "seq", &e->seq) ||
             (cJSON_GetObjectItemCaseSensitive(o, "format") &&
              ckpt__json_get_num(o, "format", 1, 1e9, &ef)) ||
-            (damaged && ckpt__json_get_num(o, "marked_ms", 0, CKPT_JSON_MAX_SAFE, &mt))) {
+            (damaged && ckpt__json_get_num(o, "marked_ms", 0, CKPT_JSON_MAX_SAFE, &mt)) ||
+            (cJSON_GetObjectItemCaseSensitive(o, "world_size") &&
+             ckpt__json_get_num(o, "world_size", 1, 1 << 24, &ws)) ||
+            (ws > 1) != (ef >= CKPT_FORMAT_RANKS && ckpt__is_commit_key(mk))) {
             ckpt__seterr(err, "HEAD: malformed %s entry %zu", damaged ? "damaged" : "retained",
                          i);
             return CKPT_E_CORRUPT;
         }
         e->format = (unsigned)ef; /* 0: not recorded (written before format 3) */
         e->marked_ms = (int64_t)mt;
+        e->world_size = (unsigned)ws;
         e->manifest = ckpt__strdup(mk);
         *n = ++i;
         if (!e->manifest)

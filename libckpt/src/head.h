@@ -12,7 +12,7 @@
 #define CKPT_HEAD_MAX (16u << 20)
 #define CKPT_HEAD_FORMAT 1           /* HEAD: 1, or the highest manifest format above 2
                                         among its entries (docs/FORMAT.md) */
-#define CKPT_HEAD_FORMAT_MAX 3       /* what this reader accepts */
+#define CKPT_HEAD_FORMAT_MAX 4       /* what this reader accepts */
 #define CKPT_GC_MAX_REFS 64          /* gc records HEAD may name */
 
 struct ckpt_head_entry {
@@ -20,6 +20,8 @@ struct ckpt_head_entry {
     uint64_t step, seq;
     unsigned format;       /* the manifest's format (0: not recorded, 1 or 2) */
     int64_t marked_ms;     /* damaged entries: when marked (the marker's clock) */
+    unsigned world_size;   /* ranks of a global checkpoint (format 4: `manifest` is
+                              its commit record); 0 or 1: one writer */
 };
 
 /* A gc in progress (or one that stopped before it finished): its record

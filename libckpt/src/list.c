@@ -23,10 +23,12 @@ ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
         info.step = h.entries[i].step;
         info.seq = h.entries[i].seq;
         info.manifest = key;
+        info.world_size = h.entries[i].world_size > 1 ? h.entries[i].world_size : 1;
         if (ckpt__read_manifest(ctx, h.entries[i].manifest, &m) == CKPT_OK) {
             info.epoch = m.epoch;
             info.time_ms = m.time_ms;
-            info.items = m.nitems;
+            info.items = m.nitems + m.nothers; /* every rank's */
+            info.world_size = m.world_size > 1 ? m.world_size : 1;
             info.new_bytes = m.new_bytes;
             ckpt__manifest_sizes(&m, &info.raw_bytes, &info.stored_bytes, &info.chunks,
                                  &info.links);

@@ -36,16 +36,27 @@ static int kind_parse(const char *s)
 }
 
 
+void ckpt__mitem_free(struct ckpt_mitem *it)
+{
+    free(it->name);
+    free(it->target);
+    free(it->chunks);
+    memset(it, 0, sizeof *it);
+}
+
 void ckpt__manifest_free(struct ckpt_manifest *m)
 {
     if (!m)
         return;
-    for (size_t i = 0; i < m->nitems; i++) {
-        free(m->items[i].name);
-        free(m->items[i].target);
-        free(m->items[i].chunks);
-    }
+    for (size_t i = 0; i < m->nitems; i++)
+        ckpt__mitem_free(&m->items[i]);
     free(m->items);
+    for (size_t i = 0; i < m->nothers; i++)
+        ckpt__mitem_free(&m->others[i]);
+    free(m->others);
+    for (size_t i = 0; i < m->nparts; i++)
+        free(m->parts[i]);
+    free(m->parts);
     free(m->packs);
     free(m->writer);
     free(m->parent);
@@ -54,6 +65,8 @@ void ckpt__manifest_free(struct ckpt_manifest *m)
 
 unsigned ckpt__manifest_format(const struct ckpt_manifest *m)
 {
+    if (m->world_size > 1)
+        return CKPT_FORMAT_RANKS;
     for (size_t i = 0; i < m->nitems; i++)
         if (m->items[i].kind == CKPT_ITEM_LINK || !ckpt__name_legacy(m->items[i].name))
             return CKPT_FORMAT_NAMES;
@@ -289,6 +302,8 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
     ok = ok && cJSON_AddStringToObject(root, "writer", m->writer ? m->writer : "");
     if (ok && m->parent)
         ok = cJSON_AddStringToObject(root, "parent", m->parent) != NULL;
+    if (ok && m->world_size > 1)
+        ok = ckpt__json_add_num(root, "nonce", m->nonce);
     if (ok && m->npacks) {
         cJSON *packs = cJSON_AddArrayToObject(root, "packs");
         ok = packs != NULL;
@@ -314,6 +329,13 @@ ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, siz
              ckpt__json_add_num(o, "mode", it->mode);
         if (ok && it->kind == CKPT_ITEM_LINK)
             ok = cJSON_AddStringToObject(o, "target", it->target ? it->target : "") != NULL;
+        if (ok && it->replicated && m->world_size > 1) {
+            char dh[17];
+            cJSON *r = cJSON_AddObjectToObject(o, "replicated");
+            snprintf(dh, sizeof dh, "%016" PRIx64, it->digest);
+            ok = r && cJSON_AddStringToObject(r, "digest", dh) &&
+                 ckpt__json_add_num(r, "first", (double)it->first);
+        }
         chunks = ok ? cJSON_AddArrayToObject(o, "chunks") : NULL;
         ok = ok && chunks;
         for (size_t c = 0; ok && c < it->nchunks; c++) {
@@ -378,6 +400,31 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
     it->elem_size = (unsigned)elem;
     it->mode = (uint32_t)mode;
     n = (size_t)cJSON_GetArraySize(chunks);
+    {
+        /* format 4: a replicated item, this part's share of its chunks */
+        const cJSON *rep = cJSON_GetObjectItemCaseSensitive(o, "replicated");
+        if (rep) {
+            const char *dh = ckpt__json_get_str(rep, "digest");
+            double first;
+            uint64_t total = (it->size + chunk_bytes - 1) / chunk_bytes;
+            char *end = NULL;
+            if (m->version < CKPT_FORMAT_RANKS || m->world_size < 2 ||
+                it->kind != CKPT_ITEM_MEM || !cJSON_IsObject(rep) || !dh ||
+                strlen(dh) != 16 || ckpt__json_get_num(rep, "first", 0, CKPT_JSON_MAX_SAFE,
+                                                       &first) ||
+                (uint64_t)first + n > total) {
+                ckpt__seterr(err, "item %s: bad replicated field", name);
+                return CKPT_E_CORRUPT;
+            }
+            it->digest = strtoull(dh, &end, 16);
+            if (!end || *end) {
+                ckpt__seterr(err, "item %s: bad replicated digest", name);
+                return CKPT_E_CORRUPT;
+            }
+            it->replicated = 1;
+            it->first = (size_t)first;
+        }
+    }
     if (it->kind == CKPT_ITEM_LINK) {
         /* a link holds no bytes: its target (checked with the whole
          * manifest, ckpt__manifest_check) is all there is */
@@ -439,7 +486,7 @@ static ckpt_status decode_item(const cJSON *o, const struct ckpt_manifest *m,
         sum += it->chunks[c].raw_len;
         c++;
     }
-    if (sum != it->size) {
+    if (it->replicated ? sum > it->size : sum != it->size) {
         ckpt__seterr(err, "item %s: chunks hold %" PRIu64 " bytes, size says %" PRIu64, name,
                      sum, it->size);
         return CKPT_E_CORRUPT;
@@ -500,6 +547,19 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
     m->new_bytes = (uint64_t)nb;
     m->writer = ckpt__strdup(writer);
     m->parent = parent ? ckpt__strdup(parent) : NULL;
+    if (m->version >= CKPT_FORMAT_RANKS) {
+        double nonce;
+        if (m->world_size < 2 || ckpt__json_get_num(root, "nonce", 0, 4294967295.0, &nonce)) {
+            ckpt__seterr(err, "format 4 manifest: not a part of a multi-rank checkpoint");
+            goto out;
+        }
+        m->nonce = (uint32_t)nonce;
+    } else if (m->world_size != 1) {
+        ckpt__seterr(err, "format %u manifest of %u ranks: only format 4 has ranks",
+                     m->version, m->world_size);
+        st = CKPT_E_UNSUPPORTED; /* as older readers refused it */
+        goto out;
+    }
     {
         /* packs (format 2): [[id, size], ...] */
         const cJSON *packs = cJSON_GetObjectItemCaseSensitive(root, "packs"), *a;
@@ -570,11 +630,12 @@ void ckpt__manifest_sizes(const struct ckpt_manifest *m, uint64_t *raw, uint64_t
     struct ckpt_idset seen;
     ckpt__idset_init(&seen);
     *raw = *stored = *chunks = *links = 0;
-    for (size_t i = 0; i < m->nitems; i++) {
-        *raw += m->items[i].size;
-        *links += m->items[i].kind == CKPT_ITEM_LINK;
-        for (size_t c = 0; c < m->items[i].nchunks; c++) {
-            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+    for (size_t j = 0; j < m->nitems + m->nothers; j++) {
+        const struct ckpt_mitem *it = j < m->nitems ? &m->items[j] : &m->others[j - m->nitems];
+        *raw += it->size;
+        *links += it->kind == CKPT_ITEM_LINK;
+        for (size_t c = 0; c < it->nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &it->chunks[c];
             if (ckpt__idset_get(&seen, r->id, NULL))
                 continue;
             ckpt__idset_put(&seen, r->id, 1);
@@ -616,6 +677,9 @@ void ckpt__idlist_free(struct ckpt_idlist *l)
     free(l->ids);
     free(l->kind);
     free(l->size);
+    for (size_t i = 0; i < l->nkeys; i++)
+        free(l->keys[i]);
+    free(l->keys);
     memset(l, 0, sizeof *l);
 }
 
@@ -633,8 +697,18 @@ int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *ou
     size_t total = m->npacks, n = 0;
     struct ckpt_idset seen;
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < m->nitems; i++)
-        total += m->items[i].nchunks;
+    if (m->nparts) {
+        out->keys = calloc(m->nparts, sizeof *out->keys);
+        if (!out->keys)
+            return -1;
+        for (size_t p = 0; p < m->nparts; p++)
+            if (!(out->keys[out->nkeys++] = ckpt__strdup(m->parts[p]))) {
+                ckpt__idlist_free(out);
+                return -1;
+            }
+    }
+    for (size_t i = 0; i < m->nitems + m->nothers; i++)
+        total += i < m->nitems ? m->items[i].nchunks : m->others[i - m->nitems].nchunks;
     if (!total)
         return 0;
     out->ids = malloc(total * CKPT_ID_LEN);
@@ -651,9 +725,10 @@ int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *ou
         out->size[n++] = m->packs[p].size;
     }
     ckpt__idset_init(&seen);
-    for (size_t i = 0; i < m->nitems; i++)
-        for (size_t c = 0; c < m->items[i].nchunks; c++) {
-            const struct ckpt_chunk_ref *r = &m->items[i].chunks[c];
+    for (size_t i = 0; i < m->nitems + m->nothers; i++) {
+        const struct ckpt_mitem *it = i < m->nitems ? &m->items[i] : &m->others[i - m->nitems];
+        for (size_t c = 0; c < it->nchunks; c++) {
+            const struct ckpt_chunk_ref *r = &it->chunks[c];
             if (r->pack || ckpt__idset_get(&seen, r->id, NULL))
                 continue;
             if (ckpt__idset_put(&seen, r->id, 1)) {
@@ -665,6 +740,7 @@ int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *ou
             out->kind[n] = CKPT_OBJ_CHUNK;
             out->size[n++] = r->stored_len;
         }
+    }
     ckpt__idset_free(&seen);
     out->n = n;
     return 0;
@@ -675,4 +751,38 @@ void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t e
 {
     snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32
              ".ckm", run, seq, step, epoch, nonce);
+}
+
+void ckpt__part_key(const char *run, uint64_t step, uint64_t epoch, uint32_t nonce,
+                    unsigned rank, char *out, size_t n)
+{
+    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32 "_r%07u.ckp", run,
+             step, epoch, nonce, rank);
+}
+
+int ckpt__part_key_parse(const char *rel, uint64_t *step, uint64_t *epoch, uint32_t *nonce,
+                         unsigned *rank)
+{
+    char tail[8];
+    int used = 0;
+    if (strncmp(rel, "manifests/", 10) || strlen(rel) != 10 + 20 + 1 + 10 + 1 + 8 + 2 + 7 + 4)
+        return -1;
+    if (sscanf(rel + 10, "%20" SCNu64 "_%10" SCNu64 "_%8" SCNx32 "_r%7u%4s%n", step, epoch,
+               nonce, rank, tail, &used) != 5 || strcmp(tail, ".ckp") != 0 ||
+        rel[10 + used] != '\0')
+        return -1;
+    return 0;
+}
+
+void ckpt__commit_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
+                      uint32_t nonce, char *out, size_t n)
+{
+    snprintf(out, n, "%s/manifests/%020" PRIu64 "_%020" PRIu64 "_%010" PRIu64 "_%08" PRIx32
+             ".ckc", run, seq, step, epoch, nonce);
+}
+
+int ckpt__is_commit_key(const char *rel)
+{
+    size_t l = strlen(rel);
+    return l > 4 && !strcmp(rel + l - 4, ".ckc");
 }

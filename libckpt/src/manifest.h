@@ -12,10 +12,11 @@
 #include "util.h"
 
 #define CKPT_MANIFEST_MAX (256u << 20) /* largest manifest (and gc record) we accept */
-#define CKPT_FORMAT_VERSION 3          /* what this reader accepts (1, 2 and 3) */
+#define CKPT_FORMAT_VERSION 4          /* what this reader accepts (1 to 4) */
 #define CKPT_FORMAT_UNPACKED 1         /* manifests without packs stay format 1 */
 #define CKPT_FORMAT_PACKS 2            /* chunks in packs */
 #define CKPT_FORMAT_NAMES 3            /* link items, names outside the old alphabet */
+#define CKPT_FORMAT_RANKS 4            /* parts of a multi-rank checkpoint, commit records */
 #define CKPT_DEFAULT_PACK (32u << 20)  /* object stores; 0 on file:// */
 #define CKPT_MAX_PACK (1u << 30)
 #define CKPT_MAX_PACKS 10000000u       /* per manifest */
@@ -47,6 +48,13 @@ struct ckpt_mitem {
     char *target;          /* links: the link's text (relative) */
     size_t nchunks;
     struct ckpt_chunk_ref *chunks;
+    /* Replicated items (format 4): the same bytes on every rank. In a part
+     * manifest, `chunks` are the ones this part uploaded: chunks
+     * first..first+nchunks-1 of the item; `digest` covers the whole item's
+     * chunk ids (parts.h). Assembled whole when a global checkpoint is read. */
+    int replicated;
+    uint64_t digest;
+    size_t first;
 };
 
 struct ckpt_manifest {
@@ -62,10 +70,21 @@ struct ckpt_manifest {
     struct ckpt_mitem *items;
     size_t npacks;         /* packs its chunks live in (format 2) */
     struct ckpt_pack *packs;
+    /* Multi-rank (format 4). A part manifest: the job step's nonce. A global
+     * checkpoint read through its commit record (parts.h): `items` are one
+     * rank's view (its own items and the replicated ones, assembled),
+     * `others` the other ranks' own items (their chunks count as the
+     * checkpoint's objects), `parts` the part manifests' keys (relative). */
+    uint32_t nonce;
+    size_t nothers;
+    struct ckpt_mitem *others;
+    size_t nparts;
+    char **parts;
 };
 
 void ckpt__manifest_free(struct ckpt_manifest *m);
-/* The format a manifest is written in: 3 with a link item or a name outside
+/* The format a manifest is written in: 4 for a part of a multi-rank
+ * checkpoint (world_size > 1), else 3 with a link item or a name outside
  * the old alphabet, else 2 with packs, else 1. */
 unsigned ckpt__manifest_format(const struct ckpt_manifest *m);
 /* The manifest as a whole: names unique, no item also a directory of
@@ -92,6 +111,8 @@ struct ckpt_idlist {
     uint8_t *kind;
     uint64_t *size;        /* stored size the manifest records */
     size_t n;
+    char **keys;           /* a global checkpoint's part manifests (relative keys) */
+    size_t nkeys;
 };
 int ckpt__manifest_objects(const struct ckpt_manifest *m, struct ckpt_idlist *out); /* -1 nomem */
 void ckpt__idlist_free(struct ckpt_idlist *l);
@@ -108,5 +129,18 @@ int ckpt__key_id(const char *key, uint8_t id[CKPT_ID_LEN]);
  * (the nonce keeps a commit's key apart from one a crashed save left) */
 void ckpt__manifest_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
                         uint32_t nonce, char *out, size_t n);
+
+/* Part manifest key: "<run>/manifests/<step:020>_<epoch:010>_<nonce:08x>_r<rank:07>.ckp" */
+void ckpt__part_key(const char *run, uint64_t step, uint64_t epoch, uint32_t nonce,
+                    unsigned rank, char *out, size_t n);
+/* The fields of a part key relative to the run ("manifests/..."): 0, or -1
+ * when it names no part. */
+int ckpt__part_key_parse(const char *rel, uint64_t *step, uint64_t *epoch, uint32_t *nonce,
+                         unsigned *rank);
+/* Commit record key: as a manifest's, ending ".ckc" */
+void ckpt__commit_key(const char *run, uint64_t seq, uint64_t step, uint64_t epoch,
+                      uint32_t nonce, char *out, size_t n);
+int ckpt__is_commit_key(const char *rel);
+void ckpt__mitem_free(struct ckpt_mitem *it);
 
 #endif

@@ -19,6 +19,8 @@
 #include "fetch.h"
 #include "pool.h"
 #include "runload.h"
+#include "ranks.h"
+#include "restore.h"
 #include "runstate.h"
 
 /* Room on the local file systems the restore writes to, before anything is
@@ -296,23 +298,94 @@ static ckpt_status check_shape(struct ckpt_ctx *ctx, const struct ckpt_manifest 
     return CKPT_OK;
 }
 
+/* Whether every protected item (links aside) is replicated: such a
+ * program resumes from a checkpoint of any world size. */
+static int all_replicated(const struct ckpt_ctx *ctx)
+{
+    int any = 0;
+    for (const struct ckpt_item *it = ctx->items; it; it = it->next) {
+        if (it->kind == CKPT_ITEM_LINK)
+            continue;
+        if (!it->replicated)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
+ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                              unsigned view, bool any_world, const char *dir,
+                              struct ckpt_idset *bad, bool *shape)
+{
+    struct ckpt_manifest m;
+    char err[CKPT_ERR_MAX] = "";
+    ckpt_status st;
+    unsigned world;
+
+    *shape = false;
+    st = ckpt__read_manifest_view(ctx, e->manifest, view, &m);
+    if (st == CKPT_OK && m.world_size != 1 && !m.nparts) {
+        ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
+                               "without its commit record: this version cannot restore it",
+                          m.step, m.world_size);
+        ckpt__manifest_free(&m);
+        st = CKPT_E_UNSUPPORTED;
+    }
+    if (st == CKPT_E_NOENT) {
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", e->step,
+                          ctx->errmsg);
+        st = CKPT_E_CORRUPT;
+    }
+    if (st)
+        return st;
+    world = m.world_size ? m.world_size : 1;
+    if (any_world && view >= world) {
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u",
+                          m.step, world, world == 1 ? "" : "s", view);
+        st = CKPT_E_NOENT;
+    } else if (!any_world && world != ctx->world_size && (dir || !all_replicated(ctx))) {
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " was written by %u rank%s; this "
+                               "job has %u: resume it with %u ranks, protect only replicated "
+                               "items, or read parts with ckpt_restore_part()",
+                          m.step, world, world == 1 ? "" : "s", ctx->world_size, world);
+        st = CKPT_E_WORLD;
+    }
+    if (st == CKPT_OK && !dir) {
+        st = check_shape(ctx, &m);
+        *shape = st != CKPT_OK; /* the program's shape is wrong, not the data */
+    }
+    if (st == CKPT_OK) {
+        st = restore_one(ctx, &m, dir, bad, err);
+        if (st == CKPT_E_CORRUPT)
+            ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m.step, err);
+        else if (st)
+            ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)",
+                              m.step, dir ? "into " : "into the protected items",
+                              dir ? dir : "", err, ckpt_strerror(st));
+    }
+    ckpt__manifest_free(&m);
+    return st;
+}
+
 /* Restore checkpoint `want` (or, CKPT_STEP_LATEST, the first of the resume
- * order that restores whole). Any missing or damaged part (manifest,
+ * order that restores whole), as rank `view` (any_world: a part, whatever
+ * the job's world size). Any missing or damaged part (manifest,
  * chunk, pack) sends a latest-restore to the next older checkpoint, as
- * does one this version cannot read (newer format, several ranks); a local
- * error (the target disk full, read-only, out of file descriptors) or a
- * store error stops it: an older checkpoint would not fare better, and
+ * does one this version cannot read (newer format); a local
+ * error (the target disk full, read-only, out of file descriptors), a
+ * store error or a world size of another job stops it: an older
+ * checkpoint would not fare better, and
  * nothing is reported damaged that is not. A context holding a lease epoch
  * (ckptrun run/recover, a trainer under it) then marks the checkpoints it
  * found damaged in HEAD (ckpt__mark_damaged). */
 static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const char *dir,
-                                  uint64_t *restored)
+                                  uint64_t *restored, unsigned view, bool any_world)
 {
     struct ckpt_head h;
     bool exists;
     ckpt_status st, last = CKPT_E_NOENT;
     size_t start = 0, nbad = 0;
-    char err[CKPT_ERR_MAX] = "", **bad_keys = NULL;
+    char **bad_keys = NULL;
     struct ckpt_idset bad_ids;
     int tried_all = 1;
 
@@ -344,31 +417,11 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
         return CKPT_E_NOMEM;
     }
     for (size_t i = start; i < h.n; i++) {
-        struct ckpt_manifest m;
-        st = ckpt__fetch_manifest(ctx, h.entries[i].manifest, &m);
-        if (st == CKPT_E_NOENT) {
-            ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: its manifest %s "
-                              "is missing", h.entries[i].step, h.entries[i].manifest);
-            st = CKPT_E_CORRUPT;
-        }
-        if (st == CKPT_OK && !dir) {
-            st = check_shape(ctx, &m);
-            if (st) {
-                ckpt__manifest_free(&m);
-                tried_all = 0;
-                break; /* the program's shape is wrong, not the data */
-            }
-        }
-        if (st == CKPT_OK) {
-            st = restore_one(ctx, &m, dir, &bad_ids, err);
-            if (st == CKPT_E_CORRUPT)
-                ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m.step,
-                                  err);
-            else if (st)
-                ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)",
-                                  m.step, dir ? "into " : "into the protected items",
-                                  dir ? dir : "", err, ckpt_strerror(st));
-            ckpt__manifest_free(&m);
+        bool shape;
+        st = ckpt__restore_try(ctx, &h.entries[i], view, any_world, dir, &bad_ids, &shape);
+        if (shape) {
+            tried_all = 0;
+            break;
         }
         if (st == CKPT_OK) {
             if (restored)
@@ -400,20 +453,24 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
      * the lease holder) not for resuming */
     if (bad_ids.n)
         ckpt__run_forget_bad(&ctx->rs, &bad_ids);
-    if (nbad && atomic_load(&ctx->epoch) && (st == CKPT_OK || tried_all)) {
-        char saved[CKPT_ERR_MAX];
-        ckpt_status mst;
-        snprintf(saved, sizeof saved, "%s", ctx->errmsg);
-        mst = ckpt__mark_damaged(ctx, bad_keys, nbad);
-        if (mst)
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "cannot mark the damaged "
-                      "checkpoints in HEAD: %s (%s)", ckpt_strerror(mst), ctx->errmsg);
-        ckpt__set_ctx_err(ctx, "%s", saved);
-    }
+    if (nbad && atomic_load(&ctx->epoch) && (st == CKPT_OK || tried_all))
+        ckpt__restore_mark(ctx, (const char **)bad_keys, nbad);
     free(bad_keys);
     ckpt__idset_free(&bad_ids);
     ckpt__head_free(&h);
     return st;
+}
+
+void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n)
+{
+    char saved[CKPT_ERR_MAX];
+    ckpt_status mst;
+    snprintf(saved, sizeof saved, "%s", ctx->errmsg);
+    mst = ckpt__mark_damaged(ctx, (char **)keys, n);
+    if (mst)
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "cannot mark the damaged "
+                  "checkpoints in HEAD: %s (%s)", ckpt_strerror(mst), ctx->errmsg);
+    ckpt__set_ctx_err(ctx, "%s", saved);
 }
 
 ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step)
@@ -424,7 +481,21 @@ ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step)
         ckpt__set_ctx_err(ctx, "nothing is protected: call ckpt_protect() before restoring");
         return CKPT_E_INVAL;
     }
-    return restore_common(ctx, CKPT_STEP_LATEST, NULL, step);
+    if (ctx->coll && ctx->world_size > 1)
+        return ckpt__ranks_restore(ctx, step);
+    return restore_common(ctx, CKPT_STEP_LATEST, NULL, step, ctx->rank, false);
+}
+
+ckpt_status ckpt_restore_part(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
+                              uint64_t *restored)
+{
+    if (!ctx)
+        return CKPT_E_INVAL;
+    if (!ctx->items) {
+        ckpt__set_ctx_err(ctx, "nothing is protected: call ckpt_protect() before restoring");
+        return CKPT_E_INVAL;
+    }
+    return restore_common(ctx, step, NULL, restored, part, true);
 }
 
 ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step, const char *dir,
@@ -441,5 +512,5 @@ ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step, const char *di
         ckpt__set_ctx_err(ctx, "%s is not a directory", dir);
         return CKPT_E_IO;
     }
-    return restore_common(ctx, step, dir, restored);
+    return restore_common(ctx, step, dir, restored, ctx->rank, false);
 }

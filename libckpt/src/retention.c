@@ -19,6 +19,15 @@ int ckpt__live_add(struct ckpt_idset *live, const struct ckpt_idlist *lists, siz
     return 0;
 }
 
+static int key_kept(const char *key, const struct ckpt_idlist *kept, size_t n)
+{
+    for (size_t i = 0; kept && i < n; i++)
+        for (size_t k = 0; k < kept[i].nkeys; k++)
+            if (!strcmp(kept[i].keys[k], key))
+                return 1;
+    return 0;
+}
+
 static int is_manifest(const char *key)
 {
     return strstr(key, "/manifests/") != NULL;
@@ -64,7 +73,7 @@ void ckpt__retention_after_commit(struct ckpt_ctx *ctx, const struct ckpt_idlist
 
     ckpt__idset_init(&live);
     for (size_t d = 0; d < dropped->n; d++)
-        cap += dropped->ids[d].n;
+        cap += dropped->ids[d].n + dropped->ids[d].nkeys;
     keys = calloc(cap ? cap : 1, sizeof *keys);
     if (!keys || ckpt__live_add(&live, kept, nkept) || ckpt__live_add(&live, damaged, ndamaged))
         goto nomem;
@@ -72,6 +81,14 @@ void ckpt__retention_after_commit(struct ckpt_ctx *ctx, const struct ckpt_idlist
         snprintf(key, sizeof key, "%s/%s", ctx->run, dropped->entries[d].manifest);
         if (!(keys[nkeys++] = ckpt__strdup(key)))
             goto nomem;
+        /* a global checkpoint goes as a unit: its parts with its record */
+        for (size_t k = 0; k < dropped->ids[d].nkeys; k++) {
+            if (key_kept(dropped->ids[d].keys[k], kept, nkept))
+                continue; /* a later commit of the same parts */
+            snprintf(key, sizeof key, "%s/%s", ctx->run, dropped->ids[d].keys[k]);
+            if (!(keys[nkeys++] = ckpt__strdup(key)))
+                goto nomem;
+        }
         for (size_t k = 0; k < dropped->ids[d].n; k++) {
             const uint8_t *id = dropped->ids[d].ids[k];
             int kind = dropped->ids[d].kind[k];

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "parts.h"
 #include "runload.h"
 
 void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n)
@@ -38,12 +39,22 @@ ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *eta
     return CKPT_OK;
 }
 
+ckpt_status ckpt__read_manifest_view(struct ckpt_ctx *ctx, const char *rel, unsigned view,
+                                     struct ckpt_manifest *m)
+{
+    if (ckpt__is_commit_key(rel))
+        return ckpt__read_global(ctx, rel, view, m);
+    return ckpt__read_manifest(ctx, rel, m);
+}
+
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel, struct ckpt_manifest *m)
 {
     char key[1024], err[CKPT_ERR_MAX] = "";
     void *buf = NULL;
     size_t len;
     ckpt_status st;
+    if (ckpt__is_commit_key(rel))
+        return ckpt__read_global(ctx, rel, ctx->rank, m);
     ckpt__run_key(ctx, rel, key, sizeof key);
     st = ctx->store->ops->get(ctx->store, key, CKPT_MANIFEST_MAX, 0, &buf, &len, NULL, err);
     if (st) {

@@ -20,8 +20,13 @@ void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_
  * may be NULL. */
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
                             bool *exists);
+/* A manifest, or (a commit record's key) the global checkpoint it commits
+ * as this context's rank sees it (parts.h). */
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel,
                                 struct ckpt_manifest *m);
+/* As ckpt__read_manifest, a global checkpoint as rank `view` sees it. */
+ckpt_status ckpt__read_manifest_view(struct ckpt_ctx *ctx, const char *rel, unsigned view,
+                                     struct ckpt_manifest *m);
 /* Write h as HEAD: conditionally on `etag`, the HEAD read last (NULL: on
  * there being none), where the store has conditional writes.
  * CKPT_E_PRECONDITION (or, with an etag, CKPT_E_NOENT): someone wrote HEAD

@@ -19,7 +19,9 @@ struct ckpt_save *ckpt__save_new(struct ckpt_ctx *ctx, uint64_t step, size_t nit
     sv->m.items = calloc(nitems ? nitems : 1, sizeof *sv->m.items);
     sv->paths = calloc(nitems ? nitems : 1, sizeof *sv->paths);
     sv->files = calloc(nitems ? nitems : 1, sizeof *sv->files);
-    if (!sv->m.items || !sv->paths || !sv->files) {
+    sv->lo = calloc(nitems ? nitems : 1, sizeof *sv->lo);
+    sv->hi = calloc(nitems ? nitems : 1, sizeof *sv->hi);
+    if (!sv->m.items || !sv->paths || !sv->files || !sv->lo || !sv->hi) {
         ckpt__save_free(sv);
         return NULL;
     }
@@ -37,6 +39,8 @@ void ckpt__save_free(struct ckpt_save *sv)
             free(sv->paths[i]);
     free(sv->paths);
     free(sv->files);
+    free(sv->lo);
+    free(sv->hi);
     ckpt__idset_free(&sv->packslot);
     ckpt__manifest_free(&sv->m);
     pthread_mutex_destroy(&sv->mu);
@@ -133,4 +137,20 @@ ckpt_status ckpt__flight_wait(struct ckpt_flight *f)
     f->last = CKPT_OK;
     pthread_mutex_unlock(&f->mu);
     return st;
+}
+
+void ckpt__flight_settle(struct ckpt_flight *f)
+{
+    pthread_mutex_lock(&f->mu);
+    while (f->busy)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void ckpt__flight_peek(struct ckpt_flight *f, bool *busy, ckpt_status *last)
+{
+    pthread_mutex_lock(&f->mu);
+    *busy = f->busy;
+    *last = f->last;
+    pthread_mutex_unlock(&f->mu);
 }

@@ -38,6 +38,9 @@ struct ckpt_save {
     struct ckpt_manifest m;     /* items + chunk refs filled by workers */
     char **paths;               /* per item: file path or NULL */
     struct ckpt_fsnap *files;   /* per item: a protected file as ckpt_save saw it */
+    /* per item: the chunks lo..hi-1 this rank stores (all but a replicated
+     * item's are this rank's; of those it only hashes the others) */
+    size_t *lo, *hi;
     pthread_mutex_t mu;
     /* packs (guarded by mu): this save's manifest's pack list, new packs
      * (id filled when uploaded) and older ones chunks were found in */
@@ -81,5 +84,9 @@ void ckpt__flight_begin(struct ckpt_flight *f);
 void ckpt__flight_end(struct ckpt_flight *f, ckpt_status st);
 /* Wait until no save is in flight; how the last one ended (then forgotten). */
 ckpt_status ckpt__flight_wait(struct ckpt_flight *f);
+/* Wait until no save is in flight, forgetting nothing. */
+void ckpt__flight_settle(struct ckpt_flight *f);
+/* Whether a save is in flight, and how the last one ended (kept). */
+void ckpt__flight_peek(struct ckpt_flight *f, bool *busy, ckpt_status *last);
 
 #endif

@@ -14,6 +14,49 @@
 #include "snapshot.h"
 #include "staging.h"
 
+static int cmp_name_idx(const void *a, const void *b, void *arg)
+{
+    const struct ckpt_save *sv = arg;
+    return strcmp(sv->m.items[*(const size_t *)a].name, sv->m.items[*(const size_t *)b].name);
+}
+
+/* Replicated items (parts.h): their chunks, all items' in name order, cut
+ * into world_size contiguous ranges; this rank stores range `rank` and
+ * only hashes the rest, so N ranks each upload about 1/N, small items
+ * included. */
+static ckpt_status spread_replicated(struct ckpt_ctx *ctx, struct ckpt_save *sv)
+{
+    size_t n = 0, *order, total = 0, at = 0, lo, hi;
+    for (size_t i = 0; i < sv->m.nitems; i++)
+        n += sv->m.items[i].replicated != 0;
+    if (!n)
+        return CKPT_OK;
+    order = calloc(n, sizeof *order);
+    if (!order)
+        return CKPT_E_NOMEM;
+    n = 0;
+    for (size_t i = 0; i < sv->m.nitems; i++)
+        if (sv->m.items[i].replicated)
+            order[n++] = i;
+    qsort_r(order, n, sizeof *order, cmp_name_idx, sv);
+    for (size_t k = 0; k < n; k++)
+        total += sv->m.items[order[k]].nchunks;
+    lo = (size_t)((unsigned __int128)total * ctx->rank / ctx->world_size);
+    hi = (size_t)((unsigned __int128)total * (ctx->rank + 1) / ctx->world_size);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k], nc = sv->m.items[i].nchunks;
+        size_t a = lo > at ? lo - at : 0, b = hi > at ? hi - at : 0;
+        sv->lo[i] = a > nc ? nc : a;
+        sv->hi[i] = b > nc ? nc : b;
+        if (sv->hi[i] < sv->lo[i])
+            sv->hi[i] = sv->lo[i];
+        sv->m.items[i].first = sv->lo[i];
+        at += nc;
+    }
+    free(order);
+    return CKPT_OK;
+}
+
 /* The save's shape, fixed here: an item per protected item, its size (files
  * are stat'ed now) and chunk count. Errors go to the context's message. */
 static ckpt_status shape(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t *total_chunks)
@@ -64,9 +107,14 @@ static ckpt_status shape(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t *tot
             return CKPT_E_NOMEM;
         if (it->kind == CKPT_ITEM_FILE)
             sv->files[i].left = mi->nchunks;
+        mi->replicated = it->replicated && ctx->world_size > 1;
+        sv->lo[i] = 0;
+        sv->hi[i] = mi->nchunks;
         sv->raw_bytes += mi->size;
         *total_chunks += mi->nchunks;
     }
+    if (spread_replicated(ctx, sv) != CKPT_OK)
+        return CKPT_E_NOMEM;
     {
         /* the item set as a whole: names, directories, where links land */
         char err[CKPT_ERR_MAX] = "";
@@ -138,6 +186,7 @@ static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv)
             j->off = (uint64_t)c * ctx->chunk_bytes;
             j->len = (size_t)(size - j->off < ctx->chunk_bytes ? size - j->off
                                                                : ctx->chunk_bytes);
+            j->hash_only = c < sv->lo[i] || c >= sv->hi[i];
             st = stage_chunk(ctx, sv, it, j);
             if (st) {
                 free(j);
@@ -164,7 +213,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     int hold = !ctx->staging_max;
     ckpt_codec codec;
 
-    if (!ctx->items)
+    if (!ctx->items && ctx->world_size < 2) /* a rank may have nothing: an empty part */
         return CKPT_E_INVAL;
     st = ckpt__flight_idle(&ctx->flight, ctx->on_busy == CKPT_BUSY_SKIP, &prev);
     if (st)
@@ -179,6 +228,12 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
         return CKPT_E_NOMEM;
     sv->t0_ns = ckpt_mono_ns();
     sv->m.chunk_bytes = ctx->chunk_bytes;
+    if (ctx->world_size > 1) { /* a part: ranks.h fixed the job step's nonce and epoch */
+        sv->m.rank = ctx->rank;
+        sv->m.world_size = ctx->world_size;
+        sv->m.nonce = ctx->ranks.nonce;
+        sv->m.epoch = ctx->ranks.epoch;
+    }
     codec = (ckpt_codec)atomic_exchange(&ctx->req_codec, 0);
     sv->codec = codec != CKPT_CODEC_DEFAULT ? codec : ctx->codec;
     sv->level = ctx->level;

@@ -135,7 +135,8 @@ static void slot_fields_are_read_by_version(void **state)
     cfg.connections = 100000;
     cfg.restore_sync = 7;
     cfg.retry_budget_ms = 42;
-    cfg.reserved[0] = &cfg;        /* slots 4..7: never read here */
+    cfg.slot4_ = &cfg;             /* slots 4..7: not read below version 300 */
+    cfg.slot7_ = &cfg;
     for (unsigned v = 0; v < CKPT_CONFIG_SINCE_SLOTS; v += 100) {
         cfg.version = v;
         resolve_ok(&cfg, &s);
@@ -157,7 +158,11 @@ static void slot_fields_are_read_by_version(void **state)
     assert_int_equal(s.store_cfg.connections, 32);
     assert_true(s.restore_sync);
     assert_int_equal(s.store_cfg.retry_budget_ms, 42);
-    cfg.version = CKPT_VERSION_NUMBER; /* this header's: at least that */
+    assert_int_equal(s.world_size, 1);
+    cfg.version = CKPT_VERSION_NUMBER; /* this header's: slots 4..7 are read */
+    refused(&cfg, "rank_flags");
+    cfg.slot4_ = NULL;
+    cfg.slot7_ = NULL;
     resolve_ok(&cfg, &s);
     assert_int_equal(s.store_cfg.connections, 32);
 }

@@ -204,7 +204,7 @@ static void test_manifest_hostile(void **state)
     for (size_t i = 0; i < sizeof bad2 / sizeof *bad2; i++)
         assert_int_equal(decode_json(bad2[i], err), CKPT_E_CORRUPT);
     /* a newer format is refused with a clear status, not misread */
-    assert_int_equal(decode_json("{\"format\":4,\"kind\":\"manifest\"}", err), CKPT_E_UNSUPPORTED);
+    assert_int_equal(decode_json("{\"format\":5,\"kind\":\"manifest\"}", err), CKPT_E_UNSUPPORTED);
     assert_non_null(strstr(err, "newer"));
     /* garbage without an envelope */
     struct ckpt_manifest m;
@@ -430,8 +430,8 @@ static void test_head_roundtrip(void **state)
 {
     struct ckpt_head h = { 0 }, d;
     struct ckpt_head_entry e[2] = {
-        { "manifests/00000000000000000002_00000000000000000020_0000000000.ckm", 20, 2, 0, 0 },
-        { "manifests/00000000000000000001_00000000000000000010_0000000000.ckm", 10, 1, 0, 0 },
+        { "manifests/00000000000000000002_00000000000000000020_0000000000.ckm", 20, 2, 0, 0, 0 },
+        { "manifests/00000000000000000001_00000000000000000010_0000000000.ckm", 10, 1, 0, 0, 0 },
     };
     char *buf, err[CKPT_ERR_MAX];
     size_t len;

@@ -315,7 +315,7 @@ static void test_world_size_verdict(void **state)
 }
 
 /* A writer that meets checkpoints of a newer format (a
- * HEAD of format 4, or a retained manifest of format 4) refuses to commit:
+ * HEAD of format 5, or a retained manifest of format 5) refuses to commit:
  * its retention would push them out. */
 static void test_newer_format_not_pushed_out(void **state)
 {
@@ -335,7 +335,7 @@ static void test_newer_format_not_pushed_out(void **state)
         ckpt_close(ctx);
         /* a future writer's step 2 */
         const char *fut =
-            "{\"format\":4,\"kind\":\"manifest\",\"step\":\"2\",\"seq\":\"2\",\"epoch\":\"0\","
+            "{\"format\":5,\"kind\":\"manifest\",\"step\":\"2\",\"seq\":\"2\",\"epoch\":\"0\","
             "\"time_ms\":1,\"rank\":0,\"world_size\":1,\"chunk_bytes\":65536,\"new_bytes\":0,"
             "\"writer\":\"future:1\",\"items\":[],\"hyperspace\":[1,2,3]}";
         buf = ckpt__envelope_seal(fut, &len);
@@ -354,15 +354,15 @@ static void test_newer_format_not_pushed_out(void **state)
             e[0].manifest = strdup(key + strlen(run) + 1);
             e[0].step = 2;
             e[0].seq = 2;
-            /* 0: the future HEAD says format 4 (it names a format-4
+            /* 0: the future HEAD says format 5 (it names a format-5
              * manifest); 1: HEAD says 1, only the manifest is newer */
-            e[0].format = where == 0 ? 4 : 0;
+            e[0].format = where == 0 ? 5 : 0;
             h.n = 2;
             h.seq = 2;
             h.rev++;
             assert_int_equal(ckpt__head_encode(&h, &buf, &len), CKPT_OK);
             ckpt__head_free(&h);
-            assert_non_null(strstr(buf, where == 0 ? "\"format\":4," : "\"format\":1,"));
+            assert_non_null(strstr(buf, where == 0 ? "\"format\":5," : "\"format\":1,"));
             snprintf(key, sizeof key, "%s/HEAD", run);
             assert_int_equal(ckpt_store_put(ctx->store, key, buf, len, &po, NULL, NULL),
                              CKPT_OK);

@@ -1,0 +1,79 @@
+/* ranks.h -- multi-rank jobs (ckpt.h "Ranks", docs/multirank.md): each
+ * rank's save writes its part (a part manifest, on a worker:
+ * ckpt__part_commit); with a collective, the ranks agree on the application
+ * thread -- at ckpt_save, ckpt_should_save, ckpt_wait, ckpt_restore and
+ * ckpt_close -- and rank 0 commits the global step once every part is
+ * durable; without one (CKPT_RANKS_STORE), ckpt_commit_parts commits from
+ * the store.
+ *
+ * The phases of a global step, the same on every rank at every collective
+ * call (every transition follows from the result of an all-reduce):
+ *   IDLE        nothing in progress;
+ *   PART        the step was saved: parts in flight;
+ *   COMMITTING  every part is durable and the ranks agreed on the
+ *               replicated items: rank 0's worker writes the commit record
+ *               and HEAD.
+ * Threads: the part writer (a worker) sets the part's digests under mu;
+ * everything else is the application thread's. */
+#ifndef CKPT_RANKS_H
+#define CKPT_RANKS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+
+struct ckpt_ctx;
+struct ckpt_save;
+
+enum { CKPT_RANKS_IDLE = 0, CKPT_RANKS_PART = 1, CKPT_RANKS_COMMITTING = 2 };
+
+struct ckpt_ranks {
+    pthread_mutex_t mu;
+    /* this rank's last part (mu): its replicated items' agreement values
+     * (digest and name), in name order */
+    size_t ndig;
+    uint64_t *digs;
+    char **dig_names;
+
+    /* the application thread's */
+    int phase;
+    uint64_t step;             /* of the global step in progress */
+    uint32_t nonce;            /* the job step's nonce (rank 0's) */
+    uint64_t epoch;            /* rank 0's lease epoch at the save */
+    ckpt_status local_st;      /* this rank's snapshot failed: its part will not come */
+    ckpt_status outcome;       /* the last global outcome, until ckpt_wait reports it */
+    bool reload;               /* ranks > 0: a commit changed the run; load it again
+                                  before the next save dedups */
+    bool broken;               /* the collective failed: no more collective calls */
+};
+
+void ckpt__ranks_init(struct ckpt_ranks *r);
+void ckpt__ranks_destroy(struct ckpt_ranks *r);
+
+/* ckpt_open, with a collective: every rank says it opened (`local`: this
+ * rank's outcome so far) and claims its rank once. CKPT_E_CONFIG (a rank
+ * claimed twice or not at all), CKPT_E_WORLD (another rank failed to open,
+ * the collective failed). */
+ckpt_status ckpt__ranks_open(struct ckpt_ctx *ctx, ckpt_status local);
+
+/* The collective versions of ckpt_should_save, ckpt_save, ckpt_wait,
+ * ckpt_restore and ckpt_close's wait (ctx->coll set, world_size > 1). */
+int ckpt__ranks_should_save(struct ckpt_ctx *ctx, int want);
+ckpt_status ckpt__ranks_save(struct ckpt_ctx *ctx, uint64_t step);
+ckpt_status ckpt__ranks_wait(struct ckpt_ctx *ctx);
+ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step);
+
+/* ckpt_save without a collective (CKPT_RANKS_STORE): a part of its own nonce. */
+ckpt_status ckpt__ranks_store_save(struct ckpt_ctx *ctx, uint64_t step);
+
+/* The chunk stage of a save is over (a worker): write this rank's part
+ * manifest, create-only, and end the save (sv is freed). */
+void ckpt__part_commit(struct ckpt_ctx *ctx, struct ckpt_save *sv);
+
+/* A random 32-bit nonce. */
+uint32_t ckpt__nonce32(void);
+
+#endif

@@ -1,0 +1,31 @@
+/* restore.h -- one checkpoint tried for a restore, and the marking of the
+ * damaged ones: shared by ckpt_restore (restore.c) and the collective
+ * restore of multi-rank jobs (ranks.c). */
+#ifndef CKPT_RESTORE_H
+#define CKPT_RESTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ckpt.h"
+#include "head.h"
+#include "idset.h"
+
+struct ckpt_ctx;
+
+/* Restore HEAD entry e as rank `view` sees it, into dir or (NULL) the
+ * protected items. A checkpoint of another world size than the job's is
+ * CKPT_E_WORLD (naming both), unless any_world (a part: ckpt_restore_part;
+ * no part `view` there is CKPT_E_NOENT) or every protected item is
+ * replicated. Damaged or missing data: CKPT_E_CORRUPT; *shape: the
+ * program's items do not fit the checkpoint (CKPT_E_SIZE, CKPT_E_MISMATCH),
+ * nothing written. The reason is the context's message; chunks found
+ * damaged go into bad. */
+ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                              unsigned view, bool any_world, const char *dir,
+                              struct ckpt_idset *bad, bool *shape);
+/* Mark the checkpoints of `keys` damaged in HEAD (logged when it fails;
+ * the context's message is kept). */
+void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n);
+
+#endif
