@@ -102,15 +102,15 @@ def main():
         res = [round_(os.path.abspath(a.build), work, g, a.state_mb) for g in range(a.rounds)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\n| %-52s | %-10s |" % ("two nodes, SIGTERM on node 1 only (%d MiB state)" % a.state_mb,
+    print("\n| %-56s | %-10s |" % ("two nodes, SIGTERM on node 1 only (%d MiB state)" % a.state_mb,
                                    "median"))
-    print("|%s|%s|" % ("-" * 54, "-" * 12))
+    print("|%s|%s|" % ("-" * 58, "-" * 12))
     med = lambda xs: sorted(xs)[len(xs) // 2]
-    print("| %-52s | %7.0f ms |" % ("stop -> global commit seen by node 0",
+    print("| %-56s | %7.0f ms |" % ("stop -> global commit seen by node 0",
                                      1000 * med([r[0][0] for r in res])))
-    print("| %-52s | %7.0f ms |" % ("stop -> global commit seen by node 1 (the stopped one)",
+    print("| %-56s | %7.0f ms |" % ("stop -> global commit seen by node 1 (the stopped one)",
                                      1000 * med([r[0][1] for r in res])))
-    print("| %-52s | %7.0f ms |" % ("stop -> both ckptruns exited",
+    print("| %-56s | %7.0f ms |" % ("stop -> both ckptruns exited",
                                      1000 * med([r[1] for r in res])))
     codes = sorted({c for r in res for c in r[2]})
     print("exit codes: %s (75 expected)" % codes)
