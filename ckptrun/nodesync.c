@@ -221,7 +221,14 @@ static void write_empty(struct nodesync *ns, uint64_t step, struct nodesync_view
     if (st == CKPT_OK) {
         if (step > v->empty_done)
             v->empty_done = step;
-        log_msg(LOG_INFO, "part", "step=%" PRIu64 " node=%u empty=true", step, ns->c.rank);
+        cJSON *f = cJSON_CreateObject();
+        if (f) {
+            cJSON_AddNumberToObject(f, "step", (double)step);
+            cJSON_AddNumberToObject(f, "node", ns->c.rank);
+            cJSON_AddBoolToObject(f, "empty", 1);
+        }
+        log_event(LOG_INFO, "part", f); /* as the supervisor's own part events */
+        cJSON_Delete(f);
     } else {
         log_msg(LOG_WARN, "part", "cannot write node %u's empty part of step %" PRIu64 ": %s %s",
                 ns->c.rank, step, ckpt_strerror(st), ckpt_errmsg(ns->c.ctx));
