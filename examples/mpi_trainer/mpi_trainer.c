@@ -383,6 +383,10 @@ static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ct
                 ckpt_errmsg(NULL), ckpt_strerror(st));
         return st == CKPT_E_CONFIG || st == CKPT_E_AUTH ? 78 : 69;
     }
+    /* what libckpt resolved (config, environment, collective) */
+    printf("mpi_trainer: rank %d of %d pid %d libckpt rank %u of %u\n", rank, world,
+           (int)getpid(), ckpt_rank(*ctx), ckpt_world_size(*ctx));
+    fflush(stdout);
     if ((st = ckpt_protect_replicated(*ctx, "params", md->w1, pb, CKPT_ELEM_F32)) ||
         (st = ckpt_protect_replicated(*ctx, "adam_m", md->m, pb, CKPT_ELEM_F32)) ||
         (st = ckpt_protect_replicated(*ctx, "adam_v", md->v, pb, CKPT_ELEM_F32)) ||
@@ -509,8 +513,6 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     cfg.collective = &mpi.coll; /* rank and size come with it */
-    printf("mpi_trainer: rank %d of %d pid %d\n", rank, world, (int)getpid());
-    fflush(stdout);
     if ((rc = setup(&md, &cfg, &ctx, rank, world)) != 0) {
         /* a rank that cannot go on takes the job with it: the others wait
          * in a collective */
