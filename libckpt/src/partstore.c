@@ -12,7 +12,7 @@
 #include "commit.h"
 #include "ctx.h"
 #include "events.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "ranks.h"
 #include "runload.h"
 #include "save.h"

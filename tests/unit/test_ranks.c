@@ -23,7 +23,7 @@
 #include "ctx.h"
 #include "head.h"
 #include "manifest.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "runload.h"
 
 #define MAXR 8

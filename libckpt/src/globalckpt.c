@@ -1,4 +1,4 @@
-/* parts.c -- commit records and the composition of parts (parts.h). */
+/* globalckpt.c -- commit records and the composition of parts (globalckpt.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "ctx.h"
 #include "envelope.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "runload.h"
 
 #define MAX_WORLD (1u << 20)
