@@ -343,7 +343,8 @@ ckpt_status ckpt__parts_compose(struct ckpt_manifest *p, size_t n, const char *c
     if (!out->items || !out->others || !out->packs || !out->parts)
         goto out;
     for (size_t r = 0; r < n; r++) {
-        memcpy(out->packs + base[r], p[r].packs, p[r].npacks * sizeof *out->packs);
+        if (p[r].npacks)
+            memcpy(out->packs + base[r], p[r].packs, p[r].npacks * sizeof *out->packs);
         if (!(out->parts[out->nparts++] = ckpt__strdup(keys[r])))
             goto out;
     }
