@@ -210,7 +210,7 @@ class Stop(Mpi):
         self.assertEqual(rc, 75, text)
         self.assertIn("final committed=true", text)
         final = int(re.search(r" final committed=true step=(\d+)", text).group(1))
-        self.assertGreater(final, 50)
+        self.assertGreaterEqual(final, 50)  # the request meets step 50 at the earliest
         # every rank saved that step (the request reached them all at the
         # same should_save), and nothing else
         for r in range(NP):
