@@ -55,7 +55,8 @@
  * Threads
  * -------
  * A context is used by one application thread at a time (the "training
- * thread"), except ckpt_should_save(), which any thread may call. Different
+ * thread"), except ckpt_should_save(), which any thread may call (but the
+ * training thread only in a job with a collective: "Ranks"). Different
  * contexts are independent. The library runs its own worker threads; it never
  * calls back into the application except through the log callback, which may
  * be called from any library thread.
@@ -466,8 +467,8 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
 /* Restore the newest committed checkpoint (highest step; among those of one
  * step, the latest commit) whose chunks all verify into the protected
  * regions and files. A checkpoint with any missing or damaged part
- * (manifest, chunk, pack), or one this version cannot read (a newer format,
- * several ranks), is reported in the log (warn) and ckpt_errmsg() (item,
+ * (manifest, chunk, pack, a rank's part manifest), or one this version
+ * cannot read (a newer format), is reported in the log (warn) and ckpt_errmsg() (item,
  * chunk, expected vs found) and the next older one is used. A context with
  * a lease epoch (`epoch`: a trainer under ckptrun) then marks the damaged
  * ones in HEAD (ckpt_mark_damaged). A local error (out of memory, a
@@ -478,16 +479,24 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * stored items not protected are ignored. Protected files are replaced as
  * ckpt_restore_dir() writes its files (renamed into place once verified;
  * fsynced first only with `restore_sync`).
+ * A multi-rank checkpoint restores this rank's part with the replicated
+ * items; with a collective every rank restores the same step, falling back
+ * together ("Ranks"). One of another world size than this job's stops the
+ * restore with CKPT_E_WORLD (naming both sizes), unless every protected
+ * item is replicated; ckpt_restore_part() reads any part.
  * @step receives the step restored (may be NULL).
  * @return CKPT_OK, CKPT_E_NOENT (no committed checkpoint), CKPT_E_SIZE,
  *         CKPT_E_MISMATCH, CKPT_E_CORRUPT (none verified; regions may hold
- *         partial data), store errors. */
+ *         partial data), CKPT_E_WORLD, store errors. */
 CKPT_API ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step);
 
 /* Cheap (one atomic load plus a clock read when an interval is set); any
  * thread. @return nonzero once a checkpoint is wanted: a request from ckptrun
  * (preemption notice, signal, periodic), or `interval_ms` elapsed since the
- * last save. Cleared by ckpt_save(). */
+ * last save. Cleared by ckpt_save(). With a collective ("Ranks") it is a
+ * collective call, on the training thread only: one all-reduce of 3
+ * integers, true on every rank when any rank wants a save, and it commits a
+ * global step once all its parts are durable. */
 CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
 
 /* Snapshot every protected item at `step` and return; the snapshot is then
@@ -496,8 +505,11 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
  * If a previous save is still persisting: with CKPT_BUSY_WAIT (default) this
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.
+ * With several ranks it writes this rank's part ("Ranks"; a rank with
+ * nothing protected writes an empty part) and, with a collective, first
+ * checks that every rank passes the same step (CKPT_E_WORLD if not).
  * @return CKPT_OK (snapshot taken), CKPT_E_BUSY, CKPT_E_NOMEM, CKPT_E_INVAL
- *         (nothing protected; or the item set cannot be restored: an item
+ *         (nothing protected, one rank; or the item set cannot be restored: an item
  *         that is also a directory of another, a link whose target does not
  *         land on an item of the checkpoint; ckpt_errmsg() says which),
  *         CKPT_E_CUDA, CKPT_E_NOENT (a protected file does not exist),
@@ -506,9 +518,12 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
  *         when the next save starts, and the run keeps its previous commit. */
 CKPT_API ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step);
 
-/* Block until the last save is committed or failed.
+/* Block until the last save is committed or failed. With a collective,
+ * until its global step is committed or refused, with the same outcome on
+ * every rank; with CKPT_RANKS_STORE, until this rank's part is durable.
  * @return CKPT_OK (committed, or nothing in flight) or the persist's error
- *         (store errors, CKPT_E_FENCED, CKPT_E_IO ...). Reported once. */
+ *         (store errors, CKPT_E_FENCED, CKPT_E_IO, CKPT_E_WORLD ...).
+ *         Reported once. */
 CKPT_API ckpt_status ckpt_wait(struct ckpt_ctx *ctx);
 
 /* Wait for an in-flight save, stop the workers, disconnect from ckptrun and
@@ -571,9 +586,12 @@ CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user
  * the local disk say "local disk" in ckpt_errmsg() and are never reported
  * as damage (no fallback for them).
  * @restored receives the step written (may be NULL).
+ * A multi-rank checkpoint writes this context's rank's part with the
+ * replicated items; one of another world size than the context's is
+ * CKPT_E_WORLD (naming both sizes).
  * @return CKPT_OK, CKPT_E_NOENT, CKPT_E_CORRUPT (damaged; with
  *         CKPT_STEP_LATEST: none restored whole), CKPT_E_UNSUPPORTED (a newer
- *         format or a multi-rank checkpoint), CKPT_E_UNSAFE, CKPT_E_NOSPACE,
+ *         format), CKPT_E_WORLD, CKPT_E_UNSAFE, CKPT_E_NOSPACE,
  *         CKPT_E_PERM (read-only or not writable), CKPT_E_IO, store errors. */
 #define CKPT_STEP_LATEST UINT64_MAX
 #define CKPT_STEP_ALL (UINT64_MAX - 1)
@@ -584,7 +602,9 @@ CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
  * committed one (CKPT_STEP_LATEST) or of every committed one (CKPT_STEP_ALL).
  * Each damaged chunk is described in the log (item, chunk, expected vs
  * found); the first in ckpt_errmsg(). Its verdict is restore's: a manifest
- * restore refuses (a multi-rank checkpoint, a newer format) fails verify too.
+ * restore refuses (a newer format, a damaged part) fails verify too. A
+ * multi-rank checkpoint is checked whole: every rank's part, and a
+ * replicated item whose parts disagree fails (CKPT_E_CORRUPT).
  * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_UNSUPPORTED, CKPT_E_NOENT, store
  *         errors. */
 CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);

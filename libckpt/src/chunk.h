@@ -26,7 +26,7 @@ struct ckpt_chunk_job {
     struct ckpt_block *blk;   /* staging block (capped staging, devices) */
     const uint8_t *raw;       /* or the chunk inside the region's own stage */
     int hash_only;            /* a replicated item's chunk another rank stores:
-                                 its id only (parts.h) */
+                                 its id only (globalckpt.h) */
 };
 
 /* Pool job (pool.h): store the chunk of a malloc'ed struct ckpt_chunk_job

@@ -9,7 +9,7 @@
 #include "commit.h"
 #include "ctx.h"
 #include "events.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "retention.h"
 #include "runload.h"
 #include "runstate.h"
@@ -247,7 +247,7 @@ static ckpt_status fence(struct ckpt_ctx *ctx, uint64_t epoch, char *err)
     return CKPT_OK;
 }
 
-/* A global checkpoint's commit record (parts.h) for m, composed from its
+/* A global checkpoint's commit record (globalckpt.h) for m, composed from its
  * parts. */
 static ckpt_status encode_record(const struct ckpt_manifest *m, char **buf, size_t *len)
 {

@@ -26,7 +26,7 @@ struct ckpt_manifest;
  * ranks, sv is this rank's part: ckpt__part_commit (ranks.h). */
 void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv);
 
-/* Commit a global checkpoint gm composed from its durable parts (parts.h):
+/* Commit a global checkpoint gm composed from its durable parts (globalckpt.h):
  * fence, commit record (key in mkey), HEAD, retention, as a save's commit
  * does. The caller reports it. */
 ckpt_status ckpt__commit_global(struct ckpt_ctx *ctx, struct ckpt_manifest *gm, char *mkey,

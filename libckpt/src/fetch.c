@@ -364,7 +364,7 @@ ckpt_status ckpt__fetch_manifest(struct ckpt_ctx *ctx, const char *rel,
     ckpt_status st = ckpt__read_manifest(ctx, rel, m);
     if (st == CKPT_OK && m->world_size != 1 && !m->nparts) {
         /* a part named as a checkpoint of its own: only a commit record
-         * (parts.h) makes a global checkpoint */
+         * (globalckpt.h) makes a global checkpoint */
         ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
                                "without its commit record: this version cannot restore it",
                           m->step, m->world_size);

@@ -51,7 +51,7 @@ struct ckpt_mitem {
     /* Replicated items (format 4): the same bytes on every rank. In a part
      * manifest, `chunks` are the ones this part uploaded: chunks
      * first..first+nchunks-1 of the item; `digest` covers the whole item's
-     * chunk ids (parts.h). Assembled whole when a global checkpoint is read. */
+     * chunk ids (globalckpt.h). Assembled whole when a global checkpoint is read. */
     int replicated;
     uint64_t digest;
     size_t first;
@@ -71,7 +71,7 @@ struct ckpt_manifest {
     size_t npacks;         /* packs its chunks live in (format 2) */
     struct ckpt_pack *packs;
     /* Multi-rank (format 4). A part manifest: the job step's nonce. A global
-     * checkpoint read through its commit record (parts.h): `items` are one
+     * checkpoint read through its commit record (globalckpt.h): `items` are one
      * rank's view (its own items and the replicated ones, assembled),
      * `others` the other ranks' own items (their chunks count as the
      * checkpoint's objects), `parts` the part manifests' keys (relative). */

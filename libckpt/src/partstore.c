@@ -12,7 +12,7 @@
 #include "commit.h"
 #include "ctx.h"
 #include "events.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "ranks.h"
 #include "runload.h"
 #include "save.h"
@@ -52,8 +52,9 @@ static ckpt_status replicated_share(struct ckpt_ctx *ctx, struct ckpt_save *sv)
             continue;
         order[n++] = i;
         it->digest = ckpt__replicated_digest(it->size, it->chunks, it->nchunks);
-        memmove(it->chunks, it->chunks + sv->lo[i],
-                (sv->hi[i] - sv->lo[i]) * sizeof *it->chunks);
+        if (sv->hi[i] > sv->lo[i])
+            memmove(it->chunks, it->chunks + sv->lo[i],
+                    (sv->hi[i] - sv->lo[i]) * sizeof *it->chunks);
         it->nchunks = sv->hi[i] - sv->lo[i];
         it->first = sv->lo[i];
     }

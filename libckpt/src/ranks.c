@@ -12,7 +12,7 @@
 #include "commit.h"
 #include "ctx.h"
 #include "events.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "pool.h"
 #include "ranks.h"
 #include "restore.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ctx.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "runload.h"
 
 void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n)

@@ -21,7 +21,7 @@ void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
                             bool *exists);
 /* A manifest, or (a commit record's key) the global checkpoint it commits
- * as this context's rank sees it (parts.h). */
+ * as this context's rank sees it (globalckpt.h). */
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel,
                                 struct ckpt_manifest *m);
 /* As ckpt__read_manifest, a global checkpoint as rank `view` sees it. */

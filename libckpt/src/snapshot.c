@@ -20,7 +20,7 @@ static int cmp_name_idx(const void *a, const void *b, void *arg)
     return strcmp(sv->m.items[*(const size_t *)a].name, sv->m.items[*(const size_t *)b].name);
 }
 
-/* Replicated items (parts.h): their chunks, all items' in name order, cut
+/* Replicated items (globalckpt.h): their chunks, all items' in name order, cut
  * into world_size contiguous ranges; this rank stores range `rank` and
  * only hashes the rest, so N ranks each upload about 1/N, small items
  * included. */

@@ -6,6 +6,7 @@
 #include "head.h"
 #include "idset.h"
 #include "manifest.h"
+#include "globalckpt.h"
 
 static void make_manifest(struct ckpt_manifest *m)
 {
@@ -381,6 +382,10 @@ static void test_corpus_fixtures(void **state)
         { "head-damaged-gc", CKPT_E_CORRUPT, CKPT_OK },
         { "head-commit-order-v1", CKPT_E_CORRUPT, CKPT_OK },
         { "gc-record", CKPT_E_CORRUPT, CKPT_E_CORRUPT },
+        { "manifest-part-r0-v4", CKPT_OK, CKPT_E_CORRUPT },
+        { "manifest-part-r1-v4", CKPT_OK, CKPT_E_CORRUPT },
+        { "commit-ranks-v4", CKPT_E_CORRUPT, CKPT_E_CORRUPT },
+        { "head-ranks-v4", CKPT_E_CORRUPT, CKPT_OK },
     };
     (void)state;
     if (!src)
@@ -529,6 +534,86 @@ static void test_object_keys_and_sets(void **state)
     free(big);
 }
 
+static ckpt_status read_fixture(const char *name, char *buf, size_t cap, size_t *n)
+{
+    const char *src = getenv("CKPT_SRC");
+    char path[1024];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/manifest/%s", src, name);
+    f = fopen(path, "rb");
+    if (!f)
+        return CKPT_E_NOENT;
+    *n = fread(buf, 1, cap, f);
+    fclose(f);
+    return CKPT_OK;
+}
+
+/* Format 4: a 2-rank global checkpoint as written (two part manifests, the
+ * commit record, HEAD): the parts compose into each rank's view, the
+ * replicated item assembled from both; parts that disagree do not. */
+static void test_ranks_format4(void **state)
+{
+    static char buf[3][1 << 16];
+    size_t n[3];
+    struct ckpt_commit_rec rec;
+    struct ckpt_manifest p[2], gm;
+    struct ckpt_head h;
+    char err[CKPT_ERR_MAX];
+    const char *keys[2];
+    (void)state;
+    if (!getenv("CKPT_SRC"))
+        skip();
+    assert_int_equal(read_fixture("commit-ranks-v4", buf[0], sizeof buf[0], &n[0]), CKPT_OK);
+    assert_int_equal(read_fixture("manifest-part-r0-v4", buf[1], sizeof buf[1], &n[1]), CKPT_OK);
+    assert_int_equal(read_fixture("manifest-part-r1-v4", buf[2], sizeof buf[2], &n[2]), CKPT_OK);
+    assert_int_equal(ckpt__commit_rec_decode(buf[0], n[0], &rec, err), CKPT_OK);
+    assert_int_equal(rec.world_size, 2);
+    assert_int_equal(rec.nrep, 1);
+    assert_string_equal(rec.rep_names[0], "weights");
+    for (unsigned view = 0; view < 2; view++) {
+        for (int r = 0; r < 2; r++) {
+            assert_int_equal(ckpt__manifest_decode(buf[1 + r], n[1 + r], &p[r], err), CKPT_OK);
+            assert_int_equal(p[r].version, 4);
+            assert_int_equal(p[r].rank, (unsigned)r);
+            keys[r] = rec.parts[r];
+        }
+        assert_int_equal(ckpt__parts_compose(p, 2, keys, &rec, view, &gm, err), CKPT_OK);
+        assert_int_equal(gm.world_size, 2);
+        assert_int_equal(gm.rank, view);
+        assert_int_equal(gm.nitems, 2);  /* weights (assembled) and this rank's shard */
+        assert_int_equal(gm.nothers, 1); /* the other rank's shard */
+        assert_string_equal(gm.items[0].name, "weights");
+        assert_int_equal(gm.items[0].nchunks, 2);
+        assert_int_equal(gm.nparts, 2);
+        {
+            struct ckpt_idlist ids;
+            assert_int_equal(ckpt__manifest_objects(&gm, &ids), 0);
+            assert_int_equal(ids.n, 6); /* 2 shards x 2 chunks, 2 weights chunks */
+            assert_int_equal(ids.nkeys, 2);
+            ckpt__idlist_free(&ids);
+        }
+        ckpt__manifest_free(&gm);
+        ckpt__manifest_free(&p[0]);
+        ckpt__manifest_free(&p[1]);
+    }
+    /* a part that says other bytes for the replicated item */
+    assert_int_equal(ckpt__manifest_decode(buf[1], n[1], &p[0], err), CKPT_OK);
+    assert_int_equal(ckpt__manifest_decode(buf[2], n[2], &p[1], err), CKPT_OK);
+    p[1].items[1].digest ^= 1;
+    assert_int_equal(ckpt__parts_compose(p, 2, keys, &rec, 0, &gm, err), CKPT_E_CORRUPT);
+    assert_non_null(strstr(err, "replicated item weights"));
+    ckpt__manifest_free(&p[0]);
+    ckpt__manifest_free(&p[1]);
+    /* HEAD names the record, format 4, with the world size */
+    assert_int_equal(read_fixture("head-ranks-v4", buf[1], sizeof buf[1], &n[1]), CKPT_OK);
+    assert_int_equal(ckpt__head_decode(buf[1], n[1], &h, err), CKPT_OK);
+    assert_int_equal(h.version, 4);
+    assert_int_equal(h.entries[0].world_size, 2);
+    assert_true(ckpt__is_commit_key(h.entries[0].manifest));
+    ckpt__head_free(&h);
+    ckpt__commit_rec_free(&rec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_names_format3),
         cmocka_unit_test(test_item_is_directory),
         cmocka_unit_test(test_corpus_fixtures),
+        cmocka_unit_test(test_ranks_format4),
         cmocka_unit_test(test_head_roundtrip),
         cmocka_unit_test(test_names_and_keys),
         cmocka_unit_test(test_object_keys_and_sets),

@@ -1,4 +1,4 @@
-/* parts.h -- global checkpoints of multi-rank jobs (docs/FORMAT.md, format
+/* globalckpt.h -- global checkpoints of multi-rank jobs (docs/FORMAT.md, format
  * 4): each rank's part manifest, the commit record that names every part,
  * and the one manifest a reader works on, composed from the parts.
  *
@@ -13,8 +13,8 @@
  * rank's items. Everything read is hostile: a part of another step or world
  * size, a replicated item whose parts disagree or whose assembled chunk ids
  * do not hash to its digest, is CKPT_E_CORRUPT. */
-#ifndef CKPT_PARTS_H
-#define CKPT_PARTS_H
+#ifndef CKPT_GLOBALCKPT_H
+#define CKPT_GLOBALCKPT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* parts.c -- commit records and the composition of parts (parts.h). */
+/* globalckpt.c -- commit records and the composition of parts (globalckpt.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "ctx.h"
 #include "envelope.h"
-#include "parts.h"
+#include "globalckpt.h"
 #include "runload.h"
 
 #define MAX_WORLD (1u << 20)
@@ -343,7 +343,8 @@ ckpt_status ckpt__parts_compose(struct ckpt_manifest *p, size_t n, const char *c
     if (!out->items || !out->others || !out->packs || !out->parts)
         goto out;
     for (size_t r = 0; r < n; r++) {
-        memcpy(out->packs + base[r], p[r].packs, p[r].npacks * sizeof *out->packs);
+        if (p[r].npacks)
+            memcpy(out->packs + base[r], p[r].packs, p[r].npacks * sizeof *out->packs);
         if (!(out->parts[out->nparts++] = ckpt__strdup(keys[r])))
             goto out;
     }
