@@ -99,7 +99,7 @@ class Nodes(unittest.TestCase):
             env, work = self.env(node, tag)
             args = ["--nnodes", "2", "--node-rank", str(node), "--job-id", job,
                     "--signal", "USR1", "--complete-marker", "trainer_state.json",
-                    "--settle", "30s", "--grace", "40s"]
+                    "--settle", "30s", "--grace", "20s"]
             args += (extra or {}).get(node, [])
             p = Proc(args + ["--"] + launcher(node, port, out, sleep_ms), env, work)
             self.procs.append(p)
@@ -136,9 +136,7 @@ class Nodes(unittest.TestCase):
         return json.loads(r.stdout)
 
     def newest(self):
-        doc = self.ls()
-        cps = doc.get("checkpoints", doc) if isinstance(doc, dict) else doc
-        return max((c["step"] for c in cps), default=None)
+        return max((c["step"] for c in self.ls()), default=None)
 
     def reference(self):
         out = os.path.join(self.tmp, "ref")
@@ -166,6 +164,7 @@ class Nodes(unittest.TestCase):
               file=sys.stderr)
         self.assertIn("stop from node 1", procs[0].text())
         self.assertEqual(self.newest(), last)
+        self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
 
         # 2. a notice on node 1 only; a second stop in the window starts nothing
         mock = subprocess.Popen([PY, MOCK, "--provider", "aws"], stdout=subprocess.PIPE,
