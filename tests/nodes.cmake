@@ -15,6 +15,6 @@ if(NOT CKPT_NODES_PY)
 endif()
 add_test(NAME ckptrun_nodes
   COMMAND ${CKPT_NODES_PY} ${CMAKE_CURRENT_LIST_DIR}/integration/test_nodes.py -v)
-set_tests_properties(ckptrun_nodes PROPERTIES LABELS "integration;nosan" TIMEOUT 300
+set_tests_properties(ckptrun_nodes PROPERTIES LABELS "integration;nosan" TIMEOUT 420
   SKIP_RETURN_CODE 77
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")

@@ -6,18 +6,18 @@ HOME and CKPT_DIR over `torchrun --nnodes 2 --node_rank K --nproc_per_node 2
 --master_addr 127.0.0.1` running examples/python/ddp_train.py (DDP, gloo,
 CPU; only global rank 0 writes checkpoint-N/, as HF does), one store.
 
-  1. SIGTERM to node 1's ckptrun only: node 0 learns it through the store,
-     the ranks agree (ckpt_helper) on one step, node 0 writes its part
-     (checkpoint-N/), node 1 an empty part; node 0 commits the global step;
-     both nodes exit 75 with the same step.
-  2. A notice (tests/tools/metadata_mock.py) on node 1 only, after a
-     restart of both with a new job id that resumed that step: the same.
-  3. SIGKILL of node 0's ckptrun while the save of a stop is under way: no
-     global step above the last one is ever committed (node 1 ends 74 or
-     with the job's failure, never 75).
-  4. Restart of both with a new job id: the newest global step resumes,
+  1. A notice (tests/tools/metadata_mock.py) on node 1 only: node 0 learns
+     it through the store, the ranks agree (ckpt_helper) on one step, node
+     0 writes its part (checkpoint-N/), node 1 an empty part; node 0
+     commits the global step; both nodes exit 75 with the same step. A
+     SIGTERM to node 0 later in the window starts no second checkpoint.
+  2. A new generation resumes that step on both nodes; SIGTERM to node 1's
+     ckptrun only reaches node 0 through the store, and node 0's ckptrun is
+     SIGKILLed once its rank 0 saved: no global step above the last one is
+     ever committed (node 1 ends 74 or with the job's failure, never 75).
+  3. Restart of both with a new job id: the newest global step resumes,
      and the run ends with the bytes of one never interrupted.
-  5. A different node count on restore: the documented error (exit 78,
+  4. A different node count on restore: the documented error (exit 78,
      "written by 2 node(s)").
 
 Needs /usr/bin/python3 with torch and /usr/bin/torchrun; exits 77 (skip)
@@ -154,44 +154,41 @@ class Nodes(unittest.TestCase):
             return f.read()
 
     def test_two_nodes(self):
-        # 1. SIGTERM on node 1 only
-        procs, _, _ = self.start_job("sigterm")
-        time.sleep(1.0)
-        t0 = time.monotonic()
-        procs[1].p.send_signal(signal.SIGTERM)
-        last = self.stopped(procs, 0)
-        print("stop on one node to exit 75 on both: %.1f s" % (time.monotonic() - t0),
-              file=sys.stderr)
-        self.assertIn("stop from node 1", procs[0].text())
-        self.assertEqual(self.newest(), last)
-        self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
-
-        # 2. a notice on node 1 only; a second stop in the window starts nothing
+        # 1. a notice on node 1 only; node 0's own SIGTERM later in the same
+        #    window starts no second checkpoint
         mock = subprocess.Popen([PY, MOCK, "--provider", "aws"], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         try:
             port = int(mock.stdout.readline().split()[1])
-            procs, _, start = self.start_job("notice", extra={
+            procs, _, _ = self.start_job("notice", extra={
                 1: ["--notice", "aws", "--metadata-url", "http://127.0.0.1:%d" % port]})
-            self.assertEqual(start, last)  # both resumed the global step
             time.sleep(1.0)
+            t0 = time.monotonic()
             urllib.request.urlopen("http://127.0.0.1:%d/_mock/notice?kind=terminate&in=90"
                                    % port, data=b"").read()
             procs[1].wait_line(r" notice ", timeout=30)
             procs[0].wait_line(r"stop from node 1", timeout=30)
-            procs[0].p.send_signal(signal.SIGTERM)  # node 0's own, later, same window
-            last = self.stopped(procs, last)
+            procs[0].p.send_signal(signal.SIGTERM)
+            last = self.stopped(procs, 0)
+            print("notice on one node to exit 75 on both: %.1f s" % (time.monotonic() - t0),
+                  file=sys.stderr)
             self.assertEqual(len(re.findall(r" request reason=stop", procs[0].text())), 1,
                              procs[0].text())
         finally:
             mock.kill()
             mock.wait()
+        self.assertEqual(self.newest(), last)
+        self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
 
-        # 3. SIGKILL of node 0 during the save of a stop: nothing torn
-        procs, _, start = self.start_job("kill", sleep_ms=40)
-        self.assertEqual(start, last)
+        # 2. a new generation resumes that step; SIGTERM on node 1 only reaches
+        #    node 0, and node 0's ckptrun is SIGKILLed once its rank 0 saved:
+        #    no global step above the last, ever
+        procs, _, start = self.start_job("kill", sleep_ms=40,
+                                         extra={1: ["--grace", "8s"]})
+        self.assertEqual(start, last)  # both resumed the global step
         time.sleep(1.0)
         procs[1].p.send_signal(signal.SIGTERM)
+        procs[0].wait_line(r"stop from node 1", timeout=30)
         procs[0].wait_line(r"ddp_train: saved step", timeout=60)
         procs[0].p.kill()
         procs[0].wait(30)
@@ -199,7 +196,7 @@ class Nodes(unittest.TestCase):
         self.assertNotEqual(rc, 75, procs[1].text())
         self.assertEqual(self.newest(), last)
 
-        # 4. a new generation resumes the newest global step, ends identical
+        # 3. a new generation resumes the newest global step, ends identical
         procs, out, start = self.start_job("final", sleep_ms=0)
         self.assertEqual(start, last)
         for p in procs:
@@ -207,7 +204,7 @@ class Nodes(unittest.TestCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), self.reference())
 
-        # 5. another node count: the documented error
+        # 4. another node count: the documented error
         env, work = self.env(0, "world")
         r = subprocess.run([CKPTRUN, "--nnodes", "3", "--node-rank", "0", "--job-id", "w3",
                             "--", "true"], env=env, cwd=work, capture_output=True, text=True,
@@ -218,6 +215,33 @@ class Nodes(unittest.TestCase):
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 78, r.stderr)
         self.assertIn("written by 2 nodes; this job has 1", r.stderr)
+
+    def test_sigterm_shell_trainer(self):
+        """SIGTERM on node 1 only, over a signal-aware shell trainer (no torch):
+        node 0 writes checkpoint-N/ on its request, node 1 nothing; both
+        commit the same global step and exit 75."""
+        trainer = (r'step=0; want=0; trap "want=1" USR1; trap "exit 143" TERM; '
+                   r'echo "sh-trainer: start" >&2; '
+                   r'while :; do step=$((step+1)); sleep 0.02; '
+                   r'if [ $want = 1 ]; then want=0; if [ "$NODE" = 0 ]; then '
+                   r't="$CKPT_DIR/.t$step"; mkdir -p "$t"; echo $step > "$t/state"; '
+                   r'echo "{}" > "$t/trainer_state.json"; mv "$t" "$CKPT_DIR/checkpoint-$step"; '
+                   r'fi; fi; done')
+        procs = []
+        for node in (0, 1):
+            env, work = self.env(node, "sh")
+            env["NODE"] = str(node)
+            p = Proc(["--nnodes", "2", "--node-rank", str(node), "--job-id", "sh1",
+                      "--signal", "USR1", "--complete-marker", "trainer_state.json",
+                      "--", "bash", "-c", trainer], env, work)
+            self.procs.append(p)
+            procs.append(p)
+        for p in procs:
+            p.wait_line(r"sh-trainer: start", timeout=30)
+        procs[1].p.send_signal(signal.SIGTERM)
+        step = self.stopped(procs, 0)
+        self.assertIn("stop from node 1 (SIGTERM)", procs[0].text())
+        self.assertEqual(self.newest(), step)
 
     def test_options(self):
         env, work = self.env(0, "opts")
