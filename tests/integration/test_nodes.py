@@ -286,6 +286,18 @@ class Nodes(unittest.TestCase):
                            timeout=60)
         self.assertEqual(r.returncode, 78, r.stderr)
         self.assertIn("of job A", r.stderr)
+        # the same from the environment: a SLURM job step (generation
+        # SLURM_JOB_ID.SLURM_RESTART_COUNT), Kubeflow's PET_* variables
+        r = subprocess.run([CKPTRUN, "--", "true"], env=dict(
+            env1, SLURM_STEP_ID="0", SLURM_NNODES="2", SLURM_NODEID="1", SLURM_JOB_ID="7",
+            SLURM_RESTART_COUNT="2"), cwd=work1, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertIn("this node is of job 7.2", r.stderr)
+        r = subprocess.run([CKPTRUN, "--job-id", "C", "--", "true"], env=dict(
+            env1, PET_NNODES="2", PET_NODE_RANK="1"), cwd=work1, capture_output=True,
+            text=True, timeout=60)
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertIn("this node is of job C", r.stderr)
         p.p.send_signal(signal.SIGTERM)
         p.wait(60)
 
