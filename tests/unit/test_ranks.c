@@ -26,6 +26,8 @@
 #include "globalckpt.h"
 #include "runload.h"
 #include "rank_threads.h"
+#include "fault_store.h"
+#include "runstate.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {
@@ -373,6 +375,54 @@ static void test_failed_part(void **state)
     assert_int_equal(l.steps[0], 1);
     /* the step-1 parts restore (the file items are not protected here) */
     run_job(j, 3, "failpart", restore_check, true);
+    for (unsigned r = 0; r < 3; r++)
+        assert_int_equal(j->got_step[r], 1);
+    free(j);
+}
+
+/* ---- injected store errors: a rank's part, rank 0's commit --------------- */
+static void store_error_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
+{
+    struct fault_store *fs;
+    ckpt__run_wait_loaded(&ctx->rs); /* the store is not in use while it is wrapped */
+    fs = fault_wrap(&ctx->store);
+    protect_all(j, r, ctx);
+    fill_step(j, r, 1);
+    CHECK_ST(j, r, ctx, ckpt_save(ctx, 1), CKPT_OK);
+    CHECK_ST(j, r, ctx, ckpt_wait(ctx), CKPT_OK);
+    /* step 2: rank 2's part manifest is refused by its store */
+    if (r == 2)
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = ".ckp",
+                                            .act = FAULT_FAIL, .status = CKPT_E_AUTH });
+    fill_step(j, r, 2);
+    CHECK_ST(j, r, ctx, ckpt_save(ctx, 2), CKPT_OK);
+    j->st[r][0] = ckpt_wait(ctx);
+    /* step 3: rank 0's commit record is refused */
+    if (r == 0)
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = ".ckc",
+                                            .act = FAULT_FAIL, .status = CKPT_E_NOSPACE });
+    fill_step(j, r, 3);
+    CHECK_ST(j, r, ctx, ckpt_save(ctx, 3), CKPT_OK);
+    j->st[r][1] = ckpt_wait(ctx);
+    snprintf(j->msg[r], sizeof j->msg[r], "%s", ckpt_errmsg(ctx));
+}
+
+static void test_store_errors(void **state)
+{
+    struct job *j = job_new(g_url);
+    struct listed l;
+    (void)state;
+    run_job(j, 3, "storeerr", store_error_rank, true);
+    for (unsigned r = 0; r < 3; r++) {
+        assert_int_equal(j->st[r][0], CKPT_E_AUTH);
+        assert_int_equal(j->st[r][1], CKPT_E_NOSPACE);
+        if (r && !strstr(j->msg[r], "rank 0 could not commit step 3"))
+            fail_msg("rank %u: %s", r, j->msg[r]);
+    }
+    l = list_run("storeerr");
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.steps[0], 1);
+    run_job(j, 3, "storeerr", restore_check, true);
     for (unsigned r = 0; r < 3; r++)
         assert_int_equal(j->got_step[r], 1);
     free(j);
@@ -762,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_four_ranks),
         cmocka_unit_test(test_should_save_agrees),
         cmocka_unit_test(test_failed_part),
+        cmocka_unit_test(test_store_errors),
         cmocka_unit_test(test_replicated_spread),
         cmocka_unit_test(test_replicated_mismatch),
         cmocka_unit_test(test_fallback_together),
