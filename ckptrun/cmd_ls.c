@@ -3,6 +3,7 @@
 #include "cmds.h"
 #include "runlog.h"
 #include "parse.h"
+#include "pending_show.h"
 #include "record.h"
 #include "ckpt_store.h"
 
@@ -37,7 +38,7 @@ static void ls_print(const struct rows *r)
 }
 
 /* ls --json keeps every ckpt_info field it printed before (seq, epoch,
- * manifest): collected by a callback of its own. */
+ * manifest) and the world size: collected by a callback of its own. */
 static int ls_json_cb(void *user, const struct ckpt_info *i)
 {
     cJSON *arr = user, *c = cJSON_CreateObject();
@@ -52,6 +53,8 @@ static int ls_json_cb(void *user, const struct ckpt_info *i)
     cJSON_AddNumberToObject(c, "stored_bytes", (double)i->stored_bytes);
     cJSON_AddNumberToObject(c, "new_bytes", (double)i->new_bytes);
     cJSON_AddNumberToObject(c, "chunks", (double)i->chunks);
+    /* ranks whose parts make the checkpoint (0.3.0; 1 for one writer) */
+    cJSON_AddNumberToObject(c, "world_size", (double)(i->world_size ? i->world_size : 1));
     if (i->manifest)
         cJSON_AddStringToObject(c, "manifest", i->manifest);
     cJSON_AddItemToArray(arr, c);
@@ -114,8 +117,15 @@ int cmd_ls(struct opts *o)
             if (!o->json)
                 log_msg(LOG_INFO, "ls", "run %s has no committed checkpoint", o->run);
         }
-        if (!arr)
+        if (!arr) {
+            cJSON *pend = NULL;
             ls_print(&rows);
+            /* steps of a job of several nodes waiting for parts (not in --json:
+             * its array lists committed checkpoints only; status has them) */
+            if (pending_json(ctx, &pend) == CKPT_OK)
+                pending_print(stdout, pend, "pending");
+            cJSON_Delete(pend);
+        }
     }
     if (arr)
         print_json(arr);

@@ -597,7 +597,8 @@ class Build(unittest.TestCase):
             subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix], check=True,
                            capture_output=True)
             for f in ("share/man/man1/ckptrun.1", "share/bash-completion/completions/ckptrun",
-                      "share/zsh/site-functions/_ckptrun", "bin/ckptrun", "include/ckpt.h"):
+                      "share/zsh/site-functions/_ckptrun", "bin/ckptrun", "include/ckpt.h",
+                      "include/ckpt_mpi.h"):
                 self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
             pcdir = [os.path.join(r, "") for r, d, fs in os.walk(prefix) if "ckpt.pc" in fs][0]
             env = dict(os.environ, PKG_CONFIG_PATH=pcdir)
