@@ -294,6 +294,9 @@ static void usage(FILE *to)
             "  --sleep-ms MS   sleep after every step (tests use it to slow down)\n"
             "  --stall-rank R --stall-step S\n"
             "                  (tests) rank R stops forever after its save of step S\n"
+            "  --reshard       resume a checkpoint of another number of ranks: the\n"
+            "                  replicated state from it, rank r's own state from its\n"
+            "                  part r (a fresh one where it had no rank r)\n"
             "  --quiet         print only the summary\n");
 }
 
@@ -308,7 +311,7 @@ static int parse_u64(const char *s, uint64_t *v)
 struct args {
     uint64_t steps, every, d, h, b, sleep_ms, stall_rank, stall_step;
     const char *out;
-    int quiet, have_steps, stall;
+    int quiet, have_steps, stall, reshard;
 };
 
 /* @return -1 to go on, else the exit status. */
@@ -323,6 +326,9 @@ static int parse_args(int argc, char **argv, struct args *a, struct ckpt_config 
             return 0;
         } else if (!strcmp(o, "--quiet")) {
             a->quiet = 1;
+            continue;
+        } else if (!strcmp(o, "--reshard")) {
+            a->reshard = 1;
             continue;
         }
         if (!v) {
@@ -369,10 +375,53 @@ static int parse_args(int argc, char **argv, struct args *a, struct ckpt_config 
     return -1;
 }
 
+static int newest_cb(void *user, const struct ckpt_info *i)
+{
+    uint64_t *v = user;
+    v[0] = i->step;
+    v[1] = i->world_size ? i->world_size : 1;
+    return 1; /* the first listed: the one ckpt_restore would take first */
+}
+
+/* The newest global checkpoint was written by another number of ranks:
+ * rank 0 names it (step and world size, to every rank), each rank reads
+ * the part of its own rank (replicated items with it) with
+ * ckpt_restore_part(), or part 0 for the replicated state only where the
+ * old job had no such rank, whose own state then starts afresh.
+ * @return CKPT_OK or the failure (on every rank). */
+static ckpt_status reshard(struct model *md, struct ckpt_ctx *ctx, int rank, int world)
+{
+    uint64_t v[2] = { 0, 0 }, restored = 0;
+    int st = CKPT_OK, worst = 0;
+    struct rank_state fresh = md->rs;
+
+    if (rank == 0 && (st = ckpt_list(ctx, newest_cb, v)) == CKPT_OK && !v[1])
+        st = CKPT_E_NOENT;
+    MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (st)
+        return (ckpt_status)st;
+    MPI_Bcast(v, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    st = ckpt_restore_part(ctx, v[0], (uint64_t)rank < v[1] ? (unsigned)rank : 0, &restored);
+    if (st == CKPT_OK && (uint64_t)rank >= v[1]) {
+        md->rs = fresh; /* no rank of that number then: a fresh data stream */
+        memset(md->ema, 0, md->nparam * sizeof(float));
+    }
+    MPI_Allreduce(&st, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst)
+        return (ckpt_status)worst;
+    printf("mpi_trainer: rank %d resharded step %llu of %llu ranks (part %u)\n", rank,
+           (unsigned long long)v[0], (unsigned long long)v[1],
+           (uint64_t)rank < v[1] ? (unsigned)rank : 0);
+    md->meta.world = (uint32_t)world;
+    md->rs.rank = (uint32_t)rank;
+    md->rs.world = (uint32_t)world;
+    return CKPT_OK;
+}
+
 /* Open, protect, restore: every rank the same calls in the same order.
  * @return 0, or the exit status. */
 static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ctx,
-                 int rank, int world)
+                 int rank, int world, int resharding)
 {
     const size_t pb = md->nparam * sizeof(float);
     uint64_t restored = 0;
@@ -398,6 +447,10 @@ static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ct
         return 1;
     }
     st = ckpt_restore(*ctx, &restored); /* collective: every rank the same step */
+    if (st == CKPT_E_WORLD && resharding) {
+        fprintf(stderr, "mpi_trainer: rank %d: %s: resharding\n", rank, ckpt_errmsg(*ctx));
+        st = reshard(md, *ctx, rank, world);
+    }
     if (st == CKPT_OK) {
         if (md->meta.input != md->d || md->meta.hidden != md->h || md->meta.batch != md->b ||
             md->meta.world != (uint32_t)world || md->rs.rank != (uint32_t)rank) {
@@ -513,7 +566,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     cfg.collective = &mpi.coll; /* rank and size come with it */
-    if ((rc = setup(&md, &cfg, &ctx, rank, world)) != 0) {
+    if ((rc = setup(&md, &cfg, &ctx, rank, world, a.reshard)) != 0) {
         /* a rank that cannot go on takes the job with it: the others wait
          * in a collective */
         fflush(NULL);
