@@ -33,6 +33,7 @@ struct nodesync {
     int stop_posted;
     char stop_reason[96];
     int64_t stop_deadline;
+    int stop_user;
     uint64_t empty_want[NODESYNC_MAX_PENDING];
     int nempty_want;
     struct nodesync_view v;
@@ -45,7 +46,7 @@ void nodesync_stop_key(char *buf, size_t n, const char *run, const char *job, ui
 
 /* ---- the store -------------------------------------------------------------- */
 
-static void write_stop(struct nodesync *ns, const char *reason, int64_t deadline)
+static void write_stop(struct nodesync *ns, const char *reason, int64_t deadline, int user)
 {
     char key[512], err[CKPT_ERR_MAX] = "";
     struct ckpt_put_opts po = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
@@ -62,6 +63,7 @@ static void write_stop(struct nodesync *ns, const char *reason, int64_t deadline
     cJSON_AddNumberToObject(j, "node", ns->c.rank);
     cJSON_AddStringToObject(j, "reason", reason);
     cJSON_AddNumberToObject(j, "deadline_ms", (double)deadline);
+    cJSON_AddBoolToObject(j, "user", user);
     cJSON_AddNumberToObject(j, "time_ms", (double)ckpt_now_ms());
     body = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
@@ -97,6 +99,7 @@ static int read_stop(struct nodesync *ns, struct nodesync_view *v)
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "time_ms");
         if (cJSON_IsNumber(t) && t->valuedouble > 0 && t->valuedouble < 9e15)
             v->stop_time_ms = (int64_t)t->valuedouble;
+        v->stop_user = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "user"));
     }
     if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble < 65536 && cJSON_IsString(r) &&
         cJSON_IsNumber(d)) {
@@ -249,7 +252,7 @@ static void *run_thread(void *arg)
     for (;;) {
         char reason[96];
         int64_t deadline = 0;
-        int post = 0, nwant;
+        int post = 0, nwant, user = 0;
         uint64_t want[NODESYNC_MAX_PENDING];
         struct timespec ts;
 
@@ -263,6 +266,7 @@ static void *run_thread(void *arg)
             post = 1;
             snprintf(reason, sizeof reason, "%s", ns->stop_reason);
             deadline = ns->stop_deadline;
+            user = ns->stop_user;
         }
         nwant = ns->nempty_want;
         memcpy(want, ns->empty_want, sizeof want);
@@ -270,7 +274,7 @@ static void *run_thread(void *arg)
         pthread_mutex_unlock(&ns->mu);
 
         if (post)
-            write_stop(ns, reason, deadline);
+            write_stop(ns, reason, deadline, user);
         for (int i = 0; i < nwant; i++)
             write_empty(ns, want[i], &v);
         poll_once(ns, &v, &next_lease);
@@ -347,7 +351,8 @@ void nodesync_view(struct nodesync *ns, struct nodesync_view *v)
     pthread_mutex_unlock(&ns->mu);
 }
 
-void nodesync_post_stop(struct nodesync *ns, const char *reason, int64_t deadline_ms)
+void nodesync_post_stop(struct nodesync *ns, const char *reason, int64_t deadline_ms,
+                        int user)
 {
     pthread_mutex_lock(&ns->mu);
     if (!ns->stop_posted) {
@@ -355,6 +360,7 @@ void nodesync_post_stop(struct nodesync *ns, const char *reason, int64_t deadlin
         ns->stop_post = 1;
         snprintf(ns->stop_reason, sizeof ns->stop_reason, "%s", reason);
         ns->stop_deadline = deadline_ms;
+        ns->stop_user = user;
         ns->fast = 1;
         pthread_cond_signal(&ns->cv);
     }

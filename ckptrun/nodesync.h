@@ -58,6 +58,7 @@ struct nodesync_view {
     char stop_reason[96];
     int64_t stop_deadline_ms; /* Unix ms, 0 none */
     int64_t stop_time_ms;     /* Unix ms when it was written */
+    int stop_user;            /* a user's stop (scancel, Ctrl-C): state `stopped` */
     struct nodesync_pending pending[NODESYNC_MAX_PENDING];
     int npending;
     uint64_t empty_done;      /* newest step whose empty part this node wrote (0 none) */
@@ -74,7 +75,8 @@ void nodesync_close(struct nodesync *ns);
 
 void nodesync_view(struct nodesync *ns, struct nodesync_view *v);
 /* Write the job's stop object, once (later calls do nothing). */
-void nodesync_post_stop(struct nodesync *ns, const char *reason, int64_t deadline_ms);
+void nodesync_post_stop(struct nodesync *ns, const char *reason, int64_t deadline_ms,
+                        int user);
 /* Write this node's empty part of `step` (once per step). */
 void nodesync_write_empty(struct nodesync *ns, uint64_t step);
 /* Poll every 250 ms rather than every second. */

@@ -227,6 +227,8 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
         st->no_kill = 1; /* let the interrupt proceed; the child decides */
     } else if (strcmp(reason, "SIGTERM") == 0 && getenv("SLURM_JOB_ID") && !st->warned) {
         user = 1;
+    } else if (c->remote == 2) {
+        user = 1; /* every node of the job ends as the one its user stopped */
     }
     st->user = user;
     st->job_signalled = c->job;

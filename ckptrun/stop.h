@@ -51,7 +51,8 @@ struct stop_cause {
     enum channel self;        /* ... and its channel */
     int64_t since_mono;       /* when the signal reached the job, 0 unknown */
     int job;                  /* the signal reached the job's processes directly */
-    int remote;               /* another node's stop, read from the store */
+    int remote;               /* another node's stop, read from the store: 1, or
+                                 2 when it was its user's (scancel, Ctrl-C) */
 };
 
 struct stop_state {

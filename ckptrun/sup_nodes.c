@@ -246,7 +246,7 @@ static void remote_stop(struct sup *s)
     c.deadline_unix = s->nv.stop_deadline_ms;
     c.except = -1;
     c.self = CH_NONE;
-    c.remote = 1;
+    c.remote = s->nv.stop_user ? 2 : 1;
     /* Entries written since the stop began on its node answer it here too
      * (the ranks may have agreed and saved before this node polled it). */
     age = ckpt_now_ms() - s->nv.stop_time_ms;
@@ -340,7 +340,7 @@ void sup_nodes_stop_begun(struct sup *s, const struct stop_cause *c, int64_t dea
         return;
     snprintf(reason, sizeof reason, "%s%s%s", c->reason, c->provider && *c->provider ? " " : "",
              c->provider ? c->provider : "");
-    nodesync_post_stop(s->ns, reason, deadline_unix);
+    nodesync_post_stop(s->ns, reason, deadline_unix, s->stop.user);
 }
 
 int sup_nodes_settling(struct sup *s)

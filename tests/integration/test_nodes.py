@@ -99,7 +99,7 @@ class Nodes(unittest.TestCase):
             env, work = self.env(node, tag)
             args = ["--nnodes", "2", "--node-rank", str(node), "--job-id", job,
                     "--signal", "USR1", "--complete-marker", "trainer_state.json",
-                    "--settle", "30s", "--grace", "40s"]
+                    "--settle", "30s", "--grace", "20s"]
             args += (extra or {}).get(node, [])
             p = Proc(args + ["--"] + launcher(node, port, out, sleep_ms), env, work)
             self.procs.append(p)
@@ -136,9 +136,7 @@ class Nodes(unittest.TestCase):
         return json.loads(r.stdout)
 
     def newest(self):
-        doc = self.ls()
-        cps = doc.get("checkpoints", doc) if isinstance(doc, dict) else doc
-        return max((c["step"] for c in cps), default=None)
+        return max((c["step"] for c in self.ls()), default=None)
 
     def reference(self):
         out = os.path.join(self.tmp, "ref")
@@ -166,6 +164,7 @@ class Nodes(unittest.TestCase):
               file=sys.stderr)
         self.assertIn("stop from node 1", procs[0].text())
         self.assertEqual(self.newest(), last)
+        self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
 
         # 2. a notice on node 1 only; a second stop in the window starts nothing
         mock = subprocess.Popen([PY, MOCK, "--provider", "aws"], stdout=subprocess.PIPE,
@@ -237,11 +236,26 @@ class Nodes(unittest.TestCase):
         # a batch script is not a job step: SLURM_NNODES alone is one node
         r = run(SLURM_NNODES="2", SLURM_NODEID="0", SLURM_JOB_ID="7")
         self.assertEqual(r.returncode, 0, r.stderr)
-        # a node of another generation is refused while the lease is live
-        p = Proc(["--nnodes", "2", "--node-rank", "0", "--job-id", "A", "--",
-                  "sleep", "30"], env, work)
+        # node 0 alone: its part of step 5 waits for node 1's; ls and status
+        # say which part is missing
+        p = Proc(["--nnodes", "2", "--node-rank", "0", "--job-id", "A", "--grace", "3s",
+                  "--", "sh", "-c",
+                  'd="$CKPT_DIR/.t"; mkdir -p "$d"; echo x > "$d/w"; '
+                  'mv "$d" "$CKPT_DIR/checkpoint-5"; sleep 30'], env, work)
         self.procs.append(p)
         p.wait_line(r" lease action=acquired", timeout=30)
+        p.wait_line(r" part step=5 .*node=0", timeout=60)
+        r = subprocess.run([CKPTRUN, "status", "--json"], env=env, cwd=work,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        st = json.loads(r.stdout)
+        self.assertEqual([(x["step"], x["parts"], x["missing"]) for x in st["pending"]],
+                         [(5, [0], [1])], st)
+        self.assertEqual(st["lease"]["job"], "A")
+        r = subprocess.run([CKPTRUN, "ls"], env=env, cwd=work, capture_output=True, text=True,
+                           timeout=60)
+        self.assertIn("step 5: parts 1/2, missing node 1", r.stdout, r.stdout + r.stderr)
+        # a node of another generation is refused while the lease is live
         env1, work1 = self.env(1, "opts")
         r = subprocess.run([CKPTRUN, "--nnodes", "2", "--node-rank", "1", "--job-id", "B",
                             "--", "true"], env=env1, cwd=work1, capture_output=True, text=True,
