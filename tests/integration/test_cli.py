@@ -291,6 +291,7 @@ class Json(Case):
         self.assertIn("freed_bytes", j)
         rc, out, err = self.ckptrun("ls", "--json")
         self.assertEqual([c["step"] for c in json.loads(out)], [5])
+        self.assertEqual([c["world_size"] for c in json.loads(out)], [1])  # one writer
         rc, out, err = self.ckptrun("status", "--json")
         j = json.loads(out)
         self.assertEqual((j["last_step"], j["newest"]["raw_bytes"], j["last_commit"]["step"]),
