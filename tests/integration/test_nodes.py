@@ -177,6 +177,7 @@ class Nodes(unittest.TestCase):
         finally:
             mock.kill()
             mock.wait()
+            mock.stdout.close()
         self.assertEqual(self.newest(), last)
         self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
 
