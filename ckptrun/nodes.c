@@ -104,7 +104,7 @@ static void nap_ms(int64_t ms)
 int nodes_join_lease(struct record *rec, const struct opts *o, const struct nodes_id *id,
                      uint64_t wait_ms, uint64_t *epoch, int *rc)
 {
-    int64_t until = ckpt_mono_ms() + (int64_t)wait_ms;
+    int64_t until = ckpt_mono_ms() + (int64_t)wait_ms, since = ckpt_now_ms();
     struct lease_info li;
     char err[CKPT_ERR_MAX];
     int told = 0;
@@ -121,12 +121,19 @@ int nodes_join_lease(struct record *rec, const struct opts *o, const struct node
                         li.holder);
                 return 0;
             }
-            log_error("run %s is held by %s of job %s (epoch %" PRIu64 "); this node is of "
-                      "job %s: refusing to start (a node of another job generation)",
-                      o->run, li.holder, li.job[0] ? li.job : "(single runner)", li.epoch,
-                      id->job);
-            *rc = EXIT_LEASE_HELD;
-            return 1;
+            /* Another generation. Renewed since this node began to wait:
+             * it is alive, and this node is refused. Not renewed since: it
+             * may be a dead one whose lease has not expired yet (a requeue
+             * after a lost node), which our node 0 takes over at the
+             * expiry: wait for it. */
+            if (li.heartbeat_ms > since + 1000) { /* a second of clock skew */
+                log_error("run %s is held by %s of job %s (epoch %" PRIu64 "); this node is "
+                          "of job %s: refusing to start (a node of another job generation)",
+                          o->run, li.holder, li.job[0] ? li.job : "(single runner)", li.epoch,
+                          id->job);
+                *rc = EXIT_LEASE_HELD;
+                return 1;
+            }
         }
         if (st != CKPT_OK && st != CKPT_E_NOENT && st != CKPT_E_CORRUPT) {
             log_error("cannot read the lease of run %s: %s %s", o->run, ckpt_strerror(st), err);
@@ -139,7 +146,12 @@ int nodes_join_lease(struct record *rec, const struct opts *o, const struct node
             *rc = EXIT_UNAVAILABLE;
             return 1;
         }
-        if (!told++)
+        if (!told++ && st == CKPT_OK && lease_state(&li, ckpt_now_ms()) == LEASE_LIVE)
+            log_msg(LOG_INFO, "lease", "node %u of %u: run %s is held by %s of job %s; "
+                    "waiting for it to be renewed (alive: refused) or taken over by node 0 "
+                    "of job %s", id->rank, id->nnodes, o->run, li.holder,
+                    li.job[0] ? li.job : "(single runner)", id->job);
+        else if (told == 1)
             log_msg(LOG_INFO, "lease", "node %u of %u: waiting for node 0 of job %s to take "
                     "the lease of run %s", id->rank, id->nnodes, id->job, o->run);
         nap_ms(200);

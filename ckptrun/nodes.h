@@ -22,7 +22,9 @@
  * new epoch. Every other node joins: it waits for a live LEASE of its own
  * generation and takes its epoch (its parts carry it; node 0 commits only
  * parts of its epoch). A live LEASE of another generation refuses the node
- * (exit 78, as a second runner is refused); a generation whose lease a new
+ * (exit 78, as a second runner is refused) once that lease is renewed
+ * after the node began to wait (a dead generation's lease, not expired
+ * yet, is waited out: our node 0 takes it over); a generation whose lease a new
  * one took over is fenced (its commits are refused) and its nodes see the
  * epoch change and stop (exit 74).
  */

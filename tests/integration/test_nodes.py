@@ -264,6 +264,7 @@ class Nodes(unittest.TestCase):
         # node 0 alone: its part of step 5 waits for node 1's; ls and status
         # say which part is missing
         p = Proc(["--nnodes", "2", "--node-rank", "0", "--job-id", "A", "--grace", "3s",
+                  "--lease", "3s",
                   "--", "sh", "-c",
                   'd="$CKPT_DIR/.t"; mkdir -p "$d"; echo x > "$d/w"; '
                   'mv "$d" "$CKPT_DIR/checkpoint-5"; sleep 30'], env, work)
@@ -280,7 +281,8 @@ class Nodes(unittest.TestCase):
         r = subprocess.run([CKPTRUN, "ls"], env=env, cwd=work, capture_output=True, text=True,
                            timeout=60)
         self.assertIn("step 5: parts 1/2, missing node 1", r.stdout, r.stdout + r.stderr)
-        # a node of another generation is refused while the lease is live
+        # a node of another generation is refused once the live lease is
+        # renewed (its generation is alive: a dead one's is waited out)
         env1, work1 = self.env(1, "opts")
         r = subprocess.run([CKPTRUN, "--nnodes", "2", "--node-rank", "1", "--job-id", "B",
                             "--", "true"], env=env1, cwd=work1, capture_output=True, text=True,
