@@ -81,7 +81,7 @@ def round_(build, work, gen, state_mb):
                            "--signal", "USR1", "--complete-marker", "trainer_state.json",
                            "--", "bash", "-c", TRAINER], env))
     for n in nodes:
-        n.when(r"bench-trainer: start")
+        n.when(r"bench-trainer: start node \d")
     time.sleep(0.5)
     t0 = time.monotonic()
     nodes[1].p.send_signal(signal.SIGTERM)

@@ -74,6 +74,7 @@ struct sup {
     int64_t child_end_mono;   /* when the child was seen gone, 0 while alive */
     uint64_t seq_at_end;      /* nv.seq then */
     int64_t stop_ref_ms;      /* Unix ms: parts written since answer the stop */
+    int64_t stop_global0;     /* newest global step when the stop began */
 };
 
 /* An empty object for an event's fields (NULL when out of memory). */

@@ -26,6 +26,10 @@
  * this old and still nothing of that step is in CKPT_DIR: a node that
  * saves a step writes it within this of the others (docs/multirank.md). */
 #define EMPTY_AFTER_MS 2000
+/* A node whose trainer is gone during a stop (it could not be asked, or
+ * ended) stays this long for the other nodes' parts of the stop's step,
+ * then as long as any step is pending (until the stop's deadline). */
+#define STOP_PARTS_WAIT_MS 8000
 
 int sup_nodes_resolve(struct sup *s)
 {
@@ -327,6 +331,7 @@ void sup_nodes_stop_begun(struct sup *s, const struct stop_cause *c, int64_t dea
     if (!s->ns)
         return;
     s->stop_ref_ms = s->stop.t_wall;
+    s->stop_global0 = s->last_step;
     if (c->remote && s->nv.stop_time_ms > 0 && s->nv.stop_time_ms < s->stop_ref_ms)
         s->stop_ref_ms = s->nv.stop_time_ms;
     nodesync_fast(s->ns, 1);
@@ -358,7 +363,12 @@ int sup_nodes_settling(struct sup *s)
         return 0;
     if (s->nv.seq < s->seq_at_end + 2)
         return 1; /* no whole poll yet since the child ended */
-    return s->nv.npending > 0;
+    if (s->nv.npending > 0)
+        return 1;
+    /* A stop: the other nodes' trainers may still be saving the step this
+     * node's part (an empty one, its trainer gone) must fill in. */
+    return s->stop.phase != P_RUN && now < s->stop.t0 + STOP_PARTS_WAIT_MS &&
+           !s->stop.final_done && s->last_step <= s->stop_global0;
 }
 
 void sup_nodes_on_part(struct sup *s, uint64_t step, int64_t changed_mono, int ok)

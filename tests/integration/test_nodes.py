@@ -116,7 +116,10 @@ class Nodes(unittest.TestCase):
         """Both nodes exit 75 with one global step above `after`."""
         steps = []
         for p in procs:
-            self.assertEqual(p.wait(150), 75, p.text())
+            p.wait(150)
+        for p in procs:
+            self.assertEqual(p.p.returncode, 75, "\n---- node 0:\n%s\n---- node 1:\n%s" %
+                             (procs[0].text(), procs[1].text()))
             got = [int(s) for s in re.findall(r" global-commit step=(\d+)", p.text())]
             self.assertTrue(got, p.text())
             steps.append(max(got))
@@ -222,7 +225,7 @@ class Nodes(unittest.TestCase):
         node 0 writes checkpoint-N/ on its request, node 1 nothing; both
         commit the same global step and exit 75."""
         trainer = (r'step=0; want=0; trap "want=1" USR1; trap "exit 143" TERM; '
-                   r'echo "sh-trainer: start" >&2; '
+                   r'echo "sh-trainer: $((40+2)) ready" >&2; '
                    r'while :; do step=$((step+1)); sleep 0.02; '
                    r'if [ $want = 1 ]; then want=0; if [ "$NODE" = 0 ]; then '
                    r't="$CKPT_DIR/.t$step"; mkdir -p "$t"; echo $step > "$t/state"; '
@@ -238,7 +241,7 @@ class Nodes(unittest.TestCase):
             self.procs.append(p)
             procs.append(p)
         for p in procs:
-            p.wait_line(r"sh-trainer: start", timeout=30)
+            p.wait_line(r"sh-trainer: 42 ready", timeout=30)
         procs[1].p.send_signal(signal.SIGTERM)
         step = self.stopped(procs, 0)
         self.assertIn("stop from node 1 (SIGTERM)", procs[0].text())
