@@ -72,7 +72,7 @@ def round_(build, work, gen, state_mb):
     nodes = []
     for k in (0, 1):
         env = {x: v for x, v in os.environ.items() if not x.startswith(("CKPT_", "SLURM_", "PET_"))}
-        env.update(HOME=os.path.join(work, "home%d" % k), CKPT_STORE=store, CKPT_RUN="bench",
+        env.update(HOME=os.path.join(work, "home%d" % k), CKPT_STORE=store, CKPT_RUN="bench%d" % gen,
                    CKPT_DIR=os.path.join(work, "g%d-ck%d" % (gen, k)), CKPT_NOTICE="none",
                    NODE=str(k), STATE_MB=str(state_mb))
         os.makedirs(env["HOME"], exist_ok=True)
