@@ -79,6 +79,8 @@ int claim_lease(struct record *rec, const struct opts *o, int recover, struct cl
         *rc = EXIT_CONFIG;
         goto out;
     }
+    if (c->job)
+        lease_set_job(c->lease, c->job);
     st = lease_acquire(c->lease, &other, err);
     if (st == CKPT_E_EXISTS || st == CKPT_E_PRECONDITION) {
         now = ckpt_now_ms();

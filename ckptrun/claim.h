@@ -27,6 +27,8 @@ struct claim {
     struct lease *lease;      /* held: lease_close() it */
     uint64_t epoch;
     char stale_holder[256];   /* taken over from this dead holder on this host, or "" */
+    const char *job;          /* set by the caller: job generation recorded in LEASE
+                                 (nodes.h), NULL none */
 };
 
 /* Take the run's lease. `recover`: a lease held elsewhere is nothing to do

@@ -202,6 +202,12 @@ const struct cli_opt cli_opts[] = {
     { "lease", 0, "D", O_LEASE, SUP, NULL, "60s",
       "lease on the run, renewed every D/3; a run whose lease another live runner holds "
       "is refused (exit 78)", NULL },
+    { "nnodes", 0, "N", O_NNODES, SUP, NULL, "1; SLURM_NNODES in a job step, else PET_NNODES",
+      "nodes of the job, one ckptrun on each (docs/multirank.md, \"Several nodes\")", NULL },
+    { "node-rank", 0, "K", O_NODE_RANK, SUP, NULL, "SLURM_NODEID in a job step, else PET_NODE_RANK",
+      "this node's rank, 0..N-1; node 0 commits each step once every node's part is in", NULL },
+    { "job-id", 0, "ID", O_JOB_ID, SUP, NULL, "SLURM_JOB_ID.SLURM_RESTART_COUNT",
+      "the job generation every node's ckptrun shares; a node of another is refused", NULL },
     { "on-complete", 0, "CMD", O_ON_COMPLETE, SUP, NULL, NULL,
       "run `sh -c CMD` when the child exited 0", NULL },
     { "on-preempt", 0, "CMD", O_ON_PREEMPT, SUP, NULL, NULL,

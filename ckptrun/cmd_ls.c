@@ -3,6 +3,7 @@
 #include "cmds.h"
 #include "runlog.h"
 #include "parse.h"
+#include "pending_show.h"
 #include "record.h"
 #include "ckpt_store.h"
 
@@ -116,8 +117,15 @@ int cmd_ls(struct opts *o)
             if (!o->json)
                 log_msg(LOG_INFO, "ls", "run %s has no committed checkpoint", o->run);
         }
-        if (!arr)
+        if (!arr) {
+            cJSON *pend = NULL;
             ls_print(&rows);
+            /* steps of a job of several nodes waiting for parts (not in --json:
+             * its array lists committed checkpoints only; status has them) */
+            if (pending_json(ctx, &pend) == CKPT_OK)
+                pending_print(stdout, pend, "pending");
+            cJSON_Delete(pend);
+        }
     }
     if (arr)
         print_json(arr);

@@ -5,6 +5,7 @@
 #include "runlog.h"
 #include "parse.h"
 #include "record.h"
+#include "pending_show.h"
 #include "ckpt_store.h"
 
 #include <inttypes.h>
@@ -197,6 +198,8 @@ int cmd_status(struct opts *o)
             cJSON_AddBoolToObject(l, "released", li.released);
             cJSON_AddBoolToObject(l, "live", ls == LEASE_LIVE);
             cJSON_AddStringToObject(l, "state", lease_state_name(ls));
+            if (li.job[0]) /* a job of several nodes: its generation */
+                cJSON_AddStringToObject(l, "job", li.job);
         }
     }
     if (run) {
@@ -217,6 +220,15 @@ int cmd_status(struct opts *o)
         }
     } else {
         cJSON_AddNullToObject(out, "last_step");
+    }
+    if (nw && nw->world > 1)
+        cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(out, "newest"), "world_size",
+                                nw->world);
+    {
+        /* steps of a job of several nodes waiting for parts */
+        cJSON *pend = NULL;
+        if (pending_json(ctx, &pend) == CKPT_OK)
+            cJSON_AddItemToObject(out, "pending", pend);
     }
     cJSON_AddNumberToObject(out, "checkpoints", (double)rows.n);
     cJSON_AddNumberToObject(out, "checkpoint_bytes", (double)raw);
@@ -275,6 +287,7 @@ int cmd_status(struct opts *o)
         } else {
             printf("checkpoints  none\n");
         }
+        pending_print(stdout, cJSON_GetObjectItemCaseSensitive(out, "pending"), "pending");
         if (h.have_last) {
             double rate = h.last_seconds > 0 ? h.last_bytes / h.last_seconds : 0;
             printf("last commit  step %.0f %s: %s, %s new, %s in %.1fs\n", h.last_step,

@@ -54,7 +54,8 @@ int rows_cb(void *user, const struct ckpt_info *i)
         r->cap = cap;
     }
     r->v[r->n++] = (struct ckpt_row){ i->step, i->items, i->raw_bytes, i->stored_bytes,
-                                      i->new_bytes, i->chunks, i->time_ms };
+                                      i->new_bytes, i->chunks, i->time_ms,
+                                      i->world_size ? i->world_size : 1 };
     return 0;
 }
 

@@ -37,6 +37,7 @@ int file_store_missing(const struct opts *o);
 struct ckpt_row {
     uint64_t step, items, raw, stored, new_bytes, chunks;
     int64_t time_ms;
+    unsigned world;           /* nodes/ranks whose parts make it (1: one writer) */
 };
 struct rows {
     struct ckpt_row *v;

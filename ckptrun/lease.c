@@ -31,6 +31,7 @@ struct lease {
     int held;
     int took_stale;
     struct lease_info me;     /* our own identity fields (has_ident 0: unknown) */
+    char job[128];            /* job generation, "" none (lease_set_job) */
     struct lease_clock clock;
 };
 
@@ -233,6 +234,11 @@ static ckpt_status parse(const char *buf, size_t len, struct lease_info *out, ch
             out->has_ident = out->boot_id[0] != '\0';
         }
     }
+    {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "job");
+        if (cJSON_IsString(j) && strlen(j->valuestring) < sizeof out->job)
+            snprintf(out->job, sizeof out->job, "%s", j->valuestring);
+    }
     st = CKPT_OK;
 out:
     cJSON_Delete(o);
@@ -325,7 +331,7 @@ ckpt_status lease_open(struct ckpt_store *st, const char *run, uint64_t ttl_ms,
 static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                                ckpt_put_cond cond, const char *if_match, char *err)
 {
-    char body[900], etag[CKPT_ETAG_MAX];
+    char body[1200], etag[CKPT_ETAG_MAX];
     int64_t t = now_ms(l);
     int64_t exp = released ? 0 : t + (int64_t)l->ttl_ms;
     struct ckpt_put_opts po = { cond, if_match, 0 };
@@ -340,6 +346,8 @@ static ckpt_status write_lease(struct lease *l, uint64_t epoch, int released,
                       ",\"boot_id\":\"%s\",\"pid_ns\":%" PRIu64 ",\"hostname\":\"%s\","
                       "\"pid\":%d,\"start_ticks\":%" PRIu64,
                       l->me.boot_id, l->me.pid_ns, l->me.hostname, l->me.pid, l->me.start_ticks);
+    if (l->job[0])
+        n += snprintf(body + n, sizeof body - (size_t)n, ",\"job\":\"%s\"", l->job);
     n += snprintf(body + n, sizeof body - (size_t)n, SUM_TAG "%016llx\"}\n",
                   (unsigned long long)XXH64(body, (size_t)n, 0));
     if (!ckpt_store_can(l->st, CKPT_STORE_CONDITIONAL))
@@ -478,6 +486,12 @@ ckpt_status lease_release(struct lease *l, char *err)
 
 int lease_took_stale(const struct lease *l) { return l->took_stale; }
 uint64_t lease_epoch(const struct lease *l) { return l->epoch; }
+
+void lease_set_job(struct lease *l, const char *job)
+{
+    /* JSON-safe by construction: nodes_resolve admits [A-Za-z0-9._:-] only */
+    snprintf(l->job, sizeof l->job, "%s", job ? job : "");
+}
 const char *lease_holder(const struct lease *l) { return l->holder; }
 int64_t lease_expires_ms(const struct lease *l) { return l->expires_ms; }
 int lease_expired(const struct lease *l) { return now_ms(l) >= l->expires_ms; }

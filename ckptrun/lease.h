@@ -60,6 +60,9 @@ struct lease_info {
     char hostname[72];
     int pid;
     uint64_t start_ticks;
+    /* The job generation of a job spanning several nodes (its nodes join
+     * the lease, nodes.h); "" for a single runner. */
+    char job[128];
 };
 
 /* What a reader can say about a lease's holder (lease_state). */
@@ -115,6 +118,10 @@ ckpt_status lease_renew(struct lease *l, char *err);
 /* Mark released (keeps the epoch). @return CKPT_OK or store errors. */
 ckpt_status lease_release(struct lease *l, char *err);
 uint64_t lease_epoch(const struct lease *l);
+/* Record job generation `job` (nodes.h) in every LEASE written from now
+ * on: the other nodes of that generation join it instead of taking it.
+ * Call before lease_acquire. */
+void lease_set_job(struct lease *l, const char *job);
 const char *lease_holder(const struct lease *l);
 int64_t lease_expires_ms(const struct lease *l);
 /* 1 when the expiry last written has passed on the lease's clock: a

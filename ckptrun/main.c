@@ -58,6 +58,7 @@ static int set_defaults_from_env(struct opts *o)
     int rc = 0, si = 0;
 
     o->keep = 3;
+    o->node_rank = -1;
     o->grace_ms = 30000;
     o->lead_ms = 60000;
     o->settle_ms = 10000;
@@ -388,6 +389,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_SYNC: setenv("CKPT_RESTORE_SYNC", "1", 1); break;
         case O_DRY_RUN: o->dry_run = 1; break;
         case O_RESUME_STOPPED: o->resume_stopped = 1; break;
+        case O_NNODES:
+            if (parse_u64(optarg, &n) != 0 || n < 1 || n > 65536) {
+                log_error("--nnodes '%s' is not a count of nodes (1-65536)", optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            o->nnodes = (unsigned)n;
+            break;
+        case O_NODE_RANK:
+            if (parse_u64(optarg, &n) != 0 || n > 65535) {
+                log_error("--node-rank '%s' is not a node rank (0-65535)", optarg);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            o->node_rank = (int)n;
+            break;
+        case O_JOB_ID: o->job_id = optarg; break;
         case O_PRELOAD: o->preload = 1; break;
         case O_LOG_JSON: o->log_json = 1; log_setup(1, o->verbosity); break;
         case 'q': o->verbosity = -1; break;

@@ -55,6 +55,11 @@ struct opts {
     const char *state_bytes;  /* doctor --state-bytes SIZE, as given */
     const char *changed;      /* doctor --changed FRACTION, as given */
     uint64_t budget_ms;       /* doctor --budget (0 = default) */
+    /* Several nodes (nodes.h): -1/0/NULL until given or resolved. */
+    int node_rank;            /* --node-rank K */
+    unsigned nnodes;          /* --nnodes N */
+    const char *job_id;       /* --job-id ID: the job generation */
+    char job_buf[160];
     char **args;              /* COMMAND [ARG...] or PATH... or DIR */
     int nargs;
 };

@@ -18,12 +18,15 @@
 
 struct newest_steps {
     uint64_t step[MAX_TRIED];
+    unsigned world;           /* nodes that wrote the newest (0: none listed) */
     int n;
 };
 
 static int collect_steps(void *user, const struct ckpt_info *info)
 {
     struct newest_steps *ns = user;
+    if (ns->n == 0)
+        ns->world = info->world_size ? info->world_size : 1;
     ns->step[ns->n++] = info->step;
     return ns->n == MAX_TRIED;
 }
@@ -98,6 +101,16 @@ int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
     }
     if (ns.n > 0)
         out->last_step = (int64_t)ns.step[0];
+    if (ns.n > 0 && ns.world > 1) {
+        /* A job of several nodes wrote it (docs/multirank.md): each node
+         * resumes its own part, so it resumes on as many nodes. */
+        log_error("the newest checkpoint of run %s (step %" PRIu64 ") was written by %u "
+                  "nodes; this job has 1 (--nnodes): %s. Resume it with --nnodes %u, or "
+                  "restore its parts by hand", run, ns.step[0], ns.world,
+                  ckpt_strerror(CKPT_E_WORLD), ns.world);
+        rc = EXIT_CONFIG;
+        goto out;
+    }
     for (int i = 0; i < ns.n; i++) {
         uint64_t got = 0;
         int m = record_has_files(rec, ns.step[i]);

@@ -27,6 +27,7 @@ struct record {
     uint64_t seq;     /* event sequence of this process: keys stay unique
                          even for two events in the same millisecond */
     uint64_t epoch;   /* lease epoch of this runner, written into RUN */
+    unsigned node, nnodes; /* record_set_node: files marks of one node's part */
 
     /* Asynchronous writes (record_start_writer): the supervisor's loop must
      * never wait on an object store's latency or retries during a stop.
@@ -368,6 +369,22 @@ out:
     return st;
 }
 
+/* The files mark of `step`: one per checkpoint, or, in a job of several
+ * nodes, one per node's part ("<step>.n<K>.json"). */
+static void mark_key(const struct record *r, uint64_t step, char *key, size_t n)
+{
+    if (r->nnodes > 1)
+        snprintf(key, n, "%s/files/%020" PRIu64 ".n%u.json", r->run, step, r->node);
+    else
+        snprintf(key, n, "%s/files/%020" PRIu64 ".json", r->run, step);
+}
+
+void record_set_node(struct record *r, unsigned node, unsigned nnodes)
+{
+    r->node = node;
+    r->nnodes = nnodes;
+}
+
 ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,
                               size_t n)
 {
@@ -377,7 +394,7 @@ ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const
 
     if (!j || !(a = cJSON_AddArrayToObject(j, "entries")))
         goto out;
-    snprintf(key, sizeof key, "%s/files/%020" PRIu64 ".json", r->run, step);
+    mark_key(r, step, key, sizeof key);
     cJSON_AddNumberToObject(j, "format", RECORD_FORMAT);
     cJSON_AddNumberToObject(j, "step", (double)step);
     for (size_t i = 0; i < n; i++)
@@ -394,7 +411,7 @@ int record_has_files(struct record *r, uint64_t step)
     uint64_t size = 0;
     ckpt_status st;
 
-    snprintf(key, sizeof key, "%s/files/%020" PRIu64 ".json", r->run, step);
+    mark_key(r, step, key, sizeof key);
     st = r->st->ops->head(r->st, key, &size, NULL, err);
     return st == CKPT_OK ? 1 : st == CKPT_E_NOENT ? 0 : -1;
 }
@@ -407,7 +424,7 @@ ckpt_status record_files_entries(struct record *r, uint64_t step, cJSON **out)
     ckpt_status st;
 
     *out = NULL;
-    snprintf(key, sizeof key, "%s/files/%020" PRIu64 ".json", r->run, step);
+    mark_key(r, step, key, sizeof key);
     st = get_json(r, key, &j);
     if (st != CKPT_OK)
         goto out;
@@ -442,8 +459,12 @@ ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_
         uint64_t step;
         char digits[24];
         const char *name = k.v[i] + plen;
-        /* Only keys of our own shape; anything else is left alone. */
-        if (strlen(name) != 25 || strcmp(name + 20, ".json") != 0)
+        /* Only keys of our own shape ("<step>.json", a node's part's
+         * "<step>.n<K>.json"); anything else is left alone. */
+        if (strlen(name) < 25 || name[20] != '.' || strcmp(name + strlen(name) - 5, ".json") != 0 ||
+            (strlen(name) != 25 && (name[21] != 'n' || strspn(name + 22, "0123456789") !=
+                                                           strlen(name) - 27 ||
+                                    strlen(name) == 27)))
             continue;
         memcpy(digits, name, 20);
         digits[20] = '\0';

@@ -61,6 +61,9 @@ ckpt_status record_event(struct record *r, const char *type, const cJSON *fields
  * At most `max` events (the newest) are returned. */
 ckpt_status record_read_events(struct record *r, size_t max, cJSON **out, size_t *skipped);
 
+/* A job of several nodes (nodes.h): the files marks written and read
+ * from now on are this node's own, "<step>.n<node>.json". */
+void record_set_node(struct record *r, unsigned node, unsigned nnodes);
 /* Mark checkpoint `step` as a checkpoint of CKPT_DIR files whose top-level
  * entries are `entries`. */
 ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,

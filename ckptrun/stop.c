@@ -8,6 +8,7 @@
 #include "sup.h"
 #include "watch.h"
 #include "ckpt_store.h"
+#include "sup_nodes.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -148,6 +149,10 @@ static void check_answered(struct sup *s)
 {
     struct stop_state *st = &s->stop;
 
+    if (s->ns) { /* several nodes: only a global commit answers */
+        stop_global_commit(s);
+        return;
+    }
     if (st->phase == P_CKPT && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
         s->last_changed >= 0 && s->last_changed >= st->t_accept) {
         final_result(s, 1);
@@ -222,6 +227,8 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
         st->no_kill = 1; /* let the interrupt proceed; the child decides */
     } else if (strcmp(reason, "SIGTERM") == 0 && getenv("SLURM_JOB_ID") && !st->warned) {
         user = 1;
+    } else if (c->remote == 2) {
+        user = 1; /* every node of the job ends as the one its user stopped */
     }
     st->user = user;
     st->job_signalled = c->job;
@@ -238,6 +245,7 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     snprintf(st->reason, sizeof st->reason, "%s", reason);
     snprintf(st->provider, sizeof st->provider, "%s", c->provider ? c->provider : "");
     st->phase = P_CKPT;
+    st->t_wall = ckpt_now_ms();
     if (!user)
         s->preemptions++;
     codec = stop_codec(s, st->ckpt_end - now);
@@ -260,6 +268,9 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now), codec,
                                                c->except, c->self)
                           : CH_NONE;
+    if (s->ns) /* the other nodes learn of it; what answered it already */
+        sup_nodes_stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
+                                                        : ckpt_now_ms() + (d - now) + STOP_MARGIN_MS);
     if (st->via == CH_NONE) {
         /* Nothing can reach the child: the final checkpoint is what is
          * complete already plus the commits in flight. Stop it at once. */
@@ -272,7 +283,7 @@ void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel
                     int64_t since_mono)
 {
     char reason[16];
-    struct stop_cause c = { reason, 0, NULL, -1, CH_NONE, since_mono, job };
+    struct stop_cause c = { reason, 0, NULL, -1, CH_NONE, since_mono, job, 0 };
 
     /* a copy: ckpt_signal_name() reuses one buffer */
     snprintf(reason, sizeof reason, "%s", ckpt_signal_name(sig));
@@ -293,7 +304,7 @@ void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel
 
 void stop_on_notice(struct sup *s, struct queued_notice *n)
 {
-    struct stop_cause c = { "notice", n->deadline_ms, n->provider, -1, CH_NONE, 0, 0 };
+    struct stop_cause c = { "notice", n->deadline_ms, n->provider, -1, CH_NONE, 0, 0, 0 };
 
     n->next = s->stop.acks;
     s->stop.acks = n;
@@ -337,6 +348,31 @@ void stop_entry_commit(struct sup *s, int64_t changed_mono, int ok)
     if (st->phase != P_RUN && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
         changed_mono >= st->t_accept) {
         final_result(s, ok);
+        enter_term(s);
+    }
+}
+
+void stop_node_part(struct sup *s, uint64_t step, int64_t changed_mono, int empty)
+{
+    struct stop_state *st = &s->stop;
+
+    if (st->phase == P_RUN || st->final_done)
+        return;
+    if (!empty && changed_mono < st->t_accept)
+        return; /* older state, settling when the stop came */
+    if (step + 1 > st->await_global)
+        st->await_global = step + 1;
+    stop_global_commit(s);
+}
+
+void stop_global_commit(struct sup *s)
+{
+    struct stop_state *st = &s->stop;
+
+    if (st->phase != P_CKPT || st->final_done || !st->await_global)
+        return;
+    if (s->last_step >= 0 && (uint64_t)s->last_step + 1 >= st->await_global) {
+        final_result(s, 1);
         enter_term(s);
     }
 }

@@ -51,6 +51,8 @@ struct stop_cause {
     enum channel self;        /* ... and its channel */
     int64_t since_mono;       /* when the signal reached the job, 0 unknown */
     int job;                  /* the signal reached the job's processes directly */
+    int remote;               /* another node's stop, read from the store: 1, or
+                                 2 when it was its user's (scancel, Ctrl-C) */
 };
 
 struct stop_state {
@@ -73,6 +75,9 @@ struct stop_state {
     uint64_t await_step;      /* ... at this step: its commit answers */
     int failed_since_stop;
     struct queued_notice *acks; /* notices waiting for the final result */
+    int64_t t_wall;           /* Unix ms when the stop began */
+    uint64_t await_global;    /* several nodes: the global commit of step
+                                 await_global - 1 or later answers (0: none yet) */
 };
 
 void stop_init(struct stop_state *st);
@@ -98,6 +103,12 @@ void stop_lease_lost(struct sup *s, const char *why);
 void stop_saving(struct sup *s, uint64_t step);
 void stop_socket_commit(struct sup *s, uint64_t step, int ok);
 void stop_entry_commit(struct sup *s, int64_t changed_mono, int ok);
+/* Several nodes: this node's part of `step` is durable (an entry last
+ * changed at changed_mono, or an empty part: empty 1); the stop is then
+ * answered by the global commit of that step (stop_global_commit). */
+void stop_node_part(struct sup *s, uint64_t step, int64_t changed_mono, int empty);
+/* Several nodes: the newest global step is now s->last_step. */
+void stop_global_commit(struct sup *s);
 /* A client acknowledged `stopping` or went away: the signal may go now. */
 void stop_client_acked(struct sup *s);
 

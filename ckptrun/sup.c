@@ -16,7 +16,7 @@ void sup_event(struct sup *s, int level, const char *name, cJSON *f, int to_reco
 
 void sup_set_state(struct sup *s, const char *state)
 {
-    if (s->rec)
+    if (s->rec && s->nid.rank == 0) /* one RUN per job: node 0's */
         record_set_state(s->rec, state, s->last_step, s->preemptions, s->started_ms);
 }
 

@@ -15,6 +15,8 @@
 #include <cjson/cJSON.h>
 #include "child.h"
 #include "claim.h"
+#include "nodes.h"
+#include "nodesync.h"
 #include "opts.h"
 #include "renewer.h"
 #include "stop.h"
@@ -60,6 +62,18 @@ struct sup {
     int child_writes;         /* the child commits checkpoints itself */
 
     struct stop_state stop;
+
+    /* Several nodes (nodes.h, sup_nodes.c); ns NULL with one. */
+    struct nodes_id nid;
+    struct nodesync *ns;
+    struct nodesync_view nv;  /* as last copied */
+    int64_t part_step;        /* newest part this node wrote, -1 none */
+    uint64_t empty_asked;     /* newest step whose empty part was asked for, 0 none */
+    int64_t empty_asked_first_ms; /* Unix ms of the first part of that step */
+    int remote_stop_taken;    /* the job's stop object was acted on */
+    int64_t child_end_mono;   /* when the child was seen gone, 0 while alive */
+    uint64_t seq_at_end;      /* nv.seq then */
+    int64_t stop_ref_ms;      /* Unix ms: parts written since answer the stop */
 };
 
 /* An empty object for an event's fields (NULL when out of memory). */

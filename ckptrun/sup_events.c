@@ -1,5 +1,6 @@
 /* sup_events.c -- the supervisor's event sources (sup_events.h). */
 #include "sup_events.h"
+#include "sup_nodes.h"
 #include "ctlserver.h"
 #include "runlog.h"
 #include "notice_queue.h"
@@ -243,10 +244,46 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
 
 /* ---- the watcher's commits -------------------------------------------------- */
 
+/* Several nodes: a watched commit is this node's part; the global commit
+ * is node 0's, seen through the store (sup_nodes.c). */
+static void nodes_result(struct sup *s, struct watch_result *r)
+{
+    cJSON *f;
+    int ok = r->res.st == CKPT_OK;
+
+    if (ok) {
+        s->last_commit_s = r->res.seconds;
+        watch_note_step(s->w, r->res.step);
+        if (r->changed_mono > s->last_changed)
+            s->last_changed = r->changed_mono;
+        if (s->rec)
+            record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
+        f = commit_fields(&r->res, "watch");
+        if (f) {
+            cJSON_AddStringToObject(f, "entry", r->entry);
+            cJSON_AddNumberToObject(f, "node", s->nid.rank);
+        }
+        sup_event(s, LOG_INFO, "part", f, 1);
+    } else {
+        if ((f = sup_fields())) {
+            cJSON_AddStringToObject(f, "entry", r->entry);
+            cJSON_AddNumberToObject(f, "step", (double)r->res.step);
+            cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
+            cJSON_AddStringToObject(f, "detail", r->res.detail);
+        }
+        sup_event(s, LOG_WARN, "part-failed", f, 1);
+    }
+    sup_nodes_on_part(s, r->res.step, r->changed_mono, ok);
+}
+
 static void on_result(struct sup *s, struct watch_result *r)
 {
     cJSON *f;
 
+    if (s->ns) { /* several nodes: this node's part of the step */
+        nodes_result(s, r);
+        return;
+    }
     if (r->res.st == CKPT_OK) {
         sup_note_commit(s, r->res.step, r->res.seconds);
         if (r->changed_mono > s->last_changed)
@@ -319,6 +356,7 @@ void sup_on_notices(struct sup *s)
     }
     if (renewer_lost(&s->rn, why, sizeof why))
         stop_lease_lost(s, why);
+    sup_nodes_on_wake(s);
 }
 
 /* ---- time ------------------------------------------------------------------------ */

@@ -23,6 +23,7 @@
 #include "ckpt_store.h"
 #include "sup.h"
 #include "sup_events.h"
+#include "sup_nodes.h"
 #include "watch.h"
 
 #include <errno.h>
@@ -87,7 +88,7 @@ static int claim_run(struct sup *s, int *rc)
     }
     if (recover && claim_nothing_to_do(s->rec, s->o, rc))
         return 1;
-    if (claim_lease(s->rec, s->o, recover, &s->cl, rc))
+    if (s->nid.nnodes > 1 ? sup_nodes_claim(s, rc) : claim_lease(s->rec, s->o, recover, &s->cl, rc))
         return 1;
     /* The run may have completed between our look and the lease. */
     if (recover && claim_nothing_to_do(s->rec, s->o, rc))
@@ -127,35 +128,49 @@ static int prepare(struct sup *s, int *notices)
 
     opts_to_config(s->o, &cfg);
     cfg.epoch = s->cl.epoch; /* our own commits carry the epoch too */
+    sup_nodes_config(s, &cfg); /* several nodes: this node's part */
     st = ckpt_open(&cfg, &ctx);
     if (st != CKPT_OK) {
         log_error("cannot open store %s (run %s): %s", s->o->store, s->o->run, ckpt_strerror(st));
         rc = exit_code_for_status(st);
         goto out;
     }
-    if (claim_fence(ctx, s->o->run, s->cl.epoch, &rc))
+    /* Node 0 holds the lease of a job of several nodes; the others joined it. */
+    if (s->cl.lease && claim_fence(ctx, s->o->run, s->cl.epoch, &rc))
         goto out;
     /* Renew from now on: a restore or a long start must not let it lapse. */
-    if (renewer_start(&s->rn, s->cl.lease, notice_queue_wake) != 0) {
+    if (s->cl.lease && renewer_start(&s->rn, s->cl.lease, notice_queue_wake) != 0) {
         log_error("cannot start the lease renewal thread");
         rc = EXIT_CONFIG;
         goto out;
     }
-    if ((rc = prestart_restore(ctx, s->rec, s->o->run, s->o->store, s->dir, &ps)) != 0)
-        goto out;
-    s->last_step = ps.last_step;
-    s->resumed = ps.resumed;
-    s->restored_step = ps.restored_step;
+    if (s->nid.nnodes > 1) {
+        if ((rc = sup_nodes_prestart(s, ctx)) != 0)
+            goto out;
+    } else {
+        if ((rc = prestart_restore(ctx, s->rec, s->o->run, s->o->store, s->dir, &ps)) != 0)
+            goto out;
+        s->last_step = ps.last_step;
+        s->resumed = ps.resumed;
+        s->restored_step = ps.restored_step;
+    }
     if (record_start_writer(s->rec) != 0) {
         log_error("cannot start the record writer thread");
         rc = EXIT_CONFIG;
         goto out;
     }
     if ((f = sup_fields())) {
-        cJSON_AddStringToObject(f, "action", "acquired");
-        cJSON_AddStringToObject(f, "holder", lease_holder(s->cl.lease));
+        cJSON_AddStringToObject(f, "action", s->cl.lease ? "acquired" : "joined");
+        if (s->cl.lease)
+            cJSON_AddStringToObject(f, "holder", lease_holder(s->cl.lease));
+        if (s->nid.nnodes > 1) {
+            cJSON_AddStringToObject(f, "job", s->nid.job);
+            cJSON_AddNumberToObject(f, "node", s->nid.rank);
+            cJSON_AddNumberToObject(f, "nnodes", s->nid.nnodes);
+        }
         cJSON_AddNumberToObject(f, "epoch", (double)s->cl.epoch);
-        cJSON_AddNumberToObject(f, "ttl_ms", (double)lease_ttl_ms(s->cl.lease));
+        if (s->cl.lease)
+            cJSON_AddNumberToObject(f, "ttl_ms", (double)lease_ttl_ms(s->cl.lease));
         if (s->cl.stale_holder[0])
             cJSON_AddStringToObject(f, "stale_holder", s->cl.stale_holder);
     }
@@ -171,6 +186,8 @@ static int prepare(struct sup *s, int *notices)
     ctx = NULL; /* owned by the watcher now */
     if (s->last_step >= 0)
         watch_note_step(s->w, (uint64_t)s->last_step);
+    if ((rc = sup_nodes_start(s)) != 0)
+        goto out;
     if (ctl_open(&s->ctl, s->sock, sizeof s->sock) != 0) {
         rc = EXIT_CONFIG;
         goto out;
@@ -241,6 +258,8 @@ static int loop_done(struct sup *s)
     int tree_left = s->ch.kp.alive || s->ch.kp.rep_fd >= 0;
     if (s->ch.alive)
         return 0;
+    if (s->ns && !tree_left && !watch_busy(s->w) && sup_nodes_settling(s))
+        return 0; /* the other nodes' parts, node 0's commit */
     if (!watch_busy(s->w) && !tree_left)
         return 1;
     if (s->stop.drain_deadline && ckpt_mono_ms() >= s->stop.drain_deadline && !tree_left)
@@ -331,7 +350,7 @@ static void release(struct sup *s)
     stop_finish_acks(s);
     renewer_stop(&s->rn);
     record_drain(s->rec);
-    if (s->cl.epoch && !s->lease_lost) {
+    if (s->cl.lease && s->cl.epoch && !s->lease_lost) {
         st = lease_release(s->cl.lease, err);
         if (st != CKPT_OK)
             log_msg(LOG_WARN, "lease", "cannot release the lease of run %s (it expires by "
@@ -383,6 +402,8 @@ int supervise(struct opts *o, enum sup_mode mode)
         rc = EXIT_USAGE;
         goto out;
     }
+    if ((rc = sup_nodes_resolve(s)) != 0)
+        goto out;
     if (o->preload && child_find_preload(preload, sizeof preload) != 0) {
         log_error("--preload: libckpt_preload.so not found next to ckptrun "
                   "(set CKPT_PRELOAD_LIB to its path)");
@@ -402,6 +423,7 @@ out:
         run_hooks(s, state, rc);
     if (notices)
         ckptrun_notice_stop();
+    sup_nodes_close(s);
     ctl_close(s->ctl);
     if (s->w)
         watch_close(s->w, !watch_busy(s->w));

@@ -104,5 +104,8 @@ void watch_result_free(struct watch_result *r);
 
 /* Commits queued or in flight. */
 int watch_busy(struct watch *w);
+/* 1 when an entry of `step` (numbered by its name) is in the directory,
+ * complete, committed or still being written (watch_steps.c). */
+int watch_has_step(const struct watch *w, uint64_t step);
 
 #endif

@@ -80,6 +80,8 @@ _owner = [0]             # pid that installed the stop handlers (0: none)
 _stopping = [False]      # ckptrun said `stopping`
 _stop_req = [False]      # ckptrun's stop request arrived
 _stop_taken = [False]    # a stop signal asked for the final save already
+_pending_stop = [False]  # the pending request is a stop's (ranks: one stop save)
+_stop_saved = [False]    # the ranks agreed on a stop's save already
 _first = {}              # signal -> time.monotonic() of the first one
 _reports = []            # (signal name, monotonic s) not yet sent to ckptrun
 _wake = [None, None]     # pipe: the handlers wake the reader thread
@@ -148,7 +150,82 @@ def _install_handler():
 def requested():
     """@return True once per checkpoint request (signal or ckptrun), else
     False. Cheap enough to call every step (an atomic read in the shim, a
-    flag check otherwise)."""
+    flag check otherwise).
+
+    In a distributed job (torch.distributed initialized, world size > 1)
+    the ranks agree: a request seen on any rank makes requested() True on
+    every rank at the same call, so every rank saves the same step. That
+    costs one all-reduce of one integer on a gloo group the helper creates
+    at the first call (so NCCL jobs work too). Every rank must therefore
+    call requested() the same number of times, at the same points (once
+    per step, on every rank): a rank that skips a call blocks the others."""
+    stop = _pending_stop[0]
+    got = _requested_local()
+    if got:
+        _pending_stop[0] = False
+    group = _agreement_group()
+    if group is None:
+        return got
+    return _agree(group, got, stop and got)
+
+
+# ---------------------------------------------------------------- ranks
+
+_group = [None, False]   # (the gloo group, created) for the agreement
+
+
+def _agreement_group():
+    """@return the gloo process group the ranks agree on, or None when
+    torch.distributed is not imported, not initialized, or has one rank.
+    Created once, at the first call, on every rank (new_group is itself
+    collective: every rank reaches it at the same requested() call)."""
+    if _group[1]:
+        return _group[0]
+    import sys
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None  # the trainer has not imported it: one process
+    try:
+        if not dist.is_available() or not dist.is_initialized():
+            return None  # not yet: ask again at the next call
+        if dist.get_world_size() <= 1:
+            _group[0], _group[1] = None, True
+            return None
+        # A group of its own: CPU tensors whatever the job's backend
+        # (NCCL takes only GPU ones), apart from the trainer's collectives.
+        grp = dist.new_group(backend="gloo")
+    except (RuntimeError, ValueError):
+        return None
+    _group[0], _group[1] = grp, True
+    return grp
+
+
+def _agree(group, got, stop):
+    """All-reduce (MAX) of this rank's request flag, and whether it is a
+    stop's, on `group`: True on every rank when any rank had a request.
+    A stop is saved once by the job: the same stop reaching other ranks
+    later (another node's ckptrun learns of it through the store, a
+    SIGTERM to every pod) is the save already made, and is not agreed on
+    again. A request taken here but not agreed (the collective failed: a
+    rank is gone) is still reported: the job is ending anyway, and this
+    rank's save is better than none."""
+    import torch
+    import torch.distributed as dist
+    flags = torch.tensor([1 if got else 0, 1 if stop else 0], dtype=torch.int64)
+    try:
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=group)
+    except RuntimeError:
+        return got
+    any_req, any_stop = bool(flags[0].item()), bool(flags[1].item())
+    if any_stop:
+        if _stop_saved[0]:
+            return False  # the job saved for this stop already
+        _stop_saved[0] = True
+    return any_req
+
+
+def _requested_local():
+    """This process's own request (requested() before the ranks agree)."""
     global _ctx_opened
     lib = _shim()
     got = False
@@ -273,6 +350,7 @@ def _handle(msg):
             if _stop_taken[0]:
                 return  # the stop's signal reached us too: one save answers both
             _stop_req[0] = True  # and a job-wide SIGTERM after it is the same stop
+            _pending_stop[0] = True
         _pending[0] = True
     elif t == "stopping":
         # ckptrun ends us next: its signal must take its default effect.
@@ -338,6 +416,7 @@ def _on_stop(signum, frame):
     _stop_taken[0] = True
     if not _stop_req[0]:  # else ckptrun asked for this stop's save already
         _pending[0] = True
+        _pending_stop[0] = True
     _reports.append(("SIGTERM" if signum == signal.SIGTERM else "SIGINT", now))
     try:
         os.write(_wake[1], b"s")

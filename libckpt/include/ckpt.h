@@ -527,7 +527,9 @@ CKPT_API ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step);
 CKPT_API ckpt_status ckpt_wait(struct ckpt_ctx *ctx);
 
 /* Wait for an in-flight save, stop the workers, disconnect from ckptrun and
- * free everything. NULL-safe. Protected memory is not touched. */
+ * free everything. NULL-safe. Protected memory is not touched. With a
+ * collective it is a collective call: the global step in progress ends on
+ * every rank first, as ckpt_wait() ends it. */
 CKPT_API void ckpt_close(struct ckpt_ctx *ctx);
 
 /* @return the detail of the context's last failure ("" if none). Valid until

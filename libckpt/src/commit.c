@@ -189,6 +189,19 @@ static ckpt_status objects_present(struct ckpt_ctx *ctx, const struct ckpt_idlis
             ckpt__seterr(err, "%s: %s", mkey_full, derr);
         }
     }
+    for (size_t p = 0; !st && p < ids->nkeys; p++) {
+        /* a global checkpoint's parts, which a gc may take as never committed */
+        char pkey[1024];
+        ckpt__run_key(ctx, ids->keys[p], pkey, sizeof pkey);
+        st = ctx->store->ops->head(ctx->store, pkey, NULL, NULL, derr);
+        if (st == CKPT_E_NOENT) {
+            ckpt__seterr(err, "part manifest %s was removed (by a gc) before it was "
+                         "committed: not committed", pkey);
+            st = CKPT_E_PRECONDITION;
+        } else if (st) {
+            ckpt__seterr(err, "%s: %s", pkey, derr);
+        }
+    }
     ckpt__idset_free(&present[0].ids);
     ckpt__idset_free(&present[1].ids);
     return st;

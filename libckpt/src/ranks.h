@@ -37,6 +37,9 @@ struct ckpt_ranks {
     size_t ndig;
     uint64_t *digs;
     char **dig_names;
+    /* the part writer's (one save in flight at a time): the time of this
+     * rank's last part, so that a newer part is always later */
+    int64_t last_part_ms;
 
     /* the application thread's */
     int phase;

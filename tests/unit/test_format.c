@@ -604,6 +604,20 @@ static void test_ranks_format4(void **state)
     assert_non_null(strstr(err, "replicated item weights"));
     ckpt__manifest_free(&p[0]);
     ckpt__manifest_free(&p[1]);
+    /* parts that agree on the digest but whose chunk ids do not hash to it */
+    assert_int_equal(ckpt__manifest_decode(buf[1], n[1], &p[0], err), CKPT_OK);
+    assert_int_equal(ckpt__manifest_decode(buf[2], n[2], &p[1], err), CKPT_OK);
+    p[1].items[1].chunks[0].id[0] ^= 1;
+    assert_int_equal(ckpt__parts_compose(p, 2, keys, &rec, 0, &gm, err), CKPT_E_CORRUPT);
+    assert_non_null(strstr(err, "do not match its digest"));
+    ckpt__manifest_free(&p[0]);
+    ckpt__manifest_free(&p[1]);
+    /* a part of another rank in rank 1's place */
+    assert_int_equal(ckpt__manifest_decode(buf[1], n[1], &p[0], err), CKPT_OK);
+    assert_int_equal(ckpt__manifest_decode(buf[1], n[1], &p[1], err), CKPT_OK);
+    assert_int_equal(ckpt__parts_compose(p, 2, keys, &rec, 0, &gm, err), CKPT_E_CORRUPT);
+    ckpt__manifest_free(&p[0]);
+    ckpt__manifest_free(&p[1]);
     /* HEAD names the record, format 4, with the world size */
     assert_int_equal(read_fixture("head-ranks-v4", buf[1], sizeof buf[1], &n[1]), CKPT_OK);
     assert_int_equal(ckpt__head_decode(buf[1], n[1], &h, err), CKPT_OK);

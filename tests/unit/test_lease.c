@@ -85,6 +85,49 @@ static void test_lifecycle(void **state)
     ckpt_store_close(st);
 }
 
+/* A job of several nodes: the generation is written into LEASE, survives
+ * renewals and the checksum, and a new holder of another generation takes
+ * an expired lease with a new epoch and its own generation. */
+static void test_job_generation(void **state)
+{
+    struct ckpt_store *st = store();
+    struct lease *a, *b;
+    struct lease_info other, li;
+    struct fake_clock fc;
+    struct lease_clock clock = fake_clock(&fc);
+    char err[CKPT_ERR_MAX];
+    (void)state;
+    assert_int_equal(lease_open(st, "j", 300, &clock, &a), CKPT_OK);
+    assert_int_equal(lease_open(st, "j", 300, &clock, &b), CKPT_OK);
+    lease_set_job(a, "1234.0");
+    lease_set_job(b, "1234.1");
+    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "j", &li, NULL, err), CKPT_OK);
+    assert_string_equal(li.job, "1234.0");
+    assert_int_equal(lease_renew(a, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "j", &li, NULL, err), CKPT_OK);
+    assert_string_equal(li.job, "1234.0");
+    assert_int_equal(lease_state(&li, fc.now), LEASE_LIVE);
+    /* another generation is refused while it is live ... */
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_E_EXISTS);
+    assert_string_equal(other.job, "1234.0");
+    /* ... and takes it over once expired */
+    fc.now += 300 + LEASE_SKEW_MS + 200;
+    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    assert_int_equal(lease_epoch(b), 2);
+    assert_int_equal(lease_read(st, "j", &li, NULL, err), CKPT_OK);
+    assert_string_equal(li.job, "1234.1");
+    assert_int_equal(li.epoch, 2);
+    /* a single runner's LEASE has none */
+    lease_set_job(b, NULL);
+    assert_int_equal(lease_renew(b, err), CKPT_OK);
+    assert_int_equal(lease_read(st, "j", &li, NULL, err), CKPT_OK);
+    assert_string_equal(li.job, "");
+    lease_close(a);
+    lease_close(b);
+    ckpt_store_close(st);
+}
+
 static void test_damaged_lease(void **state)
 {
     struct ckpt_store *st = store();
@@ -401,6 +444,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_job_generation),
         cmocka_unit_test(test_damaged_lease),
         cmocka_unit_test(test_lease_checksum),
         cmocka_unit_test(test_race),

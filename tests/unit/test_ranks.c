@@ -25,207 +25,9 @@
 #include "manifest.h"
 #include "globalckpt.h"
 #include "runload.h"
-
-#define MAXR 8
-#define OWN_BYTES (200u * 1024u + 77u)
-#define REP_BYTES (256u * 1024u + 100u)
-#define CHUNK (64u << 10)
-
-/* ---- the fake collective: N threads, one barrier, one buffer ------------ */
-struct fcoll {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned n, arrived;
-    uint64_t gen;
-    uint64_t acc[4096], result[4096];
-    size_t len;
-    int op, mismatch;
-    unsigned calls;            /* completed all-reduces */
-};
-
-struct frank {
-    struct ckpt_collective coll;
-    struct fcoll *f;
-};
-
-static int f_allreduce(void *user, uint64_t *v, size_t n, ckpt_reduce_op op)
-{
-    struct frank *r = user;
-    struct fcoll *f = r->f;
-    struct timespec until;
-    uint64_t gen;
-    int rc = 0;
-    if (n > 4096)
-        return -1;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 60; /* a rank that never comes fails the call, never hangs the test */
-    pthread_mutex_lock(&f->mu);
-    gen = f->gen;
-    if (f->arrived == 0) {
-        memcpy(f->acc, v, n * sizeof *v);
-        f->len = n;
-        f->op = (int)op;
-        f->mismatch = 0;
-    } else {
-        if (n != f->len || (int)op != f->op)
-            f->mismatch = 1;
-        for (size_t i = 0; i < n && i < f->len; i++)
-            f->acc[i] = op == CKPT_REDUCE_SUM ? f->acc[i] + v[i]
-                        : op == CKPT_REDUCE_MAX ? (v[i] > f->acc[i] ? v[i] : f->acc[i])
-                                                : (v[i] < f->acc[i] ? v[i] : f->acc[i]);
-    }
-    if (++f->arrived == f->n) {
-        memcpy(f->result, f->acc, f->len * sizeof *v);
-        f->arrived = 0;
-        f->gen++;
-        f->calls++;
-        pthread_cond_broadcast(&f->cv);
-    } else {
-        while (f->gen == gen && rc == 0)
-            rc = pthread_cond_timedwait(&f->cv, &f->mu, &until);
-    }
-    if (f->gen != gen) {
-        rc = f->mismatch ? -1 : 0;
-        memcpy(v, f->result, n * sizeof *v);
-    } else {
-        rc = -1;
-    }
-    pthread_mutex_unlock(&f->mu);
-    return rc;
-}
-
-static int f_barrier(void *user)
-{
-    uint64_t x = 0;
-    return f_allreduce(user, &x, 1, CKPT_REDUCE_MAX);
-}
-
-/* ---- a job: N ranks, each a thread with its own context ------------------ */
-struct job;
-typedef void (*rank_fn)(struct job *j, unsigned r, struct ckpt_ctx *ctx);
-
-struct job {
-    unsigned n;
-    const char *run;
-    unsigned keep;
-    rank_fn fn;
-    struct fcoll f;
-    struct frank fr[MAXR];
-    bool same_rank;            /* every collective says rank 0 */
-    ckpt_status open_st[MAXR];
-    char open_err[MAXR][CKPT_ERR_MAX];
-    int fail_line[MAXR];
-    char fail_msg[MAXR][600];
-    /* shared test data */
-    uint8_t own[MAXR][OWN_BYTES];
-    uint8_t rep[MAXR][REP_BYTES];
-    uint64_t got_step[MAXR];
-    ckpt_status st[MAXR][8];
-    int flag[MAXR][8];
-    char msg[MAXR][CKPT_ERR_MAX];
-    void *arg;
-};
-
-struct thr {
-    struct job *j;
-    unsigned r;
-};
-
-#define CHECK(j, r, c)                                                                   \
-    do {                                                                                 \
-        if (!(c) && !(j)->fail_line[r]) {                                                \
-            (j)->fail_line[r] = __LINE__;                                                \
-            snprintf((j)->fail_msg[r], sizeof (j)->fail_msg[r], "%s", #c);               \
-        }                                                                                \
-    } while (0)
-#define CHECK_ST(j, r, ctx, expr, want)                                                  \
-    do {                                                                                 \
-        ckpt_status st_ = (expr);                                                        \
-        if (st_ != (want) && !(j)->fail_line[r]) {                                       \
-            (j)->fail_line[r] = __LINE__;                                                \
-            snprintf((j)->fail_msg[r], sizeof (j)->fail_msg[r], "%s: %s, expected %s (%s)", \
-                     #expr, ckpt_status_name(st_), ckpt_status_name(want),               \
-                     ckpt_errmsg(ctx));                                                  \
-        }                                                                                \
-    } while (0)
-
-static struct ckpt_config rank_cfg(const char *run, unsigned keep)
-{
-    struct ckpt_config cfg = CKPT_CONFIG_INIT;
-    cfg.store = g_url;
-    cfg.run = run;
-    cfg.chunk_bytes = CHUNK;
-    cfg.codec = CKPT_CODEC_NONE;
-    cfg.no_control = 1;
-    cfg.workers = 2;
-    cfg.keep = keep;
-    cfg.log_level = CKPT_LOG_OFF;
-    cfg.log_fn = NULL;
-    return cfg;
-}
-
-static void *rank_main(void *arg)
-{
-    struct thr *t = arg;
-    struct job *j = t->j;
-    struct ckpt_config cfg = rank_cfg(j->run, j->keep);
-    struct ckpt_ctx *ctx = NULL;
-    cfg.collective = &j->fr[t->r].coll;
-    j->open_st[t->r] = ckpt_open(&cfg, &ctx);
-    if (j->open_st[t->r] != CKPT_OK) {
-        snprintf(j->open_err[t->r], CKPT_ERR_MAX, "%s", ckpt_errmsg(NULL));
-        return NULL;
-    }
-    j->fn(j, t->r, ctx);
-    ckpt_close(ctx);
-    return NULL;
-}
-
-/* Run fn on n ranks; fails the test on any rank's CHECK. */
-static void run_job(struct job *j, unsigned n, const char *run, rank_fn fn, bool expect_open)
-{
-    pthread_t th[MAXR];
-    struct thr t[MAXR];
-    j->n = n;
-    j->run = run;
-    j->fn = fn;
-    memset(&j->f, 0, sizeof j->f);
-    pthread_mutex_init(&j->f.mu, NULL);
-    pthread_cond_init(&j->f.cv, NULL);
-    j->f.n = n;
-    for (unsigned r = 0; r < n; r++) {
-        j->fr[r].f = &j->f;
-        j->fr[r].coll = (struct ckpt_collective){ .version = CKPT_COLLECTIVE_VERSION,
-                                                  .rank = j->same_rank ? 0 : r,
-                                                  .size = n,
-                                                  .user = &j->fr[r],
-                                                  .allreduce_u64 = f_allreduce,
-                                                  .barrier = f_barrier };
-        j->fail_line[r] = 0;
-        t[r].j = j;
-        t[r].r = r;
-        assert_int_equal(pthread_create(&th[r], NULL, rank_main, &t[r]), 0);
-    }
-    for (unsigned r = 0; r < n; r++)
-        pthread_join(th[r], NULL);
-    pthread_mutex_destroy(&j->f.mu);
-    pthread_cond_destroy(&j->f.cv);
-    for (unsigned r = 0; r < n; r++) {
-        if (expect_open && j->open_st[r] != CKPT_OK)
-            fail_msg("rank %u: ckpt_open: %s (%s)", r, ckpt_status_name(j->open_st[r]),
-                     j->open_err[r]);
-        if (j->fail_line[r])
-            fail_msg("rank %u, line %d: %s", r, j->fail_line[r], j->fail_msg[r]);
-    }
-}
-
-static struct job *job_new(void)
-{
-    struct job *j = calloc(1, sizeof *j);
-    assert_non_null(j);
-    j->keep = 3;
-    return j;
-}
+#include "rank_threads.h"
+#include "fault_store.h"
+#include "runstate.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {
@@ -243,7 +45,7 @@ static void fill(uint8_t *b, size_t n, uint64_t seed)
 static struct ckpt_ctx *open_plain(const char *run, unsigned world, unsigned rank,
                                    unsigned flags)
 {
-    struct ckpt_config cfg = rank_cfg(run, 3);
+    struct ckpt_config cfg = rank_cfg(g_url, run, 3);
     struct ckpt_ctx *ctx = NULL;
     cfg.world_size = world;
     cfg.rank = rank;
@@ -418,7 +220,7 @@ static void noop_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_duplicate_rank(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     (void)state;
     j->same_rank = true;
     run_job(j, 3, "dup", noop_rank, false);
@@ -475,7 +277,7 @@ static void restore_check(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_four_ranks(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct listed l;
     (void)state;
     run_job(j, 4, "four", save_two_steps, true);
@@ -518,7 +320,7 @@ static void should_save_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_should_save_agrees(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct listed l;
     (void)state;
     run_job(j, 4, "should", should_save_rank, true);
@@ -559,7 +361,7 @@ static void failing_part_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_failed_part(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct listed l;
     (void)state;
     run_job(j, 3, "failpart", failing_part_rank, true);
@@ -573,6 +375,54 @@ static void test_failed_part(void **state)
     assert_int_equal(l.steps[0], 1);
     /* the step-1 parts restore (the file items are not protected here) */
     run_job(j, 3, "failpart", restore_check, true);
+    for (unsigned r = 0; r < 3; r++)
+        assert_int_equal(j->got_step[r], 1);
+    free(j);
+}
+
+/* ---- injected store errors: a rank's part, rank 0's commit --------------- */
+static void store_error_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
+{
+    struct fault_store *fs;
+    ckpt__run_wait_loaded(&ctx->rs); /* the store is not in use while it is wrapped */
+    fs = fault_wrap(&ctx->store);
+    protect_all(j, r, ctx);
+    fill_step(j, r, 1);
+    CHECK_ST(j, r, ctx, ckpt_save(ctx, 1), CKPT_OK);
+    CHECK_ST(j, r, ctx, ckpt_wait(ctx), CKPT_OK);
+    /* step 2: rank 2's part manifest is refused by its store */
+    if (r == 2)
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = ".ckp",
+                                            .act = FAULT_FAIL, .status = CKPT_E_AUTH });
+    fill_step(j, r, 2);
+    CHECK_ST(j, r, ctx, ckpt_save(ctx, 2), CKPT_OK);
+    j->st[r][0] = ckpt_wait(ctx);
+    /* step 3: rank 0's commit record is refused */
+    if (r == 0)
+        fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = ".ckc",
+                                            .act = FAULT_FAIL, .status = CKPT_E_NOSPACE });
+    fill_step(j, r, 3);
+    CHECK_ST(j, r, ctx, ckpt_save(ctx, 3), CKPT_OK);
+    j->st[r][1] = ckpt_wait(ctx);
+    snprintf(j->msg[r], sizeof j->msg[r], "%s", ckpt_errmsg(ctx));
+}
+
+static void test_store_errors(void **state)
+{
+    struct job *j = job_new(g_url);
+    struct listed l;
+    (void)state;
+    run_job(j, 3, "storeerr", store_error_rank, true);
+    for (unsigned r = 0; r < 3; r++) {
+        assert_int_equal(j->st[r][0], CKPT_E_AUTH);
+        assert_int_equal(j->st[r][1], CKPT_E_NOSPACE);
+        if (r && !strstr(j->msg[r], "rank 0 could not commit step 3"))
+            fail_msg("rank %u: %s", r, j->msg[r]);
+    }
+    l = list_run("storeerr");
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.steps[0], 1);
+    run_job(j, 3, "storeerr", restore_check, true);
     for (unsigned r = 0; r < 3; r++)
         assert_int_equal(j->got_step[r], 1);
     free(j);
@@ -601,7 +451,7 @@ static void spread_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_replicated_spread(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct ckpt_ctx *ctx;
     struct ckpt_head h;
     struct ckpt_manifest gm;
@@ -658,7 +508,7 @@ static void mismatch_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_replicated_mismatch(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct listed l;
     (void)state;
     run_job(j, 3, "mismatch", mismatch_rank, true);
@@ -677,7 +527,7 @@ static void test_replicated_mismatch(void **state)
 /* ---- falling back together ---------------------------------------------- */
 static void test_fallback_together(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct ckpt_ctx *ctx;
     struct ckpt_head h;
     struct ckpt_manifest p;
@@ -742,7 +592,7 @@ static void restore_replicated_only(struct job *j, unsigned r, struct ckpt_ctx *
 
 static void test_world_size_mismatch(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct ckpt_ctx *ctx;
     uint64_t step = 0;
     uint8_t *want = malloc(OWN_BYTES);
@@ -878,7 +728,7 @@ static void save_four_steps(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void test_retention_and_gc(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct ckpt_ctx *ctx;
     struct listed l;
     uint64_t deleted = 0;
@@ -915,7 +765,7 @@ static void test_retention_and_gc(void **state)
 /* ---- verify catches a mixed replicated item ------------------------------ */
 static void test_verify_mixed(void **state)
 {
-    struct job *j = job_new();
+    struct job *j = job_new(g_url);
     struct ckpt_ctx *ctx;
     struct ckpt_head h;
     struct ckpt_manifest gm, p;
@@ -962,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_four_ranks),
         cmocka_unit_test(test_should_save_agrees),
         cmocka_unit_test(test_failed_part),
+        cmocka_unit_test(test_store_errors),
         cmocka_unit_test(test_replicated_spread),
         cmocka_unit_test(test_replicated_mismatch),
         cmocka_unit_test(test_fallback_together),

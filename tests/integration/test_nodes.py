@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""ckptrun on every node of a job: two 'nodes' on one machine.
+
+Each node is `ckptrun --nnodes 2 --node-rank K --job-id ID` with its own
+HOME and CKPT_DIR over `torchrun --nnodes 2 --node_rank K --nproc_per_node 2
+--master_addr 127.0.0.1` running examples/python/ddp_train.py (DDP, gloo,
+CPU; only global rank 0 writes checkpoint-N/, as HF does), one store.
+
+  1. SIGTERM to node 1's ckptrun only: node 0 learns it through the store,
+     the ranks agree (ckpt_helper) on one step, node 0 writes its part
+     (checkpoint-N/), node 1 an empty part; node 0 commits the global step;
+     both nodes exit 75 with the same step.
+  2. A notice (tests/tools/metadata_mock.py) on node 1 only, after a
+     restart of both with a new job id that resumed that step: the same.
+  3. SIGKILL of node 0's ckptrun while the save of a stop is under way: no
+     global step above the last one is ever committed (node 1 ends 74 or
+     with the job's failure, never 75).
+  4. Restart of both with a new job id: the newest global step resumes,
+     and the run ends with the bytes of one never interrupted.
+  5. A different node count on restore: the documented error (exit 78,
+     "written by 2 node(s)").
+
+Needs /usr/bin/python3 with torch and /usr/bin/torchrun; exits 77 (skip)
+without them.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
+CKPTRUN = os.path.join(BIN, "ckptrun")
+TRAINER = os.path.join(REPO, "examples", "python", "ddp_train.py")
+MOCK = os.path.join(REPO, "tests", "tools", "metadata_mock.py")
+TORCHRUN = "/usr/bin/torchrun"
+PY = "/usr/bin/python3"
+STEPS = 400
+sys.path.insert(0, HERE)
+from test_proc import Proc  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def launcher(node, port, out, sleep_ms):
+    return [TORCHRUN, "--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "2",
+            "--master_addr", "127.0.0.1", "--master_port", str(port),
+            "--redirects", "1", "--tee", "1",
+            TRAINER, "--steps", str(STEPS), "--out", out, "--sleep-ms", str(sleep_ms)]
+
+
+class Nodes(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ckpt-nodes-")
+        self.store = "file://" + os.path.join(self.tmp, "store")
+        self.procs = []
+        self.gen = 0
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.p.poll() is None:
+                p.p.kill()
+                p.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def env(self, node, tag):
+        work = os.path.join(self.tmp, "%s-node%d" % (tag, node))
+        os.makedirs(os.path.join(work, "home"), exist_ok=True)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CKPT_", "SLURM_", "PET_"))}
+        env.pop("LD_PRELOAD", None)
+        env.update(HOME=os.path.join(work, "home"), CKPT_STORE=self.store, CKPT_RUN="job",
+                   CKPT_DIR=os.path.join(work, "ck"), CKPT_NOTICE="none")
+        return env, work
+
+    def start_job(self, tag, sleep_ms=20, extra=None):
+        """Both nodes under a new job generation. @return ([proc0, proc1], out path)."""
+        self.gen += 1
+        job = "gen%d" % self.gen
+        port = free_port()
+        out = os.path.join(self.tmp, "out-%s" % tag)
+        procs = []
+        for node in (0, 1):
+            env, work = self.env(node, tag)
+            args = ["--nnodes", "2", "--node-rank", str(node), "--job-id", job,
+                    "--signal", "USR1", "--complete-marker", "trainer_state.json",
+                    "--settle", "30s", "--grace", "20s"]
+            args += (extra or {}).get(node, [])
+            p = Proc(args + ["--"] + launcher(node, port, out, sleep_ms), env, work)
+            self.procs.append(p)
+            procs.append(p)
+        starts = []
+        for node, p in enumerate(procs):
+            for r in (2 * node, 2 * node + 1):
+                m = p.wait_line(r"ddp_train: rank %d of 4 start at step (\d+)" % r, timeout=150)
+                starts.append(int(m.group(1)))
+        self.assertEqual(len(set(starts)), 1, starts)
+        return procs, out, starts[0]
+
+    def stopped(self, procs, after):
+        """Both nodes exit 75 with one global step above `after`."""
+        steps = []
+        for p in procs:
+            self.assertEqual(p.wait(150), 75, p.text())
+            got = [int(s) for s in re.findall(r" global-commit step=(\d+)", p.text())]
+            self.assertTrue(got, p.text())
+            steps.append(max(got))
+        self.assertEqual(steps[0], steps[1], [p.text() for p in procs])
+        self.assertGreater(steps[0], after)
+        # node 0 wrote checkpoint-N/, node 1 nothing: its part is empty
+        self.assertRegex(procs[0].text(), r" part step=%d .*entry=checkpoint-%d" %
+                         (steps[0], steps[0]))
+        self.assertRegex(procs[1].text(), r" part step=%d node=1 empty=true" % steps[0])
+        return steps[0]
+
+    def ls(self):
+        env, work = self.env(0, "admin")
+        r = subprocess.run([CKPTRUN, "ls", "--json"], env=env, cwd=work, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def newest(self):
+        return max((c["step"] for c in self.ls()), default=None)
+
+    def reference(self):
+        out = os.path.join(self.tmp, "ref")
+        port = free_port()
+        ps = []
+        for node in (0, 1):
+            env, _ = self.env(node, "ref")
+            ps.append(subprocess.Popen(launcher(node, port, out, 0), env=env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True))
+        for p in ps:
+            _, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, err)
+        with open(out, "rb") as f:
+            return f.read()
+
+    def test_two_nodes(self):
+        # 1. SIGTERM on node 1 only
+        procs, _, _ = self.start_job("sigterm")
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        procs[1].p.send_signal(signal.SIGTERM)
+        last = self.stopped(procs, 0)
+        print("stop on one node to exit 75 on both: %.1f s" % (time.monotonic() - t0),
+              file=sys.stderr)
+        self.assertIn("stop from node 1", procs[0].text())
+        self.assertEqual(self.newest(), last)
+        self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
+
+        # 2. a notice on node 1 only; a second stop in the window starts nothing
+        mock = subprocess.Popen([PY, MOCK, "--provider", "aws"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        try:
+            port = int(mock.stdout.readline().split()[1])
+            procs, _, start = self.start_job("notice", extra={
+                1: ["--notice", "aws", "--metadata-url", "http://127.0.0.1:%d" % port]})
+            self.assertEqual(start, last)  # both resumed the global step
+            time.sleep(1.0)
+            urllib.request.urlopen("http://127.0.0.1:%d/_mock/notice?kind=terminate&in=90"
+                                   % port, data=b"").read()
+            procs[1].wait_line(r" notice ", timeout=30)
+            procs[0].wait_line(r"stop from node 1", timeout=30)
+            procs[0].p.send_signal(signal.SIGTERM)  # node 0's own, later, same window
+            last = self.stopped(procs, last)
+            self.assertEqual(len(re.findall(r" request reason=stop", procs[0].text())), 1,
+                             procs[0].text())
+        finally:
+            mock.kill()
+            mock.wait()
+
+        # 3. SIGKILL of node 0 during the save of a stop: nothing torn
+        procs, _, start = self.start_job("kill", sleep_ms=40)
+        self.assertEqual(start, last)
+        time.sleep(1.0)
+        procs[1].p.send_signal(signal.SIGTERM)
+        procs[0].wait_line(r"ddp_train: saved step", timeout=60)
+        procs[0].p.kill()
+        procs[0].wait(30)
+        rc = procs[1].wait(150)
+        self.assertNotEqual(rc, 75, procs[1].text())
+        self.assertEqual(self.newest(), last)
+
+        # 4. a new generation resumes the newest global step, ends identical
+        procs, out, start = self.start_job("final", sleep_ms=0)
+        self.assertEqual(start, last)
+        for p in procs:
+            self.assertEqual(p.wait(300), 0, p.text())
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), self.reference())
+
+        # 5. another node count: the documented error
+        env, work = self.env(0, "world")
+        r = subprocess.run([CKPTRUN, "--nnodes", "3", "--node-rank", "0", "--job-id", "w3",
+                            "--", "true"], env=env, cwd=work, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertIn("written by 2 node(s); this job has 3", r.stderr)
+        r = subprocess.run([CKPTRUN, "--", "true"], env=env, cwd=work, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertIn("written by 2 nodes; this job has 1", r.stderr)
+
+    def test_options(self):
+        env, work = self.env(0, "opts")
+
+        def run(*args, **extra):
+            e = dict(env, **extra)
+            return subprocess.run([CKPTRUN] + list(args) + ["--", "true"], env=e, cwd=work,
+                                  capture_output=True, text=True, timeout=60)
+        r = run("--nnodes", "2", "--node-rank", "2", "--job-id", "x")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        r = run("--nnodes", "2", "--node-rank", "0")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("--job-id", r.stderr)
+        r = run("--nnodes", "2", "--node-rank", "1", "--job-id", "bad/id")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        # a batch script is not a job step: SLURM_NNODES alone is one node
+        r = run(SLURM_NNODES="2", SLURM_NODEID="0", SLURM_JOB_ID="7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # node 0 alone: its part of step 5 waits for node 1's; ls and status
+        # say which part is missing
+        p = Proc(["--nnodes", "2", "--node-rank", "0", "--job-id", "A", "--grace", "3s",
+                  "--", "sh", "-c",
+                  'd="$CKPT_DIR/.t"; mkdir -p "$d"; echo x > "$d/w"; '
+                  'mv "$d" "$CKPT_DIR/checkpoint-5"; sleep 30'], env, work)
+        self.procs.append(p)
+        p.wait_line(r" lease action=acquired", timeout=30)
+        p.wait_line(r" part step=5 .*node=0", timeout=60)
+        r = subprocess.run([CKPTRUN, "status", "--json"], env=env, cwd=work,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        st = json.loads(r.stdout)
+        self.assertEqual([(x["step"], x["parts"], x["missing"]) for x in st["pending"]],
+                         [(5, [0], [1])], st)
+        self.assertEqual(st["lease"]["job"], "A")
+        r = subprocess.run([CKPTRUN, "ls"], env=env, cwd=work, capture_output=True, text=True,
+                           timeout=60)
+        self.assertIn("step 5: parts 1/2, missing node 1", r.stdout, r.stdout + r.stderr)
+        # a node of another generation is refused while the lease is live
+        env1, work1 = self.env(1, "opts")
+        r = subprocess.run([CKPTRUN, "--nnodes", "2", "--node-rank", "1", "--job-id", "B",
+                            "--", "true"], env=env1, cwd=work1, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertIn("of job A", r.stderr)
+        p.p.send_signal(signal.SIGTERM)
+        p.wait(60)
+
+
+if __name__ == "__main__":
+    if not (os.access(TORCHRUN, os.X_OK) and
+            subprocess.run([PY, "-c", "import torch.distributed"],
+                           capture_output=True).returncode == 0):
+        print("SKIP: torchrun or torch not available (needs /usr/bin/torchrun and "
+              "python3-torch)", file=sys.stderr)
+        sys.exit(77)
+    unittest.main()
