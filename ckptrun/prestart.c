@@ -101,9 +101,12 @@ int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
     }
     if (ns.n > 0)
         out->last_step = (int64_t)ns.step[0];
-    if (ns.n > 0 && ns.world > 1) {
+    if (ns.n > 0 && ns.world > 1 && record_has_files(rec, ns.step[0]) > 0) {
         /* A job of several nodes wrote it (docs/multirank.md): each node
-         * resumes its own part, so it resumes on as many nodes. */
+         * resumes its own part, so it resumes on as many nodes. (A global
+         * checkpoint of memory regions -- the ranks of an MPI job under
+         * this one ckptrun -- is the trainer's to restore, with its
+         * collective: libckpt's business, as below.) */
         log_error("the newest checkpoint of run %s (step %" PRIu64 ") was written by %u "
                   "nodes; this job has 1 (--nnodes): %s. Resume it with --nnodes %u, or "
                   "restore its parts by hand", run, ns.step[0], ns.world,
