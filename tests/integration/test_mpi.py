@@ -409,7 +409,14 @@ class Slurm(Mpi):
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
+        try:
+            with open(cls.cluster.munge_pid_file) as f:
+                munged = int(f.read().strip())
+        except (OSError, ValueError, AttributeError):
+            munged = None
         cls.cluster.stop()
+        if munged:  # it removes its socket and pid file as it exits
+            wait_for(lambda: not alive(munged), timeout=15, what="munged to exit")
         shutil.rmtree(cls.stmp, ignore_errors=True)
 
     def submit(self, name, sleep_ms):
