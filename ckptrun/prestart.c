@@ -81,6 +81,20 @@ out:
     return st;
 }
 
+/* Whether ckptrun nodes wrote global step `step` of `world` parts: some
+ * node left its files mark ("<step>.n<K>.json"). An error reading counts
+ * as yes: the refusal is then the safe side. */
+static int nodes_wrote_files(struct record *rec, uint64_t step, unsigned world)
+{
+    int found = 0;
+    for (unsigned k = 0; k < world && !found; k++) {
+        record_set_node(rec, k, world);
+        found = record_has_files(rec, step) != 0;
+    }
+    record_set_node(rec, 0, 1); /* this ckptrun's own marks again */
+    return found;
+}
+
 int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
                      const char *store, const char *dir, struct prestart *out)
 {
@@ -101,7 +115,7 @@ int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
     }
     if (ns.n > 0)
         out->last_step = (int64_t)ns.step[0];
-    if (ns.n > 0 && ns.world > 1 && record_has_files(rec, ns.step[0]) > 0) {
+    if (ns.n > 0 && ns.world > 1 && nodes_wrote_files(rec, ns.step[0], ns.world)) {
         /* A job of several nodes wrote it (docs/multirank.md): each node
          * resumes its own part, so it resumes on as many nodes. (A global
          * checkpoint of memory regions -- the ranks of an MPI job under
