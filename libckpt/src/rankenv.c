@@ -2,7 +2,6 @@
  * else the launchers' environment, checked against the collective
  * (config.h, ckpt.h "Ranks"). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
