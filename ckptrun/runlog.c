@@ -129,13 +129,30 @@ static const char *level_word(int level)
     return level == LOG_WARN ? "warn" : "error";
 }
 
-static void put_level(int level)
+static void put_level(FILE *f, int level)
 {
     if (g_color)
-        fprintf(stderr, "%s%s\033[0m", level == LOG_WARN ? "\033[33m" : "\033[1;31m",
+        fprintf(f, "%s%s\033[0m", level == LOG_WARN ? "\033[33m" : "\033[1;31m",
                 level_word(level));
     else
-        fputs(level_word(level), stderr);
+        fputs(level_word(level), f);
+}
+
+/* A line is composed in memory and reaches stderr in one write, so the
+ * child's output (same terminal or pipe) never lands inside it. */
+static FILE *line_open(char **buf, size_t *len)
+{
+    FILE *m = open_memstream(buf, len);
+    return m ? m : stderr; /* out of memory: piece by piece, as before */
+}
+
+static void line_put(FILE *m, char **buf, size_t *len)
+{
+    if (m == stderr)
+        return;
+    if (fclose(m) == 0 && *buf) /* fclose sets *buf and *len */
+        fwrite(*buf, 1, *len, stderr);
+    free(*buf);
 }
 
 /* Text value: integers without a fraction, strings quoted only when they
@@ -208,16 +225,20 @@ void log_event(int level, const char *event, const cJSON *fields)
     if (g_json) {
         put_json(event, level, fields, NULL);
     } else {
-        fprintf(stderr, "ckptrun: %s %s", iso_time(ckpt_now_ms(), ts, sizeof ts), event);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = line_open(&buf, &len);
+        fprintf(m, "ckptrun: %s %s", iso_time(ckpt_now_ms(), ts, sizeof ts), event);
         if (level >= LOG_WARN) {
-            fputs(" level=", stderr);
-            put_level(level);
+            fputs(" level=", m);
+            put_level(m, level);
         }
         for (it = fields ? fields->child : NULL; it; it = it->next) {
-            fprintf(stderr, " %s=", it->string ? it->string : "?");
-            put_text_value(stderr, it);
+            fprintf(m, " %s=", it->string ? it->string : "?");
+            put_text_value(m, it);
         }
-        fputc('\n', stderr);
+        fputc('\n', m);
+        line_put(m, &buf, &len);
     }
     status_draw();
     pthread_mutex_unlock(&g_lock);
@@ -268,9 +289,13 @@ void log_error(const char *fmt, ...)
     if (g_json) {
         put_json("error", LOG_ERROR, NULL, msg);
     } else {
-        fputs("ckptrun: ", stderr);
-        put_level(LOG_ERROR);
-        fprintf(stderr, ": %s\n", msg);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = line_open(&buf, &len);
+        fputs("ckptrun: ", m);
+        put_level(m, LOG_ERROR);
+        fprintf(m, ": %s\n", msg);
+        line_put(m, &buf, &len);
     }
     fflush(stderr);
     pthread_mutex_unlock(&g_lock);

@@ -44,25 +44,27 @@
 
 #define NOUT 16
 
-struct meta { /* replicated */
-    uint64_t step;  /* steps completed */
+/* replicated: the same bytes on every rank */
+struct meta {
+    uint64_t step; /* steps completed */
     uint64_t magic;
     uint32_t input, hidden, batch, world;
 };
 
-struct rank_state { /* per rank */
+/* per rank: this rank's own */
+struct rank_state {
     uint64_t rng[2];
-    uint64_t samples;   /* samples this rank drew */
-    double loss_sum;    /* of this rank's batches */
+    uint64_t samples; /* samples this rank drew */
+    double loss_sum;  /* of this rank's batches */
     uint32_t rank, world;
 };
 
 struct model {
     size_t d, h, b, nparam;
-    float *w1, *b1, *w2, *b2;     /* d*h, h, h*NOUT, NOUT: one array */
-    float *m, *v;                 /* Adam moments */
-    float *ema;                   /* this rank's EMA of its own gradient */
-    float *teacher;               /* fixed from the seed: not state */
+    float *w1, *b1, *w2, *b2; /* d*h, h, h*NOUT, NOUT: one array */
+    float *m, *v;             /* Adam moments */
+    float *ema;               /* this rank's EMA of its own gradient */
+    float *teacher;           /* fixed from the seed: not state */
     struct meta meta;
     struct rank_state rs;
 };
@@ -185,8 +187,8 @@ static float local_grad(struct model *md, float *x, float *hid, float *gh, float
 /* One data-parallel step: gradients exchanged, summed in rank order on every
  * rank (the same float operations everywhere: the same bytes), then Adam.
  * @return the mean loss of this rank's batch, or NAN if MPI failed. */
-static float train_step(struct model *md, int world, float *x, float *hid, float *gh,
-                        float *grad, float *all)
+static float train_step(struct model *md, int world, float *x, float *hid, float *gh, float *grad,
+                        float *all)
 {
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
     const uint64_t t = md->meta.step + 1;
@@ -258,8 +260,7 @@ static int write_out(const char *path, const struct model *md, int rank, int wor
             fwrite(md->w1, sizeof(float), md->nparam, f) != md->nparam ||
             fwrite(md->m, sizeof(float), md->nparam, f) != md->nparam ||
             fwrite(md->v, sizeof(float), md->nparam, f) != md->nparam ||
-            fwrite(all, rec, (size_t)world, f) != (size_t)world || fflush(f) ||
-            fsync(fileno(f))) {
+            fwrite(all, rec, (size_t)world, f) != (size_t)world || fflush(f) || fsync(fileno(f))) {
             fclose(f);
             unlink(tmp);
             goto fail;
@@ -280,24 +281,23 @@ fail:
 
 static void usage(FILE *to)
 {
-    fprintf(to,
-            "usage: mpirun -np N mpi_trainer --steps N --every K --out FILE [options]\n"
-            "  --steps N       train until N steps are done (resuming if a checkpoint exists)\n"
-            "  --every K       checkpoint every K steps (0 = only when ckptrun asks)\n"
-            "  --out FILE      rank 0 writes the final state of every rank to FILE\n"
-            "  --store URL     store (default $CKPT_STORE, else file://~/.local/share/ckpt)\n"
-            "  --run NAME      run name (default $CKPT_RUN, else the directory's name)\n"
-            "  --input D       input width (default 256)\n"
-            "  --hidden H      hidden width (default 1024; replicated state = ~12*D*H bytes,\n"
-            "                  per-rank state ~4*D*H bytes)\n"
-            "  --batch B       batch size per rank (default 4)\n"
-            "  --sleep-ms MS   sleep after every step (tests use it to slow down)\n"
-            "  --stall-rank R --stall-step S\n"
-            "                  (tests) rank R stops forever after its save of step S\n"
-            "  --reshard       resume a checkpoint of another number of ranks: the\n"
-            "                  replicated state from it, rank r's own state from its\n"
-            "                  part r (a fresh one where it had no rank r)\n"
-            "  --quiet         print only the summary\n");
+    fprintf(to, "usage: mpirun -np N mpi_trainer --steps N --every K --out FILE [options]\n"
+                "  --steps N       train until N steps are done (resuming if a checkpoint exists)\n"
+                "  --every K       checkpoint every K steps (0 = only when ckptrun asks)\n"
+                "  --out FILE      rank 0 writes the final state of every rank to FILE\n"
+                "  --store URL     store (default $CKPT_STORE, else file://~/.local/share/ckpt)\n"
+                "  --run NAME      run name (default $CKPT_RUN, else the directory's name)\n"
+                "  --input D       input width (default 256)\n"
+                "  --hidden H      hidden width (default 1024; replicated state = ~12*D*H bytes,\n"
+                "                  per-rank state ~4*D*H bytes)\n"
+                "  --batch B       batch size per rank (default 4)\n"
+                "  --sleep-ms MS   sleep after every step (tests use it to slow down)\n"
+                "  --stall-rank R --stall-step S\n"
+                "                  (tests) rank R stops forever after its save of step S\n"
+                "  --reshard       resume a checkpoint of another number of ranks: the\n"
+                "                  replicated state from it, rank r's own state from its\n"
+                "                  part r (a fresh one where it had no rank r)\n"
+                "  --quiet         print only the summary\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -420,8 +420,8 @@ static ckpt_status reshard(struct model *md, struct ckpt_ctx *ctx, int rank, int
 
 /* Open, protect, restore: every rank the same calls in the same order.
  * @return 0, or the exit status. */
-static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ctx,
-                 int rank, int world, int resharding)
+static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ctx, int rank,
+                 int world, int resharding)
 {
     const size_t pb = md->nparam * sizeof(float);
     uint64_t restored = 0;
@@ -433,14 +433,13 @@ static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ct
         return st == CKPT_E_CONFIG || st == CKPT_E_AUTH ? 78 : 69;
     }
     /* what libckpt resolved (config, environment, collective) */
-    printf("mpi_trainer: rank %d of %d pid %d libckpt rank %u of %u\n", rank, world,
-           (int)getpid(), ckpt_rank(*ctx), ckpt_world_size(*ctx));
+    printf("mpi_trainer: rank %d of %d pid %d libckpt rank %u of %u\n", rank, world, (int)getpid(),
+           ckpt_rank(*ctx), ckpt_world_size(*ctx));
     fflush(stdout);
     if ((st = ckpt_protect_replicated(*ctx, "params", md->w1, pb, CKPT_ELEM_F32)) ||
         (st = ckpt_protect_replicated(*ctx, "adam_m", md->m, pb, CKPT_ELEM_F32)) ||
         (st = ckpt_protect_replicated(*ctx, "adam_v", md->v, pb, CKPT_ELEM_F32)) ||
-        (st = ckpt_protect_replicated(*ctx, "meta", &md->meta, sizeof md->meta,
-                                      CKPT_ELEM_BYTES)) ||
+        (st = ckpt_protect_replicated(*ctx, "meta", &md->meta, sizeof md->meta, CKPT_ELEM_BYTES)) ||
         (st = ckpt_protect(*ctx, "rank", &md->rs, sizeof md->rs)) ||
         (st = ckpt_protect_ex(*ctx, "grad_ema", md->ema, pb, CKPT_ELEM_F32))) {
         fprintf(stderr, "mpi_trainer: protect: %s\n", ckpt_strerror(st));
@@ -463,15 +462,14 @@ static int setup(struct model *md, struct ckpt_config *cfg, struct ckpt_ctx **ct
     } else if (st == CKPT_E_NOENT) {
         printf("mpi_trainer: rank %d starting fresh (no checkpoint)\n", rank);
     } else {
-        fprintf(stderr, "mpi_trainer: rank %d: restore failed: %s: %s\n", rank,
-                ckpt_strerror(st), ckpt_errmsg(*ctx));
+        fprintf(stderr, "mpi_trainer: rank %d: restore failed: %s: %s\n", rank, ckpt_strerror(st),
+                ckpt_errmsg(*ctx));
         return st == CKPT_E_WORLD ? 65 : 1;
     }
     return 0;
 }
 
-static int train(struct model *md, struct ckpt_ctx *ctx, const struct args *a, int rank,
-                 int world)
+static int train(struct model *md, struct ckpt_ctx *ctx, const struct args *a, int rank, int world)
 {
     const size_t n = md->nparam;
     float *x = malloc(md->d * sizeof *x), *hid = malloc(md->h * sizeof *hid);
@@ -491,17 +489,15 @@ static int train(struct model *md, struct ckpt_ctx *ctx, const struct args *a, i
             goto out;
         }
         if (!a->quiet && rank == 0 && (md->meta.step % 50 == 0 || md->meta.step == a->steps))
-            printf("mpi_trainer: step %llu loss %.4f\n", (unsigned long long)md->meta.step,
-                   loss);
+            printf("mpi_trainer: step %llu loss %.4f\n", (unsigned long long)md->meta.step, loss);
         /* collective, every step: a request seen by any rank is seen by all,
          * and the ranks' durable parts get committed (by rank 0) */
         want = ckpt_should_save(ctx);
         if (want || (a->every && md->meta.step % a->every == 0)) {
             ckpt_status st = ckpt_save(ctx, md->meta.step);
             if (st)
-                fprintf(stderr, "mpi_trainer: rank %d: save at step %llu failed: %s: %s\n",
-                        rank, (unsigned long long)md->meta.step, ckpt_strerror(st),
-                        ckpt_errmsg(ctx));
+                fprintf(stderr, "mpi_trainer: rank %d: save at step %llu failed: %s: %s\n", rank,
+                        (unsigned long long)md->meta.step, ckpt_strerror(st), ckpt_errmsg(ctx));
             else if (!a->quiet || a->stall)
                 printf("mpi_trainer: rank %d saving step %llu\n", rank,
                        (unsigned long long)md->meta.step);

@@ -28,8 +28,10 @@ extern "C" {
 #endif
 
 /* The process's global context, opened on the first call with the CKPT_*
- * environment (ckpt_open(NULL)): under ckptrun it connects to the control
- * socket and says `hello`, after which ckptrun sends its requests there.
+ * environment (as ckpt_open(NULL), but one rank: see below): under ckptrun
+ * it connects to the control socket and says `hello`, after which ckptrun sends its requests there.
+ * The context is a single-rank one (world_size 1) whatever the launcher's
+ * environment says: the shim has no collective (ckpt.h, "Ranks").
  * A request signal the shim caught -- before the context existed too -- is
  * forwarded to it (ckpt_request()), so ckpt_should_save() on it is true for
  * both. Thread-safe. In a child forked after the call, the first call opens

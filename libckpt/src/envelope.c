@@ -65,6 +65,31 @@ ckpt_status ckpt__envelope_parse(const void *buf, size_t len, size_t max, const 
     return CKPT_OK;
 }
 
+ckpt_status ckpt__envelope_record(const void *buf, size_t len, size_t max, const char *what,
+                                  const char *kind, int fmt_max, cJSON **root, double *fmt,
+                                  char *err)
+{
+    ckpt_status st = ckpt__envelope_parse(buf, len, max, what, root, err);
+    const char *k;
+    if (st)
+        return st;
+    st = CKPT_E_CORRUPT;
+    if (!cJSON_IsObject(*root) || ckpt__json_get_num(*root, "format", 1, 1e9, fmt)) {
+        ckpt__seterr(err, "%s is not a JSON object with a format", what);
+    } else if (*fmt > fmt_max) {
+        ckpt__seterr(err, "%s format %g is newer than this ckpt (%d): upgrade", what, *fmt,
+                     fmt_max);
+        st = CKPT_E_UNSUPPORTED;
+    } else if (!(k = ckpt__json_get_str(*root, "kind")) || strcmp(k, kind) != 0) {
+        ckpt__seterr(err, "%s is not of kind \"%s\"", what, kind);
+    } else {
+        return CKPT_OK;
+    }
+    cJSON_Delete(*root);
+    *root = NULL;
+    return st;
+}
+
 /* ---- JSON fields --------------------------------------------------------------- */
 int ckpt__json_add_u64s(cJSON *o, const char *k, uint64_t v)
 {

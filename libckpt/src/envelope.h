@@ -25,6 +25,15 @@ ckpt_status ckpt__envelope_open(const void *buf, size_t len, size_t *json_len, c
 ckpt_status ckpt__envelope_parse(const void *buf, size_t len, size_t max, const char *what,
                                  cJSON **root, char *err);
 
+/* ckpt__envelope_parse(), then the checks every record starts with: a JSON
+ * object with a `format` of 1..fmt_max (above: CKPT_E_UNSUPPORTED, "newer
+ * than this ckpt: upgrade") and a `kind` of `kind` (else CKPT_E_CORRUPT).
+ * On success *root is the object (the caller deletes it) and *fmt its
+ * format; on failure *root is NULL. */
+ckpt_status ckpt__envelope_record(const void *buf, size_t len, size_t max, const char *what,
+                                  const char *kind, int fmt_max, cJSON **root, double *fmt,
+                                  char *err);
+
 /* Fields. 64-bit counters are decimal strings (JSON numbers are doubles for
  * most readers); other numbers must be integers within [lo, hi]. The adders
  * return 1, or 0 without memory; the getters 0, or -1 when the field is

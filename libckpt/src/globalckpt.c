@@ -104,31 +104,21 @@ ckpt_status ckpt__commit_rec_decode(const void *buf, size_t len, struct ckpt_com
     ckpt_status st;
     cJSON *root = NULL;
     const cJSON *parts, *rep, *a;
-    const char *kind, *writer, *parent;
+    const char *writer, *parent;
     double fmt, t, ws, nb;
     size_t i;
 
     memset(r, 0, sizeof *r);
-    st = ckpt__envelope_parse(buf, len, CKPT_MANIFEST_MAX, "commit record", &root, err);
+    st = ckpt__envelope_record(buf, len, CKPT_MANIFEST_MAX, "commit record", "commit",
+                               CKPT_FORMAT_VERSION, &root, &fmt, err);
     if (st)
         return st;
     st = CKPT_E_CORRUPT;
-    if (!cJSON_IsObject(root) || ckpt__json_get_num(root, "format", 1, 1e9, &fmt)) {
-        ckpt__seterr(err, "commit record is not a JSON object with a format");
-        goto out;
-    }
-    if (fmt > CKPT_FORMAT_VERSION) {
-        ckpt__seterr(err, "commit record format %g is newer than this ckpt (%d): upgrade", fmt,
-                     CKPT_FORMAT_VERSION);
-        st = CKPT_E_UNSUPPORTED;
-        goto out;
-    }
-    kind = ckpt__json_get_str(root, "kind");
     writer = ckpt__json_get_str(root, "writer");
     parent = ckpt__json_get_str(root, "parent");
     parts = cJSON_GetObjectItemCaseSensitive(root, "parts");
     rep = cJSON_GetObjectItemCaseSensitive(root, "replicated");
-    if (fmt < CKPT_FORMAT_RANKS || !kind || strcmp(kind, "commit") ||
+    if (fmt < CKPT_FORMAT_RANKS ||
         ckpt__json_get_u64s(root, "step", &r->step) || ckpt__json_get_u64s(root, "seq", &r->seq) ||
         ckpt__json_get_u64s(root, "epoch", &r->epoch) ||
         ckpt__json_get_num(root, "time_ms", 0, CKPT_JSON_MAX_SAFE, &t) ||

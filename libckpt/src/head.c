@@ -161,26 +161,15 @@ ckpt_status ckpt__head_decode(const void *buf, size_t len, struct ckpt_head *h, 
     ckpt_status st;
     cJSON *root = NULL, *arr;
     double fmt, t;
-    const char *kind;
 
     memset(h, 0, sizeof *h);
-    st = ckpt__envelope_parse(buf, len, CKPT_HEAD_MAX, "HEAD", &root, err);
+    st = ckpt__envelope_record(buf, len, CKPT_HEAD_MAX, "HEAD", "head", CKPT_HEAD_FORMAT_MAX,
+                               &root, &fmt, err);
     if (st)
         return st;
     st = CKPT_E_CORRUPT;
-    if (!cJSON_IsObject(root) || ckpt__json_get_num(root, "format", 1, 1e9, &fmt)) {
-        ckpt__seterr(err, "HEAD is not a ckpt head object");
-        goto out;
-    }
-    if (fmt > CKPT_HEAD_FORMAT_MAX) {
-        ckpt__seterr(err, "HEAD format %g is newer than this ckpt (%d): upgrade", fmt,
-                     CKPT_HEAD_FORMAT_MAX);
-        st = CKPT_E_UNSUPPORTED;
-        goto out;
-    }
-    kind = ckpt__json_get_str(root, "kind");
     arr = cJSON_GetObjectItemCaseSensitive(root, "retained");
-    if (!kind || strcmp(kind, "head") || ckpt__json_get_u64s(root, "seq", &h->seq) ||
+    if (ckpt__json_get_u64s(root, "seq", &h->seq) ||
         ckpt__json_get_u64s(root, "step", &h->step) ||
         ckpt__json_get_u64s(root, "epoch", &h->epoch) ||
         ckpt__json_get_num(root, "time_ms", 0, CKPT_JSON_MAX_SAFE, &t) || !cJSON_IsArray(arr)) {

@@ -500,33 +500,19 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
     ckpt_status st;
     cJSON *root = NULL, *items, *o;
     double fmt, t, rank, world, cb, nb;
-    const char *writer, *parent, *kind;
+    const char *writer, *parent;
     size_t i = 0, n;
 
     memset(m, 0, sizeof *m);
-    st = ckpt__envelope_parse(buf, len, CKPT_MANIFEST_MAX, "manifest", &root, err);
+    st = ckpt__envelope_record(buf, len, CKPT_MANIFEST_MAX, "manifest", "manifest",
+                               CKPT_FORMAT_VERSION, &root, &fmt, err);
     if (st)
         return st;
     st = CKPT_E_CORRUPT;
-    if (!cJSON_IsObject(root)) {
-        ckpt__seterr(err, "manifest is not a JSON object");
-        goto out;
-    }
-    if (ckpt__json_get_num(root, "format", 1, 1e9, &fmt)) {
-        ckpt__seterr(err, "manifest has no format version");
-        goto out;
-    }
-    if (fmt > CKPT_FORMAT_VERSION) {
-        ckpt__seterr(err, "manifest format %g is newer than this ckpt (%d): upgrade", fmt,
-                     CKPT_FORMAT_VERSION);
-        st = CKPT_E_UNSUPPORTED;
-        goto out;
-    }
-    kind = ckpt__json_get_str(root, "kind");
     writer = ckpt__json_get_str(root, "writer");
     parent = ckpt__json_get_str(root, "parent");
     items = cJSON_GetObjectItemCaseSensitive(root, "items");
-    if (!kind || strcmp(kind, "manifest") || ckpt__json_get_u64s(root, "step", &m->step) ||
+    if (ckpt__json_get_u64s(root, "step", &m->step) ||
         ckpt__json_get_u64s(root, "seq", &m->seq) ||
         ckpt__json_get_u64s(root, "epoch", &m->epoch) ||
         ckpt__json_get_num(root, "time_ms", 0, CKPT_JSON_MAX_SAFE, &t) ||

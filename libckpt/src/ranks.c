@@ -223,6 +223,18 @@ static void commit_job_fn(void *arg, struct ckpt_codec_ws *ws)
     ckpt__flight_end(&ctx->flight, st);
 }
 
+/* A global step that ended before rank 0's commit job (a part failed, the
+ * replicated items differ): rank 0 says so as its commit job would, so a
+ * supervisor waiting for the step's outcome (ckptrun's stop) hears it now
+ * rather than at its deadline. */
+static void report_failed(struct ckpt_ctx *ctx, ckpt_status st)
+{
+    struct ckpt_event ev = { .type = CKPT_EVENT_FAILED, .step = ctx->ranks.step,
+                             .status = st, .detail = ctx->errmsg };
+    if (ctx->rank == 0)
+        ckpt__event(ctx, &ev);
+}
+
 /* Decide after a poll's all-reduce (same values on every rank). */
 static void advance(struct ckpt_ctx *ctx, uint64_t notready, uint64_t failed)
 {
@@ -240,6 +252,7 @@ static void advance(struct ckpt_ctx *ctx, uint64_t notready, uint64_t failed)
                       r->step, frank - 1, ckpt_status_name(fst));
             r->outcome = fst;
             r->phase = CKPT_RANKS_IDLE;
+            report_failed(ctx, fst);
             return;
         }
         if (notready)
@@ -249,6 +262,7 @@ static void advance(struct ckpt_ctx *ctx, uint64_t notready, uint64_t failed)
         if (r->outcome) {
             ckpt__log(&ctx->log, CKPT_LOG_ERROR, "ranks", "%s", ctx->errmsg);
             r->phase = CKPT_RANKS_IDLE;
+            report_failed(ctx, r->outcome);
             return;
         }
         r->phase = CKPT_RANKS_COMMITTING;

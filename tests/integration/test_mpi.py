@@ -371,9 +371,15 @@ exit "$rc"
 class Slurm(Mpi):
     """The trainer as 4 tasks of one job step (`srun --ntasks=4
     --mpi=pmix`) on a single-node SLURM started on loopback (test_slurm.py's
-    Cluster; one slurmd: several slurmd nodes would need several host names
-    or NodeAddr/port pairs on this one host, which this single-host setup
-    does not build). Inside the step every rank has SLURM_PROCID /
+    Cluster, one slurmd). Several nodes were tried and do not work here:
+    Debian's slurmd runs two per host (-N n0/n1, each its Port, spool, pid
+    and log) and plain `srun -N2` tasks launch on both, but Open MPI ranks
+    over two such nodes do not: srun's PMIx plugin names its directory
+    /tmp/spmix_appdir_<uid>_<job>.<step> per node, which collides on one host
+    (slurmstepd on n1: "Cannot create directory ... File exists"), and with a
+    TmpFS of its own per node the ranks then never got past the PMIx
+    wire-up (srun still running after 120 s; not diagnosed further). Inside
+    the step every rank has SLURM_PROCID /
     SLURM_NTASKS (and PMIX_RANK); libckpt resolves rank and size at
     ckpt_open and checks them against the MPI collective's, and the trainer
     prints what libckpt resolved. The scheduler's warning (SIGUSR1 to
@@ -403,7 +409,14 @@ class Slurm(Mpi):
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
+        try:
+            with open(cls.cluster.munge_pid_file) as f:
+                munged = int(f.read().strip())
+        except (OSError, ValueError, AttributeError):
+            munged = None
         cls.cluster.stop()
+        if munged:  # it removes its socket and pid file as it exits
+            wait_for(lambda: not alive(munged), timeout=15, what="munged to exit")
         shutil.rmtree(cls.stmp, ignore_errors=True)
 
     def submit(self, name, sleep_ms):

@@ -212,6 +212,15 @@ class PreloadTest(unittest.TestCase):
         self.assertIn("before=0", r.stdout)
         self.assertIn("after=1 take=1 cleared=1", r.stdout)
 
+    def test_in_process_api_under_a_launcher(self):
+        # torchrun's and Open MPI's rank variables: the shim has no
+        # collective, so its context is one rank, not a refused 4-rank one
+        for extra in ({"RANK": "2", "WORLD_SIZE": "4"},
+                      {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}):
+            r = self.probe("api", env=self.store_env(**extra))
+            self.assertEqual(r.returncode, 0, str(extra) + r.stdout + r.stderr)
+            self.assertIn("after=1 take=1 cleared=1", r.stdout)
+
     def test_helper_gets_socket_request(self):
         # ckpt_helper under the shim opens libckpt's context, which says
         # hello; the fake ckptrun answers with a request over the socket.

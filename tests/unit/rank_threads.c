@@ -77,6 +77,16 @@ struct ckpt_config rank_cfg(const char *url, const char *run, unsigned keep)
 }
 
 
+/* Counts the failed-step events (events.c logs them as subject "save",
+ * "step N not committed: ..."); every other line is dropped. */
+static void rank_log(void *user, ckpt_log_level level, const char *subject, const char *msg)
+{
+    struct thr *t = user;
+    if (level == CKPT_LOG_ERROR && strcmp(subject, "save") == 0 &&
+        strstr(msg, " not committed: "))
+        atomic_fetch_add(&t->j->failed_events[t->r], 1);
+}
+
 static void *rank_main(void *arg)
 {
     struct thr *t = arg;
@@ -84,6 +94,9 @@ static void *rank_main(void *arg)
     struct ckpt_config cfg = rank_cfg(j->url, j->run, j->keep);
     struct ckpt_ctx *ctx = NULL;
     cfg.collective = &j->fr[t->r].coll;
+    cfg.log_fn = rank_log;
+    cfg.log_user = t;
+    cfg.log_level = CKPT_LOG_ERROR;
     j->open_st[t->r] = ckpt_open(&cfg, &ctx);
     if (j->open_st[t->r] != CKPT_OK) {
         snprintf(j->open_err[t->r], CKPT_ERR_MAX, "%s", ckpt_errmsg(NULL));

@@ -6,6 +6,7 @@
 #define RANK_THREADS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +61,8 @@ struct job {
     ckpt_status st[MAXR][8];
     int flag[MAXR][8];
     char msg[MAXR][CKPT_ERR_MAX];
+    /* "step N not committed" events each rank logged (what ckptrun hears) */
+    atomic_int failed_events[MAXR];
     void *arg;
 };
 

@@ -517,6 +517,10 @@ static void test_replicated_mismatch(void **state)
         if (!strstr(j->msg[r], "replicated item rep differs"))
             fail_msg("rank %u: %s", r, j->msg[r]);
     }
+    /* rank 0 reports the failed step (ckptrun's stop hears it now, not at
+     * its deadline); the others leave it to rank 0 */
+    assert_int_equal(atomic_load(&j->failed_events[0]), 1);
+    assert_int_equal(atomic_load(&j->failed_events[1]), 0);
     l = list_run("mismatch");
     assert_int_equal(l.n, 1);
     assert_int_equal(l.steps[0], 1);

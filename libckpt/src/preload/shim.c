@@ -34,7 +34,18 @@ struct ckpt_ctx *ckpt_preload_ctx(void)
         return ctx;
     pthread_mutex_lock(&g_ctx_mu);
     ctx = atomic_load(&g_ctx);
-    if (!ctx && ckpt_open(NULL, &ctx) == CKPT_OK) {
+    if (!ctx) {
+        /* One rank, whatever the launcher's environment says (RANK and
+         * WORLD_SIZE under torchrun): the shim has no collective to agree
+         * with the other ranks through, and the Python helper agrees over
+         * torch.distributed itself. Each process keeps its own context, as
+         * before 0.3.0. */
+        struct ckpt_config cfg = CKPT_CONFIG_INIT;
+        cfg.world_size = 1;
+        if (ckpt_open(&cfg, &ctx) != CKPT_OK)
+            ctx = NULL;
+    }
+    if (ctx && !atomic_load(&g_ctx)) {
         atomic_store(&g_ctx, ctx);
         ckpt__shim_signal_forward(ctx);
         /* A request that came before the context existed is not lost. */
