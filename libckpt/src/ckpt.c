@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "pool.h"
 #include "ranks.h"
+#include "restore.h"
 #include "runload.h"
 #include "runstate.h"
 #include "snapshot.h"
@@ -425,4 +426,17 @@ void ckpt_close(struct ckpt_ctx *ctx)
     free(ctx->run);
     pthread_mutex_destroy(&ctx->err_mu);
     free(ctx);
+}
+
+ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step)
+{
+    if (!ctx)
+        return CKPT_E_INVAL;
+    if (!ctx->items) {
+        ckpt__set_ctx_err(ctx, "nothing is protected: call ckpt_protect() before restoring");
+        return CKPT_E_INVAL;
+    }
+    if (ctx->coll && ctx->world_size > 1)
+        return ckpt__ranks_restore(ctx, step); /* the ranks agree (ranks.c) */
+    return ckpt__restore_latest(ctx, step);
 }

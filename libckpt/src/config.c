@@ -9,6 +9,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "rankenv.h"
 #include "manifest.h"
 #include "util.h"
 
@@ -76,7 +77,8 @@ IN_SLOT(rank_flags, 7);
 #define MAX_WORKERS 64
 #define MAX_CONNECTIONS 256
 
-ckpt_status ckpt__config_refuse(char *err, const char *fmt, ...)
+static ckpt_status refuse(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ckpt_status refuse(char *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -110,17 +112,17 @@ static ckpt_status resolve_codec(const struct ckpt_config *cfg, struct ckpt_sett
 {
     const char *v;
     if ((unsigned)cfg->codec > CKPT_CODEC_LZ4)
-        return ckpt__config_refuse(err, "codec %d: expected one of CKPT_CODEC_*", (int)cfg->codec);
+        return refuse(err, "codec %d: expected one of CKPT_CODEC_*", (int)cfg->codec);
     s->codec = cfg->codec;
     s->level = cfg->codec_level;
     if (s->codec == CKPT_CODEC_DEFAULT) {
         s->codec = CKPT_CODEC_ZSTD;
         if ((v = env("CKPT_CODEC")) && ckpt_parse_codec(v, &s->codec, &s->level))
-            return ckpt__config_refuse(err, "CKPT_CODEC='%s': expected %s", v, CKPT_CODEC_RULE);
+            return refuse(err, "CKPT_CODEC='%s': expected %s", v, CKPT_CODEC_RULE);
     }
     if (s->codec == CKPT_CODEC_ZSTD &&
         (s->level < 0 || s->level > CKPT_ZSTD_LEVEL_MAX))
-        return ckpt__config_refuse(err, "zstd level %d: expected %d to %d (0: %d)", s->level,
+        return refuse(err, "zstd level %d: expected %d to %d (0: %d)", s->level,
                       CKPT_ZSTD_LEVEL_MIN, CKPT_ZSTD_LEVEL_MAX, CKPT_ZSTD_LEVEL_MIN);
     if (s->level == 0)
         s->level = CKPT_ZSTD_LEVEL_MIN;
@@ -137,12 +139,12 @@ static ckpt_status resolve_run(const struct ckpt_config *cfg, struct ckpt_settin
     const char *r = cfg->run && *cfg->run ? cfg->run : env("CKPT_RUN");
     if (!r) {
         if (!getcwd(cwd, sizeof cwd))
-            return ckpt__config_refuse(err,
+            return refuse(err,
                                        "no run name given and the working directory is unknown");
         r = strrchr(cwd, '/') ? strrchr(cwd, '/') + 1 : cwd;
     }
     if (!ckpt_run_name_ok(r, 0))
-        return ckpt__config_refuse(err,
+        return refuse(err,
                                    "run name '%s' is not usable: use letters, digits, '.', '_' "
                                    "and '-' (set CKPT_RUN or --run)",
                                    r);
@@ -162,7 +164,7 @@ static ckpt_status resolve_sizes(const struct ckpt_config *cfg, struct ckpt_sett
     if (!s->chunk_bytes && env_u64("CKPT_CHUNK_BYTES", &n))
         s->chunk_bytes = (size_t)n; /* 0: by store, once it is open */
     if (s->chunk_bytes && (s->chunk_bytes < CKPT_MIN_CHUNK || s->chunk_bytes > CKPT_MAX_CHUNK))
-        return ckpt__config_refuse(err, "chunk size %zu outside [%u, %u]", s->chunk_bytes,
+        return refuse(err, "chunk size %zu outside [%u, %u]", s->chunk_bytes,
                                    CKPT_MIN_CHUNK, CKPT_MAX_CHUNK);
     s->workers = cfg->workers;
     if (!s->workers && env_u64("CKPT_WORKERS", &n))
@@ -176,13 +178,13 @@ static ckpt_status resolve_sizes(const struct ckpt_config *cfg, struct ckpt_sett
     if (!s->keep)
         s->keep = DEFAULT_KEEP;
     if (cfg->on_busy != CKPT_BUSY_WAIT && cfg->on_busy != CKPT_BUSY_SKIP)
-        return ckpt__config_refuse(err, "on_busy %d: expected CKPT_BUSY_WAIT or CKPT_BUSY_SKIP",
+        return refuse(err, "on_busy %d: expected CKPT_BUSY_WAIT or CKPT_BUSY_SKIP",
                       (int)cfg->on_busy);
     s->on_busy = cfg->on_busy;
     s->interval_ms = cfg->interval_ms;
     if (!s->interval_ms && (v = env("CKPT_INTERVAL")) &&
         ckpt_parse_duration_ms(v, &s->interval_ms) != 0)
-        return ckpt__config_refuse(err, "CKPT_INTERVAL='%s': expected a duration like 90s or 30m",
+        return refuse(err, "CKPT_INTERVAL='%s': expected a duration like 90s or 30m",
                                    v);
     s->epoch = cfg->epoch;
     if (!s->epoch && env_u64("CKPT_EPOCH", &n))
@@ -209,7 +211,7 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
         s->pack_bytes = 0;
     } else if (pack) {
         if (pack < CKPT_MIN_CHUNK || pack > CKPT_MAX_PACK)
-            return ckpt__config_refuse(err,
+            return refuse(err,
                                        "pack_bytes %zu: expected CKPT_PACK_NONE or a size from 64K "
                                        "to 1G",
                                        pack);
@@ -220,7 +222,7 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
         if (strcmp(v, "0") != 0 && ckpt_parse_size(v, &b, NULL) != 0)
             b = 0;
         if (strcmp(v, "0") != 0 && (b < CKPT_MIN_CHUNK || b > CKPT_MAX_PACK))
-            return ckpt__config_refuse(err, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "
+            return refuse(err, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "
                                "from 64K to 1G", v);
         s->pack_given = true;
         s->pack_bytes = (size_t)b;
@@ -229,12 +231,12 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
     /* Connections: the store opens this many; on an object store each
      * worker keeps one request in flight, so they set the workers too. */
     if (conn && conn > MAX_CONNECTIONS)
-        return ckpt__config_refuse(err, "connections %u: expected 1 to %d", conn, MAX_CONNECTIONS);
+        return refuse(err, "connections %u: expected 1 to %d", conn, MAX_CONNECTIONS);
     if (!conn && (v = env("CKPT_CONNECTIONS"))) {
         char *end;
         unsigned long c = strtoul(v, &end, 10);
         if (*end || c < 1 || c > MAX_CONNECTIONS)
-            return ckpt__config_refuse(err, "CKPT_CONNECTIONS='%.40s': expected 1..%d", v,
+            return refuse(err, "CKPT_CONNECTIONS='%.40s': expected 1..%d", v,
                                        MAX_CONNECTIONS);
         conn = (unsigned)c;
     }
@@ -245,11 +247,11 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
      * fsync would only keep the GPU waiting on the local disk (a 10 GiB
      * checkpoint on a 125 MB/s cloud volume: 80 s). */
     if (sync < -1 || sync > 1)
-        return ckpt__config_refuse(err, "restore_sync %d: expected 1 (fsync), -1 (no fsync) or 0 "
+        return refuse(err, "restore_sync %d: expected 1 (fsync), -1 (no fsync) or 0 "
                            "(CKPT_RESTORE_SYNC)", sync);
     if (!sync && (v = env("CKPT_RESTORE_SYNC"))) {
         if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-            return ckpt__config_refuse(err, "CKPT_RESTORE_SYNC='%s': expected 0 or 1", v);
+            return refuse(err, "CKPT_RESTORE_SYNC='%s': expected 0 or 1", v);
         sync = strcmp(v, "1") == 0 ? 1 : -1;
     }
     s->restore_sync = sync == 1;
@@ -257,6 +259,24 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
     /* 0: the store reads CKPT_RETRY_BUDGET_MS, with its other retry
      * variables (retry.h) */
     s->store_cfg.retry_budget_ms = given ? cfg->retry_budget_ms : 0;
+    return CKPT_OK;
+}
+
+/* The ranks (rankenv.c) into the settings. */
+static ckpt_status resolve_ranks(const struct ckpt_config *cfg, struct ckpt_settings *s,
+                                 char *err)
+{
+    struct ckpt_rank_settings r;
+    ckpt_status st;
+    memset(&r, 0, sizeof r);
+    st = ckpt__ranks_resolve(cfg, cfg->version >= CKPT_CONFIG_SINCE_RANKS, &r, err);
+    snprintf(s->rank_source, sizeof s->rank_source, "%s", r.source);
+    if (st)
+        return st;
+    s->world_size = r.world_size;
+    s->rank = r.rank;
+    s->collective = r.collective;
+    s->rank_flags = r.rank_flags;
     return CKPT_OK;
 }
 
@@ -284,13 +304,13 @@ ckpt_status ckpt__config_resolve(const struct ckpt_config *cfg_in, struct ckpt_s
                                                                          : cfg->log_level;
     if ((unsigned)s->log_level > CKPT_LOG_OFF) {
         s->log_level = CKPT_LOG_INFO; /* to log the refusal */
-        return ckpt__config_refuse(err, "log_level %d: expected one of CKPT_LOG_*",
+        return refuse(err, "log_level %d: expected one of CKPT_LOG_*",
                                    (int)cfg->log_level);
     }
     if ((st = resolve_codec(cfg, s, err)) || (st = resolve_sizes(cfg, s, err)) ||
         (st = resolve_run(cfg, s, err)) ||
         (st = resolve_slots(cfg, cfg->version >= CKPT_CONFIG_SINCE_SLOTS, s, err)) ||
-        (st = ckpt__ranks_resolve(cfg, cfg->version >= CKPT_CONFIG_SINCE_RANKS, s, err)))
+        (st = resolve_ranks(cfg, s, err)))
         return st;
     s->store_url = cfg->store && *cfg->store ? cfg->store : env("CKPT_STORE");
     s->control_socket = cfg->no_control ? NULL : env("CKPT_SOCKET");

@@ -79,14 +79,6 @@ struct ckpt_settings {
 ckpt_status ckpt__config_resolve(const struct ckpt_config *cfg, struct ckpt_settings *out,
                                  char *err);
 
-/* Rank and world size (rankenv.c): the config's slots 4..7 (`given`: the
- * caller's struct has them), else the launchers' variables, checked against
- * the collective. CKPT_E_CONFIG with the reason in err. */
-/* err <- the message (CKPT_ERR_MAX bytes); @return CKPT_E_CONFIG. */
-ckpt_status ckpt__config_refuse(char *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-ckpt_status ckpt__ranks_resolve(const struct ckpt_config *cfg, bool given,
-                                struct ckpt_settings *s, char *err);
 
 /* Step 2: the defaults that depend on the store, for a store just opened. */
 void ckpt__config_fit_store(struct ckpt_settings *s, const struct ckpt_store *store);

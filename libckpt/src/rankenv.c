@@ -2,11 +2,13 @@
  * else the launchers' environment, checked against the collective
  * (config.h, ckpt.h "Ranks"). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "rankenv.h"
+#include "util.h"
 
 /* The launchers, innermost first: a program started by torchrun under srun
  * sees torchrun's RANK and the node's SLURM_PROCID; torchrun's is its own.
@@ -24,6 +26,16 @@ static const struct launcher launchers[] = {
 };
 #define NLAUNCHERS (sizeof launchers / sizeof launchers[0])
 #define MAX_WORLD (1u << 20)
+
+static ckpt_status refuse(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ckpt_status refuse(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
+    va_end(ap);
+    return CKPT_E_CONFIG;
+}
 
 /* Slurm's variables describe a job step only inside one: the batch script
  * (no SLURM_STEP_ID, or the batch/extern step's) runs once, whatever
@@ -52,7 +64,7 @@ static int var_of(size_t k, const char *var, unsigned *v, char *err)
     errno = 0;
     n = strtoull(s, &end, 10);
     if (*end || errno || n >= MAX_WORLD || s[0] == '-') {
-        ckpt__config_refuse(err, "%s='%.40s' (%s): expected a number below %u", var, s,
+        refuse(err, "%s='%.40s' (%s): expected a number below %u", var, s,
                             launchers[k].name, MAX_WORLD);
         return -1;
     }
@@ -90,7 +102,7 @@ static ckpt_status from_env(unsigned *rank, unsigned *size, char *src, size_t sr
     if (rsrc == NLAUNCHERS && ssrc == NLAUNCHERS)
         return CKPT_OK;
     if (ssrc < rsrc)
-        return ckpt__config_refuse(
+        return refuse(
             err,
             "%s=%u says %u ranks but %s gives no rank (%s is not set%s): set "
             "CKPT_RANK and CKPT_WORLD_SIZE, or world_size and rank in the "
@@ -103,7 +115,7 @@ static ckpt_status from_env(unsigned *rank, unsigned *size, char *src, size_t sr
          * job step's SLURM_PROCID) */
         unsigned outer = 0;
         if (var_of(ssrc, launchers[ssrc].rank_var, &outer, err) != 1 || outer != r)
-            return ckpt__config_refuse(
+            return refuse(
                 err,
                 "rank %u comes from %s (%s) but the world size %u from %s (%s): "
                 "rank and size from different launchers; set CKPT_RANK and "
@@ -121,13 +133,13 @@ static ckpt_status from_env(unsigned *rank, unsigned *size, char *src, size_t sr
         snprintf(src, srclen, "%s (%s, %s)", launchers[rsrc].name, launchers[rsrc].rank_var,
                  launchers[ssrc].size_var);
     if (n == 0 && ssrc != NLAUNCHERS)
-        return ckpt__config_refuse(err, "%s=0: a world size is at least 1",
+        return refuse(err, "%s=0: a world size is at least 1",
                                    launchers[ssrc].size_var);
     return CKPT_OK;
 }
 
 ckpt_status ckpt__ranks_resolve(const struct ckpt_config *cfg, bool given,
-                                struct ckpt_settings *s, char *err)
+                                struct ckpt_rank_settings *s, char *err)
 {
     const struct ckpt_collective *coll = given ? cfg->collective : NULL;
     unsigned flags = given ? cfg->rank_flags : 0, rank = 0, size = 0;
@@ -135,15 +147,15 @@ ckpt_status ckpt__ranks_resolve(const struct ckpt_config *cfg, bool given,
     ckpt_status st;
 
     if (flags & ~CKPT_RANKS_STORE)
-        return ckpt__config_refuse(err, "rank_flags 0x%x: unknown flags", flags);
+        return refuse(err, "rank_flags 0x%x: unknown flags", flags);
     if (given && cfg->world_size) {
         if (cfg->world_size >= MAX_WORLD)
-            return ckpt__config_refuse(err, "world_size %u: at most %u", cfg->world_size,
+            return refuse(err, "world_size %u: at most %u", cfg->world_size,
                                        MAX_WORLD - 1);
         size = cfg->world_size;
         rank = cfg->rank;
         has_rank = true;
-        snprintf(s->rank_source, sizeof s->rank_source, "the config");
+        snprintf(s->source, sizeof s->source, "the config");
     } else {
         char src[64] = "";
         st = from_env(&rank, &size, src, sizeof src, err);
@@ -151,50 +163,50 @@ ckpt_status ckpt__ranks_resolve(const struct ckpt_config *cfg, bool given,
             return st;
         has_rank = src[0] != '\0';
         if (has_rank)
-            snprintf(s->rank_source, sizeof s->rank_source, "%s", src);
+            snprintf(s->source, sizeof s->source, "%s", src);
     }
     if (coll) {
         if (coll->version != CKPT_COLLECTIVE_VERSION || !coll->allreduce_u64 ||
             !coll->barrier || coll->size == 0 || coll->rank >= coll->size)
-            return ckpt__config_refuse(
+            return refuse(
                 err,
                 "collective: version %u, rank %u of %u: expected version %d, "
                 "rank below size, allreduce_u64 and barrier set",
                 coll->version, coll->rank, coll->size, CKPT_COLLECTIVE_VERSION);
         if (size && size != coll->size)
-            return ckpt__config_refuse(err,
+            return refuse(err,
                                        "world size %u from %s differs from the collective's %u",
-                                       size, s->rank_source, coll->size);
+                                       size, s->source, coll->size);
         if (has_rank && rank != coll->rank)
-            return ckpt__config_refuse(err, "rank %u from %s differs from the collective's rank %u",
-                                       rank, s->rank_source, coll->rank);
+            return refuse(err, "rank %u from %s differs from the collective's rank %u",
+                                       rank, s->source, coll->rank);
         size = coll->size;
         rank = coll->rank;
         if (!has_rank)
-            snprintf(s->rank_source, sizeof s->rank_source, "the collective");
+            snprintf(s->source, sizeof s->source, "the collective");
     }
     if (has_rank && size == 0)
-        return ckpt__config_refuse(
+        return refuse(
             err,
             "rank %u from %s but no world size: pass a collective (its size) "
             "or set CKPT_WORLD_SIZE",
-            rank, s->rank_source);
+            rank, s->source);
     if (size == 0) {
         size = 1;
         rank = 0;
-        snprintf(s->rank_source, sizeof s->rank_source, "a single process");
+        snprintf(s->source, sizeof s->source, "a single process");
     }
     if (rank >= size)
-        return ckpt__config_refuse(err, "rank %u from %s is outside the world size %u", rank,
-                      s->rank_source, size);
+        return refuse(err, "rank %u from %s is outside the world size %u", rank,
+                      s->source, size);
     if (size > 1 && !coll && !(flags & CKPT_RANKS_STORE))
-        return ckpt__config_refuse(err, "%u ranks (from %s) but no collective: pass one in "
+        return refuse(err, "%u ranks (from %s) but no collective: pass one in "
                            "ckpt_config.collective (ckpt_mpi.h adapts an MPI communicator), "
                            "or set rank_flags = CKPT_RANKS_STORE and commit with "
                            "ckpt_commit_parts(); or unset the launcher's variables for a "
-                           "single-process run", size, s->rank_source);
+                           "single-process run", size, s->source);
     if (coll && (flags & CKPT_RANKS_STORE))
-        return ckpt__config_refuse(err, "CKPT_RANKS_STORE is for ranks without a collective");
+        return refuse(err, "CKPT_RANKS_STORE is for ranks without a collective");
     s->world_size = size;
     s->rank = rank;
     s->collective = coll;

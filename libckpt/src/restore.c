@@ -19,7 +19,6 @@
 #include "fetch.h"
 #include "pool.h"
 #include "runload.h"
-#include "ranks.h"
 #include "restore.h"
 #include "runstate.h"
 
@@ -473,16 +472,8 @@ void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n)
     ckpt__set_ctx_err(ctx, "%s", saved);
 }
 
-ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step)
+ckpt_status ckpt__restore_latest(struct ckpt_ctx *ctx, uint64_t *step)
 {
-    if (!ctx)
-        return CKPT_E_INVAL;
-    if (!ctx->items) {
-        ckpt__set_ctx_err(ctx, "nothing is protected: call ckpt_protect() before restoring");
-        return CKPT_E_INVAL;
-    }
-    if (ctx->coll && ctx->world_size > 1)
-        return ckpt__ranks_restore(ctx, step);
     return restore_common(ctx, CKPT_STEP_LATEST, NULL, step, ctx->rank, false);
 }
 

@@ -27,5 +27,8 @@ ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry
 /* Mark the checkpoints of `keys` damaged in HEAD (logged when it fails;
  * the context's message is kept). */
 void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n);
+/* ckpt_restore() of a context that restores alone (one rank, or parts
+ * agreed through the store): the newest committed step that verifies. */
+ckpt_status ckpt__restore_latest(struct ckpt_ctx *ctx, uint64_t *step);
 
 #endif
