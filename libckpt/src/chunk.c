@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "fileread.h"
 #include "pack.h"
+#include "ranks.h"
 #include "save.h"
 
 /* How many times a protected file is read before a save gives up on it
@@ -224,7 +225,10 @@ static void stage_end(struct ckpt_ctx *ctx, struct ckpt_save *sv)
     ckpt_status st = ckpt__pack_flush(ctx, sv, err);
     if (st)
         ckpt__save_fail(sv, st, "writing a pack: %.480s", err);
-    ckpt__commit(ctx, sv);
+    if (ctx->world_size > 1)
+        ckpt__part_commit(ctx, sv); /* one rank's part (partstore.c) */
+    else
+        ckpt__commit(ctx, sv);
 }
 
 void ckpt__chunk_stage_end(void *arg, struct ckpt_codec_ws *ws)

@@ -495,10 +495,6 @@ void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv)
     char err[CKPT_ERR_MAX] = "", mkey[1024] = "";
     ckpt_status st = sv->st;
 
-    if (ctx->world_size > 1) {
-        ckpt__part_commit(ctx, sv); /* a part: ranks.h */
-        return;
-    }
     if (st) {
         snprintf(err, sizeof err, "%s", sv->err);
         goto out;

@@ -22,8 +22,9 @@ struct ckpt_ctx;
 struct ckpt_save;
 struct ckpt_manifest;
 
-/* Commit sv (or, when it failed, report it) and end it: sv is freed. With
- * ranks, sv is this rank's part: ckpt__part_commit (ranks.h). */
+/* Commit sv (or, when it failed, report it) and end it: sv is freed. A
+ * single writer's save; a rank's part goes to ckpt__part_commit (ranks.h)
+ * instead. */
 void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv);
 
 /* Commit a global checkpoint gm composed from its durable parts (globalckpt.h):
