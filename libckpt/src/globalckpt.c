@@ -9,7 +9,7 @@
 #include "ctx.h"
 #include "envelope.h"
 #include "globalckpt.h"
-#include "runload.h"
+#include "runread.h"
 
 #define MAX_WORLD (1u << 20)
 #define MAX_REPLICATED 1000000u
@@ -407,7 +407,7 @@ ckpt_status ckpt__read_parts(struct ckpt_ctx *ctx, char *const *keys, size_t n,
     if (!p)
         return CKPT_E_NOMEM;
     for (r = 0; r < n && !st; r++) {
-        st = ckpt__read_manifest(ctx, keys[r], &p[r]);
+        st = ckpt__read_one_manifest(ctx, keys[r], &p[r]);
         if (st)
             ckpt__seterr(err, "%s", ctx->errmsg);
     }
@@ -448,7 +448,7 @@ ckpt_status ckpt__read_global(struct ckpt_ctx *ctx, const char *rel, unsigned vi
         return CKPT_E_NOMEM;
     }
     for (r = 0; r < rec.world_size && !st; r++) {
-        st = ckpt__read_manifest(ctx, rec.parts[r], &p[r]);
+        st = ckpt__read_one_manifest(ctx, rec.parts[r], &p[r]);
         if (st == CKPT_E_NOENT)
             ckpt__set_ctx_err(ctx, "the part of rank %zu of %s (%s) is missing", r, key,
                               rec.parts[r]);

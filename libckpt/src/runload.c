@@ -7,11 +7,6 @@
 #include "globalckpt.h"
 #include "runload.h"
 
-void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n)
-{
-    snprintf(out, n, "%s/%s", ctx->run, rel);
-}
-
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag, bool *exists)
 {
     char key[1024], err[CKPT_ERR_MAX] = "";
@@ -49,23 +44,9 @@ ckpt_status ckpt__read_manifest_view(struct ckpt_ctx *ctx, const char *rel, unsi
 
 ckpt_status ckpt__read_manifest(struct ckpt_ctx *ctx, const char *rel, struct ckpt_manifest *m)
 {
-    char key[1024], err[CKPT_ERR_MAX] = "";
-    void *buf = NULL;
-    size_t len;
-    ckpt_status st;
     if (ckpt__is_commit_key(rel))
         return ckpt__read_global(ctx, rel, ctx->rank, m);
-    ckpt__run_key(ctx, rel, key, sizeof key);
-    st = ctx->store->ops->get(ctx->store, key, CKPT_MANIFEST_MAX, 0, &buf, &len, NULL, err);
-    if (st) {
-        ckpt__set_ctx_err(ctx, "reading manifest %s: %s", key, err);
-        return st;
-    }
-    st = ckpt__manifest_decode(buf, len, m, err);
-    free(buf);
-    if (st)
-        ckpt__set_ctx_err(ctx, "manifest %s is damaged: %s", key, err);
-    return st;
+    return ckpt__read_one_manifest(ctx, rel, m);
 }
 
 ckpt_status ckpt__put_head(struct ckpt_ctx *ctx, const struct ckpt_head *h, const char *etag,

@@ -11,11 +11,10 @@
 #include "gcrecord.h"
 #include "head.h"
 #include "manifest.h"
+#include "runread.h"
 
 struct ckpt_ctx;
 
-/* "<run>/<rel>" */
-void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_t n);
 /* Read HEAD into h (*exists false, h empty, when the run has none); etag
  * may be NULL. */
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
