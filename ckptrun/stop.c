@@ -8,7 +8,6 @@
 #include "sup.h"
 #include "watch.h"
 #include "ckpt_store.h"
-#include "sup_nodes.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -268,9 +267,9 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now), codec,
                                                c->except, c->self)
                           : CH_NONE;
-    if (s->ns) /* the other nodes learn of it; what answered it already */
-        sup_nodes_stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
-                                                        : ckpt_now_ms() + (d - now) + STOP_MARGIN_MS);
+    if (s->stop_begun) /* the other nodes learn of it; what answered it already */
+        s->stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
+                                                 : ckpt_now_ms() + (d - now) + STOP_MARGIN_MS);
     if (st->via == CH_NONE) {
         /* Nothing can reach the child: the final checkpoint is what is
          * complete already plus the commits in flight. Stop it at once. */

@@ -66,6 +66,9 @@ struct sup {
     /* Several nodes (nodes.h, sup_nodes.c); ns NULL with one. */
     struct nodes_id nid;
     struct nodesync *ns;
+    /* Told when a stop begins (set by sup_nodes.c with ns: the other
+     * nodes learn of it), so stop.c need not know of nodes. */
+    void (*stop_begun)(struct sup *s, const struct stop_cause *c, int64_t deadline_unix);
     struct nodesync_view nv;  /* as last copied */
     int64_t part_step;        /* newest part this node wrote, -1 none */
     uint64_t empty_asked;     /* newest step whose empty part was asked for, 0 none */

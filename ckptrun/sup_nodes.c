@@ -230,6 +230,7 @@ int sup_nodes_start(struct sup *s)
         return EXIT_CONFIG;
     }
     s->nv.global_step = -1;
+    s->stop_begun = sup_nodes_stop_begun;
     return 0;
 }
 
