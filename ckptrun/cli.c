@@ -4,6 +4,7 @@
  * the shell completions.
  */
 #include "cli.h"
+#include "ckpt_store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,7 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
 const struct cli_opt cli_opts[] = {
     /* common to every command */
     { "store", 0, "URL", O_STORE, CMD_ALL, "CKPT_STORE", "file://$XDG_DATA_HOME/ckpt",
-      "the store: file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or "
-      "az://container/prefix", NULL },
+      "the store, by its URL:" CKPT_STORE_URL_FORMS, NULL },
     { "run", 0, "NAME", O_RUN, CMD_ALL, "CKPT_RUN", "basename of the working directory",
       "the run inside the store (recover needs it; ls without it lists the runs); a new "
       "run's name is 1-128 of A-Z a-z 0-9 . _ - not starting with '.'", NULL },

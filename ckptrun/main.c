@@ -123,13 +123,16 @@ static int bad_duration(const char *opt, const char *v)
     return EXIT_USAGE;
 }
 
-/* A store URL ckpt_store_open would refuse for its form alone (the store
- * itself is not contacted). */
-static int store_url_ok(const char *u)
+/* A store URL ckpt_store_open would refuse for its form alone, said once
+ * (the store itself is not contacted). @return 1 when the form is right. */
+static int store_url_ok(const char *what, const char *u)
 {
-    return (strncmp(u, "file://", 7) == 0 && u[7] == '/') ||
-           ((strncmp(u, "s3://", 5) == 0 || strncmp(u, "gs://", 5) == 0 ||
-             strncmp(u, "az://", 5) == 0) && u[5] && u[5] != '/');
+    char forms[256];
+    if (ckpt_store_scheme_known(u))
+        return 1;
+    log_error("%s'%s' is not a store URL (%s)", what, u,
+              ckpt_store_url_forms(forms, sizeof forms));
+    return 0;
 }
 
 /* Whether `word` names a program the child could exec: a path to an
@@ -451,17 +454,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
         rc = unknown_command(o->args[0], 0);
         goto out;
     }
-    if (store_from_cli && *o->store && !store_url_ok(o->store)) {
-        log_error("--store '%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)", o->store);
+    if (store_from_cli && *o->store && !store_url_ok("--store ", o->store)) {
         rc = EXIT_USAGE;
         goto out;
     }
     {
         const char *url = o->store && *o->store ? o->store : getenv("CKPT_STORE");
-        if (s3_flag && (!url || (strncmp(url, "s3://", 5) && strncmp(url, "gs://", 5))))
-            log_msg(LOG_WARN, "options", "%s applies to s3:// (and gs://) stores only: "
-                    "ignored for %s", s3_flag, url && *url ? url : "the default file store");
+        const struct ckpt_store_scheme *sch = url ? ckpt_store_scheme_known(url) : NULL;
+        if (s3_flag && !(sch && (sch->flags & CKPT_SCHEME_S3_SETTINGS))) {
+            char which[128] = "";
+            for (size_t i = 0; (sch = ckpt_store_scheme_at(i)); i++)
+                if (sch->flags & CKPT_SCHEME_S3_SETTINGS)
+                    snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s://",
+                             which[0] ? " and " : "", sch->name);
+            log_msg(LOG_WARN, "options", "%s applies to %s stores only: ignored for %s",
+                    s3_flag, which, url && *url ? url : "the default file store");
+        }
     }
     /* The shim makes SIGUSR1 safe for any program (it installs a handler
      * when the program has none), so with --preload a request can always be
@@ -488,9 +496,7 @@ static int resolve(struct opts *o)
             goto out;
         }
         o->store = o->store_buf;
-    } else if (!store_url_ok(o->store)) {
-        log_error("CKPT_STORE='%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)", o->store);
+    } else if (!store_url_ok("CKPT_STORE=", o->store)) {
         rc = EXIT_CONFIG;
         goto out;
     }
