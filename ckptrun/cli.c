@@ -4,6 +4,7 @@
  * the shell completions.
  */
 #include "cli.h"
+#include "ckpt_common.h"
 #include "ckpt_store.h"
 
 #include <stdlib.h>
@@ -174,8 +175,8 @@ const struct cli_opt cli_opts[] = {
     { "keep", 0, "N", O_KEEP, SUP | CMDBIT(CMD_SAVE) | CMDBIT(CMD_GC), "CKPT_KEEP", "3",
       "committed checkpoints to retain", NULL },
     { "codec", 0, "C", O_CODEC, SUP | CMDBIT(CMD_SAVE) | CMDBIT(CMD_DOCTOR), "CKPT_CODEC",
-      "zstd:1", "zstd[:LEVEL] (LEVEL 1-19), lz4 or none",
-      "zstd zstd:1 zstd:3 zstd:9 zstd:19 lz4 none" },
+      "zstd:1", "how chunks are compressed, one of:" CKPT_CODEC_FORMS
+      " (a stop short of time takes a faster one)", CKPT_CODEC_WORDS },
     { "signal", 0, "SIG", O_SIGNAL, SUP, "CKPT_SIGNAL", "none; USR1 with --preload",
       "signal sent to ask for a checkpoint when the child is not on the control socket: "
       "to the child if it handles it, else to the topmost handler of each branch of its "

@@ -92,7 +92,7 @@ static int set_defaults_from_env(struct opts *o)
     }
     if ((v = getenv("CKPT_CODEC")) && *v) {
         if (ckpt_parse_codec(v, &o->codec, &o->codec_level) != 0) {
-            log_error("CKPT_CODEC='%s' is not zstd[:1-19], lz4 or none", v);
+            log_error("CKPT_CODEC='%s' is not one of %s", v, CKPT_CODEC_RULE);
             rc = EXIT_CONFIG;
             goto out;
         }
@@ -335,7 +335,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_CODEC:
             if (ckpt_parse_codec(optarg, &o->codec, &o->codec_level) != 0) {
-                log_error("--codec '%s' is not zstd[:1-19], lz4 or none", optarg);
+                log_error("--codec '%s' is not one of %s", optarg, CKPT_CODEC_RULE);
                 rc = EXIT_USAGE;
                 goto out;
             }
