@@ -172,6 +172,34 @@ static int unknown_command(const char *word, int in_help)
     return EXIT_USAGE;
 }
 
+/* getopt refused an option: name it as written, with what it resembles
+ * (cli_suggest_option). An unknown long option (optopt 0) is
+ * argv[optind - 1]; an unknown short one is a letter of a cluster
+ * ("-store"): argv[optind] while the cluster goes on, else the one before. */
+static int unknown_option(int argc, char **argv, int cmd)
+{
+    const char *arg = argv[optind - 1], *name = cli_cmds[cmd].name;
+    char hint[256];
+    int what;
+
+    if (optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '-' &&
+        strchr(argv[optind] + 1, optopt))
+        arg = argv[optind];
+    what = cli_suggest_option(arg, cmd, hint, sizeof hint);
+    if (optopt && strlen(arg) > 2)
+        log_error("unknown option '-%c' in '%s'%s%s (see ckptrun %s --help)", optopt, arg,
+                  what ? "; " : "", hint, name);
+    else if (optopt)
+        log_error("unknown option '-%c' (see ckptrun %s --help)", optopt, name);
+    else if (what == 2)
+        log_error("option '%.*s' is ambiguous: %s (see ckptrun %s --help)", (int)strcspn(arg, "="),
+                  arg, hint, name);
+    else
+        log_error("unknown option '%.*s'%s%s (see ckptrun %s --help)", (int)strcspn(arg, "="), arg,
+                  what ? "; " : "", hint, name);
+    return EXIT_USAGE;
+}
+
 /* The index of a subcommand written after options ("ckptrun --store S
  * status"), or -1: the first word that is neither an option nor an
  * option's value, before any "--". */
@@ -423,11 +451,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             rc = EXIT_USAGE;
             goto out;
         default:
-            if (optopt)
-                log_error("unknown option '-%c' (see ckptrun %s --help)", optopt, o->cmd);
-            else
-                log_error("unknown option '%s' (see ckptrun %s --help)", argv[optind - 1], o->cmd);
-            rc = EXIT_USAGE;
+            rc = unknown_option(argc, argv, o->cmd_id);
             goto out;
         }
     }
@@ -452,8 +476,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         goto out;
     }
     if (store_from_cli && *o->store && !store_url_ok(o->store)) {
+        char hint[4400];
         log_error("--store '%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)", o->store);
+                  "gs://bucket/prefix, az://container/prefix)%s",
+                  o->store, store_url_hint(o->store, hint, sizeof hint));
         rc = EXIT_USAGE;
         goto out;
     }
@@ -489,8 +515,10 @@ static int resolve(struct opts *o)
         }
         o->store = o->store_buf;
     } else if (!store_url_ok(o->store)) {
+        char hint[4400];
         log_error("CKPT_STORE='%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)", o->store);
+                  "gs://bucket/prefix, az://container/prefix)%s",
+                  o->store, store_url_hint(o->store, hint, sizeof hint));
         rc = EXIT_CONFIG;
         goto out;
     }
