@@ -7,6 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A word holding control characters (a `python -c` program's newlines):
+ * still one line, as "$(printf '%b' '...')" with escapes. */
+static void printf_word(FILE *f, const char *arg)
+{
+    fputs("\"$(printf '%b' '", f);
+    for (const unsigned char *p = (const unsigned char *)arg; *p; p++) {
+        if (*p == '\\')
+            fputs("\\\\", f);
+        else if (*p == '\'')
+            fputs("'\\''", f);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\0%03o", *p);
+        else
+            fputc(*p, f);
+    }
+    fputs("')\"", f);
+}
+
 void shell_word(FILE *f, const char *arg)
 {
     /* POSIX shells read none of these specially anywhere in a word */
@@ -17,6 +39,11 @@ void shell_word(FILE *f, const char *arg)
         fputs(arg, f);
         return;
     }
+    for (const unsigned char *p = (const unsigned char *)arg; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) {
+            printf_word(f, arg);
+            return;
+        }
     fputc('\'', f);
     for (; *arg; arg++) {
         if (*arg == '\'')

@@ -19,8 +19,11 @@
 
 struct opts;
 
-/* Write `arg` as one shell word: as is when it holds only characters no
- * shell reads specially, else in single quotes ('\'' for a quote). */
+/* Write `arg` as one shell word on one line: as is when it holds only
+ * characters no shell reads specially, else in single quotes ('\'' for a
+ * quote); a word with control characters (newlines) as
+ * "$(printf '%b' '...')" with backslash escapes -- exact but for trailing
+ * newlines, which command substitution drops. */
 void shell_word(FILE *f, const char *arg);
 /* A duration as an option value that parses back exactly: "90s", "30m",
  * "1h", "1500ms". */

@@ -99,9 +99,19 @@ static void draw_run(struct progress *p)
             snprintf(label, sizeof label, "restore step %llu", (unsigned long long)pr.step);
         else
             snprintf(label, sizeof label, "commit step %llu", (unsigned long long)pr.step);
-        progress_text(label, pr.bytes_done, pr.bytes_total, window_rate(p, pr.bytes_done, now), tmp,
-                      sizeof tmp);
-        snprintf(line, sizeof line, "%s%s", tmp, left);
+        if (pr.phase == CKPT_PROGRESS_SAVE && pr.bytes_total && pr.bytes_done >= pr.bytes_total) {
+            /* Every byte is read and queued; on an object store the last
+             * pack is still on its way (its bytes count when it lands), then
+             * the manifest and HEAD: how long the commit has taken shows. */
+            int64_t took = pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0;
+            snprintf(line, sizeof line, "%s  %s read, writing to the store, %s in%s", label,
+                     ckpt_fmt_bytes(pr.bytes_total, tmp, sizeof tmp),
+                     ckpt_fmt_duration((uint64_t)(took > 0 ? took : 0), d, sizeof d), left);
+        } else {
+            progress_text(label, pr.bytes_done, pr.bytes_total, window_rate(p, pr.bytes_done, now),
+                          tmp, sizeof tmp);
+            snprintf(line, sizeof line, "%s%s", tmp, left);
+        }
     } else if (p->waiting[0]) {
         snprintf(line, sizeof line, "%s%s", p->waiting, left);
     } else {
