@@ -15,123 +15,126 @@
 
 const struct cli_cmd cli_cmds[CMD__COUNT] = {
     [CMD_RUN] = { "run", "[OPTIONS] -- COMMAND [ARG...]",
-                  "supervise a training command (always runs it)",
-                  "Runs COMMAND in its own process group, after restoring the run's newest\n"
-                  "file checkpoint into CKPT_DIR, and commits its checkpoints to the store.\n"
-                  "The child gets CKPT_SOCKET, CKPT_DIR, CKPT_STORE, CKPT_RUN, CKPT_SIGNAL,\n"
-                  "CKPT_RESUMED (1 if a checkpoint was restored) and CKPT_STEP.\n"
-                  "\n"
-                  "`run` may be left out: `ckptrun python3 train.py` runs python3. A first\n"
-                  "word that is neither a subcommand nor an executable program is refused\n"
-                  "(exit 64, with the subcommand it resembles) before anything starts;\n"
-                  "after `--` or `run` any word is the command.\n"
-                  "\n"
-                  "How checkpoints are taken:\n"
-                  "  - programs linked with libckpt get requests over CKPT_SOCKET;\n"
-                  "  - otherwise entries (files or directories directly under CKPT_DIR) are\n"
-                  "    committed when complete: renamed into place, holding a closed file\n"
-                  "    that matches --complete-marker, or unchanged for --settle with no\n"
-                  "    writer. Step: the number after step= step- step_ checkpoint-, else\n"
-                  "    the last number in the name.\n"
-                  "\n"
-                  "Signals to ckptrun: SIGTERM stops (checkpoint, then stop the child;\n"
-                  "under SLURM without a SIGUSR1/SIGXCPU first it is the user's stop:\n"
-                  "state stopped, exit 143); SIGUSR1 and SIGXCPU are scheduler notices\n"
-                  "(stop within --lead); SIGUSR2 checkpoints now and keeps running; SIGINT\n"
-                  "is forwarded to the job's process group and is the user's stop (as\n"
-                  "Ctrl-C: checkpoint, state stopped, exit 130); SIGHUP and SIGQUIT are\n"
-                  "forwarded. The same SIGTERM or SIGINT sent to the job's process group, or\n"
-                  "taken by the trainer itself (libckpt, the Python helper), starts the\n"
-                  "same stop. The job runs under a keeper process: no process of it\n"
-                  "outlives ckptrun, even if ckptrun is killed.\n",
-                  "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
-                  "the run completed), 130/143 stopped by its user (Ctrl-C, scancel), 75\n"
-                  "stopped with the final checkpoint committed, 74\n"
-                  "stopped without it or lease lost, or the child exited 0 with its newest\n"
-                  "checkpoint still not in the store (state uncommitted), 78 also when\n"
-                  "another runner holds the lease, 64 bad command line, 69 store\n"
-                  "unreachable. The last line says the outcome, the newest committed step\n"
-                  "and the command that resumes the run.\n" },
+        "supervise a training command (always runs it)",
+        "Runs COMMAND in its own process group, after restoring the run's newest\n"
+        "file checkpoint into CKPT_DIR, and commits its checkpoints to the store.\n"
+        "The child gets CKPT_SOCKET, CKPT_DIR, CKPT_STORE, CKPT_RUN, CKPT_SIGNAL,\n"
+        "CKPT_RESUMED (1 if a checkpoint was restored) and CKPT_STEP.\n"
+        "\n"
+        "`run` may be left out: `ckptrun python3 train.py` runs python3. A first\n"
+        "word that is neither a subcommand nor an executable program is refused\n"
+        "(exit 64, with the subcommand it resembles) before anything starts;\n"
+        "after `--` or `run` any word is the command.\n"
+        "\n"
+        "How checkpoints are taken:\n"
+        "  - programs linked with libckpt get requests over CKPT_SOCKET;\n"
+        "  - otherwise entries (files or directories directly under CKPT_DIR) are\n"
+        "    committed when complete: renamed into place, holding a closed file\n"
+        "    that matches --complete-marker, or unchanged for --settle with no\n"
+        "    writer. Step: the number after step= step- step_ checkpoint-, else\n"
+        "    the last number in the name.\n"
+        "\n"
+        "Signals to ckptrun: SIGTERM stops (checkpoint, then stop the child;\n"
+        "under SLURM without a SIGUSR1/SIGXCPU first it is the user's stop:\n"
+        "state stopped, exit 143); SIGUSR1 and SIGXCPU are scheduler notices\n"
+        "(stop within --lead); SIGUSR2 checkpoints now and keeps running; SIGINT\n"
+        "is forwarded to the job's process group and is the user's stop (as\n"
+        "Ctrl-C: checkpoint, state stopped, exit 130); SIGHUP and SIGQUIT are\n"
+        "forwarded. The same SIGTERM or SIGINT sent to the job's process group, or\n"
+        "taken by the trainer itself (libckpt, the Python helper), starts the\n"
+        "same stop. The job runs under a keeper process: no process of it\n"
+        "outlives ckptrun, even if ckptrun is killed.\n",
+        "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
+        "the run completed), 130/143 stopped by its user (Ctrl-C, scancel), 75\n"
+        "stopped with the final checkpoint committed, 74\n"
+        "stopped without it or lease lost, or the child exited 0 with its newest\n"
+        "checkpoint still not in the store (state uncommitted), 78 also when\n"
+        "another runner holds the lease, 64 bad command line, 69 store\n"
+        "unreachable. The last line says the outcome, the newest committed step\n"
+        "and the command that resumes the run.\n" },
     [CMD_RECOVER] = { "recover", "[OPTIONS] -- COMMAND [ARG...]",
-                      "cron/systemd entry point on a new instance",
-                      "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
-                      "the run is completed, was stopped by its user (unless --resume-stopped),\n"
-                      "or another live instance holds its lease (naming it);\n"
-                      "otherwise takes the lease and supervises COMMAND exactly as `run` does\n"
-                      "(a run that does not exist yet is started). Requires --run or CKPT_RUN.\n"
-                      "Takes the options of `run`. See docs/recover.md for crontab, systemd and\n"
-                      "cloud-init recipes.\n",
-                      "Exit: 0 nothing to do, else as `run`; 74 also when the lease was lost.\n" },
+        "cron/systemd entry point on a new instance",
+        "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
+        "the run is completed, was stopped by its user (unless --resume-stopped),\n"
+        "or another live instance holds its lease (naming it);\n"
+        "otherwise takes the lease and supervises COMMAND exactly as `run` does\n"
+        "(a run that does not exist yet is started). Requires --run or CKPT_RUN.\n"
+        "Takes the options of `run`. See docs/recover.md for crontab, systemd and\n"
+        "cloud-init recipes.\n",
+        "Exit: 0 nothing to do, else as `run`; 74 also when the lease was lost.\n" },
     [CMD_SAVE] = { "save", "[OPTIONS] --step N PATH...",
-                   "commit files and directories as a checkpoint",
-                   "Commits files and directories as one checkpoint at step N. Items are\n"
-                   "named relative to each PATH's parent: `save --step 100 out/checkpoint-100`\n"
-                   "stores checkpoint-100/model.bin, and `restore DIR` puts it back as\n"
-                   "DIR/checkpoint-100/model.bin. Unchanged bytes are not stored again.\n"
-                   "Retention (--keep) applies after the commit.\n"
-                   "\n"
-                   "The newest checkpoint is the one with the highest step, the one `run`\n"
-                   "resumes from: a step lower than the run's newest is refused unless\n"
-                   "--force (it would not be resumed from). Ends with one line: step, bytes\n"
-                   "stored and raw, rate.\n",
-                   "Exit: 0 committed, 1 not committed, 64 bad command line (also a lower\n"
-                   "step without --force), 69 store unreachable, 78 store refused.\n" },
-    [CMD_RESTORE] = { "restore", "[OPTIONS] [--step N] DIR", "write a checkpoint's files into DIR",
-                      "Writes every item of the checkpoint at step N (default: the newest that\n"
-                      "verifies) as files under DIR, created owner-only when missing. If the\n"
-                      "newest checkpoint is damaged an older one is used, with a warning, and\n"
-                      "the exit is 0. Names that would escape DIR are refused. Each file is\n"
-                      "renamed into place once every byte of it has verified; like cp or curl,\n"
-                      "restore leaves the writing to disk to the kernel (the store holds the\n"
-                      "durable copy) unless --sync. Ends with one line: files, bytes, rate.\n",
-                      "Exit: 0 restored, 1 no such run or checkpoint / damaged / refused, 69\n"
-                      "store unreachable, 78 bad configuration or DIR not usable.\n" },
-    [CMD_LS] = { "ls", "[OPTIONS] [--json]", "runs of a store, or checkpoints of a run",
-                 "With a run selected (--run or CKPT_RUN): one line per committed\n"
-                 "checkpoint, newest first: step, commit time, items, raw bytes, stored\n"
-                 "bytes, new bytes. Without one: the names of the runs in the store.\n"
-                 "Never creates a store or a directory.\n",
-                 "Exit: 0 listed, 1 no such run (or no such store), 69 store unreachable.\n" },
+        "commit files and directories as a checkpoint",
+        "Commits files and directories as one checkpoint at step N. Items are\n"
+        "named relative to each PATH's parent: `save --step 100 out/checkpoint-100`\n"
+        "stores checkpoint-100/model.bin, and `restore DIR` puts it back as\n"
+        "DIR/checkpoint-100/model.bin. Unchanged bytes are not stored again.\n"
+        "Retention (--keep) applies after the commit.\n"
+        "\n"
+        "The newest checkpoint is the one with the highest step, the one `run`\n"
+        "resumes from: a step lower than the run's newest is refused unless\n"
+        "--force (it would not be resumed from). Ends with one line: step, bytes\n"
+        "stored and raw, rate.\n",
+        "Exit: 0 committed, 1 not committed, 64 bad command line (also a lower\n"
+        "step without --force), 69 store unreachable, 78 store refused.\n" },
+    [CMD_RESTORE] = { "restore", "[OPTIONS] [--step N] DIR",
+        "write a checkpoint's files into DIR",
+        "Writes every item of the checkpoint at step N (default: the newest that\n"
+        "verifies) as files under DIR, created owner-only when missing. If the\n"
+        "newest checkpoint is damaged an older one is used, with a warning, and\n"
+        "the exit is 0. Names that would escape DIR are refused. Each file is\n"
+        "renamed into place once every byte of it has verified; like cp or curl,\n"
+        "restore leaves the writing to disk to the kernel (the store holds the\n"
+        "durable copy) unless --sync. Ends with one line: files, bytes, rate.\n",
+        "Exit: 0 restored, 1 no such run or checkpoint / damaged / refused, 69\n"
+        "store unreachable, 78 bad configuration or DIR not usable.\n" },
+    [CMD_LS] = { "ls", "[OPTIONS] [--json]",
+        "runs of a store, or checkpoints of a run",
+        "With a run selected (--run or CKPT_RUN): one line per committed\n"
+        "checkpoint, newest first: step, commit time, items, raw bytes, stored\n"
+        "bytes, new bytes. Without one: the names of the runs in the store.\n"
+        "Never creates a store or a directory.\n",
+        "Exit: 0 listed, 1 no such run (or no such store), 69 store unreachable.\n" },
     [CMD_STATUS] = { "status", "[OPTIONS] [--json]",
-                     "the run record: state, lease, preemptions, bytes, time",
-                     "The run record as a dashboard: state, last update (with how long ago),\n"
-                     "host and pid, the lease (holder, epoch, live/expired/released, last\n"
-                     "heartbeat, expiry), the newest checkpoint with its size and the last\n"
-                     "commit's speed, preemptions, running time, and the estimate of the work\n"
-                     "lost to stops (time from each session's last commit to its stop or\n"
-                     "failure). Never creates a store or a directory.\n",
-                     "Exit: 0, 1 no such run, 69 store unreachable.\n" },
-    [CMD_VERIFY] = { "verify", "[OPTIONS] [--step N]", "check every chunk's checksum",
-                     "Reads every chunk of checkpoint N (default: every committed checkpoint)\n"
-                     "and checks its checksums. Damage is described on stderr (item, chunk).\n"
-                     "Ends with one line: checkpoints, files, chunks and bytes checked, time.\n"
-                     "Never creates a store or a directory.\n",
-                     "Exit: 0 intact, 1 damage found or no such run, 69 store unreachable.\n" },
+        "the run record: state, lease, preemptions, bytes, time",
+        "The run record as a dashboard: state, last update (with how long ago),\n"
+        "host and pid, the lease (holder, epoch, live/expired/released, last\n"
+        "heartbeat, expiry), the newest checkpoint with its size and the last\n"
+        "commit's speed, preemptions, running time, and the estimate of the work\n"
+        "lost to stops (time from each session's last commit to its stop or\n"
+        "failure). Never creates a store or a directory.\n",
+        "Exit: 0, 1 no such run, 69 store unreachable.\n" },
+    [CMD_VERIFY] = { "verify", "[OPTIONS] [--step N]",
+        "check every chunk's checksum",
+        "Reads every chunk of checkpoint N (default: every committed checkpoint)\n"
+        "and checks its checksums. Damage is described on stderr (item, chunk).\n"
+        "Ends with one line: checkpoints, files, chunks and bytes checked, time.\n"
+        "Never creates a store or a directory.\n",
+        "Exit: 0 intact, 1 damage found or no such run, 69 store unreachable.\n" },
     [CMD_GC] = { "gc", "[OPTIONS] --keep N [--min-age D] [--dry-run]",
-                 "apply retention, delete unused objects",
-                 "Keeps the newest N committed checkpoints (never the newest that\n"
-                 "verifies), deletes the others and every chunk object or pack no kept\n"
-                 "checkpoint uses that is older than --min-age by the store's clock (a\n"
-                 "pack goes only when none of its chunks is used). Never deletes what a\n"
-                 "save running elsewhere commits with: such a save is refused instead and\n"
-                 "the next one commits. A save that commits meanwhile makes gc start over\n"
-                 "from the new HEAD. --dry-run lists what would be deleted and why, and\n"
-                 "deletes nothing. Ends with one line: objects and bytes freed.\n",
-                 "Exit: 0, 1 failed, 69 store unreachable.\n" },
+        "apply retention, delete unused objects",
+        "Keeps the newest N committed checkpoints (never the newest that\n"
+        "verifies), deletes the others and every chunk object or pack no kept\n"
+        "checkpoint uses that is older than --min-age by the store's clock (a\n"
+        "pack goes only when none of its chunks is used). Never deletes what a\n"
+        "save running elsewhere commits with: such a save is refused instead and\n"
+        "the next one commits. A save that commits meanwhile makes gc start over\n"
+        "from the new HEAD. --dry-run lists what would be deleted and why, and\n"
+        "deletes nothing. Ends with one line: objects and bytes freed.\n",
+        "Exit: 0, 1 failed, 69 store unreachable.\n" },
     [CMD_DOCTOR] = { "doctor", "[OPTIONS] [--state-bytes SIZE | --dir DIR] [--budget D]",
-                     "will a checkpoint make it in time on this instance?",
-                     "Checks, in at most --budget, that this instance can save in time:\n"
-                     "provider and notice endpoint (--notice, --metadata-url), the window\n"
-                     "(--grace on Kubernetes, --lead under SLURM), the store's credentials and\n"
-                     "a write/read/delete under RUN/.doctor/, conditional writes, upload and\n"
-                     "download speed (at most 32 MiB each way), --codec speed and ratio on\n"
-                     "this CPU, free space in --dir, and the time from notice to a committed\n"
-                     "checkpoint. A full checkpoint that does not fit the window fails, unless\n"
-                     "only a small share of the state changes between checkpoints (--changed,\n"
-                     "or measured from the run's own last checkpoints). With --interval it\n"
-                     "states the work expected to be lost per preemption. One ok/warn/fail\n"
-                     "line per check; see docs/doctor.md.\n",
-                     "Exit: 0 everything fits, 1 something fails, 64 bad command line.\n" },
+        "will a checkpoint make it in time on this instance?",
+        "Checks, in at most --budget, that this instance can save in time:\n"
+        "provider and notice endpoint (--notice, --metadata-url), the window\n"
+        "(--grace on Kubernetes, --lead under SLURM), the store's credentials and\n"
+        "a write/read/delete under RUN/.doctor/, conditional writes, upload and\n"
+        "download speed (at most 32 MiB each way), --codec speed and ratio on\n"
+        "this CPU, free space in --dir, and the time from notice to a committed\n"
+        "checkpoint. A full checkpoint that does not fit the window fails, unless\n"
+        "only a small share of the state changes between checkpoints (--changed,\n"
+        "or measured from the run's own last checkpoints). With --interval it\n"
+        "states the work expected to be lost per preemption. One ok/warn/fail\n"
+        "line per check; see docs/doctor.md.\n",
+        "Exit: 0 everything fits, 1 something fails, 64 bad command line.\n" },
 };
 
 const struct cli_opt cli_opts[] = {

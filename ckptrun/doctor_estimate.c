@@ -74,34 +74,28 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
                 "checkpoint commits inside the %s window; if it fails, the run resumes from the "
                 "last periodic one (every %.0f s): %s lost on average, at most %s", w, iv, b1, b2);
         else
-            doctor_add(d, "lost-work", V_OK,
-                       "set --interval (e.g. 30m) " DOCTOR_REACH " to "
-                       "bound what a failed final save loses",
-                       "a preemption loses almost nothing: the final checkpoint commits "
-                       "inside the %s window; if it fails, everything since the trainer's own last "
-                       "save is lost (no --interval)",
-                       w);
+            doctor_add(d, "lost-work", V_OK, "set --interval (e.g. 30m) " DOCTOR_REACH " to "
+                "bound what a failed final save loses", "a preemption loses almost nothing: the final checkpoint commits "
+                "inside the %s window; if it fails, everything since the trainer's own last "
+                "save is lost (no --interval)", w);
     } else if (iv > 0) {
         cJSON_AddNumberToObject(ej, "lost_per_preemption_s", doctor_rnd1(avg));
-        doctor_add(d, "lost-work", d->window_ms > 0 ? V_WARN : V_OK,
-                   "shorten --interval (it works " DOCTOR_REACH ") to lose less, or make the final "
-                   "save fit (see estimate-full)",
-                   "each %s loses %s of training on average, at most %s: %s, so the run resumes "
-                   "from the last periodic checkpoint (every %.0f s, ~%.1f s to commit)",
-                   d->window_ms > 0 ? "preemption" : "stop or crash", b1, b2,
-                   d->window_ms > 0 ? "the final checkpoint does not fit the window"
-                                    : "no notice arrives before the end",
-                   iv, commit_s);
+        doctor_add(d, "lost-work",
+            d->window_ms > 0 ? V_WARN : V_OK,
+            "shorten --interval (it works " DOCTOR_REACH ") to lose less, or make the final "
+            "save fit (see estimate-full)",
+            "each %s loses %s of training on average, at most %s: %s, so the run resumes "
+            "from the last periodic checkpoint (every %.0f s, ~%.1f s to commit)",
+            d->window_ms > 0 ? "preemption" : "stop or crash", b1, b2,
+            d->window_ms > 0 ? "the final checkpoint does not fit the window"
+                             : "no notice arrives before the end", iv, commit_s);
     } else {
         doctor_add(d, "lost-work", d->window_ms > 0 ? V_FAIL : V_WARN,
-                   "set --interval (e.g. 30m) " DOCTOR_REACH
-                   ": a preemption then loses at most one "
-                   "interval plus a commit",
-                   "each %s loses everything since the trainer's own last save: %s, and no "
-                   "--interval",
-                   d->window_ms > 0 ? "preemption" : "stop or crash",
-                   d->window_ms > 0 ? "the final checkpoint does not fit the window"
-                                    : "no notice arrives before the end");
+            "set --interval (e.g. 30m) " DOCTOR_REACH ": a preemption then loses at most one "
+            "interval plus a commit", "each %s loses everything since the trainer's own last save: %s, and no "
+            "--interval", d->window_ms > 0 ? "preemption" : "stop or crash",
+            d->window_ms > 0 ? "the final checkpoint does not fit the window"
+                             : "no notice arrives before the end");
     }
 }
 
