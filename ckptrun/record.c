@@ -227,7 +227,7 @@ void record_set_epoch(struct record *r, uint64_t epoch)
 }
 
 ckpt_status record_set_state(struct record *r, const char *state, int64_t last_step,
-                             uint64_t preemptions, int64_t started_ms)
+                             uint64_t preemptions, int64_t started_ms, const cJSON *extra)
 {
     char key[256];
     cJSON *j = cJSON_CreateObject();
@@ -248,6 +248,10 @@ ckpt_status record_set_state(struct record *r, const char *state, int64_t last_s
     else
         cJSON_AddNullToObject(j, "last_step");
     cJSON_AddNumberToObject(j, "preemptions", (double)preemptions);
+    /* Fields are only added (format 1 stays): older readers ignore them. */
+    for (const cJSON *it = extra ? extra->child : NULL; it; it = it->next)
+        if (it->string && !cJSON_GetObjectItemCaseSensitive(j, it->string))
+            cJSON_AddItemToObject(j, it->string, cJSON_Duplicate(it, 1));
     st = put_json(r, key, j);
 out:
     cJSON_Delete(j);

@@ -31,6 +31,18 @@ set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 4
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
 
+# No silent loss (docs/ckptrun.md, "What a run tells you"):
+# tests/integration/test_sup_report.py drives the real ckptrun against a
+# store that stops accepting checkpoints (a 20 MiB tmpfs when mount is
+# allowed, else skipped saying so; a fault seam: the run's chunks/ a plain
+# file), unprotected runs, the last line and its resume command (run as
+# printed), and the progress of run's commits on a pseudo-terminal
+# (script(1); mock_s3.py behind faultproxy.py on loopback).
+add_test(NAME ckptrun_report
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_sup_report.py)
+set_tests_properties(ckptrun_report PROPERTIES LABELS integration TIMEOUT 300
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
+
 # The watcher under writers that behave like real trainers:
 # tests/integration/test_writers.py drives the real ckptrun with
 # tests/integration/writers.py (HF Trainer-like checkpoint-N/ with rotation
