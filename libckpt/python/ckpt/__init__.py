@@ -251,8 +251,9 @@ def _install_request_handler():
 def _needs_context():
     """Whether requested() must ask libckpt: under ckptrun, with several
     ranks, or with libckpt's own interval; else only the signal can ask."""
-    return (os.environ.get("CKPT_SOCKET") or os.environ.get("CKPT_INTERVAL") or
-            _dist.world()[1] > 1)
+    size = os.environ.get("WORLD_SIZE", "1")
+    return bool(os.environ.get("CKPT_SOCKET") or os.environ.get("CKPT_INTERVAL") or
+                (size.isdigit() and int(size) > 1) or _dist.world()[1] > 1)
 
 
 def requested():

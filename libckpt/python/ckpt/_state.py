@@ -95,14 +95,15 @@ def _span(sizes, strides, itemsize):
         else:
             hi += (n - 1) * st
         dims.append((abs(st), n))
-    # no overlap: sorted by stride, each stride at least the extent of the
-    # dimensions below it (a sufficient test; layouts it refuses are exotic)
+    # no overlap: sorted by stride, each stride beyond the farthest byte the
+    # dimensions below it reach (sufficient; the layouts it refuses are
+    # exotic as_strided ones)
     dims.sort()
-    extent = itemsize
+    reach = itemsize
     for st, n in dims:
-        if st < extent:
+        if st < reach:
             raise ValueError("overlapping")
-        extent = st * n
+        reach += (n - 1) * st
     return lo, hi + itemsize
 
 
@@ -170,13 +171,9 @@ class Flattener:
         return {"P": self.pickled(k)}
 
     def node(self, v, path, rep):
-        if v is None or isinstance(v, (bool, str)):
-            return v
-        if isinstance(v, int):
-            return v if type(v) is int else {"P": self.pickled(v)}  # an int subclass: IntEnum
-        if isinstance(v, float):
-            return v if type(v) is float else {"P": self.pickled(v)}
         t = type(v)
+        if v is None or t in (bool, str, int, float):
+            return v
         if t is dict or t is collections.OrderedDict:
             items = []
             for k, x in v.items():
