@@ -47,8 +47,10 @@ top=$(mktemp -d)
 mock_pid=""
 cleanup() {
   link_down
-  [[ -n "$mock_pid" ]] && kill "$mock_pid" 2> /dev/null
-  wait 2> /dev/null
+  if [[ -n "$mock_pid" ]]; then
+    kill "$mock_pid" 2> /dev/null || true
+  fi
+  wait 2> /dev/null || true
   rm -rf "$top"
 }
 trap cleanup EXIT
