@@ -52,13 +52,15 @@ int cmd_verify(struct opts *o)
     secs = secs_since(t0);
     ckpt_progress(ctx, &pr);
     if (st == CKPT_E_NOENT) {
+        char hint[512];
         int e = run_exists(o);
         if (e < 0) {
             rc = -e;
             goto out;
         }
         if (e == 0)
-            snprintf(msg, sizeof msg, "run %s not found in %s", o->run, o->store);
+            snprintf(msg, sizeof msg, "run %s not found in %s%s", o->run, o->store,
+                     run_not_found_hint(o, hint, sizeof hint));
         else
             snprintf(msg, sizeof msg, "run %s has no committed checkpoint%s", o->run,
                      o->step_set ? " at that step" : "");

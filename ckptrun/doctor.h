@@ -60,6 +60,10 @@ struct ckpt_store;
 #define MAX_CHECKS 24
 #define MAX_THREADS 8
 #define EXIT_FAIL_DOCTOR 1          /* something will not work */
+/* --interval only requests checkpoints: advice naming it says what hears them */
+#define DOCTOR_REACH "with a way to ask the trainer (--signal for one that saves on it, " \
+                     "the Python helper, libckpt or --preload; an unmodified trainer " \
+                     "ignores requests)"
 
 enum verdict { V_OK = 0, V_WARN = 1, V_FAIL = 2, V_SKIP = 3 };
 
