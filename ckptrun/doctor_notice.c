@@ -174,6 +174,7 @@ void check_notice(struct doctor *d)
                    "rebuild with libcurl for cloud notices, and rely on --interval meanwhile, "
                    DOCTOR_REACH,
                    "this build has no cloud-notice support (no libcurl)");
+        doctor_skip(d, "metadata", "provider");
     }
     check_window(d);
 }
