@@ -159,7 +159,9 @@ int cmd_status(struct opts *o)
     if (ckpt_list(ctx, rows_cb, &rows) != CKPT_OK)
         log_msg(LOG_WARN, "status", "cannot list checkpoints: %s", ckpt_errmsg(ctx));
     if (!run && rows.n == 0 && cJSON_GetArraySize(events) == 0) {
-        log_error("status: run %s not found in %s", o->run, o->store);
+        char hint[512];
+        log_error("status: run %s not found in %s%s", o->run, o->store,
+                  run_not_found_hint(o, hint, sizeof hint));
         rc = EXIT_FAIL;
         goto out;
     }

@@ -109,10 +109,19 @@ void check_estimate(struct doctor *d, cJSON *ej)
     int small = d->changed_known && d->changed <= CHANGED_SMALL, final_ok;
 
     if (!d->codec_ok || d->up_bps <= 0 || !d->sample_bytes) {
-        doctor_add(d, "estimate-full", V_FAIL,
-            d->store_ok ? "rerun with a larger --budget" : "make the store work first",
-            "no estimate: %s", !d->codec_ok ? "the codec was not measured"
-                                            : "the upload was not measured");
+        const struct doctor_check *up = doctor_find(d, "upload");
+        if (d->codec_ok && up && (up->v == V_FAIL || (up->v == V_SKIP && up->prereq[0]))) {
+            /* the store failed: that line says what to do; an estimate
+             * needs the upload rate */
+            doctor_skip(d, "estimate-full", "upload");
+        } else {
+            doctor_add(d, "estimate-full", V_FAIL,
+                       d->store_ok ? "rerun with a larger --budget" : "make the store work first",
+                       "no estimate: %s",
+                       !d->codec_ok ? "the codec was not measured" : "the upload was not measured");
+        }
+        doctor_skip(d, "estimate-incremental", "estimate-full");
+        doctor_skip(d, "lost-work", "estimate-full");
         goto out;
     }
     m.t_full_s = d->t_full_s;

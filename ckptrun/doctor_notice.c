@@ -30,6 +30,7 @@ static void probe_provider(struct doctor *d, const char *forced)
         doctor_add(d, "provider", V_FAIL, "use --notice auto|aws|gcp|azure|aliyun|tencent|none",
             "unknown provider '%s'", nc.provider);
         d->provider = "none";
+        doctor_skip(d, "metadata", "provider");
         return;
     }
     d->provider = r.provider;

@@ -81,9 +81,9 @@ ckpt_status record_files_entries(struct record *r, uint64_t step, cJSON **out);
 ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_t step),
                                void *user, uint64_t *deleted);
 
-/* Names of the runs in a store (first key segments holding a HEAD or RUN):
- * calls fn for each, sorted. */
-ckpt_status record_list_runs(struct ckpt_store *st, void (*fn)(void *user, const char *run),
-                             void *user, char *err);
+/* record_read_run() for run `run` of an open store, without a record:
+ * for `ls`, which reads the RUN of every run of a store (from several
+ * threads: it only reads). The runs of a store are found by runs.h. */
+ckpt_status record_read_run_of(struct ckpt_store *st, const char *run, cJSON **out);
 
 #endif

@@ -242,7 +242,7 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
         return;
     case CTL_FILE:
         cJSON_Delete(f);
-        watch_file_event(s->w, ev->path, ev->file_event);
+        watch_saved(s->w, ev->path, ev->file_event, ev->has_step, ev->step);
         return;
     }
     cJSON_Delete(f);

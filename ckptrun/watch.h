@@ -42,6 +42,9 @@ struct watch_result {
     struct commit_result res;
     char **entries;           /* names of every top-level source (entries + links) */
     size_t nentries;
+    const char *step_from;    /* where its step comes from: "saved", "state"
+                                 (trainer_state.json), "name", or "counter"
+                                 (nothing gave one); static */
     struct watch_job *job;    /* the watcher's own */
 };
 
@@ -87,6 +90,13 @@ void watch_set_settle(struct watch *w, uint64_t settle_ms);
 void watch_handle_inotify(struct watch *w);
 /* A file event reported by the preload shim ("closed" or "renamed"). */
 void watch_file_event(struct watch *w, const char *path, const char *event);
+/* A `file` message of the control socket (docs/CONTROL.md): with a step
+ * (has_step), the trainer's saved(path, step): the entry holding `path` is
+ * complete as it is now, at that step; from the first one on, entries are
+ * committed when the trainer reports them, and entries it never reports once
+ * unchanged for --settle. Without a step, as watch_file_event. */
+void watch_saved(struct watch *w, const char *path, const char *event, int has_step,
+                 uint64_t step);
 /* Run completeness checks and queue the next commit. @return the monotonic
  * ms at which it wants to be called again, or -1 when nothing is pending. */
 int64_t watch_tick(struct watch *w);

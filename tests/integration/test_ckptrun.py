@@ -243,7 +243,7 @@ class Admin(Case):
             self.save_dir("checkpoint-%d" % i, i, os.urandom(50000))
         self.assertEqual(self.steps(), [4, 3, 2])  # --keep defaults to 3
         rc, out, _ = self.ckptrun("ls", env={k: v for k, v in self.env.items() if k != "CKPT_RUN"})
-        self.assertEqual((rc, out.split()), (0, ["job"]))
+        self.assertEqual((rc, [l.split()[0] for l in out.splitlines()]), (0, ["RUN", "job"]))
         dest = os.path.join(self.tmp, "r")
         rc, _, err = self.ckptrun("restore", "--step", "3", dest)
         self.assertEqual(rc, 0, err)
