@@ -28,6 +28,19 @@ add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names th
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 
+# What `run` says so that nothing is lost in silence (cmocka): the
+# watcher's watch_uncommitted() through the fault seam (unit/fault_store.h),
+# the event history's failed commits, the RUN record's added fields, the
+# resume command's words through /bin/sh.
+file(GLOB _watch_src ${_cr}/watch*.c)
+add_executable(test_sup_report ${CMAKE_CURRENT_LIST_DIR}/unit/test_sup_report.c
+  ${CMAKE_CURRENT_LIST_DIR}/unit/fault_store.c ${_watch_src} ${_cr}/commit_files.c
+  ${_cr}/record.c ${_cr}/runlog.c ${_cr}/parse.c ${_cr}/history.c ${_cr}/resume_cmd.c)
+target_include_directories(test_sup_report PRIVATE ${_cr} ${CMAKE_CURRENT_LIST_DIR}/unit)
+target_link_libraries(test_sup_report PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_sup_report COMMAND test_sup_report)
+set_tests_properties(test_sup_report PROPERTIES LABELS unit TIMEOUT 120)
+
 # The directory watch (when an entry is complete, at which step it is
 # committed) on a real directory and file:// store, and the control
 # socket's `file` message (cmocka; the rules tested never wait on a clock).
