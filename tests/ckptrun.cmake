@@ -51,10 +51,13 @@ set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan"
 # The command line as a user meets it: tests/integration/test_cli.py.
 #   cli_integration  subcommands, progress (under script(1)), --json, errors,
 #                    colour, status, shared rules, plain-http warning, failing
-#                    fast on a dead store (file:// and mock_s3.py, loopback)
+#                    fast on a dead store, ls's tables, "did you mean" (file://,
+#                    mock_s3.py and s3rver, loopback)
 #   cli_build        the generated manual page and completions, cmake --install,
-#                    pkg-config, make targets leaving the tree clean (nosan:
-#                    it builds and links outside the sanitizer build)
+#                    pkg-config, make targets leaving the tree clean, package
+#                    sets, a demo-set build where make install builds only what
+#                    it installs (nosan: it builds and links outside the
+#                    sanitizer build)
 add_test(NAME cli_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_cli.py)
 set_tests_properties(cli_integration PROPERTIES LABELS integration TIMEOUT 400
