@@ -5,6 +5,8 @@
  */
 #include "cli.h"
 #include "parse.h"
+#include "ckpt_common.h"
+#include "ckpt_store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -148,8 +150,7 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
 const struct cli_opt cli_opts[] = {
     /* common to every command */
     { "store", 0, "URL", O_STORE, CMD_ALL, "CKPT_STORE", "file://$XDG_DATA_HOME/ckpt",
-      "the store: file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or "
-      "az://container/prefix", NULL },
+      "the store, by its URL:" CKPT_STORE_URL_FORMS, NULL },
     { "run", 0, "NAME", O_RUN, CMD_ALL, "CKPT_RUN", "basename of the working directory",
       "the run inside the store (recover needs it; ls without it lists the runs); a new "
       "run's name is 1-128 of A-Z a-z 0-9 . _ - not starting with '.'", NULL },
@@ -185,8 +186,8 @@ const struct cli_opt cli_opts[] = {
     { "keep", 0, "N", O_KEEP, SUP | CMDBIT(CMD_SAVE) | CMDBIT(CMD_GC), "CKPT_KEEP", "3",
       "committed checkpoints to retain", NULL },
     { "codec", 0, "C", O_CODEC, SUP | CMDBIT(CMD_SAVE) | CMDBIT(CMD_DOCTOR), "CKPT_CODEC",
-      "zstd:1", "zstd[:LEVEL] (LEVEL 1-19), lz4 or none",
-      "zstd zstd:1 zstd:3 zstd:9 zstd:19 lz4 none" },
+      "zstd:1", "how chunks are compressed, one of:" CKPT_CODEC_FORMS
+      " (a stop short of time takes a faster one)", CKPT_CODEC_WORDS },
     { "signal", 0, "SIG", O_SIGNAL, SUP, "CKPT_SIGNAL", "none; USR1 with --preload",
       "signal sent to ask for a checkpoint when the child is not on the control socket: "
       "to the child if it handles it, else to the topmost handler of each branch of its "

@@ -92,7 +92,7 @@ static int set_defaults_from_env(struct opts *o)
     }
     if ((v = getenv("CKPT_CODEC")) && *v) {
         if (ckpt_parse_codec(v, &o->codec, &o->codec_level) != 0) {
-            log_error("CKPT_CODEC='%s' is not zstd[:1-19], lz4 or none", v);
+            log_error("CKPT_CODEC='%s' is not one of %s", v, CKPT_CODEC_RULE);
             rc = EXIT_CONFIG;
             goto out;
         }
@@ -123,13 +123,17 @@ static int bad_duration(const char *opt, const char *v)
     return EXIT_USAGE;
 }
 
-/* A store URL ckpt_store_open would refuse for its form alone (the store
- * itself is not contacted). */
-static int store_url_ok(const char *u)
+/* A store URL ckpt_store_open would refuse for its form alone, said once
+ * (the store itself is not contacted). @return 1 when the form is right. */
+static int store_url_ok(const char *what, const char *u)
 {
-    return (strncmp(u, "file://", 7) == 0 && u[7] == '/') ||
-           ((strncmp(u, "s3://", 5) == 0 || strncmp(u, "gs://", 5) == 0 ||
-             strncmp(u, "az://", 5) == 0) && u[5] && u[5] != '/');
+    char forms[256], hint[4400];
+    if (ckpt_store_scheme_known(u))
+        return 1;
+    /* with what it was probably meant to be (a relative file:// path) */
+    log_error("%s'%s' is not a store URL (%s)%s", what, u,
+              ckpt_store_url_forms(forms, sizeof forms), store_url_hint(u, hint, sizeof hint));
+    return 0;
 }
 
 /* Whether `word` names a program the child could exec: a path to an
@@ -360,7 +364,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_CODEC:
             if (ckpt_parse_codec(optarg, &o->codec, &o->codec_level) != 0) {
-                log_error("--codec '%s' is not zstd[:1-19], lz4 or none", optarg);
+                log_error("--codec '%s' is not one of %s", optarg, CKPT_CODEC_RULE);
                 rc = EXIT_USAGE;
                 goto out;
             }
@@ -475,19 +479,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
         rc = unknown_command(o->args[0], 0);
         goto out;
     }
-    if (store_from_cli && *o->store && !store_url_ok(o->store)) {
-        char hint[4400];
-        log_error("--store '%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)%s",
-                  o->store, store_url_hint(o->store, hint, sizeof hint));
+    if (store_from_cli && *o->store && !store_url_ok("--store ", o->store)) {
         rc = EXIT_USAGE;
         goto out;
     }
     {
         const char *url = o->store && *o->store ? o->store : getenv("CKPT_STORE");
-        if (s3_flag && (!url || (strncmp(url, "s3://", 5) && strncmp(url, "gs://", 5))))
-            log_msg(LOG_WARN, "options", "%s applies to s3:// (and gs://) stores only: "
-                    "ignored for %s", s3_flag, url && *url ? url : "the default file store");
+        const struct ckpt_store_scheme *sch = url ? ckpt_store_scheme_known(url) : NULL;
+        if (s3_flag && !(sch && (sch->flags & CKPT_SCHEME_S3_SETTINGS))) {
+            char which[128] = "";
+            for (size_t i = 0; (sch = ckpt_store_scheme_at(i)); i++)
+                if (sch->flags & CKPT_SCHEME_S3_SETTINGS)
+                    snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s://",
+                             which[0] ? " and " : "", sch->name);
+            log_msg(LOG_WARN, "options", "%s applies to %s stores only: ignored for %s",
+                    s3_flag, which, url && *url ? url : "the default file store");
+        }
     }
     /* The shim makes SIGUSR1 safe for any program (it installs a handler
      * when the program has none), so with --preload a request can always be
@@ -514,11 +521,7 @@ static int resolve(struct opts *o)
             goto out;
         }
         o->store = o->store_buf;
-    } else if (!store_url_ok(o->store)) {
-        char hint[4400];
-        log_error("CKPT_STORE='%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)%s",
-                  o->store, store_url_hint(o->store, hint, sizeof hint));
+    } else if (!store_url_ok("CKPT_STORE=", o->store)) {
         rc = EXIT_CONFIG;
         goto out;
     }
