@@ -826,6 +826,7 @@ class DidYouMean(Case):
         os.makedirs(sub)
         for url, want in (("file://data/ckpt", "file://%s/data/ckpt" % sub),
                           ("file://./data", "file://%s/data" % sub),
+                          ("file://.", "file://%s" % sub),
                           ("file:/abs/ckpt", "file:///abs/ckpt"),
                           ("/abs/ckpt", "file:///abs/ckpt"),
                           ("ckpt", "file://%s/ckpt" % sub)):
