@@ -130,6 +130,7 @@ static int store_url_ok(const char *what, const char *u)
     char forms[256], hint[4400];
     if (ckpt_store_scheme_known(u))
         return 1;
+    /* with what it was probably meant to be (a relative file:// path) */
     log_error("%s'%s' is not a store URL (%s)%s", what, u,
               ckpt_store_url_forms(forms, sizeof forms), store_url_hint(u, hint, sizeof hint));
     return 0;
@@ -240,13 +241,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
     uint64_t n;
 
     o->cmd_id = CMD_RUN;
-    if (argc == 1) {
-        /* A bare `ckptrun` is someone finding out what it does: the usage,
-         * on stderr since nothing ran (exit 64, as for no command). */
-        cli_help(stderr, -1, CKPT_VERSION_FULL);
-        rc = EXIT_USAGE;
-        goto out;
-    }
     if (argc > 1 && strcmp(argv[1], "__generate") == 0) {
         /* hidden build step: the man page and completions (cli.h) */
         FILE *f = argc == 4 ? fopen(argv[3], "w") : stdout;
