@@ -117,7 +117,8 @@ static struct watch_result *next_commit(void)
         struct watch_result *r;
         watch_handle_inotify(g_w);
         due = watch_tick(g_w);
-        if (poll(&pf, 1, due < 0 ? 100 : (int)(due - ckpt_mono_ms() > 0 ? due - ckpt_mono_ms() : 0)) > 0 &&
+        if (poll(&pf, 1,
+                 due < 0 ? 100 : (int)(due - ckpt_mono_ms() > 0 ? due - ckpt_mono_ms() : 0)) > 0 &&
             (r = watch_take_result(g_w)) != NULL)
             return r;
     }
@@ -202,7 +203,7 @@ static void test_fast_writer(void **state)
     sub("checkpoint-20");
     put("checkpoint-20/" MARKER, "{\"global_step\": 20}");
     pump();
-    assert_true(complete("checkpoint-10")); /* its writer moved on */
+    assert_true(complete("checkpoint-10"));  /* its writer moved on */
     assert_false(complete("checkpoint-20")); /* the shards are still to come */
     put("checkpoint-20/rank-0.pt", "a");
     pump();
@@ -433,8 +434,10 @@ static void test_ctl_file_step(void **state)
     memcpy(sa.sun_path, path, strlen(path) + 1);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     /* a process of our own is no descendant: it presents the key */
-    snprintf(line, sizeof line, "{\"type\":\"file\",\"path\":\"/a\",\"event\":\"renamed\","
-             "\"step\":146,\"key\":\"%s\"}\n", ctl_key(c));
+    snprintf(line, sizeof line,
+             "{\"type\":\"file\",\"path\":\"/a\",\"event\":\"renamed\","
+             "\"step\":146,\"key\":\"%s\"}\n",
+             ctl_key(c));
     send_and_read(c, fd, line, &g);
     assert_int_equal(g.n, 1);
     assert_true(g.has_step);
@@ -443,8 +446,10 @@ static void test_ctl_file_step(void **state)
     send_and_read(c, fd, "{\"type\":\"file\",\"path\":\"/b\",\"event\":\"closed\"}\n", &g);
     assert_int_equal(g.n, 2);
     assert_false(g.has_step); /* the shim's: no step */
-    send_and_read(c, fd, "{\"type\":\"file\",\"path\":\"/c\",\"event\":\"renamed\","
-                         "\"step\":0}\n", &g);
+    send_and_read(c, fd,
+                  "{\"type\":\"file\",\"path\":\"/c\",\"event\":\"renamed\","
+                  "\"step\":0}\n",
+                  &g);
     assert_true(g.has_step); /* step 0 is a step */
     assert_int_equal(g.step, 0);
     send_and_read(c, fd, "{\"type\":\"file\",\"path\":\"/d\",\"step\":-3}\n", &g);
