@@ -52,6 +52,8 @@ static void final_result(struct sup *s, int ok)
         if (s->last_step >= 0)
             cJSON_AddNumberToObject(f, "step", (double)s->last_step);
     }
+    if (!ok)
+        sup_report_final_why(s, f); /* said where it is decided (sup_report.h) */
     sup_event(s, ok ? LOG_INFO : LOG_WARN, "final", f, 0);
     stop_finish_acks(s);
 }
@@ -141,6 +143,18 @@ void stop_lease_lost(struct sup *s, const char *why)
     enter_term(s);
 }
 
+/* Whether a committed entry of CKPT_DIR answers the stop: the request went
+ * as a signal, or to processes that write their own files (the helper) --
+ * or to libckpt clients none of which has saved through the library yet: a
+ * program that writes its own files and reports them over libckpt's
+ * connection (the Python package's saved()). Once one of them has saved
+ * (`saving`), only its commit answers (docs/CONTROL.md). */
+static int entries_answer(const struct sup *s)
+{
+    const struct stop_state *st = &s->stop;
+    return st->via == CH_SIGNAL || st->via == CH_FILES || (st->via == CH_SOCKET && !s->ever_saving);
+}
+
 /* An entry written since the stop's signal reached the job may already
  * have been committed (a trainer that saved before we even heard of it):
  * that is the final checkpoint. */
@@ -152,8 +166,8 @@ static void check_answered(struct sup *s)
         stop_global_commit(s);
         return;
     }
-    if (st->phase == P_CKPT && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
-        s->last_changed >= 0 && s->last_changed >= st->t_accept) {
+    if (st->phase == P_CKPT && entries_answer(s) && s->last_changed >= 0 &&
+        s->last_changed >= st->t_accept) {
         final_result(s, 1);
         enter_term(s);
     }
@@ -178,24 +192,30 @@ static void stop_again(struct sup *s, const struct stop_cause *c, int64_t d)
     check_answered(s);
 }
 
-/* A short budget takes a faster codec for this one save. @return its
- * name, or NULL for the run's own. */
-static const char *stop_codec(const struct sup *s, int64_t budget)
+/* A short budget takes a faster codec (a faster speed class of
+ * CKPT_CODEC_MAP) for this one save. @return its row, or NULL for the
+ * run's own. */
+static const struct ckpt_codec_spec *stop_codec(const struct sup *s, int64_t budget)
 {
-    if (s->o->codec == CKPT_CODEC_NONE || s->o->codec == CKPT_CODEC_LZ4)
-        return NULL;
+    const struct ckpt_codec_spec *own = ckpt_codec_spec(s->o->codec); /* NULL: zstd's default */
+    enum ckpt_codec_speed want;
     if (budget < 3000)
-        return "none";
-    if (budget < 15000 || (s->last_commit_s > 0 && s->last_commit_s * 1500 > budget))
-        return "lz4";
-    return NULL;
+        want = CKPT_SPEED_COPY;
+    else if (budget < 15000 || (s->last_commit_s > 0 && s->last_commit_s * 1500 > budget))
+        want = CKPT_SPEED_FAST;
+    else
+        return NULL;
+    if (own && own->speed <= CKPT_SPEED_FAST)
+        return NULL; /* already fast: a short budget does not change it */
+    return ckpt_codec_of_speed(want);
 }
 
 void stop_begin(struct sup *s, const struct stop_cause *c)
 {
     struct stop_state *st = &s->stop;
     int64_t now = ckpt_mono_ms(), d, total, killwin;
-    const char *codec, *reason = c->reason;
+    const struct ckpt_codec_spec *codec;
+    const char *reason = c->reason;
     int user = 0;
     cJSON *f;
 
@@ -263,9 +283,9 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     sup_event(s, LOG_INFO, "stop", f, 1);
     watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
     if (codec)
-        watch_next_codec(s->w, strcmp(codec, "none") == 0 ? CKPT_CODEC_NONE : CKPT_CODEC_LZ4);
-    st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now), codec,
-                                               c->except, c->self)
+        watch_next_codec(s->w, codec->id);
+    st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now),
+                                               codec ? codec->name : NULL, c->except, c->self)
                           : CH_NONE;
     if (s->stop_begun) /* the other nodes learn of it; what answered it already */
         s->stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
@@ -344,8 +364,7 @@ void stop_entry_commit(struct sup *s, int64_t changed_mono, int ok)
 
     if (st->phase != P_RUN && !ok)
         st->failed_since_stop = 1;
-    if (st->phase != P_RUN && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
-        changed_mono >= st->t_accept) {
+    if (st->phase != P_RUN && entries_answer(s) && changed_mono >= st->t_accept) {
         final_result(s, ok);
         enter_term(s);
     }

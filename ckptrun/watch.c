@@ -444,3 +444,39 @@ struct watch_result *watch_take_result(struct watch *w)
     }
     return NULL;
 }
+
+int watch_uncommitted(struct watch *w, int retry,
+                      void (*fn)(void *user, const char *name, uint64_t step,
+                                 const struct commit_print *print),
+                      void *user)
+{
+    uint64_t nstar = 0;
+    int have_num = 0, n = 0;
+
+    if (!w || w->paused)
+        return 0;
+    /* The snapshot watch_plan would make of the newest state (older steps
+     * never committed are superseded by it, not lost). */
+    for (size_t i = 0; i < w->nent; i++) {
+        const struct entry *e = &w->ent[i];
+        if (includable(e) && e->numbered && (!have_num || e->step > nstar)) {
+            nstar = e->step;
+            have_num = 1;
+        }
+    }
+    for (size_t i = 0; i < w->nent; i++) {
+        struct entry *e = &w->ent[i];
+        if (!includable(e) || (e->numbered && e->step != nstar))
+            continue;
+        if (e->done && sig_eq(&e->ok_sig, &e->done_sig) && !e->restep)
+            continue;
+        n++;
+        if (fn)
+            fn(user, e->name, e->step, &e->ok_sig.p);
+        if (retry && e->failed) {
+            e->failed = 0;
+            w->dirty = 1;
+        }
+    }
+    return n;
+}

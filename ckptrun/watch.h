@@ -123,6 +123,19 @@ void watch_result_free(struct watch_result *r);
 
 /* Commits queued or in flight. */
 int watch_busy(struct watch *w);
+/* The newest complete state of the directory that the store does not hold:
+ * the complete entries the next snapshot would take (those of the newest
+ * step, and those without a number) whose version is not committed -- its
+ * commit failed, or none was made yet. fn (may be NULL) gets each one's
+ * name, step and what a walk of it found (files, bytes). With `retry`,
+ * their failures are forgotten so that the next watch_tick commits them
+ * again (the supervisor's last attempt when the child ends). Nothing while
+ * paused (the child commits through libckpt). Supervisor's thread only.
+ * @return how many entries. */
+int watch_uncommitted(struct watch *w, int retry,
+                      void (*fn)(void *user, const char *name, uint64_t step,
+                                 const struct commit_print *print),
+                      void *user);
 /* 1 when an entry of `step` (numbered by its name) is in the directory,
  * complete, committed or still being written (watch_steps.c). */
 int watch_has_step(const struct watch *w, uint64_t step);

@@ -24,6 +24,7 @@ add_executable(test_ckptrun_sup ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_sup.
   ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/runlog.c ${_cr}/parse.c)
 target_include_directories(test_ckptrun_sup PRIVATE ${_cr})
 target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names the package
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 
@@ -45,6 +46,18 @@ add_test(NAME ckptrun_integration
 set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
+
+# No silent loss (docs/ckptrun.md, "What a run tells you"):
+# tests/integration/test_sup_report.py drives the real ckptrun against a
+# store that stops accepting checkpoints (a 20 MiB tmpfs when mount is
+# allowed, else skipped saying so; a fault seam: the run's chunks/ a plain
+# file), unprotected runs, the last line and its resume command (run as
+# printed), and the progress of run's commits on a pseudo-terminal
+# (script(1); mock_s3.py behind faultproxy.py on loopback).
+add_test(NAME ckptrun_report
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_sup_report.py)
+set_tests_properties(ckptrun_report PROPERTIES LABELS integration TIMEOUT 300
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
 
 # The watcher under writers that behave like real trainers:
 # tests/integration/test_writers.py drives the real ckptrun with

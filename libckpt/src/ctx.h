@@ -42,6 +42,7 @@ struct ckpt_item {
     bool as_is;            /* files: CKPT_FILE_AS_IS, `version` is the one to commit */
     struct ckpt_fversion version;
     bool replicated;       /* ckpt_protect_replicated: the same bytes on every rank */
+    bool no_stage;         /* CKPT_REGION_NO_STAGE: no staging reserved for it */
     struct ckpt_arena *stage; /* host regions without a staging cap: a private
                               copy of the whole region, so a save is one
                               large memcpy (streaming stores) per region */
@@ -105,6 +106,8 @@ struct ckpt_ctx {
 
     pthread_mutex_t err_mu;
     char errmsg[CKPT_ERR_MAX];
+    /* headscan.c: the damage of HEAD was logged (once until HEAD reads well) */
+    atomic_int head_damage_told;
 
     struct ckpt__progress progress; /* ckpt_progress(): atomics, any thread */
 };
