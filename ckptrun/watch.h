@@ -83,8 +83,9 @@ void watch_set_pgid(struct watch *w, pid_t pgid);
 void watch_child_exit(struct watch *w, int code);
 /* ckptrun is about to SIGTERM/SIGKILL the child's group: the directory is
  * looked at once more (what is complete now counts, whatever the child dies
- * of next); what changes or is closed from now on may be torn by the kill
- * and is not complete. */
+ * of next; an entry with its marker unchanged for 300 ms with no writer too,
+ * its quiet time over or not); what changes or is closed from now on may be
+ * torn by the kill and is not complete. */
 void watch_stopping(struct watch *w);
 /* Stop committing entries for good (commits in flight finish): the child
  * commits the run through libckpt itself, and a run has one writer --

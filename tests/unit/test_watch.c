@@ -246,6 +246,36 @@ static void test_complete_before_the_stop(void **state)
     watch_result_free(r);
 }
 
+/* The first checkpoint of a session (nothing learnt yet of what one holds)
+ * at the stop's last look: kept once marked and unchanged a moment (300
+ * ms), not while its marker is fresh (other ranks' shards may be about to
+ * come). The moment is made to have passed by dating the entry's last
+ * change back: the watch has no clock of its own to move. */
+static void test_first_checkpoint_at_the_stop(void **state)
+{
+    struct watch_result *r;
+    int64_t t0;
+    (void)state;
+
+    sub("checkpoint-10");
+    put("checkpoint-10/" MARKER, "{}");
+    put("checkpoint-10/rank-0.pt", "a");
+    pump();
+    assert_false(complete("checkpoint-10"));
+    find_entry(g_w, "checkpoint-10")->changed -= 1000;
+    t0 = ckpt_mono_ms();
+    sub("checkpoint-5"); /* older, just marked: another writer's */
+    put("checkpoint-5/" MARKER, "{}");
+    pump();
+    watch_stopping(g_w);
+    assert_true(complete("checkpoint-10"));
+    if (ckpt_mono_ms() - t0 < 250) /* not a machine stalled that long */
+        assert_false(complete("checkpoint-5"));
+    watch_child_exit(g_w, 143);
+    r = commit_of(10);
+    watch_result_free(r);
+}
+
 /* After the stop's signal, what changes (a shard closed as its writer is
  * killed) is not a completion. */
 static void test_changed_after_the_stop(void **state)
@@ -468,6 +498,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fast_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_complete_before_the_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_checkpoint_at_the_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changed_after_the_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_saved_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_saved_before_the_event, setup, teardown),
