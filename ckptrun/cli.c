@@ -31,10 +31,12 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "How checkpoints are taken:\n"
         "  - programs linked with libckpt get requests over CKPT_SOCKET;\n"
         "  - otherwise entries (files or directories directly under CKPT_DIR) are\n"
-        "    committed when complete: renamed into place, holding a closed file\n"
-        "    that matches --complete-marker, or unchanged for --settle with no\n"
-        "    writer. Step: the number after step= step- step_ checkpoint-, else\n"
-        "    the last number in the name.\n"
+        "    committed when complete: reported by the trainer (saved(path, step)),\n"
+        "    renamed into place, holding a closed file that matches\n"
+        "    --complete-marker with no writer left in it, or unchanged for --settle\n"
+        "    with no writer. Step: the trainer's (saved(), trainer_state.json's\n"
+        "    global_step, the number after step= step- step_ checkpoint-, else the\n"
+        "    last number in the name), else a counter (marked * by ls).\n"
         "\n"
         "Signals to ckptrun: SIGTERM stops (checkpoint, then stop the child;\n"
         "under SLURM without a SIGUSR1/SIGXCPU first it is the user's stop:\n"
@@ -199,8 +201,8 @@ const struct cli_opt cli_opts[] = {
     { "settle", 0, "D", O_SETTLE, SUP, NULL, "10s",
       "quiet time after which an entry of CKPT_DIR with no writer is complete", NULL },
     { "complete-marker", 0, "GLOB", O_MARKER, SUP, NULL, NULL,
-      "an entry is complete once a file matching GLOB in it has been closed "
-      "(e.g. trainer_state.json)", NULL },
+      "an entry is complete once a file matching GLOB in it has been closed and "
+      "no process writes in it any more (e.g. trainer_state.json)", NULL },
     { "notice", 0, "P", O_NOTICE, SUP | CMDBIT(CMD_DOCTOR), "CKPT_NOTICE", "auto",
       "where preemption notices come from: auto, aws, gcp, azure, aliyun, tencent or none",
       "auto aws gcp azure aliyun tencent none" },

@@ -84,7 +84,7 @@ set_tests_properties(ckptrun_report PROPERTIES LABELS integration TIMEOUT 300
 add_test(NAME ckptrun_writers
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py
           HFTrainer ReproHF ReproFastHF Lightning ReproLightning ReproFlat ReproKilledWriter
-          ReproCounter)
+          ReproCounter TrainerSteps)
 set_tests_properties(ckptrun_writers PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
 add_test(NAME ckptrun_writers_torch
