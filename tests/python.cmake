@@ -32,3 +32,6 @@ ckpt_python_test(python_kill test_py_kill.py 900 "integration;nosan" CKPT_PY_KIL
 ckpt_python_test(python_kill_stress test_py_kill.py 3600 "stress;nosan" CKPT_PY_KILLS=100
   CKPT_PY_STEPS=12000)
 ckpt_python_test(python_ckptrun test_py_ckptrun.py 600 "integration;nosan")
+if(EXISTS /usr/bin/torchrun)
+  ckpt_python_test(python_torchrun test_py_torchrun.py 900 "integration;nosan")
+endif()

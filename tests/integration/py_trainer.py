@@ -10,7 +10,8 @@ and marks the model and optimizer replicated.
   --sleep-ms MS    per step, to give a test time to act
   --files          write checkpoint files itself and report them with
                    ckpt.saved() instead of ckpt.save() (the helper's way)
-Prints "trainer: start at step S pid P", "trainer: saved step S" to stderr.
+Prints "trainer: rank R start at step S pid P", "trainer: rank R saved step S"
+to stderr.
 """
 import argparse
 import os
@@ -29,6 +30,8 @@ ap.add_argument("--out", required=True)
 ap.add_argument("--width", type=int, default=64)
 ap.add_argument("--files", action="store_true")
 ap.add_argument("--ddp", action="store_true")
+ap.add_argument("--big-at", type=int, default=-1,
+                help="at this step rank 1 also saves 32 MiB of random bytes (a slow part)")
 args = ap.parse_args()
 
 rank = 0
@@ -40,7 +43,9 @@ if args.ddp:
 torch.manual_seed(1234)
 W = args.width
 model = torch.nn.Sequential(torch.nn.Linear(W, 2 * W), torch.nn.Tanh(), torch.nn.Linear(2 * W, W))
-model[0].to(torch.bfloat16)
+# bf16 (gloo of torch 1.13 has no bf16 collectives, CPU no fp16 matmul: fp32 under DDP)
+LOW = torch.float32 if args.ddp else torch.bfloat16
+model[0].to(LOW)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 net = model
 if args.ddp:
@@ -48,8 +53,9 @@ if args.ddp:
 
 
 def forward(x):
-    h = net.module if args.ddp else net
-    return h[2](h[1](h[0](x.to(torch.bfloat16)).float()))
+    if args.ddp:
+        return net(x)  # through DDP: gradients averaged, replicas identical
+    return net[2](net[1](net[0](x.to(LOW)).float()))
 
 
 start = 0
@@ -97,10 +103,14 @@ for step in range(start, args.steps):
             os.rename(tmp, os.path.join(d, "step-%d" % step))
             ckpt.saved(os.path.join(d, "step-%d" % step), step)
         elif args.ddp:
+            if step == args.big_at and rank == 1:
+                g = torch.Generator().manual_seed(step)  # not the training's RNG
+                state["big"] = torch.randint(0, 255, (32 << 20,), dtype=torch.uint8,
+                                             generator=g)
             ckpt.save(step, state, replicated=("model", "optim"))
         else:
             ckpt.save(step, state)
-        print("trainer: saved step %d" % step, file=sys.stderr, flush=True)
+        print("trainer: rank %d saved step %d" % (rank, step), file=sys.stderr, flush=True)
 ckpt.wait()
 if rank == 0:
     with open(args.out + ".tmp", "wb") as f:

@@ -73,7 +73,7 @@ class PyCase(Case):
 
     def final_step(self, p):
         text = p.text()
-        saved = [int(s) for s in re.findall(r"trainer: saved step (\d+)", text)]
+        saved = [int(s) for s in re.findall(r"trainer: rank 0 saved step (\d+)", text)]
         self.assertTrue(saved, text)
         self.assertIn("final committed=true step=%d" % saved[-1], text)
         return saved[-1]
@@ -118,11 +118,11 @@ class Stops(PyCase):
         self.fresh("c")
         p, start, _ = self.start_trainer(["--interval", "700ms"], "--sleep-ms", "3")
         self.assertEqual(start, n2 + 1)
-        p.wait_line(r"trainer: saved step (\d+)", timeout=60)
+        p.wait_line(r"trainer: rank 0 saved step (\d+)", timeout=60)
         m = None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            saves = re.findall(r"trainer: saved step (\d+)", p.text())
+            saves = re.findall(r"trainer: rank 0 saved step (\d+)", p.text())
             if len(saves) >= 2:
                 m = saves
                 break
