@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "notice.h"
+#include "notice_int.h"
 
 #define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
 #define S(x) x, strlen(x)
@@ -349,6 +350,68 @@ static void detection(void **state)
     }
 }
 
+/* The provider table: one entry per word of NOTICE_PROVIDER_LIST, in its
+ * order, each complete enough for the shared poller, the probe and doctor;
+ * every list users read comes from it. */
+static void table(void **state)
+{
+    static const char *const words[] = {
+#define W_(name) #name,
+        NOTICE_PROVIDER_LIST(W_)
+#undef W_
+    };
+    size_t n = sizeof words / sizeof words[0], i;
+    char modes[256] = "auto";
+    (void)state;
+    for (i = 0; notice_providers[i]; i++) {
+        const struct notice_provider *pv = notice_providers[i];
+        char base[256];
+        assert_true(i < n);
+        assert_string_equal(pv->name, words[i]);
+        assert_ptr_equal(notice_provider_find(words[i]), pv);
+        assert_true(notice_mode_valid(pv->name));
+        assert_ptr_equal(notice_hints(pv->name), &pv->hints);
+        assert_non_null(pv->title);
+        /* its own address is one --metadata-url could name */
+        assert_int_equal(notice_base_of(pv->base, base, sizeof base), 0);
+        assert_string_equal(base, pv->base);
+        assert_true(pv->npaths >= 1 && pv->npaths <= NOTICE_PATHS_MAX);
+        for (unsigned k = 0; k < pv->npaths; k++) {
+            assert_true(pv->paths[k].path[0] == '/');
+            assert_non_null(pv->paths[k].label);
+            assert_non_null(pv->paths[k].parse);
+        }
+        assert_true(pv->poll_ms > 0 && pv->timeout_ms > 0 && pv->body_max >= 1024);
+        assert_true(!pv->watch_per_path || pv->run); /* a watch per path runs its own loop */
+        assert_true(pv->hints.window_ms > 0 && pv->hints.detect_ms > 0);
+        assert_non_null(pv->hints.window_src);
+        assert_non_null(pv->hints.window_note);
+        if (pv->token) {
+            assert_non_null(pv->hints.token_what);
+            assert_non_null(pv->hints.token_refused);
+            assert_non_null(pv->hints.token_failed);
+        }
+        assert_true(!pv->hints.temp_mounts || pv->hints.temp_what);
+        snprintf(modes + strlen(modes), sizeof modes - strlen(modes), " %s", pv->name);
+    }
+    assert_int_equal(i, n);
+    strncat(modes, " none", sizeof modes - strlen(modes) - 1);
+    assert_string_equal(modes, NOTICE_MODES);
+    assert_true(notice_mode_valid("auto"));
+    assert_true(notice_mode_valid("none"));
+    assert_false(notice_mode_valid("oracle"));
+    assert_false(notice_mode_valid("AWS"));
+    assert_false(notice_mode_valid(""));
+    assert_false(notice_mode_valid(NULL));
+    assert_null(notice_provider_find("none"));
+    assert_null(notice_provider_find("auto"));
+    assert_null(notice_hints("none"));
+    assert_null(notice_hints(NULL));
+    /* doctor's disk check: Azure's resource disk, and nothing elsewhere */
+    assert_string_equal(notice_hints("azure")->temp_mounts[1], "/mnt/resource");
+    assert_null(notice_hints("aws")->temp_mounts);
+}
+
 static void bad_config(void **state)
 {
     struct notice_config cfg = NOTICE_CONFIG_INIT;
@@ -397,7 +460,7 @@ int main(void)
         cmocka_unit_test(aws_rebalance),  cmocka_unit_test(gcp),
         cmocka_unit_test(azure),          cmocka_unit_test(aliyun_tencent),
         cmocka_unit_test(binary_garbage), cmocka_unit_test(detection),
-        cmocka_unit_test(bad_config),
+        cmocka_unit_test(bad_config),     cmocka_unit_test(table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
