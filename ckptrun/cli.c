@@ -7,6 +7,7 @@
 #include "ckpt_common.h"
 #include "ckpt_store.h"
 #include "notice.h"
+#include "parse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,11 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
         "the run completed), 130/143 stopped by its user (Ctrl-C, scancel), 75\n"
         "stopped with the final checkpoint committed, 74\n"
-        "stopped without it or lease lost, 78 also when another runner holds the\n"
-        "lease, 64 bad command line, 69 store unreachable.\n" },
+        "stopped without it or lease lost, or the child exited 0 with its newest\n"
+        "checkpoint still not in the store (state uncommitted), 78 also when\n"
+        "another runner holds the lease, 64 bad command line, 69 store\n"
+        "unreachable. The last line says the outcome, the newest committed step\n"
+        "and the command that resumes the run.\n" },
     [CMD_RECOVER] = { "recover", "[OPTIONS] -- COMMAND [ARG...]",
         "cron/systemd entry point on a new instance",
         "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
@@ -87,13 +91,23 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "durable copy) unless --sync. Ends with one line: files, bytes, rate.\n",
         "Exit: 0 restored, 1 no such run or checkpoint / damaged / refused, 69\n"
         "store unreachable, 78 bad configuration or DIR not usable.\n" },
-    [CMD_LS] = { "ls", "[OPTIONS] [--json]",
-        "runs of a store, or checkpoints of a run",
+    [CMD_LS] = { "ls", "[OPTIONS] [--step N] [--json]",
+        "runs of a store, checkpoints of a run, items of a checkpoint",
+        "Without a run: the store's runs, one line each: RUN, STATE (the\n"
+        "record's; stale: running, but no live runner holds the lease), NEWEST\n"
+        "STEP (committed), UPDATED (the newest object's time) and SIZE (every\n"
+        "object of the run). Costs one listing of the store, then two small\n"
+        "reads per run (RUN, HEAD; three for a running one: LEASE), --connections\n"
+        "at a time.\n"
+        "\n"
         "With a run selected (--run or CKPT_RUN): one line per committed\n"
         "checkpoint, newest first: step, commit time, items, raw bytes, stored\n"
-        "bytes, new bytes. Without one: the names of the runs in the store.\n"
+        "bytes, new bytes. With --step N too: the items of that checkpoint --\n"
+        "name, type (file, link, region, device, replicated), size, stored\n"
+        "size, and the rank's part of a multi-rank checkpoint.\n"
         "Never creates a store or a directory.\n",
-        "Exit: 0 listed, 1 no such run (or no such store), 69 store unreachable.\n" },
+        "Exit: 0 listed, 1 no such run, step or store, 64 bad command line, 69\n"
+        "store unreachable.\n" },
     [CMD_STATUS] = { "status", "[OPTIONS] [--json]",
         "the run record: state, lease, preemptions, bytes, time",
         "The run record as a dashboard: state, last update (with how long ago),\n"
@@ -218,8 +232,10 @@ const struct cli_opt cli_opts[] = {
       "run `sh -c CMD` when the child failed; hooks get CKPT_RUN, CKPT_STATE, CKPT_STEP "
       "and CKPT_EXIT", NULL },
     /* administration */
-    { "step", 0, "N", O_STEP, CMDBIT(CMD_SAVE) | CMDBIT(CMD_RESTORE) | CMDBIT(CMD_VERIFY),
-      NULL, NULL, "the checkpoint's step (restore, verify: default the newest)", NULL },
+    { "step", 0, "N", O_STEP,
+      CMDBIT(CMD_SAVE) | CMDBIT(CMD_RESTORE) | CMDBIT(CMD_VERIFY) | CMDBIT(CMD_LS), NULL, NULL,
+      "the checkpoint's step (restore, verify: default the newest; ls: list its items)",
+      NULL },
     { "force", 0, NULL, O_FORCE, CMDBIT(CMD_SAVE), NULL, NULL,
       "commit a step lower than the run's newest (it will not be the one resumed from)",
       NULL },
@@ -258,28 +274,6 @@ int cli_cmd_find(const char *s)
     return -1;
 }
 
-/* Levenshtein distance of two short words (longer ones are not close). */
-static size_t distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b), row[33], prev, tmp;
-    if (la > 32 || lb > 32)
-        return 99;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        prev = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev + (a[i - 1] != b[j - 1]);
-            size_t del = row[j] + 1, ins = row[j - 1] + 1;
-            tmp = row[j];
-            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-            prev = tmp;
-        }
-    }
-    return row[lb];
-}
-
 const char *cli_suggest(const char *word)
 {
     /* Words other tools use for the same thing (rclone, restic, git). */
@@ -291,25 +285,86 @@ const char *cli_suggest(const char *word)
         { "info", "status" }, { "stat", "status" }, { "resume", "recover" },
         { "supervise", "run" }, { "exec", "run" },
     };
-    const char *best = NULL;
-    size_t bd = 99;
+    const char *names[CMD__COUNT];
+    size_t best;
 
     for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
         if (strcmp(word, alias[i].word) == 0)
             return alias[i].is;
-    for (int i = 0; i < CMD__COUNT; i++) {
-        const char *c = cli_cmds[i].name;
-        size_t d = distance(word, c);
-        /* a prefix of a command ("stat", "rest") is as good as a typo */
-        if (strlen(word) >= 2 && strncmp(word, c, strlen(word)) == 0)
-            d = 1;
-        if (d < bd) {
-            bd = d;
-            best = c;
-        }
+    for (int i = 0; i < CMD__COUNT; i++)
+        names[i] = cli_cmds[i].name;
+    return suggest_closest(word, names, CMD__COUNT, &best, 1) ? names[best] : NULL;
+}
+
+/* Append the options at idx[0..n) to buf: "--a, --b or --c", or with
+ * `more` (others left out) "--a, --b, --c, ...". */
+static void join_opts(char *buf, size_t size, const size_t *idx, size_t n, int more)
+{
+    size_t len = strlen(buf);
+    for (size_t i = 0; i < n && len < size; i++) {
+        snprintf(buf + len, size - len, "%s--%s",
+                 i == 0 ? "" : i + 1 == n && !more ? " or " : ", ", cli_opts[idx[i]].name);
+        len += strlen(buf + len);
     }
-    /* one edit in a short word, two in a longer one */
-    return best && bd <= (strlen(word) <= 3 ? 1u : 2u) ? best : NULL;
+    if (more && len < size)
+        snprintf(buf + len, size - len, ", ...");
+}
+
+int cli_suggest_option(const char *arg, int cmd, char *buf, size_t size)
+{
+    const char *names[sizeof cli_opts / sizeof cli_opts[0]];
+    size_t idx[3], n = 0, wl, dashes = strspn(arg, "-");
+    int pass;
+    char word[80];
+
+    buf[0] = '\0';
+    wl = strcspn(arg + dashes, "=");
+    if (dashes == 0 || dashes > 2 || wl == 0 || wl >= sizeof word)
+        return 0;
+    memcpy(word, arg + dashes, wl);
+    word[wl] = '\0';
+    if (dashes == 2) {
+        /* getopt_long takes an unambiguous prefix: one it refused is either
+         * a prefix of several options or no option at all */
+        size_t all = 0;
+        for (size_t i = 0; i < cli_nopts; i++)
+            if (strncmp(cli_opts[i].name, word, wl) == 0 && (cli_opts[i].cmds & CMDBIT(cmd)) &&
+                all++ < 3)
+                idx[n++] = i;
+        if (all > 1) {
+            snprintf(buf, size, "it could be ");
+            join_opts(buf, size, idx, n, all > n);
+            return 2;
+        }
+        n = 0;
+    }
+    /* the options of this command first, then any (getopt accepts them all) */
+    for (pass = 0; pass < 2 && n == 0; pass++) {
+        for (size_t i = 0; i < cli_nopts; i++)
+            names[i] = pass == 1 || (cli_opts[i].cmds & CMDBIT(cmd)) ? cli_opts[i].name : NULL;
+        n = suggest_closest(word, names, cli_nopts, idx, 3);
+        /* a single dash before a whole long option's name ("-store") */
+        for (size_t i = 0; i < cli_nopts && dashes == 1 && n == 0; i++)
+            if (names[i] && strcmp(names[i], word) == 0)
+                idx[n++] = i;
+    }
+    if (n == 0 || (dashes == 1 && wl < 2))
+        return 0;
+    snprintf(buf, size, "did you mean ");
+    join_opts(buf, size, idx, n, 0);
+    strncat(buf, "?", size - strlen(buf) - 1);
+    if (pass == 2) {
+        /* an option of other commands: say which takes it */
+        int c = 0;
+        while (c < CMD__COUNT && !(cli_opts[idx[0]].cmds & CMDBIT(c)))
+            c++;
+        if (c < CMD__COUNT && strlen(buf) < size)
+            snprintf(buf + strlen(buf), size - strlen(buf), " (an option of ckptrun %s)",
+                     cli_cmds[c].name);
+    }
+    if (dashes == 1)
+        strncat(buf, " (long options take two dashes)", size - strlen(buf) - 1);
+    return 1;
 }
 
 const struct option *cli_long_options(void)

@@ -65,6 +65,15 @@ int cli_cmd_find(const char *s);
  * to a mistyped word, as text to suggest ("status", "--version"), or NULL
  * when nothing is close. */
 const char *cli_suggest(const char *word);
+/* What to say of an option getopt refused, `arg` as written ("--stroe",
+ * "--stroe=x", "-store"), written to buf (size bytes):
+ *   1: the closest options of command `cmd` (else of any command), "did
+ *      you mean --store" (for "-store": "... (long options take two
+ *      dashes)");
+ *   2: a prefix of several options, "it could be --store, --storage-class,
+ *      --sse, ...";
+ *   0: nothing close (buf ""). */
+int cli_suggest_option(const char *arg, int cmd, char *buf, size_t size);
 
 /* A getopt_long table of every option (static storage, NULL-terminated),
  * and the matching short-option string for getopt ("+" first when `stop`

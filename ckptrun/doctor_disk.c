@@ -118,6 +118,7 @@ void check_disk(struct doctor *d)
     if (statvfs(real, &vs) != 0) {
         doctor_add(d, "disk", V_FAIL, "check --dir / CKPT_DIR", "cannot stat %s: %s", real,
             strerror(errno));
+        doctor_skip(d, "disk-survival", "disk");
         goto out;
     }
     avail = (uint64_t)vs.f_bavail * vs.f_frsize;

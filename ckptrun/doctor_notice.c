@@ -33,6 +33,7 @@ static void probe_provider(struct doctor *d, const char *forced)
         doctor_add(d, "provider", V_FAIL, "use --notice with one of: " NOTICE_MODES,
             "unknown provider '%s'", nc.provider);
         d->provider = "none";
+        doctor_skip(d, "metadata", "provider");
         return;
     }
     d->provider = r.provider;
@@ -115,11 +116,12 @@ static void check_window(struct doctor *d)
     if (w == 0) {
         if (o->interval_ms)
             doctor_add(d, "window", V_OK, NULL,
-                "no notice window: periodic checkpoints every %s bound the work lost",
-                ckpt_fmt_duration(o->interval_ms, b2, sizeof b2));
+                "no notice window: periodic checkpoint requests every %s bound the work lost, "
+                DOCTOR_REACH, ckpt_fmt_duration(o->interval_ms, b2, sizeof b2));
         else
             doctor_add(d, "window", V_WARN,
-                "set --interval (e.g. 30m): the work lost in a stop is then at most one interval",
+                "set --interval (e.g. 30m) " DOCTOR_REACH ": the work lost in a stop is then at "
+                "most one interval",
                 "no notice window and no --interval: a stop loses everything since the last "
                 "checkpoint the trainer wrote itself");
     } else if (strstr(d->window_src, "Kubernetes")) {
@@ -146,7 +148,8 @@ void check_notice(struct doctor *d)
     } else {
         d->provider = "none";
         doctor_add(d, "provider", forced && strcmp(forced, "none") != 0 ? V_FAIL : V_WARN,
-                   "rebuild with libcurl for cloud notices, and rely on --interval meanwhile",
+                   "rebuild with libcurl for cloud notices, and rely on --interval meanwhile, "
+                   DOCTOR_REACH,
                    "this build has no cloud-notice support (no libcurl)");
     }
     check_window(d);

@@ -126,11 +126,11 @@ static int bad_duration(const char *opt, const char *v)
  * (the store itself is not contacted). @return 1 when the form is right. */
 static int store_url_ok(const char *what, const char *u)
 {
-    char forms[256];
+    char forms[256], hint[4400];
     if (ckpt_store_scheme_known(u))
         return 1;
-    log_error("%s'%s' is not a store URL (%s)", what, u,
-              ckpt_store_url_forms(forms, sizeof forms));
+    log_error("%s'%s' is not a store URL (%s)%s", what, u,
+              ckpt_store_url_forms(forms, sizeof forms), store_url_hint(u, hint, sizeof hint));
     return 0;
 }
 
@@ -174,6 +174,34 @@ static int unknown_command(const char *word, int in_help)
     return EXIT_USAGE;
 }
 
+/* getopt refused an option: name it as written, with what it resembles
+ * (cli_suggest_option). An unknown long option (optopt 0) is
+ * argv[optind - 1]; an unknown short one is a letter of a cluster
+ * ("-store"): argv[optind] while the cluster goes on, else the one before. */
+static int unknown_option(int argc, char **argv, int cmd)
+{
+    const char *arg = argv[optind - 1], *name = cli_cmds[cmd].name;
+    char hint[256];
+    int what;
+
+    if (optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '-' &&
+        strchr(argv[optind] + 1, optopt))
+        arg = argv[optind];
+    what = cli_suggest_option(arg, cmd, hint, sizeof hint);
+    if (optopt && strlen(arg) > 2)
+        log_error("unknown option '-%c' in '%s'%s%s (see ckptrun %s --help)", optopt, arg,
+                  what ? "; " : "", hint, name);
+    else if (optopt)
+        log_error("unknown option '-%c' (see ckptrun %s --help)", optopt, name);
+    else if (what == 2)
+        log_error("option '%.*s' is ambiguous: %s (see ckptrun %s --help)", (int)strcspn(arg, "="),
+                  arg, hint, name);
+    else
+        log_error("unknown option '%.*s'%s%s (see ckptrun %s --help)", (int)strcspn(arg, "="), arg,
+                  what ? "; " : "", hint, name);
+    return EXIT_USAGE;
+}
+
 /* The index of a subcommand written after options ("ckptrun --store S
  * status"), or -1: the first word that is neither an option nor an
  * option's value, before any "--". */
@@ -211,6 +239,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
     uint64_t n;
 
     o->cmd_id = CMD_RUN;
+    if (argc == 1) {
+        /* A bare `ckptrun` is someone finding out what it does: the usage,
+         * on stderr since nothing ran (exit 64, as for no command). */
+        cli_help(stderr, -1, CKPT_VERSION_FULL);
+        rc = EXIT_USAGE;
+        goto out;
+    }
     if (argc > 1 && strcmp(argv[1], "__generate") == 0) {
         /* hidden build step: the man page and completions (cli.h) */
         FILE *f = argc == 4 ? fopen(argv[3], "w") : stdout;
@@ -424,11 +459,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             rc = EXIT_USAGE;
             goto out;
         default:
-            if (optopt)
-                log_error("unknown option '-%c' (see ckptrun %s --help)", optopt, o->cmd);
-            else
-                log_error("unknown option '%s' (see ckptrun %s --help)", argv[optind - 1], o->cmd);
-            rc = EXIT_USAGE;
+            rc = unknown_option(argc, argv, o->cmd_id);
             goto out;
         }
     }

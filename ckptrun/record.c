@@ -227,7 +227,7 @@ void record_set_epoch(struct record *r, uint64_t epoch)
 }
 
 ckpt_status record_set_state(struct record *r, const char *state, int64_t last_step,
-                             uint64_t preemptions, int64_t started_ms)
+                             uint64_t preemptions, int64_t started_ms, const cJSON *extra)
 {
     char key[256];
     cJSON *j = cJSON_CreateObject();
@@ -248,6 +248,10 @@ ckpt_status record_set_state(struct record *r, const char *state, int64_t last_s
     else
         cJSON_AddNullToObject(j, "last_step");
     cJSON_AddNumberToObject(j, "preemptions", (double)preemptions);
+    /* Fields are only added (format 1 stays): older readers ignore them. */
+    for (const cJSON *it = extra ? extra->child : NULL; it; it = it->next)
+        if (it->string && !cJSON_GetObjectItemCaseSensitive(j, it->string))
+            cJSON_AddItemToObject(j, it->string, cJSON_Duplicate(it, 1));
     st = put_json(r, key, j);
 out:
     cJSON_Delete(j);
@@ -481,44 +485,11 @@ out:
     return st;
 }
 
-/* Runs: the first key segment of objects named <run>/HEAD or <run>/RUN. */
-struct runs_ctx {
-    struct keys k;
-};
-
-static int runs_cb(void *user, const struct ckpt_obj_info *obj)
+ckpt_status record_read_run_of(struct ckpt_store *st, const char *run, cJSON **out)
 {
-    struct runs_ctx *rc = user;
-    const char *slash = strchr(obj->key, '/');
-    char name[256];
-
-    if (!slash || (strcmp(slash, "/HEAD") != 0 && strcmp(slash, "/RUN") != 0))
-        return 0;
-    if ((size_t)(slash - obj->key) >= sizeof name)
-        return 0;
-    memcpy(name, obj->key, (size_t)(slash - obj->key));
-    name[slash - obj->key] = '\0';
-    for (size_t i = 0; i < rc->k.n; i++)
-        if (strcmp(rc->k.v[i], name) == 0)
-            return 0;
-    return keys_add(&rc->k, name);
-}
-
-ckpt_status record_list_runs(struct ckpt_store *st, void (*fn)(void *user, const char *run),
-                             void *user, char *err)
-{
-    struct runs_ctx rc = { { 0 } };
-    /* The store interface lists by prefix without a delimiter, so this
-     * walks every key of the store (chunks included). */
-    ckpt_status s = st->ops->list(st, "", runs_cb, &rc, err);
-    if (s == CKPT_OK && rc.k.oom)
-        s = CKPT_E_NOMEM;
-    if (s == CKPT_OK) {
-        if (rc.k.n)
-            qsort(rc.k.v, rc.k.n, sizeof *rc.k.v, cmp_str);
-        for (size_t i = 0; i < rc.k.n; i++)
-            fn(user, rc.k.v[i]);
-    }
-    keys_free(&rc.k);
-    return s;
+    struct record r;
+    memset(&r, 0, sizeof r);
+    r.st = st;
+    snprintf(r.run, sizeof r.run, "%s", run);
+    return record_read_run(&r, out);
 }

@@ -52,6 +52,8 @@ static void final_result(struct sup *s, int ok)
         if (s->last_step >= 0)
             cJSON_AddNumberToObject(f, "step", (double)s->last_step);
     }
+    if (!ok)
+        sup_report_final_why(s, f); /* said where it is decided (sup_report.h) */
     sup_event(s, ok ? LOG_INFO : LOG_WARN, "final", f, 0);
     stop_finish_acks(s);
 }

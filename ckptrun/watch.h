@@ -42,6 +42,9 @@ struct watch_result {
     struct commit_result res;
     char **entries;           /* names of every top-level source (entries + links) */
     size_t nentries;
+    const char *step_from;    /* where its step comes from: "saved", "state"
+                                 (trainer_state.json), "name", or "counter"
+                                 (nothing gave one); static */
     struct watch_job *job;    /* the watcher's own */
 };
 
@@ -87,6 +90,13 @@ void watch_set_settle(struct watch *w, uint64_t settle_ms);
 void watch_handle_inotify(struct watch *w);
 /* A file event reported by the preload shim ("closed" or "renamed"). */
 void watch_file_event(struct watch *w, const char *path, const char *event);
+/* A `file` message of the control socket (docs/CONTROL.md): with a step
+ * (has_step), the trainer's saved(path, step): the entry holding `path` is
+ * complete as it is now, at that step; from the first one on, entries are
+ * committed when the trainer reports them, and entries it never reports once
+ * unchanged for --settle. Without a step, as watch_file_event. */
+void watch_saved(struct watch *w, const char *path, const char *event, int has_step,
+                 uint64_t step);
 /* Run completeness checks and queue the next commit. @return the monotonic
  * ms at which it wants to be called again, or -1 when nothing is pending. */
 int64_t watch_tick(struct watch *w);
@@ -104,6 +114,19 @@ void watch_result_free(struct watch_result *r);
 
 /* Commits queued or in flight. */
 int watch_busy(struct watch *w);
+/* The newest complete state of the directory that the store does not hold:
+ * the complete entries the next snapshot would take (those of the newest
+ * step, and those without a number) whose version is not committed -- its
+ * commit failed, or none was made yet. fn (may be NULL) gets each one's
+ * name, step and what a walk of it found (files, bytes). With `retry`,
+ * their failures are forgotten so that the next watch_tick commits them
+ * again (the supervisor's last attempt when the child ends). Nothing while
+ * paused (the child commits through libckpt). Supervisor's thread only.
+ * @return how many entries. */
+int watch_uncommitted(struct watch *w, int retry,
+                      void (*fn)(void *user, const char *name, uint64_t step,
+                                 const struct commit_print *print),
+                      void *user);
 /* 1 when an entry of `step` (numbered by its name) is in the directory,
  * complete, committed or still being written (watch_steps.c). */
 int watch_has_step(const struct watch *w, uint64_t step);

@@ -118,7 +118,7 @@ static void queue_plan(struct watch *w, struct plan *pl, int head, int64_t now)
 {
     struct watch_job *j = calloc(1, sizeof *j);
     int64_t newest = -1;
-    int have_step = 0;
+    int have_step = 0, have_num = 0;
 
     if (!j)
         goto fail;
@@ -130,9 +130,16 @@ static void queue_plan(struct watch *w, struct plan *pl, int head, int64_t now)
             goto fail;
         if (e->kind == K_LINK)
             continue;
-        /* The snapshot takes its highest entry's step. */
-        if (!have_step || e->step > j->step)
+        /* The snapshot takes the trainer's step of its entries (they are
+         * all of the newest one), else the highest counter value. */
+        if (e->numbered && (!have_num || e->step > j->step)) {
             j->step = e->step;
+            j->step_from = e->step_from;
+            have_num = 1;
+        } else if (!have_num && (!have_step || e->step > j->step)) {
+            j->step = e->step;
+            j->step_from = e->step_from;
+        }
         have_step = 1;
         if (e->changed > j->changed)
             j->changed = e->changed;

@@ -2,6 +2,8 @@
 #   unit:        test_ckptrun_parse (cmocka) -- pure parsing in ckptrun/parse.c
 #                test_ckptrun_sup (cmocka) -- notice queue, lease renewer,
 #                the child's environment, fsutil
+#                test_watch (cmocka) -- the directory watch's rules, the
+#                control socket's `file` message
 #   integration: ckptrun_integration -- tests/integration/test_ckptrun.py drives
 #                the real ckptrun (and c_trainer when built) on file:// stores.
 find_package(PkgConfig REQUIRED)
@@ -25,11 +27,36 @@ target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 
+# The directory watch (when an entry is complete, at which step it is
+# committed) on a real directory and file:// store, and the control
+# socket's `file` message (cmocka; the rules tested never wait on a clock).
+add_executable(test_watch ${CMAKE_CURRENT_LIST_DIR}/unit/test_watch.c
+  ${_cr}/watch.c ${_cr}/watch_commit.c ${_cr}/watch_entry.c ${_cr}/watch_events.c
+  ${_cr}/watch_judge.c ${_cr}/watch_links.c ${_cr}/watch_plan.c ${_cr}/watch_steps.c
+  ${_cr}/watch_writers.c ${_cr}/commit_files.c ${_cr}/record.c ${_cr}/ctlserver.c
+  ${_cr}/proctree.c ${_cr}/runlog.c ${_cr}/parse.c)
+target_include_directories(test_watch PRIVATE ${_cr})
+target_link_libraries(test_watch PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_watch COMMAND test_watch)
+set_tests_properties(test_watch PROPERTIES LABELS unit TIMEOUT 120)
+
 add_test(NAME ckptrun_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_ckptrun.py)
 set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
+
+# No silent loss (docs/ckptrun.md, "What a run tells you"):
+# tests/integration/test_sup_report.py drives the real ckptrun against a
+# store that stops accepting checkpoints (a 20 MiB tmpfs when mount is
+# allowed, else skipped saying so; a fault seam: the run's chunks/ a plain
+# file), unprotected runs, the last line and its resume command (run as
+# printed), and the progress of run's commits on a pseudo-terminal
+# (script(1); mock_s3.py behind faultproxy.py on loopback).
+add_test(NAME ckptrun_report
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_sup_report.py)
+set_tests_properties(ckptrun_report PROPERTIES LABELS integration TIMEOUT 300
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
 
 # The watcher under writers that behave like real trainers:
 # tests/integration/test_writers.py drives the real ckptrun with
@@ -41,7 +68,8 @@ set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 4
 # torch.save overwrite case drives real torch: label nosan.
 add_test(NAME ckptrun_writers
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py
-          HFTrainer ReproHF Lightning ReproLightning ReproFlat ReproKilledWriter ReproCounter)
+          HFTrainer ReproHF ReproFastHF Lightning ReproLightning ReproFlat ReproKilledWriter
+          ReproCounter)
 set_tests_properties(ckptrun_writers PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
 add_test(NAME ckptrun_writers_torch

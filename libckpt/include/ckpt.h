@@ -571,6 +571,67 @@ typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
  *         (HEAD damaged). */
 CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
 
+/* What an item of a committed checkpoint holds (struct ckpt_item_info). */
+typedef enum {
+    CKPT_KIND_REGION = 0,   /* host memory (ckpt_protect, ckpt_protect_replicated) */
+    CKPT_KIND_FILE = 1,     /* a file (ckpt_protect_file) */
+    CKPT_KIND_DEVICE = 2,   /* CUDA device memory (ckpt_protect_device) */
+    CKPT_KIND_LINK = 3      /* a symbolic link (ckpt_protect_link): no bytes */
+} ckpt_item_kind;
+
+/* One item of a committed checkpoint, as listed by ckpt_list_items(). The
+ * struct and its strings belong to the library and are valid only during
+ * the call of the ckpt_item_fn that receives them. Since 0.3.0. */
+struct ckpt_item_info {
+    const char *name;
+    ckpt_item_kind kind;
+    uint64_t size;          /* raw bytes (a link: 0) */
+    uint64_t stored_bytes;  /* compressed bytes of its chunks as stored, each
+                               distinct chunk once (a chunk the item shares with
+                               another counts for both) */
+    uint64_t chunks;        /* its chunks (distinct) */
+    const char *target;     /* a link's text (relative to its directory), else NULL */
+    int replicated;         /* a multi-rank checkpoint's item every rank holds
+                               identically: listed once, `part` 0 */
+    unsigned part;          /* the rank whose part holds it (0 for one writer) */
+    uint32_t mode;          /* permission bits of a file, else 0 */
+    uint64_t reserved[4];
+};
+typedef int (*ckpt_item_fn)(void *user, const struct ckpt_item_info *item);
+/* Call fn for every item of the committed checkpoint at `step`
+ * (CKPT_STEP_LATEST: the newest of the resume order), on the calling
+ * thread, in the manifest's order: a multi-rank checkpoint's replicated
+ * items first, then each rank's own, rank by rank; fn returns nonzero to
+ * stop. Reads HEAD and that checkpoint's manifest (its parts for a
+ * multi-rank one); reads no chunk.
+ * @return CKPT_OK, CKPT_E_NOENT (no such committed checkpoint: ckpt_errmsg()
+ *         says so), CKPT_E_CORRUPT (HEAD or the manifest damaged),
+ *         CKPT_E_UNSUPPORTED (a newer format), store errors. Since 0.3.0. */
+CKPT_API ckpt_status ckpt_list_items(struct ckpt_ctx *ctx, uint64_t step, ckpt_item_fn fn,
+                                     void *user);
+
+/* What a run's HEAD object says (docs/FORMAT.md, "HEAD"), for a tool that
+ * lists many runs with one request each and no context per run: it reads
+ * `<run>/HEAD` itself (ckpt_store.h) and hands the bytes to
+ * ckpt_head_parse(). Since 0.3.0. */
+struct ckpt_head_info {
+    uint64_t step;          /* the highest retained step: the one resumed from
+                               (0 when `checkpoints` is 0) */
+    uint64_t seq;           /* sequence number of the last commit */
+    uint64_t epoch;         /* lease epoch of HEAD's last writer */
+    int64_t time_ms;        /* when HEAD was last written, Unix ms (its writer's clock) */
+    unsigned checkpoints;   /* committed checkpoints retained */
+    unsigned damaged;       /* checkpoints a restore marked damaged, kept for inspection */
+    unsigned format;        /* HEAD's format (1 to 4) */
+    uint64_t reserved[4];
+};
+/* Check and read the bytes of a HEAD object (untrusted: bounded, checksummed
+ * and range-checked as every reader of the library checks it). Thread-safe.
+ * @return CKPT_OK, CKPT_E_CORRUPT (damaged, or not a HEAD),
+ *         CKPT_E_UNSUPPORTED (a newer format than this library reads),
+ *         CKPT_E_INVAL (NULL buf or out). */
+CKPT_API ckpt_status ckpt_head_parse(const void *buf, size_t len, struct ckpt_head_info *out);
+
 /* Write every item of the checkpoint at `step` (or, with CKPT_STEP_LATEST,
  * the first of the resume order that restores whole, falling back as
  * ckpt_restore() does, and marking as it does in a context with a lease

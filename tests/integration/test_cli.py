@@ -532,6 +532,316 @@ class Stores(Case):
         self.assertEqual(rc, 0, err)
 
 
+FIXTURES = os.path.join(REPO, "tests", "fuzz", "corpus", "manifest")
+
+
+def table(out):
+    """A table ckptrun printed: its header's column names, then one dict per
+    row. Cells are apart by two spaces or more, and hold no two spaces."""
+    lines = [l for l in out.splitlines() if l.strip()]
+    cols = re.split(r"\s{2,}", lines[0].strip())
+    rows = []
+    for l in lines[1:]:
+        cells = re.split(r"\s{2,}", l.strip())
+        assert len(cells) == len(cols), (cols, l)
+        rows.append(dict(zip(cols, cells)))
+    return cols, rows
+
+
+class Listing(Case):
+    """26.9: `ls` without a run is a table of the store's runs (state, newest
+    step, updated, size; objects and bytes in --json), cheap per run; `ls
+    --run R --step N` lists that checkpoint's items."""
+
+    def write_json(self, path, obj):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(obj, f)
+
+    def run_record(self, run, state, lease_expires_in_ms):
+        now = int(time.time() * 1000)
+        self.write_json(os.path.join(self.store_dir, run, "RUN"),
+                        {"format": 1, "state": state, "updated_ms": now, "started_ms": now,
+                         "host": "elsewhere", "pid": 1, "epoch": 3, "last_step": 1,
+                         "preemptions": 0})
+        self.write_json(os.path.join(self.store_dir, run, "LEASE"),
+                        {"format": 1, "holder": "elsewhere:1:n", "epoch": 3, "released": False,
+                         "expires_ms": now + lease_expires_in_ms, "heartbeat_ms": now})
+
+    def du(self, run):
+        n = size = 0
+        for root, _, files in os.walk(os.path.join(self.store_dir, run)):
+            for f in files:
+                n += 1
+                size += os.path.getsize(os.path.join(root, f))
+        return n, size
+
+    def test_runs_table_file_store(self):
+        self.save(5, self.src("checkpoint-5", 300000), "--run", "alpha")
+        self.save(12, self.src("checkpoint-12", 1000), "--run", "beta")
+        self.save(3, self.src("checkpoint-3", 1000), "--run", "beta", "--force")  # older
+        rc, _, err = self.ckptrun("--run", "done", "--dir", os.path.join(self.tmp, "ck"), "--",
+                                  "true")
+        self.assertEqual(rc, 0, err)
+        for run, state, expires in (("live", "running", 60000), ("dead", "running", -60000)):
+            self.save(1, self.src("c", 100), "--run", run)
+            self.run_record(run, state, expires)
+        # a prefix holding neither HEAD nor RUN is no run
+        os.makedirs(os.path.join(self.store_dir, "junk"))
+        open(os.path.join(self.store_dir, "junk", "x"), "w").close()
+        env = {k: v for k, v in self.env.items() if k != "CKPT_RUN"}
+        rc, out, err = self.ckptrun("ls", env=env)
+        self.assertEqual((rc, err), (0, ""))
+        cols, rows = table(out)
+        self.assertEqual(cols, ["RUN", "STATE", "NEWEST STEP", "UPDATED", "SIZE"])
+        by = {r["RUN"]: r for r in rows}
+        self.assertEqual(sorted(by), ["alpha", "beta", "dead", "done", "live"])
+        self.assertEqual([(by[r]["STATE"], by[r]["NEWEST STEP"]) for r in sorted(by)],
+                         [("unknown", "5"), ("unknown", "12"), ("stale", "1"),
+                          ("completed", "-"), ("running", "1")])
+        self.assertRegex(by["alpha"]["UPDATED"], r"^(just now|\d+ s ago)$")
+        self.assertRegex(by["alpha"]["SIZE"], r"^29\d KiB$")
+        rc, out, err = self.ckptrun("ls", "--json", env=env)
+        self.assertEqual(rc, 0, err)
+        js = {j["run"]: j for j in json.loads(out)}
+        for run in js:
+            self.assertEqual((js[run]["objects"], js[run]["bytes"]), self.du(run), run)
+        self.assertEqual((js["beta"]["newest_step"], js["beta"]["checkpoints"]), (12, 2))
+        self.assertIsNone(js["done"]["newest_step"])
+        self.assertEqual(js["done"]["state"], "completed")
+        newest = max(os.path.getmtime(os.path.join(r, f))
+                     for r, _, fs in os.walk(os.path.join(self.store_dir, "alpha")) for f in fs)
+        self.assertLess(abs(js["alpha"]["updated_ms"] - newest * 1000), 2)
+        # a damaged HEAD: that run says why, the others are listed
+        with open(os.path.join(self.store_dir, "beta", "HEAD"), "r+b") as f:
+            f.seek(20)
+            f.write(b"XX")
+        rc, out, err = self.ckptrun("ls", env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual({r["RUN"]: r["NEWEST STEP"] for r in table(out)[1]}["beta"], "?")
+        self.assertRegex(err, r"level=warn .*run beta: HEAD: .*integrity")
+        self.assertEqual(len(self.lines(err)), 1, err)
+
+    def test_items_of_a_checkpoint(self):
+        d = self.src("checkpoint-4", 150000)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write("{}")
+        self.save(4, d)
+        rc, out, err = self.ckptrun("ls", "--step", "4")
+        self.assertEqual(rc, 0, err)
+        cols, rows = table(out)
+        self.assertEqual(cols, ["NAME", "TYPE", "SIZE", "STORED"])  # no PART: one writer
+        self.assertEqual(sorted((r["NAME"], r["TYPE"], r["SIZE"]) for r in rows),
+                         [("checkpoint-4/config.json", "file", "2 B"),
+                          ("checkpoint-4/m.bin", "file", "146 KiB")])
+        rc, out, err = self.ckptrun("ls", "--step", "4", "--json")
+        items = {i["name"]: i for i in json.loads(out)}
+        self.assertEqual(items["checkpoint-4/m.bin"]["size"], 150000)
+        self.assertGreater(items["checkpoint-4/m.bin"]["stored_bytes"], 150000)  # random bytes
+        self.assertEqual((items["checkpoint-4/m.bin"]["part"],
+                          items["checkpoint-4/m.bin"]["replicated"]), (0, False))
+        # no such step, no such run, no run at all
+        rc, _, err = self.ckptrun("ls", "--step", "5")
+        self.assertEqual(rc, 1)
+        self.assertIn("run job has no committed checkpoint at step 5", self.one_error(err))
+        rc, _, err = self.ckptrun("ls", "--step", "4", "--run", "jbo")
+        self.assertEqual(rc, 1)
+        self.assertIn("run jbo not found", self.one_error(err))
+        env = {k: v for k, v in self.env.items() if k != "CKPT_RUN"}
+        rc, _, err = self.ckptrun("ls", "--step", "4", env=env)
+        self.assertEqual(rc, 64)
+        self.assertIn("--run", self.one_error(err))
+
+    def test_items_links_and_regions(self):
+        ck = os.path.join(self.tmp, "ck")
+        script = ("printf abc > $CKPT_DIR/.t && mv $CKPT_DIR/.t $CKPT_DIR/epoch=1-step=3.ckpt"
+                  " && ln -s epoch=1-step=3.ckpt $CKPT_DIR/last.ckpt")
+        rc, _, err = self.ckptrun("--run", "lit", "--dir", ck, "--", "sh", "-c", script)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.ckptrun("ls", "--run", "lit", "--step", "3")
+        self.assertEqual(rc, 0, err)
+        rows = {r["NAME"]: r for r in table(out)[1]}
+        self.assertEqual((rows["last.ckpt -> epoch=1-step=3.ckpt"]["TYPE"],
+                          rows["last.ckpt -> epoch=1-step=3.ckpt"]["STORED"]), ("link", "-"))
+        self.assertEqual(rows["epoch=1-step=3.ckpt"]["SIZE"], "3 B")
+        rc, out, err = self.ckptrun("ls", "--run", "lit", "--step", "3", "--json")
+        link = [i for i in json.loads(out) if i["type"] == "link"]
+        self.assertEqual([(i["name"], i["target"]) for i in link],
+                         [("last.ckpt", "epoch=1-step=3.ckpt")])
+        if os.path.exists(C_TRAINER):
+            subprocess.run([C_TRAINER, "--steps", "2", "--every", "1", "--quiet", "--out",
+                            os.path.join(self.tmp, "o")], env=dict(self.env, CKPT_RUN="mem"),
+                           check=True, capture_output=True, timeout=60)
+            rc, out, err = self.ckptrun("ls", "--run", "mem", "--step", "2", "--json")
+            self.assertEqual(rc, 0, err)
+            self.assertEqual({i["type"] for i in json.loads(out)}, {"region"})
+
+    def test_items_of_a_multi_rank_checkpoint(self):
+        # the format-4 fixtures as written by a 2-rank job: HEAD, the commit
+        # record, both parts (no chunk is read to list items)
+        run = os.path.join(self.store_dir, "ranks")
+        with open(os.path.join(FIXTURES, "commit-ranks-v4")) as f:
+            rec = json.loads(f.read().rsplit("\n#xxh64:", 1)[0])
+        with open(os.path.join(FIXTURES, "head-ranks-v4")) as f:
+            head = json.loads(f.read().rsplit("\n#xxh64:", 1)[0])
+        os.makedirs(os.path.join(run, "manifests"))
+        for src, key in (("head-ranks-v4", "HEAD"),
+                         ("commit-ranks-v4", head["retained"][0]["manifest"]),
+                         ("manifest-part-r0-v4", rec["parts"][0]),
+                         ("manifest-part-r1-v4", rec["parts"][1])):
+            shutil.copy(os.path.join(FIXTURES, src), os.path.join(run, key))
+        rc, out, err = self.ckptrun("ls", "--run", "ranks", "--step", "40")
+        self.assertEqual(rc, 0, err)
+        cols, rows = table(out)
+        self.assertEqual(cols, ["NAME", "TYPE", "SIZE", "STORED", "PART"])
+        self.assertEqual([(r["NAME"], r["TYPE"], r["PART"]) for r in rows],
+                         [("weights", "replicated", "all"), ("shard", "region", "0"),
+                          ("shard", "region", "1")])
+        rc, out, err = self.ckptrun("ls", "--run", "ranks", "--step", "40", "--json")
+        self.assertEqual([(i["name"], i["part"], i["replicated"]) for i in json.loads(out)],
+                         [("weights", None, True), ("shard", 0, False), ("shard", 1, False)])
+        rc, out, err = self.ckptrun("ls", env={k: v for k, v in self.env.items()
+                                               if k != "CKPT_RUN"})
+        self.assertEqual(table(out)[1][0]["NEWEST STEP"], "40")
+
+    def npm_peer(self, args):
+        node = shutil.which("node")
+        mod = os.path.join(REPO, "tests", "npm", "node_modules", args[0])
+        if not node or not os.path.exists(mod):
+            self.skipTest("node or tests/npm/node_modules missing (make test-peers)")
+        port = free_port()
+        data = os.path.join(self.tmp, "peer")
+        os.makedirs(data)
+        argv = [a.replace("MOD", mod).replace("PORT", str(port)).replace("DATA", data)
+                for a in [node] + args[1:]]
+        peer = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (peer.terminate(), peer.wait(10)))
+        end = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                return port
+            except OSError:
+                if peer.poll() is not None or time.monotonic() > end:
+                    self.fail("%s did not start" % args[0])
+                time.sleep(0.1)
+
+    @unittest.skipUnless(HAVE_S3, "object stores not built")
+    def test_runs_table_s3rver_two_reads_per_run(self):
+        port = self.npm_peer(["s3rver", "--openssl-legacy-provider", "MOD/bin/s3rver.js",
+                              "-d", "DATA", "-a", "127.0.0.1", "-p", "PORT",
+                              "--configure-bucket", "ckpt-test"])
+        stats = os.path.join(self.tmp, "stats.json")
+        proxy = Server(os.path.join(TOOLS, "faultproxy.py"), "--upstream",
+                       "127.0.0.1:%d" % port, "--rate", "0", "--stats", stats)
+        self.servers.append(proxy)
+        env = self.s3_env(proxy.port)
+        env.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER")
+        env.pop("CKPT_RUN")
+        src = self.src("checkpoint-9", 40000)
+
+        def ls():
+            with open(stats) as f:
+                before = json.load(f).get("GET", 0)
+            rc, out, err = self.ckptrun("ls", "--json", env=env)
+            self.assertEqual(rc, 0, err)
+            with open(stats) as f:
+                return json.loads(out), json.load(f).get("GET", 0) - before
+
+        for i in range(2):
+            rc, _, err = self.ckptrun("save", "--run", "r%d" % i, "--step", str(9 + i), src,
+                                      env=env)
+            self.assertEqual(rc, 0, err)
+        runs, gets2 = ls()
+        self.assertEqual([(r["run"], r["newest_step"], r["state"]) for r in runs],
+                         [("r0", 9, "unknown"), ("r1", 10, "unknown")])
+        self.assertTrue(all(r["bytes"] > 40000 and r["objects"] >= 4 for r in runs), runs)
+        self.assertTrue(all(abs(r["updated_ms"] - time.time() * 1000) < 600000 for r in runs))
+        for i in range(2, 5):
+            rc, _, err = self.ckptrun("save", "--run", "r%d" % i, "--step", "1", src, env=env)
+            self.assertEqual(rc, 0, err)
+        runs, gets5 = ls()
+        self.assertEqual(len(runs), 5)
+        # one listing (one page here) whatever the count, then HEAD per run
+        # (these runs have no RUN record: `save` writes none)
+        self.assertEqual(gets5 - gets2, 3, (gets2, gets5))
+        rc, out, err = self.ckptrun("ls", "--run", "r1", "--step", "10", env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([(r["NAME"], r["TYPE"]) for r in table(out)[1]],
+                         [("checkpoint-9/m.bin", "file")])
+        rc, out, err = self.ckptrun("ls", env=env)
+        self.assertEqual([r["RUN"] for r in table(out)[1]], ["r0", "r1", "r2", "r3", "r4"])
+
+
+class DidYouMean(Case):
+    """26.10: an unknown option, run name or a relative file:// store says
+    what it resembles; bad command lines exit 64, bad environment 78."""
+
+    def test_unknown_options_of_every_command(self):
+        for args, hint in ((["ls", "--stroe", self.store], "did you mean --store?"),
+                           (["--stroe=" + self.store, "status"], "did you mean --store?"),
+                           (["save", "--stpe", "3", "x"], "did you mean --step?"),
+                           (["gc", "--keep", "1", "--dryrun"], "did you mean --dry-run?"),
+                           (["doctor", "--budjet", "5s"], "did you mean --budget?"),
+                           (["--intervl", "5m", "--", "true"], "did you mean --interval?"),
+                           (["recover", "--resume-stoped", "--", "true"],
+                            "did you mean --resume-stopped?"),
+                           (["restore", "--snyc", "d"], "did you mean --sync?"),
+                           (["verify", "-store", self.store], "did you mean --store? (long "
+                                                              "options take two dashes)"),
+                           (["ls", "--setle", "3s"], "did you mean --settle? (an option of "
+                                                     "ckptrun run)"),
+                           (["ls", "--s", "x"], "'--s' is ambiguous: it could be --store, ")):
+            rc, out, err = self.ckptrun(*args)
+            self.assertEqual(rc, 64, (args, err))
+            self.assertIn(hint, self.one_error(err), args)
+            self.nothing_created()
+        rc, _, err = self.ckptrun("ls", "--frobnicate")
+        self.assertEqual(rc, 64)
+        self.assertNotIn("did you mean", self.one_error(err))
+
+    def test_unknown_run_names(self):
+        for run in ("llama-7b-ft", "llama-7b-ft2", "other"):
+            self.save(1, self.src("c", 100), "--run", run)
+        for cmd in (["ls"], ["status"], ["verify"], ["restore", os.path.join(self.tmp, "x")],
+                    ["ls", "--step", "1"]):
+            rc, _, err = self.ckptrun(*cmd, "--run", "llama-7b-fy")
+            self.assertEqual(rc, 1, (cmd, err))
+            self.assertIn("run llama-7b-fy not found in %s; did you mean llama-7b-ft?" %
+                          self.store, self.one_error(err), cmd)
+            rc, _, err = self.ckptrun(*cmd, "--run", "llama")  # a name cut short
+            self.assertIn("did you mean llama-7b-ft or llama-7b-ft2?", self.one_error(err))
+            rc, _, err = self.ckptrun(*cmd, "--run", "zzz")  # nothing close: the few there are
+            self.assertIn("its runs: llama-7b-ft, llama-7b-ft2 and other", self.one_error(err))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "x")))
+        for i in range(5):
+            self.save(1, self.src("c", 100), "--run", "r%d" % i)
+        rc, _, err = self.ckptrun("status", "--run", "zzz")  # many: ls lists them
+        self.assertNotIn(";", self.one_error(err))
+
+    def test_relative_file_store(self):
+        sub = os.path.join(self.work, "sub")
+        os.makedirs(sub)
+        for url, want in (("file://data/ckpt", "file://%s/data/ckpt" % sub),
+                          ("file://./data", "file://%s/data" % sub),
+                          ("file:/abs/ckpt", "file:///abs/ckpt"),
+                          ("/abs/ckpt", "file:///abs/ckpt"),
+                          ("ckpt", "file://%s/ckpt" % sub)):
+            rc, _, err = self.ckptrun("ls", "--store", url, cwd=sub)
+            self.assertEqual(rc, 64, (url, err))
+            line = self.one_error(err)
+            self.assertIn("did you mean %s?" % want, line)
+            if url.startswith("file://"):
+                self.assertIn("relative path", line)
+            rc, _, err = self.ckptrun("ls", env=dict(self.env, CKPT_STORE=url), cwd=sub)
+            self.assertEqual(rc, 78, (url, err))
+            self.assertIn("did you mean %s?" % want, self.one_error(err))
+        rc, _, err = self.ckptrun("ls", "--store", "file://~/ckpt", cwd=sub)
+        self.assertIn("did you mean file://%s/ckpt?" % self.home, self.one_error(err))
+        self.assertFalse(os.path.exists(os.path.join(sub, "data")))
+        self.assertEqual(os.listdir(sub), [])
+
+
 class Build(unittest.TestCase):
     """17.7, 17.9, 17.10: generated manual page and completions, install,
     pkg-config, and make targets that leave the tree clean."""
@@ -666,7 +976,7 @@ if __name__ == "__main__":
             suite = unittest.TestSuite(
                 unittest.defaultTestLoader.loadTestsFromTestCase(c)
                 for c in (Subcommands, Progress, Json, Consistent, Errors, Status, Rules,
-                          Stores))
+                          Stores, Listing, DidYouMean))
     verbosity = 2 if "-v" in sys.argv else 1
     sys.exit(0 if unittest.TextTestRunner(verbosity=verbosity).run(suite).wasSuccessful()
              else 1)

@@ -246,6 +246,47 @@ class ReproHF(WriterCase):
         self.assertEqual(self.check_every_checkpoint(check_hf(self), err), 20)
 
 
+class ReproFastHF(WriterCase):
+    # HF's order (marker, then the other rank's shard) every 0.5 s, the two
+    # newest kept: each checkpoint-N/ lives about a second, less than the
+    # marker's quiet time (2 s). Before: nothing committed while it ran.
+    ARGS = ("hf", "--every", "10", "--sleep-ms", "50", "--limit", "2", "--rank-delay-ms", "20")
+
+    def test_fast_saves_are_committed_while_they_come(self):
+        p = self.start(["--complete-marker", "trainer_state.json", "--grace", "10s", "--"] +
+                       self.writer(*self.ARGS, "--steps", "400"))
+        for _ in range(3):
+            n = len(self.commits(p))
+            deadline = time.monotonic() + 30
+            while len(self.commits(p)) <= n and time.monotonic() < deadline:
+                time.sleep(0.05)
+        during = self.commits(p)
+        self.assertGreaterEqual(len(during), 3, p.text())
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertNotIn("commit-failed", p.text())
+        self.assertIn("final committed=true", p.text())
+        self.check_every_checkpoint(check_hf(self), p.text())
+
+    def test_launcher_dying_of_the_stop_keeps_complete_entries(self):
+        # A launcher that neither handles nor forwards SIGTERM dies of it at
+        # once with its writers (no --signal, no helper: the child is
+        # stopped at once). The entries complete before the stop are the
+        # final checkpoint. Before: none was complete yet (quiet time), the
+        # child died, nothing counted: exit 74.
+        launcher = ("import subprocess, sys\n"
+                    "sys.exit(subprocess.Popen(sys.argv[1:]).wait())\n")
+        p = self.start(["--complete-marker", "trainer_state.json", "--grace", "10s", "--",
+                        PY, "-c", launcher] + self.writer(*self.ARGS, "--steps", "400"))
+        p.wait_line(r"writer: saved checkpoint-30", timeout=60)
+        saved = [int(s) for s in re.findall(r"writer: saved checkpoint-(\d+)", p.text())]
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertIn("final committed=true", p.text())
+        newest = self.check_every_checkpoint(check_hf(self), p.text())
+        self.assertGreaterEqual(newest, max(saved), p.text())
+
+
 class Lightning(WriterCase):
     ARGS = ("lightning", "--steps", "200", "--every", "20", "--top-k", "2",
             "--write-ms", "30", "--sleep-ms", "12")
