@@ -8,19 +8,10 @@
  *
  * Providers are a table (NOTICE_PROVIDER_LIST below; one file each,
  * ckptrun/notice_<name>.c, implementing notice_provider.h). What each one
- * polls, how it maps replies to notices and deadlines, and how to add one:
- * docs/notices.md. In short:
- *   aws     spot/instance-action (terminate, stop), legacy
- *           spot/termination-time -> NOTICE_TERMINATE;
- *           events/recommendations/rebalance -> NOTICE_REBALANCE (no deadline)
- *   gcp     instance/preempted == TRUE -> NOTICE_TERMINATE, deadline now+30 s;
- *           instance/maintenance-event == TERMINATE_ON_HOST_MAINTENANCE ->
- *           NOTICE_MAINTENANCE, deadline now+60 s
- *   azure   Scheduled Events Preempt/Terminate -> NOTICE_TERMINATE,
- *           Reboot/Redeploy -> NOTICE_MAINTENANCE; deadline = NotBefore, or
- *           now+30 s when NotBefore is blank; ev->id = EventId (see notice_ack)
- *   aliyun  instance/spot/termination-time -> NOTICE_TERMINATE
- *   tencent spot/termination-time (UTC+8 local time) -> NOTICE_TERMINATE
+ * polls, how its replies map to notices (NOTICE_TERMINATE: the instance goes
+ * away; NOTICE_REBALANCE: an early warning without a deadline;
+ * NOTICE_MAINTENANCE: host maintenance) and their deadlines, and how to add
+ * one: docs/notices.md.
  *
  * Guarantees: NOTICE_TERMINATE is delivered at most once per poller, from
  * whichever path or event reports it first, however long it keeps being
@@ -93,9 +84,8 @@ struct notice_config {
     void *user;
     ckpt_log_fn log_fn;       /* NULL: silent */
     void *log_user;
-    long poll_interval_ms;    /* 0: the provider's own (docs/notices.md: aws 2000, azure
-                                 1000, aliyun and tencent 5000); gcp long-polls and uses
-                                 this only to pace retries */
+    long poll_interval_ms;    /* 0: the provider's own (docs/notices.md); a provider that
+                                 long-polls (gcp) uses this only to pace retries */
     long reserved[4];         /* zero */
 };
 #define NOTICE_CONFIG_INIT {0}

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Loopback mock of the cloud metadata services ckpt polls for notices.
 
-Usage: metadata_mock.py --provider aws|gcp|azure|aliyun|tencent [--port N]
+Usage: metadata_mock.py --provider NAME [--port N]
+
+NAME is a provider of ckptrun's table (ckptrun/notice.h) that has a
+serve_NAME method below: adding a provider here is adding that method.
 
 Binds 127.0.0.1 (port 0 by default) and prints "PORT <n>" on stdout, then
 serves one provider's paths with that provider's headers and error replies
@@ -380,7 +383,8 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--provider", required=True, choices=["aws", "gcp", "azure", "aliyun", "tencent"])
+    ap.add_argument("--provider", required=True,
+                    choices=sorted(m[len("serve_"):] for m in dir(Handler) if m.startswith("serve_")))
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     S["provider"] = a.provider
