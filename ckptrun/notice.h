@@ -49,7 +49,7 @@ struct notice_poller;
  * and every list users read (--notice's help, completions and messages,
  * doctor's advice) comes from it. Adding a provider is one word here plus
  * its file (docs/notices.md, "Adding a provider"). */
-#define NOTICE_PROVIDER_LIST(X) X(aws) X(gcp) X(azure) X(aliyun) X(tencent)
+#define NOTICE_PROVIDER_LIST(X) X(aws) X(gcp) X(azure) X(aliyun) X(tencent) X(volcengine)
 
 /* " aws gcp azure ...": every provider, each after a space (a literal). */
 #define NOTICE_WORD_(name) " " #name

@@ -534,6 +534,44 @@ static void test_tencent(void)
     mock_stop(&m);
 }
 
+/* The time's form is not documented: each form ckptrun accepts gives the
+ * same deadline; 404 and an empty reply are both "no notice", unlogged. */
+static void test_volcengine(void)
+{
+    static const char *const fmts[] = { "isoz", "space", "epoch", "offset" };
+    struct mock m;
+    struct notice_poller *p;
+    double before;
+    size_t i;
+
+    printf("volcengine\n");
+    refused("volcengine");
+    if (mock_start(&m, "volcengine")) {
+        CHECK(0, "mock volcengine did not start");
+        return;
+    }
+    for (i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        char q[96];
+        snprintf(q, sizeof q, "notice?kind=terminate&in=300&fmt=%s", fmts[i]);
+        /* whole seconds in every form: up to 1 s early */
+        one_notice("volcengine", &m, q, NOTICE_TERMINATE, 300000, 2000);
+        CHECK(strstr(evs[0].detail, "spot_instance_termination_time") != NULL, "%s: detail %s",
+              fmts[i], evs[0].detail);
+    }
+    for (i = 0; i < 2; i++) {
+        ctl0(&m, i ? "config?none=empty" : "config?none=404");
+        warnings();
+        before = counter(&m, "volcengine_gets");
+        p = start("volcengine", &m, 100);
+        CHECK(wait_counter(&m, "volcengine_gets", before + 3, 5000) >= before + 3,
+              "volcengine not polled");
+        CHECK(events() == 0, "no notice (%s): %d events", i ? "empty" : "404", events());
+        notice_stop(p);
+        CHECK(warnings() == 0, "no notice (%s) logged as a failure", i ? "empty" : "404");
+    }
+    hostile_modes("volcengine", &m);
+    mock_stop(&m);
+}
 
 /* ---- the IMDS client on its own (also used by the S3 credential chain) ---- */
 
@@ -667,8 +705,13 @@ static const struct {
     const char *name;
     void (*run)(void);
 } suites[] = {
-    { "imds", test_imds },       { "aws", test_aws },       { "gcp", test_gcp },
-    { "azure", test_azure },     { "aliyun", test_aliyun }, { "tencent", test_tencent },
+    { "imds", test_imds },
+    { "aws", test_aws },
+    { "gcp", test_gcp },
+    { "azure", test_azure },
+    { "aliyun", test_aliyun },
+    { "tencent", test_tencent },
+    { "volcengine", test_volcengine },
 };
 #define NSUITES (sizeof suites / sizeof suites[0])
 
