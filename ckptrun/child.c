@@ -29,10 +29,46 @@ static const char *const ours[] = { "CKPT_SOCKET=", "CKPT_DIR=", "CKPT_STORE=", 
                                     "CKPT_CODEC=", "CKPT_KEEP=", "LD_PRELOAD=",
                                     "CKPT_EPOCH=", "CKPT_SOCKET_KEY=", NULL };
 
+/* The directory holding the Python package `ckpt` that goes with this
+ * ckptrun: <bindir>/../python in a build tree, else the package directory
+ * of our own prefix (CKPT_PYTHON_FROM_BIN, set by CMake). @return 0 and
+ * out, or -1. */
+static int python_dir(char *out, size_t n)
+{
+    static const char *const rel[] = { "../python",
+#ifdef CKPT_PYTHON_FROM_BIN
+                                       CKPT_PYTHON_FROM_BIN,
+#endif
+                                       NULL };
+    char exe[PATH_MAX], p[PATH_MAX + 64], *slash;
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+
+    if (l < 0)
+        return -1;
+    exe[l] = '\0';
+    if (!(slash = strrchr(exe, '/')))
+        return -1;
+    *slash = '\0';
+    for (int i = 0; rel[i]; i++) {
+        snprintf(p, sizeof p, "%s/%s/ckpt/__init__.py", exe, rel[i]);
+        if (access(p, R_OK) != 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", exe, rel[i]);
+        if (realpath(p, exe) && strlen(exe) < n) {
+            snprintf(out, n, "%s", exe);
+            return 0;
+        }
+        return -1;
+    }
+    return -1;
+}
+
 char **child_env(const struct child_vars *v)
 {
     size_t n = 0, k = 0;
-    char **env, buf[PATH_MAX + 64];
+    char **env, buf[PATH_MAX + 64], pydir[PATH_MAX];
+    const char *pypath = NULL;
+    int have_py = python_dir(pydir, sizeof pydir) == 0;
 
     for (char **e = environ; *e; e++)
         n++;
@@ -44,6 +80,10 @@ char **child_env(const struct child_vars *v)
         for (int i = 0; ours[i]; i++)
             if (strncmp(*e, ours[i], strlen(ours[i])) == 0)
                 skip = 1;
+        if (have_py && strncmp(*e, "PYTHONPATH=", 11) == 0) {
+            pypath = *e + 11; /* ours goes first, below */
+            skip = 1;
+        }
         /* copied: ckptrun's own environment changes later (hooks) */
         if (!skip && !(env[k++] = strdup(*e)))
             goto oom;
@@ -70,6 +110,16 @@ char **child_env(const struct child_vars *v)
     ADD("CKPT_KEEP=%u", v->keep);
     if (v->epoch)
         ADD("CKPT_EPOCH=%" PRIu64, v->epoch); /* the child's commits carry our lease epoch */
+    if (have_py) {
+        /* `import ckpt` finds the package that goes with this ckptrun and
+         * its libckpt (docs/python.md); the program's own path follows */
+        char *py = malloc(strlen(pydir) + (pypath ? strlen(pypath) : 0) + 16);
+        if (!py)
+            goto oom;
+        sprintf(py, "PYTHONPATH=%s%s%s", pydir, pypath && *pypath ? ":" : "",
+                pypath ? pypath : "");
+        env[k++] = py;
+    }
     if (v->preload) {
         const char *old = getenv("LD_PRELOAD");
         ADD("LD_PRELOAD=%s%s%s", v->preload, old && *old ? ":" : "", old && *old ? old : "");

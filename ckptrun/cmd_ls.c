@@ -342,7 +342,7 @@ static int ls_items(const struct opts *o, struct ckpt_ctx *ctx)
     ckpt_status s;
     int rc = 0;
 
-    s = ckpt_list_items(ctx, o->step, items_cb, &l);
+    s = ckpt_items(ctx, o->step, CKPT_PART_ALL, items_cb, &l);
     if (s == CKPT_OK && l.oom)
         s = CKPT_E_NOMEM;
     if (s == CKPT_E_NOENT) {

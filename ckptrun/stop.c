@@ -143,6 +143,18 @@ void stop_lease_lost(struct sup *s, const char *why)
     enter_term(s);
 }
 
+/* Whether a committed entry of CKPT_DIR answers the stop: the request went
+ * as a signal, or to processes that write their own files (the helper) --
+ * or to libckpt clients none of which has saved through the library yet: a
+ * program that writes its own files and reports them over libckpt's
+ * connection (the Python package's saved()). Once one of them has saved
+ * (`saving`), only its commit answers (docs/CONTROL.md). */
+static int entries_answer(const struct sup *s)
+{
+    const struct stop_state *st = &s->stop;
+    return st->via == CH_SIGNAL || st->via == CH_FILES || (st->via == CH_SOCKET && !s->ever_saving);
+}
+
 /* An entry written since the stop's signal reached the job may already
  * have been committed (a trainer that saved before we even heard of it):
  * that is the final checkpoint. */
@@ -154,8 +166,8 @@ static void check_answered(struct sup *s)
         stop_global_commit(s);
         return;
     }
-    if (st->phase == P_CKPT && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
-        s->last_changed >= 0 && s->last_changed >= st->t_accept) {
+    if (st->phase == P_CKPT && entries_answer(s) && s->last_changed >= 0 &&
+        s->last_changed >= st->t_accept) {
         final_result(s, 1);
         enter_term(s);
     }
@@ -352,8 +364,7 @@ void stop_entry_commit(struct sup *s, int64_t changed_mono, int ok)
 
     if (st->phase != P_RUN && !ok)
         st->failed_since_stop = 1;
-    if (st->phase != P_RUN && (st->via == CH_SIGNAL || st->via == CH_FILES) &&
-        changed_mono >= st->t_accept) {
+    if (st->phase != P_RUN && entries_answer(s) && changed_mono >= st->t_accept) {
         final_result(s, ok);
         enter_term(s);
     }

@@ -24,6 +24,7 @@ add_executable(test_ckptrun_sup ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_sup.
   ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/runlog.c ${_cr}/parse.c)
 target_include_directories(test_ckptrun_sup PRIVATE ${_cr})
 target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names the package
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 

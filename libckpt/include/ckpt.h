@@ -129,9 +129,9 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 3
+#define CKPT_VERSION_MINOR 4
 #define CKPT_VERSION_PATCH 0
-#define CKPT_VERSION_STRING "0.3.0"
+#define CKPT_VERSION_STRING "0.4.0"
 /* Encoded as MAJOR*10000 + MINOR*100 + PATCH; CKPT_CONFIG_INIT puts it in
  * `version` (see "Configuration" above). */
 #define CKPT_VERSION_NUMBER                                                   \
@@ -571,49 +571,10 @@ typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
  *         (HEAD damaged). */
 CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
 
-/* What an item of a committed checkpoint holds (struct ckpt_item_info). */
-typedef enum {
-    CKPT_KIND_REGION = 0,   /* host memory (ckpt_protect, ckpt_protect_replicated) */
-    CKPT_KIND_FILE = 1,     /* a file (ckpt_protect_file) */
-    CKPT_KIND_DEVICE = 2,   /* CUDA device memory (ckpt_protect_device) */
-    CKPT_KIND_LINK = 3      /* a symbolic link (ckpt_protect_link): no bytes */
-} ckpt_item_kind;
-
-/* One item of a committed checkpoint, as listed by ckpt_list_items(). The
- * struct and its strings belong to the library and are valid only during
- * the call of the ckpt_item_fn that receives them. Since 0.3.0. */
-struct ckpt_item_info {
-    const char *name;
-    ckpt_item_kind kind;
-    uint64_t size;          /* raw bytes (a link: 0) */
-    uint64_t stored_bytes;  /* compressed bytes of its chunks as stored, each
-                               distinct chunk once (a chunk the item shares with
-                               another counts for both) */
-    uint64_t chunks;        /* its chunks (distinct) */
-    const char *target;     /* a link's text (relative to its directory), else NULL */
-    int replicated;         /* a multi-rank checkpoint's item every rank holds
-                               identically: listed once, `part` 0 */
-    unsigned part;          /* the rank whose part holds it (0 for one writer) */
-    uint32_t mode;          /* permission bits of a file, else 0 */
-    uint64_t reserved[4];
-};
-typedef int (*ckpt_item_fn)(void *user, const struct ckpt_item_info *item);
-/* Call fn for every item of the committed checkpoint at `step`
- * (CKPT_STEP_LATEST: the newest of the resume order), on the calling
- * thread, in the manifest's order: a multi-rank checkpoint's replicated
- * items first, then each rank's own, rank by rank; fn returns nonzero to
- * stop. Reads HEAD and that checkpoint's manifest (its parts for a
- * multi-rank one); reads no chunk.
- * @return CKPT_OK, CKPT_E_NOENT (no such committed checkpoint: ckpt_errmsg()
- *         says so), CKPT_E_CORRUPT (HEAD or the manifest damaged),
- *         CKPT_E_UNSUPPORTED (a newer format), store errors. Since 0.3.0. */
-CKPT_API ckpt_status ckpt_list_items(struct ckpt_ctx *ctx, uint64_t step, ckpt_item_fn fn,
-                                     void *user);
-
 /* What a run's HEAD object says (docs/FORMAT.md, "HEAD"), for a tool that
  * lists many runs with one request each and no context per run: it reads
  * `<run>/HEAD` itself (ckpt_store.h) and hands the bytes to
- * ckpt_head_parse(). Since 0.3.0. */
+ * ckpt_head_parse(). Since 0.4.0. */
 struct ckpt_head_info {
     uint64_t step;          /* the highest retained step: the one resumed from
                                (0 when `checkpoints` is 0) */
@@ -905,6 +866,133 @@ struct ckpt_progress {
  * total by a chunk). Cheap (a few atomic loads). Since 0.1.0.
  * @return CKPT_OK, CKPT_E_INVAL (NULL argument). */
 CKPT_API ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *out);
+
+/* ------------------------------------------------------------------------ */
+/* Since 0.4.0: what a language binding needs (the Python package,          */
+/* docs/python.md): regions with flags, a checkpoint's items, restoring a    */
+/* given step, taking a request, reporting a file, signals the program's     */
+/* own handler receives.                                                     */
+
+/* Flags of ckpt_protect_region(). */
+#define CKPT_REGION_REPLICATED 1u /* the same bytes on every rank ("Ranks"), as
+                                     ckpt_protect_replicated() */
+#define CKPT_REGION_DEVICE 2u     /* a CUDA device region, as ckpt_protect_device() */
+#define CKPT_REGION_NO_STAGE 4u   /* reserve no staging for it now (see below) */
+
+/* The general form of ckpt_protect_ex(), ckpt_protect_replicated() and
+ * ckpt_protect_device(): register the region `ptr`/`size` under `name` with
+ * an element hint and flags; the same rules of names, validity and
+ * lifetime. ckpt_protect() reserves and touches a private staging copy of
+ * each host region (see "Memory") so that a save stalls only for its copy;
+ * CKPT_REGION_NO_STAGE leaves that out, for a region protected only to be
+ * restored into (a binding's load): nothing is allocated for it, and a save
+ * that includes it copies it through staging blocks allocated then.
+ * A device region (CKPT_REGION_DEVICE) may be replicated: each save stages
+ * it to host as ckpt_protect_device() describes, then spreads its chunks
+ * over the ranks as for a host region. Since 0.4.0.
+ * @return as ckpt_protect_ex() (host) or ckpt_protect_device() (device);
+ *         CKPT_E_INVAL also for an unknown flag or element type. */
+CKPT_API ckpt_status ckpt_protect_region(struct ckpt_ctx *ctx, const char *name, void *ptr,
+                                         size_t size, ckpt_elem elem, unsigned flags);
+
+/* Kinds of items, as ckpt_items() reports them. */
+typedef enum {
+    CKPT_KIND_REGION = 0, /* host memory (ckpt_protect*, a replicated region) */
+    CKPT_KIND_FILE = 1,   /* a file (ckpt_protect_file) */
+    CKPT_KIND_DEVICE = 2, /* CUDA device memory (ckpt_protect_device) */
+    CKPT_KIND_LINK = 3    /* a symbolic link (ckpt_protect_link): no bytes */
+} ckpt_item_kind;
+
+/* One item of a committed checkpoint, as ckpt_items() lists it. The struct
+ * and its strings belong to the library and are valid during the callback
+ * only. */
+struct ckpt_item_info {
+    const char *name;
+    uint64_t size;          /* raw bytes (a link: 0) */
+    ckpt_item_kind kind;
+    unsigned elem_size;     /* 2 or 4: saved with that element hint (byte
+                               grouping); 0: bytes */
+    int replicated;         /* the same bytes on every rank ("Ranks") */
+    const char *target;     /* links: the link's text; else NULL */
+    uint64_t step;          /* of the checkpoint */
+    unsigned world_size;    /* ranks whose parts make it (1: one writer) */
+    unsigned part;          /* the rank whose part holds it (0 for one writer
+                               and for a replicated item) */
+    uint32_t mode;          /* permission bits of a file, else 0 */
+    uint64_t stored_bytes;  /* compressed bytes of its chunks as stored, each
+                               distinct chunk once (a chunk the item shares
+                               with another counts for both) */
+    uint64_t chunks;        /* its distinct chunks */
+    uint64_t reserved[4];   /* zero */
+};
+typedef int (*ckpt_item_fn)(void *user, const struct ckpt_item_info *item);
+/* ckpt_items(): every part of a multi-rank checkpoint (`ckptrun ls --step`). */
+#define CKPT_PART_ALL 0xffffffffu
+/* Call fn for each item of the committed checkpoint at `step` (CKPT_STEP_LATEST:
+ * the newest in the resume order), as part `part` of it sees them: a
+ * single-writer checkpoint has part 0; a multi-rank one, the part's own
+ * items then the replicated ones. With CKPT_PART_ALL, every item of every
+ * part once: the replicated items and rank 0's own, then each other rank's
+ * own, rank by rank (`part` says whose). Reads HEAD and the checkpoint's
+ * manifest(s), no chunk: what a binding needs to allocate the regions it
+ * then protects and restores (ckpt_restore_step), and what a listing
+ * shows. On the calling thread; fn returns nonzero to stop. Not
+ * collective. Since 0.4.0.
+ * @return CKPT_OK, CKPT_E_NOENT (no such committed checkpoint, or no part
+ *         `part`: ckpt_errmsg() says which), CKPT_E_CORRUPT (a manifest is
+ *         damaged or missing), CKPT_E_UNSUPPORTED (a newer format), store
+ *         errors, CKPT_E_NOMEM, CKPT_E_INVAL (NULL ctx or fn). */
+CKPT_API ckpt_status ckpt_items(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
+                                ckpt_item_fn fn, void *user);
+
+/* As ckpt_restore(), the committed checkpoint at `step` only (no fallback
+ * to an older one: CKPT_E_CORRUPT when it is damaged, and it is not marked
+ * damaged); CKPT_STEP_LATEST is ckpt_restore() itself. With a collective it
+ * is collective: every rank passes the same step (else CKPT_E_WORLD on
+ * every rank) and gets the same outcome. Since 0.4.0.
+ * @return as ckpt_restore(); CKPT_E_NOENT when no committed checkpoint has
+ *         that step. */
+CKPT_API ckpt_status ckpt_restore_step(struct ckpt_ctx *ctx, uint64_t step, uint64_t *restored);
+
+/* Take this process's pending checkpoint request without saving: the
+ * answer ckpt_should_save() would give without a collective (a request, or
+ * `interval_ms` elapsed since the last save or take), cleared as
+ * ckpt_save() clears it; a codec the request asked for stays for the next
+ * save. For a program that answers a request by writing its own files
+ * (ckpt_report_file), and for bindings that report a request once. Not
+ * collective: in a job with a collective, call ckpt_should_save() first
+ * (every rank learns of any rank's request there), then this to clear it.
+ * Training thread. Since 0.4.0.
+ * @return nonzero if one was pending. */
+CKPT_API int ckpt_take_request(struct ckpt_ctx *ctx);
+
+/* Tell ckptrun, over this context's own connection, that the program wrote
+ * a complete checkpoint entry at `path` (a file or directory of CKPT_DIR,
+ * renamed into place) holding `step`: the `file` message of
+ * docs/CONTROL.md (event `renamed`), so ckptrun commits it without waiting
+ * for its watch to settle. A relative path is taken from the current
+ * directory. Any thread. Since 0.4.0.
+ * @return CKPT_OK (sent), CKPT_E_NOENT (not connected to ckptrun),
+ *         CKPT_E_INVAL (NULL or empty path, or one too long for a message),
+ *         CKPT_E_UNREACHABLE (ckptrun went away). */
+CKPT_API ckpt_status ckpt_report_file(struct ckpt_ctx *ctx, const char *path, uint64_t step);
+
+/* What ckpt_signal() says to do with a signal. */
+#define CKPT_SIGNAL_DEFAULT 0 /* let it take its default effect now */
+#define CKPT_SIGNAL_STOP 1    /* a stop: a checkpoint is requested (and reported
+                                 to ckptrun); save at the next safe point */
+#define CKPT_SIGNAL_REPEAT 2  /* the same stop again (forwarded by a launcher):
+                                 nothing to do */
+/* For a program whose own handler receives SIGTERM or SIGINT (a language
+ * runtime: Python handles SIGINT itself, so libckpt never sees it): decide
+ * as libckpt's handler does under ckptrun (docs/CONTROL.md, "Signals"). A
+ * stop is only taken while this context handles the process's stops (it
+ * is connected to ckptrun and installed its handler for a signal the
+ * program left at its default at ckpt_open: hello's `signals`); otherwise,
+ * after ckptrun's `stopping`, for a second signal, in a forked process, or
+ * for another signal, the answer is CKPT_SIGNAL_DEFAULT. Async-signal-safe.
+ * Since 0.4.0. */
+CKPT_API int ckpt_signal(struct ckpt_ctx *ctx, int sig);
 
 /* Version of the library actually loaded. */
 CKPT_API unsigned ckpt_version_number(void);

@@ -154,8 +154,9 @@ static struct ckpt_item *find_item(struct ckpt_ctx *ctx, const char *name)
     return NULL;
 }
 
+/* `flags`: CKPT_REGION_* (NO_STAGE and REPLICATED here; DEVICE is `kind`). */
 static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, void *ptr,
-                            size_t size, unsigned elem, const char *path)
+                            size_t size, unsigned elem, const char *path, unsigned flags)
 {
     struct ckpt_item *it;
     if (!ctx || !ckpt__name_valid(name) ||
@@ -179,13 +180,15 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
     it->ptr = ptr;
     it->size = size;
     it->elem_size = elem;
+    it->no_stage = (flags & CKPT_REGION_NO_STAGE) != 0;
+    it->replicated = (flags & CKPT_REGION_REPLICATED) != 0;
     if (ctx->items_tail)
         ctx->items_tail->next = it;
     else
         ctx->items = it;
     ctx->items_tail = it;
     ctx->nitems++;
-    if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size) {
+    if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size && !it->no_stage) {
         /* a private stage for the region, mapped and touched now so the
          * first save stalls only for its copy */
         it->stage = ckpt__arena_new(ctx->chunk_bytes,
@@ -200,7 +203,7 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
          * own, reserved now for the same reason */
         size_t blocks = 0;
         for (struct ckpt_item *i = ctx->items; i; i = i->next)
-            if (i->kind != CKPT_ITEM_FILE && !i->stage)
+            if (i->kind != CKPT_ITEM_FILE && !i->stage && !i->no_stage)
                 blocks += (i->size + ctx->chunk_bytes - 1) / ctx->chunk_bytes;
         if (ckpt__staging_reserve(&ctx->staging, blocks) != CKPT_OK)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
@@ -212,49 +215,55 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
 
 ckpt_status ckpt_protect(struct ckpt_ctx *ctx, const char *name, void *ptr, size_t size)
 {
-    return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, 0, NULL);
+    return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, 0, NULL, 0);
 }
 
 ckpt_status ckpt_protect_replicated(struct ckpt_ctx *ctx, const char *name, void *ptr,
                                     size_t size, ckpt_elem elem)
 {
-    ckpt_status st = ckpt_protect_ex(ctx, name, ptr, size, elem);
-    if (st == CKPT_OK)
-        ctx->items_tail->replicated = true;
-    return st;
+    return ckpt_protect_region(ctx, name, ptr, size, elem, CKPT_REGION_REPLICATED);
 }
 
 ckpt_status ckpt_protect_ex(struct ckpt_ctx *ctx, const char *name, void *ptr, size_t size,
                             ckpt_elem elem)
 {
-    unsigned es = (elem == CKPT_ELEM_F16 || elem == CKPT_ELEM_E2) ? 2
-                  : (elem == CKPT_ELEM_F32 || elem == CKPT_ELEM_E4) ? 4
-                                                                    : 0;
-    if (elem > CKPT_ELEM_E4)
-        return CKPT_E_INVAL;
-    return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, es, NULL);
+    return ckpt_protect_region(ctx, name, ptr, size, elem, 0);
 }
 
 ckpt_status ckpt_protect_device(struct ckpt_ctx *ctx, const char *name, void *dev_ptr,
                                 size_t size)
 {
+    return ckpt_protect_region(ctx, name, dev_ptr, size, CKPT_ELEM_BYTES, CKPT_REGION_DEVICE);
+}
+
+ckpt_status ckpt_protect_region(struct ckpt_ctx *ctx, const char *name, void *ptr, size_t size,
+                                ckpt_elem elem, unsigned flags)
+{
     char err[CKPT_ERR_MAX] = "";
     ckpt_status st;
+    unsigned es = (elem == CKPT_ELEM_F16 || elem == CKPT_ELEM_E2)   ? 2
+                  : (elem == CKPT_ELEM_F32 || elem == CKPT_ELEM_E4) ? 4
+                                                                    : 0;
+    if ((unsigned)elem > CKPT_ELEM_E4 ||
+        (flags & ~(CKPT_REGION_REPLICATED | CKPT_REGION_DEVICE | CKPT_REGION_NO_STAGE)))
+        return CKPT_E_INVAL;
+    if (!(flags & CKPT_REGION_DEVICE))
+        return add_item(ctx, name, CKPT_ITEM_MEM, ptr, size, es, NULL, flags);
     if (!ctx)
         return CKPT_E_INVAL;
     if (!ckpt__cuda_available(err)) {
         ckpt__set_ctx_err(ctx, "device region '%s': %s", name ? name : "?", err);
         return CKPT_E_UNSUPPORTED;
     }
-    if (!ckpt__name_valid(name) || (!dev_ptr && size))
+    if (!ckpt__name_valid(name) || (!ptr && size))
         return CKPT_E_INVAL;
     idle(ctx); /* the pinned pool is not resized under a save in flight */
-    st = ckpt__cuda_protect(ctx, dev_ptr, size, err);
+    st = ckpt__cuda_protect(ctx, ptr, size, err);
     if (st) {
         ckpt__set_ctx_err(ctx, "device region '%s': %s", name, err);
         return st;
     }
-    return add_item(ctx, name, CKPT_ITEM_DEVICE, dev_ptr, size, 0, NULL);
+    return add_item(ctx, name, CKPT_ITEM_DEVICE, ptr, size, es, NULL, flags);
 }
 
 ckpt_status ckpt_protect_file(struct ckpt_ctx *ctx, const char *name, const char *path)
@@ -283,7 +292,7 @@ ckpt_status ckpt_protect_file_ex(struct ckpt_ctx *ctx, const char *name, const c
         if (!S_ISREG(sb.st_mode))
             return CKPT_E_INVAL;
     }
-    st = add_item(ctx, name, CKPT_ITEM_FILE, NULL, 0, 0, path);
+    st = add_item(ctx, name, CKPT_ITEM_FILE, NULL, 0, 0, path, 0);
     if (st == CKPT_OK && (flags & CKPT_FILE_AS_IS)) {
         struct ckpt_item *it = ctx->items_tail;
         it->as_is = true;
@@ -298,7 +307,7 @@ ckpt_status ckpt_protect_link(struct ckpt_ctx *ctx, const char *name, const char
      * then protected: they may be registered in any order. */
     if (!ckpt__target_valid(target))
         return CKPT_E_INVAL;
-    return add_item(ctx, name, CKPT_ITEM_LINK, NULL, 0, 0, target);
+    return add_item(ctx, name, CKPT_ITEM_LINK, NULL, 0, 0, target, 0);
 }
 
 ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name)
@@ -363,6 +372,34 @@ void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec)
 {
     if (ctx)
         ckpt__request(ctx, codec);
+}
+
+int ckpt_take_request(struct ckpt_ctx *ctx)
+{
+    int want;
+    if (!ctx)
+        return 0;
+    want = atomic_exchange(&ctx->requested, 0) != 0;
+    if (!want && ctx->interval_ms &&
+        ckpt_mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
+        want = 1;
+    if (want) /* the interval counts from the answer, as from a save */
+        ctx->last_save_mono_ns = ckpt_mono_ns();
+    return want;
+}
+
+ckpt_status ckpt_report_file(struct ckpt_ctx *ctx, const char *path, uint64_t step)
+{
+    if (!ctx || !path || !*path)
+        return CKPT_E_INVAL;
+    if (!ctx->control) {
+        ckpt__set_ctx_err(ctx,
+                          "not connected to ckptrun (no CKPT_SOCKET, or it could not "
+                          "be reached at ckpt_open): %s not reported",
+                          path);
+        return CKPT_E_NOENT;
+    }
+    return ckpt__control_report_file(ctx->control, path, step);
 }
 
 ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step)
@@ -437,6 +474,21 @@ ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step)
         return CKPT_E_INVAL;
     }
     if (ctx->coll && ctx->world_size > 1)
-        return ckpt__ranks_restore(ctx, step); /* the ranks agree (ranks.c) */
+        return ckpt__ranks_restore(ctx, CKPT_STEP_LATEST, step); /* the ranks agree (ranks.c) */
     return ckpt__restore_latest(ctx, step);
+}
+
+ckpt_status ckpt_restore_step(struct ckpt_ctx *ctx, uint64_t step, uint64_t *restored)
+{
+    if (step == CKPT_STEP_LATEST)
+        return ckpt_restore(ctx, restored);
+    if (!ctx)
+        return CKPT_E_INVAL;
+    if (!ctx->items) {
+        ckpt__set_ctx_err(ctx, "nothing is protected: call ckpt_protect() before restoring");
+        return CKPT_E_INVAL;
+    }
+    if (ctx->coll && ctx->world_size > 1)
+        return ckpt__ranks_restore(ctx, step, restored);
+    return ckpt__restore_step(ctx, step, restored);
 }

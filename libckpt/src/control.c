@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -33,7 +34,7 @@ struct ckpt_control {
     pthread_mutex_t wmu;     /* one writer at a time */
 };
 
-static void send_locked(struct ckpt_control *c, const char *json_line);
+static int send_locked(struct ckpt_control *c, const char *json_line);
 
 /* Report signals taken as stops; caller holds wmu. */
 static void flush_signals(struct ckpt_control *c)
@@ -203,29 +204,72 @@ fail:
     return st;
 }
 
-/* Caller holds wmu. */
-static void send_locked(struct ckpt_control *c, const char *json_line)
+/* Caller holds wmu. @return 0 sent, -1 not (too long, or ckptrun gone). */
+static int send_locked(struct ckpt_control *c, const char *json_line)
 {
     size_t len = strlen(json_line);
     char buf[CKPT_CTL_MSG_MAX];
     if (len + 1 > sizeof buf)
-        return;
+        return -1;
     memcpy(buf, json_line, len);
     buf[len++] = '\n';
-    /* one write of the whole line; a failure means ckptrun is gone, and
-     * there is nothing to report to */
-    (void)ckpt__ctl_send(c->fd, buf, len);
+    /* one write of the whole line; a failure means ckptrun is gone */
+    return ckpt__ctl_send(c->fd, buf, len);
 }
 
-void ckpt__control_send(struct ckpt_control *c, const char *json_line)
+/* send_locked under wmu, signals first. */
+static int send_one(struct ckpt_control *c, const char *json_line)
 {
+    int rc;
     pthread_mutex_lock(&c->wmu);
     /* A signal taken as a stop goes first: ckptrun must learn of it before
      * the `saving` of the save it caused. */
     if (c->sigfd >= 0)
         flush_signals(c);
-    send_locked(c, json_line);
+    rc = send_locked(c, json_line);
     pthread_mutex_unlock(&c->wmu);
+    return rc;
+}
+
+void ckpt__control_send(struct ckpt_control *c, const char *json_line)
+{
+    /* nobody to report a failure to: ckptrun is gone */
+    (void)send_one(c, json_line);
+}
+
+ckpt_status ckpt__control_report_file(struct ckpt_control *c, const char *path, uint64_t step)
+{
+    struct ckpt_ctl_msg m;
+    char key[CKPT_CTL_KEY_MAX], abs[CKPT_CTL_MSG_MAX];
+
+    if (path[0] != '/') {
+        /* ckptrun matches absolute paths under CKPT_DIR */
+        char cwd[CKPT_CTL_MSG_MAX];
+        if (!getcwd(cwd, sizeof cwd) ||
+            (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, path) >= sizeof abs) {
+            ckpt__set_ctx_err(c->ctx, "%s: path too long to report", path);
+            return CKPT_E_INVAL;
+        }
+        path = abs;
+    }
+    ckpt__ctl_key(key);
+    ckpt__ctl_begin(&m, "file");
+    ckpt__ctl_str(&m, "path", path);
+    ckpt__ctl_str(&m, "event", "renamed");
+    ckpt__ctl_int(&m, "step", (long long)step);
+    if (key[0])
+        ckpt__ctl_str(&m, "key", key);
+    if (ckpt__ctl_end(&m, false) != 0) {
+        ckpt__set_ctx_err(c->ctx, "%s: path too long for a control message (%d bytes)", path,
+                          CKPT_CTL_MSG_MAX);
+        return CKPT_E_INVAL;
+    }
+    if (send_one(c, m.buf) != 0) {
+        ckpt__set_ctx_err(c->ctx, "ckptrun's control socket: %s: %s not reported", strerror(errno),
+                          path);
+        return CKPT_E_UNREACHABLE;
+    }
+    return CKPT_OK;
 }
 
 void ckpt__control_close(struct ckpt_control *c)

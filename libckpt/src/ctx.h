@@ -42,6 +42,7 @@ struct ckpt_item {
     bool as_is;            /* files: CKPT_FILE_AS_IS, `version` is the one to commit */
     struct ckpt_fversion version;
     bool replicated;       /* ckpt_protect_replicated: the same bytes on every rank */
+    bool no_stage;         /* CKPT_REGION_NO_STAGE: no staging reserved for it */
     struct ckpt_arena *stage; /* host regions without a staging cap: a private
                               copy of the whole region, so a save is one
                               large memcpy (streaming stores) per region */

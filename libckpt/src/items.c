@@ -1,12 +1,24 @@
-/* items.c -- ckpt_list_items(): the items of one committed checkpoint, and
- * ckpt_head_parse(): what a HEAD object says, for listings of many runs
- * (ckpt.h, "Administration"). */
+/* items.c -- ckpt_items(): what a committed checkpoint holds, item by item,
+ * as one of its parts sees it (a binding allocates the regions it then
+ * protects and restores from this: names, sizes, element hints, kinds) or
+ * as a whole (`ckptrun ls --step`: every part, with stored sizes); and
+ * ckpt_head_parse(): what a HEAD object says, for listings of many runs.
+ * Only HEAD and the manifests are read, never a chunk; a manifest is decoded
+ * and checked as a restore would (runload.h), so what a damaged manifest
+ * says never reaches the caller. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ctx.h"
 #include "idset.h"
 #include "runload.h"
+
+_Static_assert((int)CKPT_KIND_REGION == (int)CKPT_ITEM_MEM &&
+                   (int)CKPT_KIND_FILE == (int)CKPT_ITEM_FILE &&
+                   (int)CKPT_KIND_DEVICE == (int)CKPT_ITEM_DEVICE &&
+                   (int)CKPT_KIND_LINK == (int)CKPT_ITEM_LINK,
+               "ckpt_item_kind is the manifest's item kind");
 
 /* The distinct chunks of one item and their stored bytes. */
 static void item_sizes(const struct ckpt_mitem *it, uint64_t *stored, uint64_t *chunks)
@@ -25,19 +37,16 @@ static void item_sizes(const struct ckpt_mitem *it, uint64_t *stored, uint64_t *
     ckpt__idset_free(&seen);
 }
 
-static const ckpt_item_kind kinds[] = {
-    [CKPT_ITEM_MEM] = CKPT_KIND_REGION,
-    [CKPT_ITEM_FILE] = CKPT_KIND_FILE,
-    [CKPT_ITEM_DEVICE] = CKPT_KIND_DEVICE,
-    [CKPT_ITEM_LINK] = CKPT_KIND_LINK,
-};
-
-ckpt_status ckpt_list_items(struct ckpt_ctx *ctx, uint64_t step, ckpt_item_fn fn, void *user)
+ckpt_status ckpt_items(struct ckpt_ctx *ctx, uint64_t step, unsigned part, ckpt_item_fn fn,
+                       void *user)
 {
     struct ckpt_head h;
     struct ckpt_manifest m;
     const struct ckpt_head_entry *e = NULL;
+    const int all = part == CKPT_PART_ALL;
     bool exists;
+    unsigned world;
+    size_t n;
     ckpt_status st;
 
     if (!ctx || !fn)
@@ -52,37 +61,49 @@ ckpt_status ckpt_list_items(struct ckpt_ctx *ctx, uint64_t step, ckpt_item_fn fn
             e = &h.entries[i];
     if (!e) {
         if (step == CKPT_STEP_LATEST)
-            ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint", ctx->run);
+            ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint in %s", ctx->run,
+                              ctx->store_url);
         else
             ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint at step %" PRIu64, ctx->run,
                               step);
         st = CKPT_E_NOENT;
         goto out;
     }
-    /* rank 0's view: its own items and the replicated ones; the other
-     * ranks' items are `others`, each with its part */
-    st = ckpt__read_manifest_view(ctx, e->manifest, 0, &m);
-    if (st) {
-        /* a manifest HEAD names but the store no longer has is damage to
-         * this reader, not "no such checkpoint" */
-        if (st == CKPT_E_NOENT)
-            st = CKPT_E_CORRUPT;
+    /* one part's view: its own items and the replicated ones; part 0's
+     * view also carries the other ranks' items as `others` (each with its
+     * part), which is the whole checkpoint */
+    st = ckpt__read_manifest_view(ctx, e->manifest, all ? 0 : part, &m);
+    if (st == CKPT_E_NOENT) {
+        /* HEAD names it: missing is damage to this reader, not "no such
+         * checkpoint" */
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", e->step, ctx->errmsg);
+        st = CKPT_E_CORRUPT;
+    }
+    if (st)
+        goto out;
+    world = m.world_size ? m.world_size : 1;
+    if (!all && part >= world) {
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u", m.step,
+                          world, world == 1 ? "" : "s", part);
+        st = CKPT_E_NOENT;
         goto out;
     }
-    for (size_t j = 0; j < m.nitems + m.nothers; j++) {
+    n = m.nitems + (all ? m.nothers : 0);
+    for (size_t j = 0; j < n; j++) {
         const struct ckpt_mitem *it = j < m.nitems ? &m.items[j] : &m.others[j - m.nitems];
         struct ckpt_item_info info;
         memset(&info, 0, sizeof info);
         info.name = it->name;
-        info.kind = it->kind >= 0 && (size_t)it->kind < sizeof kinds / sizeof kinds[0]
-                        ? kinds[it->kind]
-                        : CKPT_KIND_REGION;
         info.size = it->size;
-        item_sizes(it, &info.stored_bytes, &info.chunks);
-        info.target = it->kind == CKPT_ITEM_LINK ? it->target : NULL;
+        info.kind = (ckpt_item_kind)it->kind; /* the manifest's kinds are ckpt.h's */
+        info.elem_size = it->elem_size > 1 ? it->elem_size : 0;
         info.replicated = it->replicated != 0;
+        info.target = it->kind == CKPT_ITEM_LINK ? it->target : NULL;
+        info.step = m.step;
+        info.world_size = world;
         info.part = it->replicated ? 0 : j < m.nitems ? m.rank : it->part;
         info.mode = it->kind == CKPT_ITEM_FILE ? it->mode : 0;
+        item_sizes(it, &info.stored_bytes, &info.chunks);
         if (fn(user, &info))
             break;
     }

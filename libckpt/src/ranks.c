@@ -431,7 +431,16 @@ static const struct ckpt_head_entry *below(const struct ckpt_head *h, uint64_t b
     return NULL;
 }
 
-ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step)
+/* The entry of h at exactly `step`, or NULL. */
+static const struct ckpt_head_entry *at_step(const struct ckpt_head *h, uint64_t step)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (h->entries[i].step == step)
+            return &h->entries[i];
+    return NULL;
+}
+
+ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *step)
 {
     struct ckpt_head h;
     bool exists = false;
@@ -440,13 +449,14 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step)
     const char **bad_keys = NULL;
     size_t nbad = 0;
     uint64_t bound = UINT64_MAX, v[2];
+    bool first = true;
 
     st = settle(ctx, false);
     if (st)
         return st;
     ckpt__flight_wait(&ctx->flight);
     ckpt__idset_init(&bad_ids);
-    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_RESTORE, CKPT_STEP_LATEST);
+    ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_RESTORE, want);
     {
         unsigned scanned; /* a damaged HEAD: what the manifests show (headscan.h) */
         hst = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, NULL);
@@ -455,7 +465,11 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step)
         memset(&h, 0, sizeof h);
     bad_keys = calloc(h.n + 1, sizeof *bad_keys);
     for (;;) {
-        const struct ckpt_head_entry *e = hst ? NULL : below(&h, bound);
+        /* one step only (want): tried once, never an older one */
+        const struct ckpt_head_entry *e = hst                        ? NULL
+                                          : want == CKPT_STEP_LATEST ? below(&h, bound)
+                                          : first                    ? at_step(&h, want)
+                                                                     : NULL;
         bool shape = false;
         /* each rank proposes its newest candidate; the smallest wins (a
          * rank that has none, or could not read HEAD, stops everyone) */
@@ -464,7 +478,11 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step)
             break;
         if (v[0] == 0) {
             st = hst ? hst : last;
-            if (!hst && last == CKPT_E_NOENT)
+            if (!hst && last == CKPT_E_NOENT && want != CKPT_STEP_LATEST)
+                ckpt__set_ctx_err(
+                    ctx, "run %s has no committed checkpoint at step %" PRIu64 " on every rank",
+                    ctx->run, want);
+            else if (!hst && last == CKPT_E_NOENT)
                 ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint that every rank "
                                   "can restore in %s", ctx->run, ctx->store_url);
             break;
@@ -472,7 +490,13 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step)
         e = below(&h, v[0]);
         if (e && e->step != v[0] - 1)
             e = NULL;
-        if (!e) {
+        if (want != CKPT_STEP_LATEST && v[0] - 1 != want) {
+            ckpt__set_ctx_err(ctx,
+                              "the ranks asked to restore different steps (%" PRIu64
+                              " here, %" PRIu64 " on another rank): nothing restored",
+                              want, v[0] - 1);
+            st = CKPT_E_WORLD;
+        } else if (!e) {
             ckpt__set_ctx_err(ctx, "step %" PRIu64 ", which another rank proposed, is not "
                               "in the HEAD this rank read", v[0] - 1);
             st = CKPT_E_CORRUPT;
@@ -480,6 +504,7 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step)
             st = ckpt__restore_try(ctx, e, ctx->rank, false, NULL, &bad_ids, &shape);
         }
         bound = v[0] - 1;
+        first = false;
         /* [0 ok / 1 damaged here: fall back / 2 stop], and who stopped */
         v[0] = st == CKPT_OK ? 0
                : (!shape && (st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED)) ? 1 : 2;

@@ -67,7 +67,10 @@ ckpt_status ckpt__ranks_open(struct ckpt_ctx *ctx, ckpt_status local);
 int ckpt__ranks_should_save(struct ckpt_ctx *ctx, int want);
 ckpt_status ckpt__ranks_save(struct ckpt_ctx *ctx, uint64_t step);
 ckpt_status ckpt__ranks_wait(struct ckpt_ctx *ctx);
-ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t *step);
+/* `want`: CKPT_STEP_LATEST (ckpt_restore: the newest step every rank
+ * restores, falling back together), or one step (ckpt_restore_step: that
+ * step only; every rank must pass the same). */
+ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *step);
 
 /* ckpt_save without a collective (CKPT_RANKS_STORE): a part of its own nonce. */
 ckpt_status ckpt__ranks_store_save(struct ckpt_ctx *ctx, uint64_t step);

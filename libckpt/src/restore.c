@@ -542,6 +542,11 @@ ckpt_status ckpt__restore_latest(struct ckpt_ctx *ctx, uint64_t *step)
     return restore_common(ctx, CKPT_STEP_LATEST, NULL, step, ctx->rank, false);
 }
 
+ckpt_status ckpt__restore_step(struct ckpt_ctx *ctx, uint64_t step, uint64_t *restored)
+{
+    return restore_common(ctx, step, NULL, restored, ctx->rank, false);
+}
+
 ckpt_status ckpt_restore_part(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
                               uint64_t *restored)
 {

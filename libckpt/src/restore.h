@@ -30,5 +30,7 @@ void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n);
 /* ckpt_restore() of a context that restores alone (one rank, or parts
  * agreed through the store): the newest committed step that verifies. */
 ckpt_status ckpt__restore_latest(struct ckpt_ctx *ctx, uint64_t *step);
+/* ckpt_restore_step() of such a context: the checkpoint at `step` only. */
+ckpt_status ckpt__restore_step(struct ckpt_ctx *ctx, uint64_t step, uint64_t *restored);
 
 #endif

@@ -64,36 +64,47 @@ static int g_pipe_pid;
  * (ckpt__signals_test_clock). */
 static _Atomic(ckpt__signals_clock_fn) g_clock;
 
-static void on_signal(int sig)
+/* What signal `sig` (SIGTERM or SIGINT) means now, in this process:
+ * CKPT_SIGNAL_STOP (a request is made and a report queued),
+ * CKPT_SIGNAL_REPEAT or CKPT_SIGNAL_DEFAULT. `ctx`: the context the
+ * program's own handler asks for (ckpt_signal), NULL from ours. */
+static int decide(int sig, struct ckpt_ctx *ctx)
 {
-    int saved = errno, k = sig == SIGTERM ? S_TERM : S_INT, bit = 1 << k;
+    int k = sig == SIGTERM ? S_TERM : S_INT, bit = 1 << k;
     ckpt__signals_clock_fn test_clock = atomic_load(&g_clock);
     long long now = (long long)(test_clock ? test_clock() : ckpt_mono_ms());
-    struct ckpt_ctx *ctx;
+    struct ckpt_ctx *own;
 
     if (getpid() != atomic_load(&g_owner) || atomic_load(&g_stopping))
-        goto dfl;
+        return CKPT_SIGNAL_DEFAULT;
+    if (ctx && ctx != atomic_load(&g_ctx))
+        return CKPT_SIGNAL_DEFAULT; /* another context handles the stops */
     if (atomic_fetch_or(&g_seen, bit) & bit) {
         if (now - atomic_load(&g_when[k]) < REPEAT_MS)
-            goto out; /* the same stop, forwarded */
-        goto dfl;     /* a second one: now */
+            return CKPT_SIGNAL_REPEAT; /* the same stop, forwarded */
+        return CKPT_SIGNAL_DEFAULT;    /* a second one: now */
     }
     atomic_store(&g_when[k], now);
     /* A stop ckptrun already asked for (it got the same job-wide signal
      * first) is the one this signal means: its save is asked for already. */
     if (!atomic_load(&g_stop_req)) {
         atomic_fetch_add(&g_busy, 1);
-        if ((ctx = atomic_load(&g_ctx)))
-            atomic_store(&ctx->requested, 1);
+        if ((own = atomic_load(&g_ctx)))
+            atomic_store(&own->requested, 1);
         atomic_fetch_sub(&g_busy, 1);
     }
     atomic_fetch_or(&g_report, bit);
     if (write(g_pipe[1], "s", 1) < 0) {
         /* full: the control thread is already woken */
     }
-    goto out;
-dfl:
-    {
+    return CKPT_SIGNAL_STOP;
+}
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+
+    if (decide(sig, NULL) == CKPT_SIGNAL_DEFAULT) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = SIG_DFL;
@@ -103,8 +114,17 @@ dfl:
          * action, as soon as it returns. */
         raise(sig);
     }
-out:
     errno = saved;
+}
+
+int ckpt_signal(struct ckpt_ctx *ctx, int sig)
+{
+    int saved = errno, r;
+    if (!ctx || (sig != SIGTERM && sig != SIGINT))
+        return CKPT_SIGNAL_DEFAULT;
+    r = decide(sig, ctx);
+    errno = saved;
+    return r;
 }
 
 int ckpt__signals_install(struct ckpt_ctx *ctx)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -170,6 +171,28 @@ static void test_child_env(void **state)
         n += strncmp(*e, "CKPT_STEP=", 10) == 0;
     assert_int_equal(n, 1);
     child_env_free(env);
+    {
+        /* the Python package next to this binary (<build>/python) goes first
+         * on PYTHONPATH, the program's own after it */
+        char exe[PATH_MAX], want[PATH_MAX * 2 + 16], pkg[PATH_MAX + 32];
+        ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        assert_true(l > 0);
+        exe[l] = '\0';
+        *strrchr(exe, '/') = '\0';
+        snprintf(pkg, sizeof pkg, "%s/../python/ckpt/__init__.py", exe);
+        assert_int_equal(access(pkg, R_OK), 0); /* built with the test (ckpt_python) */
+        strcat(exe, "/../python");
+        assert_non_null(realpath(exe, pkg));
+        setenv("PYTHONPATH", "/my/path", 1);
+        env = child_env(&v);
+        snprintf(want, sizeof want, "%s:/my/path", pkg);
+        assert_string_equal(env_get(env, "PYTHONPATH"), want);
+        child_env_free(env);
+        unsetenv("PYTHONPATH");
+        env = child_env(&v);
+        assert_string_equal(env_get(env, "PYTHONPATH"), pkg);
+        child_env_free(env);
+    }
     /* not resumed, no socket, no signal: no CKPT_STEP, CKPT_SOCKET, CKPT_CODEC */
     v.sock = "";
     v.resumed = 0;

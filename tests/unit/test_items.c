@@ -1,5 +1,5 @@
 /* test_items.c -- the listing APIs of `ckptrun ls` (ckpt.h, "Administration"):
- * ckpt_list_items() on a checkpoint of a region, files and a link (kinds,
+ * ckpt_items() on a checkpoint of a region, files and a link (kinds,
  * sizes, stored bytes adding up to ckpt_list's, the step asked for), and
  * ckpt_head_parse() on the HEADs of the fixtures and on damage. */
 #define TEST_STORE_FIXTURE
@@ -81,7 +81,7 @@ static void test_items(void **state)
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
 
     memset(&g, 0, sizeof g);
-    assert_int_equal(ckpt_list_items(ctx, 2, item_cb, &g), CKPT_OK);
+    assert_int_equal(ckpt_items(ctx, 2, CKPT_PART_ALL, item_cb, &g), CKPT_OK);
     assert_int_equal(g.n, 3);
     size_t s = find(&g, "state"), w = find(&g, "ck/w.bin"), l = find(&g, "last");
     assert_int_equal(g.kind[s], CKPT_KIND_REGION);
@@ -107,12 +107,12 @@ static void test_items(void **state)
     assert_int_equal(sum, listed);
     /* the newest, and a step that is not there */
     memset(&g, 0, sizeof g);
-    assert_int_equal(ckpt_list_items(ctx, CKPT_STEP_LATEST, item_cb, &g), CKPT_OK);
+    assert_int_equal(ckpt_items(ctx, CKPT_STEP_LATEST, CKPT_PART_ALL, item_cb, &g), CKPT_OK);
     assert_int_equal(g.n, 3);
-    assert_int_equal(ckpt_list_items(ctx, 7, item_cb, &g), CKPT_E_NOENT);
+    assert_int_equal(ckpt_items(ctx, 7, CKPT_PART_ALL, item_cb, &g), CKPT_E_NOENT);
     assert_non_null(strstr(ckpt_errmsg(ctx), "no committed checkpoint at step 7"));
-    assert_int_equal(ckpt_list_items(ctx, 2, NULL, &g), CKPT_E_INVAL);
-    assert_int_equal(ckpt_list_items(NULL, 2, item_cb, &g), CKPT_E_INVAL);
+    assert_int_equal(ckpt_items(ctx, 2, CKPT_PART_ALL, NULL, &g), CKPT_E_INVAL);
+    assert_int_equal(ckpt_items(NULL, 2, CKPT_PART_ALL, item_cb, &g), CKPT_E_INVAL);
     ckpt_close(ctx);
 }
 

@@ -83,8 +83,25 @@ static void read_line(int fd, char *buf, size_t n)
     buf[at] = '\0';
 }
 
+/* A program that handles SIGINT itself, as Python does, and asks
+ * ckpt_signal() what it means (the Python package's handler). */
+static struct ckpt_ctx *volatile g_tctx;
+static volatile sig_atomic_t g_answers[3];
+
+static void own_sigint(int sig)
+{
+    int r = g_tctx ? ckpt_signal(g_tctx, sig) : CKPT_SIGNAL_DEFAULT;
+    g_answers[r]++;
+    if (r == CKPT_SIGNAL_DEFAULT) { /* Python would raise KeyboardInterrupt */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
 /* The trainer: opens a context under "ckptrun" and saves when asked; its
- * signal handler reads g_clock when `test_clock`. */
+ * signal handler reads g_clock when `test_clock`. own_handler: 1 the
+ * program ignores SIGTERM; 2 it handles SIGINT itself (own_sigint); 3
+ * both. */
 static pid_t trainer(int own_handler, int test_clock)
 {
     pid_t pid = fork();
@@ -96,12 +113,15 @@ static pid_t trainer(int own_handler, int test_clock)
         setenv("CKPT_SOCKET_KEY", "0123456789abcdef0123456789abcdef", 1);
         cfg.store = g_url;
         cfg.run = "sig";
-        if (own_handler)
+        if (own_handler & 1)
             signal(SIGTERM, SIG_IGN); /* the program decides: ignores it */
+        if (own_handler & 2)
+            signal(SIGINT, own_sigint);
         if (test_clock)
             ckpt__signals_test_clock(test_clock_now);
         if (ckpt_open(&cfg, &ctx) != CKPT_OK)
             _exit(2);
+        g_tctx = ctx;
         ckpt_protect(ctx, "x", &x, sizeof x);
         /* stand in for a training loop: save when asked */
         for (int i = 0; i < 2000; i++) {
@@ -275,6 +295,78 @@ static void test_program_disposition_kept(void **state)
     close(lfd);
 }
 
+/* A program's own SIGINT handler asks ckpt_signal(): the first one is a
+ * stop (reported, saved), a repeat within 0.5 s is absorbed, and after
+ * `stopping` the next one takes its default effect. The test's clock
+ * makes the repeat exact. */
+static void test_own_handler_asks(void **state)
+{
+    int lfd = listen_on(g_sock), cfd, st;
+    char line[4096];
+    pid_t pid;
+    (void)state;
+    atomic_store(&g_clock->now_ms, 5000);
+    atomic_store(&g_clock->reads, 0);
+    pid = trainer(2, 1);
+    cfd = accept(lfd, NULL, NULL);
+    assert_true(cfd >= 0);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"signals\":true")); /* SIGTERM is libckpt's */
+    {
+        /* a save on request: the trainer is in its loop, g_tctx set */
+        static const char req[] = "{\"type\":\"request\",\"reason\":\"periodic\","
+                                  "\"deadline_ms\":0,\"id\":1}\n";
+        assert_int_equal(write(cfd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"saving\""));
+        read_line(cfd, line, sizeof line);
+        assert_non_null(strstr(line, "\"type\":\"committed\""));
+    }
+    kill(pid, SIGINT);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"signal\",\"signal\":\"SIGINT\""));
+    assert_non_null(strstr(line, "\"mono_ms\":5000"));
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"saving\""));
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"committed\""));
+    kill(pid, SIGINT); /* forwarded by a launcher: the same stop */
+    wait_handled(2);
+    {
+        struct pollfd p = { cfd, POLLIN, 0 };
+        assert_int_equal(poll(&p, 1, 200), 0); /* no second report, no save */
+    }
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+    assert_int_equal(write(cfd, "{\"type\":\"stopping\",\"signal\":\"SIGINT\"}\n", 38), 38);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"type\":\"stopping\""));
+    kill(pid, SIGINT);
+    st = wait_exit(pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT);
+    close(cfd);
+    close(lfd);
+}
+
+/* libckpt took neither signal (the program ignores SIGTERM and handles
+ * SIGINT): ckpt_signal() says DEFAULT at once. */
+static void test_own_handler_not_owner(void **state)
+{
+    int lfd = listen_on(g_sock), cfd, st;
+    char line[4096];
+    pid_t pid;
+    (void)state;
+    pid = trainer(3, 0);
+    cfd = accept(lfd, NULL, NULL);
+    read_line(cfd, line, sizeof line);
+    assert_non_null(strstr(line, "\"signals\":false"));
+    usleep(100000); /* past ckpt_open: the handler asks (a race would end it the same way) */
+    kill(pid, SIGINT);
+    st = wait_exit(pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT);
+    close(cfd);
+    close(lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +374,8 @@ int main(void)
         cmocka_unit_test(test_second_signal_ends),
         cmocka_unit_test(test_sigterm_after_stop_request),
         cmocka_unit_test(test_program_disposition_kept),
+        cmocka_unit_test(test_own_handler_asks),
+        cmocka_unit_test(test_own_handler_not_owner),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,536 @@
+"""ckpt -- checkpoint a Python trainer with libckpt, in process.
+
+    import ckpt
+
+    state, start = ckpt.load(), 0      # newest committed checkpoint that verifies, else None
+    if state:
+        model.load_state_dict(state["model"]); opt.load_state_dict(state["optim"])
+        start = state["step"]
+    for step in range(start, steps):
+        train_one_step()
+        if ckpt.requested() or step % 500 == 0:
+            ckpt.save(step, {"model": model.state_dict(), "optim": opt.state_dict(),
+                             "step": step, "rng": torch.get_rng_state()})
+    ckpt.wait()                        # the last save is committed (raises if it failed)
+
+save() returns once the tensors' bytes are copied into libckpt's staging
+memory; compression, dedup, upload and the commit run in libckpt's threads.
+Each tensor storage is its own item, named by its path in the state, so
+tensors that did not change cost nothing in the next checkpoint. load()
+returns new tensors: it never writes the ones passed to save().
+
+The store and run come from ckpt.init(store=..., run=...), else from the
+CKPT_* variables (ckptrun sets them), else libckpt's defaults. Importing
+this module touches neither the network nor the store, and does not load
+libckpt.so; the first call that needs them does.
+
+The helper's way stays for trainers that write their own files:
+requested(), saved(path, step), checkpoint_dir(), restored_step() -- on
+the same connection to ckptrun as save().
+
+The reference is docs/python.md; this package is a thin binding over
+libckpt's C API (ckpt.h): the rules (names, commits, fallbacks, ranks,
+signals) are libckpt's.
+
+Threads: call ckpt from one thread (the training thread).
+"""
+
+import atexit
+import ctypes
+import os
+import signal
+import sys
+import threading
+import warnings
+
+from . import _dist
+from . import _lib as L
+from ._state import Builder, Flattener, Region, STATE_ITEM, STATE_REP_ITEM, decode, encode
+
+__all__ = ["save", "load", "requested", "wait", "init", "close", "saved", "checkpoint_dir",
+           "restored_step", "CkptError"]
+
+__version__ = "0.4.0"
+
+
+class CkptError(RuntimeError):
+    """A libckpt call failed. `status`: the status's name ("CKPT_E_AUTH"),
+    `code` its value, `detail` libckpt's detail (path, HTTP status, item;
+    it says whether the store or the local disk failed)."""
+
+    def __init__(self, message, code=0, status="", detail=""):
+        super().__init__(message)
+        self.code, self.status, self.detail = code, status, detail
+
+
+_lock = threading.RLock()
+_ctx = None           # the context (a pointer), or None
+_pid = None           # the process that opened it
+_coll = None          # _dist.TorchCollective of a multi-rank job
+_opts = {}            # ckpt.init()'s
+_protected = {}       # item name -> Region.key() as libckpt has it
+_struct = {}          # structure item name -> its ctypes buffer
+_last_step = [None]
+_sig_pending = [False]  # the request signal came (alone: no ckptrun)
+_sigint_installed = [False]
+
+
+def _error(what, st, detail=""):
+    lib = L.lib()
+    name = L.text(lib.ckpt_status_name(st))
+    msg = "%s: %s (%s)" % (what, L.text(lib.ckpt_strerror(st)), name)
+    if detail:
+        msg += ": " + detail
+    return CkptError(msg, st, name, detail)
+
+
+def _errmsg(ctx):
+    return L.text(L.lib().ckpt_errmsg(ctx))
+
+
+# ---------------------------------------------------------------- the context
+
+def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None, timeout=None):
+    """Open the context now, on `store` (a URL: file:///path, s3://bucket/prefix,
+    az://container/prefix) and `run`. Optional: without it the first call
+    opens one from the CKPT_* variables. `keep`: committed checkpoints
+    retained; `workers`, `chunk_bytes`: libckpt's (0 or None: its
+    defaults); `timeout`: a datetime.timedelta for ckpt's own gloo group in
+    a multi-rank job (default: torch.distributed's). Raises CkptError when
+    the store cannot be opened (CKPT_E_UNREACHABLE, CKPT_E_AUTH,
+    CKPT_E_CONFIG), RuntimeError when a context is already open."""
+    with _lock:
+        if _ctx is not None and _pid == os.getpid():
+            raise RuntimeError("ckpt.init: a context is open already: call init() before any "
+                               "other ckpt call (or ckpt.close() first)")
+        _opts.clear()
+        _opts.update(store=store, run=run, keep=keep, workers=workers, chunk_bytes=chunk_bytes,
+                     timeout=timeout)
+        _context()
+
+
+def _context():
+    """The context, opened at the first call. Caller holds _lock."""
+    global _ctx, _pid, _coll
+    if _ctx is not None and _pid == os.getpid():
+        return _ctx
+    if _ctx is not None:
+        # a forked child (a data-loader worker): the parent's context and its
+        # threads are not ours; forget it without closing it
+        _ctx = None
+        _protected.clear()
+        _struct.clear()
+    lib = L.lib()
+    cfg = L.Config()
+    cfg.version = L.NEED_VERSION
+    cfg.log_level = 1  # INFO, with CKPT_LOG (libckpt logs nothing otherwise)
+    for field in ("store", "run"):
+        if _opts.get(field):
+            setattr(cfg, field, os.fsencode(_opts[field]))
+    for field in ("keep", "workers", "chunk_bytes"):
+        if _opts.get(field):
+            setattr(cfg, field, int(_opts[field]))
+    rank, size, initialised = _dist.world()
+    env_size = os.environ.get("WORLD_SIZE", "1")
+    coll = None
+    if size > 1:
+        coll = _dist.TorchCollective(_opts.get("timeout"))
+        cfg.slots[4].u = size
+        cfg.slots[5].u = rank
+        cfg.slots[6].p = ctypes.addressof(coll.struct)
+    elif env_size.isdigit() and int(env_size) > 1 and not initialised:
+        raise RuntimeError(
+            "ckpt: WORLD_SIZE=%s but torch.distributed is not initialised: call "
+            "torch.distributed.init_process_group() before the first ckpt call, on every "
+            "rank (ckpt agrees through it)" % env_size)
+    out = ctypes.c_void_p()
+    st = lib.ckpt_open(ctypes.byref(cfg), ctypes.byref(out))
+    if st:
+        raise _error("ckpt: cannot open the store", st, L.text(lib.ckpt_errmsg(None)))
+    _ctx, _pid, _coll = out.value, os.getpid(), coll
+    _install_sigint()
+    return _ctx
+
+
+def close():
+    """Wait for the save in flight, then close the context (and its
+    connection to ckptrun). Called at exit; a later call opens a new one.
+    A failed last save is reported on stderr here (wait() raises it)."""
+    global _ctx, _coll
+    with _lock:
+        if _ctx is None or _pid != os.getpid():
+            _ctx = None
+            return
+        lib = L.lib()
+        st = lib.ckpt_wait(_ctx)
+        if st:
+            sys.stderr.write("ckpt: the save of step %s failed: %s (%s): %s\n" % (
+                _last_step[0], L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
+                _errmsg(_ctx)))
+        ctx, _ctx = _ctx, None
+        _uninstall_sigint()
+        lib.ckpt_close(ctx)
+        _protected.clear()
+        _struct.clear()
+        _coll = None
+
+
+atexit.register(close)
+
+
+# ---------------------------------------------------------------- signals
+
+def _request_signal():
+    """The request signal from CKPT_SIGNAL (default SIGUSR1), or None."""
+    name = os.environ.get("CKPT_SIGNAL", "").strip()
+    if not name:
+        return signal.SIGUSR1
+    if name.lower() == "none":
+        return None
+    if name.isdigit():
+        return int(name)
+    name = name.upper()
+    return getattr(signal, name if name.startswith("SIG") else "SIG" + name, None)
+
+
+def _on_request(signum, frame):
+    _sig_pending[0] = True  # only record: the trainer saves at its next safe point
+
+
+def _on_sigint(signum, frame):
+    """Python's SIGINT, under ckptrun: libckpt decides (ckpt_signal) as its
+    own handler does for SIGTERM: the first one is a stop (a save is
+    requested, ckptrun told), a repeat forwarded by a launcher is absorbed,
+    otherwise the interrupt proceeds."""
+    ctx = _ctx
+    if ctx is not None and _pid == os.getpid():
+        if L.lib().ckpt_signal(ctx, signum) != L.SIGNAL_DEFAULT:
+            return
+    if signal.getsignal(signal.SIGINT) is _on_sigint:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _sigint_installed[0] = False
+    raise KeyboardInterrupt
+
+
+def _install_sigint():
+    if not os.environ.get("CKPT_SOCKET") or \
+            threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_sigint)
+            _sigint_installed[0] = True
+    except (ValueError, OSError):
+        pass
+
+
+def _uninstall_sigint():
+    if not _sigint_installed[0]:
+        return
+    _sigint_installed[0] = False
+    try:
+        if signal.getsignal(signal.SIGINT) is _on_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except (ValueError, OSError):
+        pass
+
+
+def _install_request_handler():
+    sig = _request_signal()
+    if sig is None or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, _on_request)
+    except (ValueError, OSError):
+        pass
+
+
+# ---------------------------------------------------------------- requests
+
+def _needs_context():
+    """Whether requested() must ask libckpt: under ckptrun, with several
+    ranks, or with libckpt's own interval; else only the signal can ask."""
+    size = os.environ.get("WORLD_SIZE", "1")
+    return bool(os.environ.get("CKPT_SOCKET") or os.environ.get("CKPT_INTERVAL") or
+                (size.isdigit() and int(size) > 1) or _dist.world()[1] > 1)
+
+
+def requested():
+    """@return True once per checkpoint request: ckptrun's (a stop, a
+    preemption notice, --interval), a SIGTERM or Ctrl-C taken as a stop, or
+    the request signal (CKPT_SIGNAL, SIGUSR1 by default) when alone. In a
+    multi-rank job it is collective: every rank calls it at the same points
+    and gets the same answer (any rank's request counts)."""
+    with _lock:
+        if _ctx is None and not _needs_context():
+            got, _sig_pending[0] = _sig_pending[0], False
+            return got
+        ctx = _context()
+        lib = L.lib()
+        if _sig_pending[0]:
+            _sig_pending[0] = False
+            lib.ckpt_request(ctx, 0)
+        if _coll is not None:
+            got = lib.ckpt_should_save(ctx) != 0  # the ranks agree here
+            lib.ckpt_take_request(ctx)
+            return got
+        return lib.ckpt_take_request(ctx) != 0
+
+
+def wait():
+    """Block until the last save is committed. Raises CkptError if it
+    failed (once: the failure is reported one time). In a multi-rank job it
+    is collective: call it on every rank before destroy_process_group()."""
+    with _lock:
+        if _ctx is None or _pid != os.getpid():
+            return
+        lib = L.lib()
+        st = lib.ckpt_wait(_ctx)
+        if st:
+            raise _error("ckpt: the save of step %s failed" % _last_step[0], st, _errmsg(_ctx))
+
+
+# ---------------------------------------------------------------- save
+
+def _step_arg(step):
+    if isinstance(step, bool) or not isinstance(step, int):
+        try:
+            step = int(step)  # numpy integers, 0-d tensors
+        except (TypeError, ValueError):
+            raise TypeError("ckpt: step must be an int, not %s" % type(step).__name__)
+    if step < 0 or step >= (1 << 64) - 2:
+        raise ValueError("ckpt: step %d is out of range (0 .. 2**64-3)" % step)
+    return step
+
+
+def _protect(ctx, r, flags_extra=0):
+    lib = L.lib()
+    flags = flags_extra | (L.REGION_REPLICATED if r.replicated else 0) | \
+        (L.REGION_DEVICE if r.device is not None else 0)
+    st = lib.ckpt_protect_region(ctx, r.name.encode(), r.ptr, r.nbytes, r.elem, flags)
+    if st == 1:  # CKPT_E_INVAL
+        raise ValueError("ckpt: %r cannot be an item name (a '/'-separated UTF-8 path without "
+                         "control characters, each part at most 255 bytes: docs/python.md)%s"
+                         % (r.name, ": " + _errmsg(ctx) if _errmsg(ctx) else ""))
+    if st:
+        raise _error("ckpt: cannot protect %r" % r.name, st, _errmsg(ctx))
+
+
+def _unprotect_all(ctx):
+    lib = L.lib()
+    for name in list(_protected):
+        lib.ckpt_unprotect(ctx, name.encode())
+        del _protected[name]
+
+
+def _struct_region(name, data, replicated):
+    """The structure item `name` holding `data`: its buffer is kept between
+    saves and rewritten in place while its size stays (no new protect)."""
+    buf = _struct.get(name)
+    if buf is None or len(buf) != len(data):
+        buf = (ctypes.c_char * max(len(data), 1))()
+        _struct[name] = buf
+    ctypes.memmove(buf, data, len(data))
+    return Region(name, ctypes.addressof(buf), len(data), L.ELEM_BYTES, replicated, None,
+                  "struct", None, buf)
+
+
+def save(step, state, replicated=()):
+    """Take a checkpoint of `state` at `step` and return once its bytes are
+    copied: the tensors may change as soon as it returns. The checkpoint is
+    compressed, deduplicated, written and committed in the background (and
+    reported to ckptrun, whose stop waits for it).
+
+    state: nested dicts, lists and tuples of torch tensors (CPU; CUDA where
+    libckpt is built with it), numpy arrays, bytes and small values (ints,
+    floats, strings, RNG states; other picklable values are pickled).
+    replicated: top-level keys of a dict state (or True: all of it) that
+    every rank holds identically (DDP): stored once, each rank writing about
+    1/N of them.
+
+    Raises ValueError/TypeError for a state it cannot save (a key that
+    cannot be an item name, a sparse, meta or overlapping tensor, ...),
+    CkptError when libckpt refuses, and CkptError for the previous save if
+    it failed in the background -- after this one is taken."""
+    step = _step_arg(step)
+    rep = True if replicated is True else set(replicated or ())
+    with _lock:
+        ctx = _context()
+        lib = L.lib()
+        prev = lib.ckpt_wait(ctx)  # what ckpt_save would wait for anyway
+        prev_detail = _errmsg(ctx) if prev else ""
+        fl = Flattener(rep)
+        own, rep_doc = fl.flatten(state)
+        regions = list(fl.regions.values())
+        if own is not None:
+            regions.append(_struct_region(STATE_ITEM, encode(own), False))
+        else:
+            _struct.pop(STATE_ITEM, None)
+        if rep_doc is not None:
+            regions.append(_struct_region(STATE_REP_ITEM, encode(rep_doc), True))
+        else:
+            _struct.pop(STATE_REP_ITEM, None)
+        wanted = {r.name: r for r in regions}
+        for name, key in list(_protected.items()):
+            if name not in wanted or wanted[name].key() != key:
+                lib.ckpt_unprotect(ctx, name.encode())
+                del _protected[name]
+        for r in regions:
+            if r.name not in _protected:
+                _protect(ctx, r)
+                _protected[r.name] = r.key()
+        st = lib.ckpt_save(ctx, step)
+        if st:
+            raise _error("ckpt.save(step %d)" % step, st, _errmsg(ctx))
+        prev_step, _last_step[0] = _last_step[0], step
+    if prev:
+        raise _error("ckpt: the save of step %s failed in the background (step %d was taken "
+                     "and is being saved)" % (prev_step, step), prev, prev_detail)
+
+
+# ---------------------------------------------------------------- load
+
+def _list(ctx):
+    """[(step, world_size)] of the committed checkpoints, newest first."""
+    lib = L.lib()
+    out = []
+
+    def cb(_user, info):
+        out.append((info.contents.step, info.contents.world_size or 1))
+        return 0
+    fn = L.LIST_FN(cb)
+    st = lib.ckpt_list(ctx, fn, None)
+    if st:
+        raise _error("ckpt.load: cannot list the run's checkpoints", st, _errmsg(ctx))
+    return out
+
+
+def _items(ctx, step, part):
+    lib = L.lib()
+    out = {}
+
+    def cb(_user, info):
+        i = info.contents
+        out[i.name.decode("utf-8", "surrogateescape")] = (i.size, bool(i.replicated))
+        return 0
+    fn = L.ITEM_FN(cb)
+    return lib.ckpt_items(ctx, step, part, fn, None), out
+
+
+def _restore(ctx, step, regions):
+    """Protect `regions` [(name, ptr, nbytes, replicated)] (no staging),
+    restore checkpoint `step` into them, unprotect them. @return status."""
+    lib = L.lib()
+    try:
+        for name, ptr, nbytes, rep in regions:
+            r = Region(name, ptr, nbytes, L.ELEM_BYTES, rep, None, "", None, None)
+            _protect(ctx, r, L.REGION_NO_STAGE)
+            _protected[name] = None  # never a save's: unprotected below
+        return lib.ckpt_restore_step(ctx, step, None)
+    finally:
+        _unprotect_all(ctx)
+
+
+def load(step=None, map_location=None, allow_pickle=False):
+    """@return the state of the newest committed checkpoint that save()
+    wrote and that verifies (or of `step`), rebuilt with new tensors and
+    arrays, or None when the run has none. The structure and every tensor
+    come from one step; a damaged checkpoint is skipped for the one before
+    it (with a warning), as libckpt's restore does; checkpoints save() did
+    not write (ckptrun's file checkpoints) are skipped.
+
+    map_location: as torch.load's -- None (the device each tensor was saved
+    from), a device or its name, a dict {saved: target}, or a callable
+    (tensor, saved device name) -> tensor.
+    allow_pickle: unpickle values of any class (only for a store you trust:
+    unpickling runs code); by default only plain classes are.
+
+    In a multi-rank job it is collective: every rank gets its own part and
+    the replicated items. Raises CkptError (a store error, a checkpoint of
+    another world size naming both sizes, no checkpoint at `step`)."""
+    with _lock:
+        ctx = _context()
+        lib = L.lib()
+        _unprotect_all(ctx)  # load never writes what save() protected
+        rank = lib.ckpt_rank(ctx)
+        listed = _list(ctx)
+        if step is not None:
+            step = _step_arg(step)
+            listed = [(s, w) for s, w in listed if s == step]
+            if not listed:
+                raise CkptError("ckpt.load: no committed checkpoint at step %d" % step,
+                                L.E_NOENT, "CKPT_E_NOENT")
+        for s, world in listed:
+            st, items = _items(ctx, s, rank if rank < world else 0)
+            if st in (L.E_CORRUPT, L.E_UNSUPPORTED) and step is None:
+                warnings.warn("ckpt.load: step %d skipped: %s" % (s, _errmsg(ctx)))
+                continue
+            if st:
+                raise _error("ckpt.load: cannot list step %d" % s, st, _errmsg(ctx))
+            want = [(n, items[n][0], n == STATE_REP_ITEM) for n in (STATE_ITEM, STATE_REP_ITEM)
+                    if n in items]
+            if not want:
+                continue  # not written by save(): a file checkpoint
+            bufs = {n: (ctypes.c_char * max(size, 1))() for n, size, _ in want}
+            regions = [(n, ctypes.addressof(bufs[n]), size, rep) for n, size, rep in want]
+            st = _restore(ctx, s, regions)
+            if st in (L.E_CORRUPT, L.E_UNSUPPORTED) and step is None:
+                warnings.warn("ckpt.load: step %d skipped: %s" % (s, _errmsg(ctx)))
+                continue
+            if st:
+                raise _error("ckpt.load: step %d" % s, st, _errmsg(ctx))
+            docs = {n: decode(bufs[n].raw[:size], "the structure of step %d" % s)
+                    for n, size, _ in want}
+            b = Builder(docs.get(STATE_ITEM), docs.get(STATE_REP_ITEM), map_location,
+                        allow_pickle)
+            # the structure again with the regions: every rank restores the
+            # same way, and the structure is read with the tensors
+            st = _restore(ctx, s, b.regions() + regions)
+            if st in (L.E_CORRUPT, L.E_UNSUPPORTED) and step is None:
+                warnings.warn("ckpt.load: step %d skipped: %s" % (s, _errmsg(ctx)))
+                continue
+            if st:
+                raise _error("ckpt.load: step %d" % s, st, _errmsg(ctx))
+            return b.build()
+        return None
+
+
+# ---------------------------------------------------------------- files
+
+def saved(path, step):
+    """Tell ckptrun that `path` (a file or directory in checkpoint_dir(),
+    already renamed into place) is a complete checkpoint of `step`, so it
+    commits it without waiting for its watch to settle, under that step.
+    @return True if ckptrun was told; False without ckptrun or when it
+    cannot be reached (never raises: ckptrun's watch still finds it)."""
+    if not os.environ.get("CKPT_SOCKET"):
+        return False
+    try:
+        step = _step_arg(step)
+        with _lock:
+            ctx = _context()
+            return L.lib().ckpt_report_file(ctx, os.fsencode(os.fspath(path)), step) == L.OK
+    except (CkptError, L.LibraryError, RuntimeError, ValueError, TypeError) as e:
+        warnings.warn("ckpt.saved: ckptrun not told of %s: %s" % (path, e))
+        return False
+
+
+def checkpoint_dir():
+    """@return the directory to write checkpoints into: CKPT_DIR (set by
+    ckptrun, which watches it), else ./checkpoints."""
+    return os.environ.get("CKPT_DIR") or "./checkpoints"
+
+
+def restored_step():
+    """@return the step ckptrun restored into checkpoint_dir() before this
+    process started (CKPT_STEP when CKPT_RESUMED=1), else None."""
+    if os.environ.get("CKPT_RESUMED") != "1":
+        return None
+    try:
+        return int(os.environ.get("CKPT_STEP", ""))
+    except ValueError:
+        return None
+
+
+_install_request_handler()

@@ -1,0 +1,429 @@
+#!/usr/bin/python3
+"""`import ckpt` (libckpt/python/ckpt, docs/python.md) with real torch and
+numpy, on file:// stores (and s3rver for a store that dies):
+
+  RoundTrip  every dtype, layouts (transposed, sliced, channels-last), views
+             and tied weights that come back sharing memory, the optimizer's
+             int keys, OrderedDict, RNG states, numpy arrays, bytes, small
+             values; an AdamW that resumes from load() in a fresh object
+  Semantics  save -> change -> load: the change stays, the copy is the saved
+             one; save returns once copied; an unchanged state costs ~no
+             bytes, a changed tensor re-protected when its storage moved;
+             load(step=N); load skips ckptrun's file checkpoints and falls
+             back past a damaged one; import touches nothing
+  Failures   sparse, meta, overlapping, quantized tensors, keys that cannot
+             be item names, unpicklable values, restricted unpickling, a
+             store unreachable at the first call, a background save that
+             fails (raised by the next save and by wait, with its cause;
+             nothing committed is lost), WORLD_SIZE>1 without
+             torch.distributed
+  NumpyOnly  a trainer that never imports torch
+
+Run: /usr/bin/python3 tests/integration/test_py_api.py [-v] (ctest sets
+CKPT_BUILD, CKPT_BIN, CKPT_SRC). Exits 77 (skip) without torch.
+"""
+import collections
+import glob
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import py_util as U  # noqa: E402
+
+try:
+    import numpy as np
+    import torch
+except ImportError:
+    print("torch or numpy missing: skipped")
+    sys.exit(77)
+
+import ckpt  # noqa: E402  (from <build>/python, py_util)
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ckpt-py-")
+        self.store_dir = os.path.join(self.tmp, "store")
+        self.store = "file://" + self.store_dir
+        self.run_name = self.id().rsplit(".", 1)[-1]
+        for k in [k for k in os.environ if k.startswith("CKPT_")]:
+            del os.environ[k]
+        ckpt.init(store=self.store, run=self.run_name)
+
+    def tearDown(self):
+        ckpt.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def reopen(self):
+        ckpt.close()
+        ckpt.init(store=self.store, run=self.run_name)
+
+
+def model_and_opt(seed=0):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    m[0].to(torch.bfloat16)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    return m, opt
+
+
+def train(m, opt, steps, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(4, 16, generator=g)
+        y = m[2](m[1](m[0](x.to(torch.bfloat16)).float()))
+        opt.zero_grad()
+        y.square().mean().backward()
+        opt.step()
+
+
+class RoundTrip(Base):
+    def test_every_type(self):
+        dtypes = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                  torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+                  torch.complex64]
+        g = torch.Generator().manual_seed(3)
+        tensors = {str(d).replace("torch.", ""): (torch.randn(7, 5, generator=g) * 50).to(d)
+                   for d in dtypes}
+        base = torch.randn(6, 8, generator=g)
+        img = torch.randn(2, 3, 4, 5, generator=g).to(memory_format=torch.channels_last)
+        state = {
+            "t": tensors,
+            "layouts": {"transposed": base.t(), "sliced": base[1:5, ::3], "col": base[:, 2],
+                        "scalar": torch.tensor(3.5), "channels_last": img,
+                        "empty": torch.zeros(0, 4), "param": torch.nn.Parameter(torch.ones(3))},
+            "views": [base, base[2:4]],             # one storage: one item
+            7: {3: "int keys", (1, 2): "tuple key", None: "none key", 2.5: "float key"},
+            "od": collections.OrderedDict([("b", 1), ("a", 2)]),
+            "values": [None, True, False, 0, -(1 << 70), 1.5, float("inf"), "ü", (1, (2, 3))],
+            "nan": float("nan"),
+            "rng": {"torch": torch.get_rng_state(), "py": random.getstate(),
+                    "np": np.random.get_state()},
+            "np": {"f32": np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2],
+                   "rev": np.arange(10, dtype=np.int16)[::-1],
+                   "rec": np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8", (2,))]),
+                   "scalar": np.float64(2.25), "empty": np.zeros((0, 3))},
+            "bytes": {"small": b"abc", "big": bytes(range(256)) * 40,
+                      "ba": bytearray(b"xyz" * 700)},
+            "dtype": torch.float16, "device": torch.device("cpu"), "size": torch.Size([2, 3]),
+            "misc": {1, 2, 3},
+        }
+        ckpt.save(11, state)
+        ckpt.wait()
+        self.reopen()
+        got = ckpt.load()
+        U.same(state, got)
+        # views of one storage come back sharing it
+        v0, v1 = got["views"]
+        self.assertEqual(v1.data_ptr(), v0[2:4].data_ptr())
+        v0[2, 0] = 1234.0
+        self.assertEqual(v1[0, 0].item(), 1234.0)
+        self.assertIsInstance(got["layouts"]["param"], torch.nn.Parameter)
+
+    def test_tied_weights_and_optimizer(self):
+        m, opt = model_and_opt()
+        train(m, opt, 3)
+        sd = m.state_dict()
+        sd["tied"] = sd["0.weight"]  # the same tensor twice (weight tying)
+        state = {"model": sd, "optim": opt.state_dict(), "step": 3}
+        ckpt.save(3, state)
+        ckpt.wait()
+        self.reopen()
+        got = ckpt.load()
+        U.same(state, got)
+        self.assertEqual(got["model"]["tied"].data_ptr(), got["model"]["0.weight"].data_ptr())
+        self.assertEqual(sorted(got["optim"]["state"].keys()), [0, 1, 2, 3])
+        self.assertIsInstance(next(iter(got["optim"]["state"])), int)
+        # a fresh model and optimizer (Adam's state created by load_state_dict)
+        # resume exactly as the original goes on
+        del got["model"]["tied"]
+        m2, opt2 = model_and_opt(seed=99)
+        m2.load_state_dict(got["model"])
+        opt2.load_state_dict(got["optim"])
+        train(m, opt, 2, seed=5)
+        train(m2, opt2, 2, seed=5)
+        U.same(m.state_dict(), m2.state_dict())
+
+
+class Semantics(Base):
+    def test_save_change_load(self):
+        t = torch.arange(1000, dtype=torch.float32)
+        ckpt.save(1, {"t": t})
+        t.add_(1)  # the caller may change it at once
+        got = ckpt.load()  # in the same process
+        self.assertTrue(torch.equal(got["t"], torch.arange(1000, dtype=torch.float32)))
+        self.assertEqual(t[0].item(), 1.0)  # load never writes what save() was given
+        self.assertNotEqual(got["t"].data_ptr(), t.data_ptr())
+        ckpt.save(2, {"t": t})
+        ckpt.wait()
+        self.assertEqual(ckpt.load()["t"][0].item(), 1.0)
+
+    def test_dedup_and_reprotect(self):
+        g = torch.Generator().manual_seed(0)
+        state = {"w%d" % i: torch.randn(256 * 1024, generator=g) for i in range(10)}  # 10 MiB
+        ckpt.save(1, state)
+        ckpt.wait()
+        first = U.du(self.store_dir)
+        ckpt.save(2, state)  # unchanged: costs a manifest
+        ckpt.wait()
+        self.assertLess(U.du(self.store_dir) - first, 64 << 10)
+        state["w3"] = torch.randn(256 * 1024, generator=g)  # storage moved: re-protected
+        state["w4"].mul_(2)                                   # changed in place
+        state["new"] = torch.ones(5)
+        del state["w9"]
+        before = U.du(self.store_dir)
+        ckpt.save(3, state)
+        ckpt.wait()
+        grew = U.du(self.store_dir) - before
+        self.assertGreater(grew, 1 << 20)
+        self.assertLess(grew, 3 << 20)  # about the 2 changed MiB, compressed
+        U.same(state, ckpt.load())
+        self.assertEqual(ckpt.load(step=2)["w3"].shape, (256 * 1024,))
+        with self.assertRaises(ckpt.CkptError) as cm:
+            ckpt.load(step=5)
+        self.assertEqual(cm.exception.status, "CKPT_E_NOENT")
+
+    def test_save_stalls_only_for_the_copy(self):
+        # a slow store: the save returns long before its commit
+        ckpt.close()
+        os.environ["CKPT_CODEC"] = "zstd:19"  # a slow codec: seconds to persist
+        try:
+            ckpt.init(store=self.store, run=self.run_name)
+            t = torch.randn(2 << 20)  # 8 MiB
+            t0 = time.monotonic()
+            ckpt.save(1, {"t": t})
+            stall = time.monotonic() - t0
+            ckpt.wait()
+            total = time.monotonic() - t0
+        finally:
+            del os.environ["CKPT_CODEC"]
+        self.assertLess(stall * 4, total, (stall, total))
+
+    def test_skips_file_checkpoints_and_damage(self):
+        state = {"a": torch.arange(100000, dtype=torch.int32), "s": 1}
+        ckpt.save(5, state)
+        ckpt.wait()
+        state2 = {"a": torch.arange(100000, dtype=torch.int32) * 3, "s": 2}
+        before = set(glob.glob(os.path.join(self.store_dir, self.run_name, "chunks", "*", "*")))
+        ckpt.save(6, state2)
+        ckpt.wait()
+        # a file checkpoint of the same run at a higher step (ckptrun save)
+        f = os.path.join(self.tmp, "model.bin")
+        with open(f, "wb") as fh:
+            fh.write(b"file checkpoint")
+        r = subprocess.run([U.CKPTRUN, "save", "--store", self.store, "--run", self.run_name,
+                            "--step", "9", f], capture_output=True, text=True,
+                           env=U.clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.reopen()
+        self.assertEqual(ckpt.load()["s"], 2)  # step 9 is not save()'s
+        # step 6's own chunks damaged: load falls back to step 5, with a warning
+        for p in glob.glob(os.path.join(self.store_dir, self.run_name, "chunks", "*", "*")):
+            if p not in before:
+                with open(p, "r+b") as fh:
+                    fh.seek(60)
+                    fh.write(b"\xff\x00\xff\x00")
+        self.reopen()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = ckpt.load()
+        self.assertEqual(got["s"], 1)
+        U.same(state, got)
+        self.assertTrue(any("step 6" in str(x.message) for x in w), [str(x.message) for x in w])
+        with self.assertRaises(ckpt.CkptError) as cm:
+            ckpt.load(step=6)  # that step only: no fallback
+        self.assertEqual(cm.exception.status, "CKPT_E_CORRUPT")
+
+    def test_import_touches_nothing(self):
+        # a store that does not exist and a socket nobody listens on: import
+        # neither opens them nor loads libckpt
+        code = ("import sys, ckpt; assert 'ckpt._lib' in sys.modules; "
+                "assert ckpt._lib._lib is None; assert ckpt._ctx is None; "
+                "print(ckpt.checkpoint_dir(), ckpt.restored_step(), ckpt.saved('x', 1))")
+        r = subprocess.run([U.PY, "-c", code], capture_output=True, text=True, timeout=60,
+                           env=U.clean_env(CKPT_STORE="s3://nope/x", CKPT_DIR="/ck",
+                                           CKPT_RESUMED="1", CKPT_STEP="41"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["/ck", "41", "False"])
+
+
+class Failures(Base):
+    def check_value_error(self, state, *words):
+        with self.assertRaises((ValueError, TypeError, KeyError)) as cm:
+            ckpt.save(1, state)
+        for w in words:
+            self.assertIn(w, str(cm.exception))
+
+    def test_bad_states(self):
+        self.check_value_error({"s": torch.eye(3).to_sparse()}, "'s'", "dense")
+        self.check_value_error({"m": torch.empty(3, device="meta")}, "meta")
+        self.check_value_error({"e": torch.ones(1, 4).expand(3, 4)}, "overlapping")
+        self.check_value_error({"a/b": torch.ones(2)}, "'a/b'")
+        self.check_value_error({"x": {(1, 2): torch.ones(2)}}, "(1, 2)")
+        self.check_value_error({"": torch.ones(2)}, "item name")
+        self.check_value_error({"d": {0: torch.ones(2), "0": torch.ones(2)}}, "'d/0'")
+        self.check_value_error({".ckpt": torch.ones(2)}, "reserved")
+        self.check_value_error({"f": lambda: 1}, "function")
+        self.check_value_error({"o": np.array([object()])}, "objects")
+        self.check_value_error({"q": torch.quantize_per_tensor(torch.ones(3), 0.1, 0,
+                                                               torch.qint8)}, "quantized")
+
+    def test_nothing_saved_by_refusals(self):
+        with self.assertRaises(ValueError):
+            ckpt.save(1, {"a/b": torch.ones(2)})
+        ckpt.save(2, {"ok": torch.ones(2)})
+        ckpt.wait()
+        self.assertEqual(list(ckpt.load().keys()), ["ok"])
+
+    def test_restricted_unpickling(self):
+        ckpt.save(1, {"od": collections.OrderedDict(a=1), "when": __import__("datetime").date(
+            2024, 1, 2), "obj": Frac(3)})
+        ckpt.wait()
+        with self.assertRaises(Exception) as cm:
+            ckpt.load()
+        self.assertIn("allow_pickle=True", str(cm.exception))
+        got = ckpt.load(allow_pickle=True)
+        self.assertEqual(got["obj"].n, 3)
+        self.assertEqual(got["when"].year, 2024)
+
+    def test_unreachable_store(self):
+        ckpt.close()
+        port = U.free_port()  # nobody listens there
+        os.environ.update(AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s",
+                          AWS_REGION="us-east-1", AWS_ENDPOINT_URL="http://127.0.0.1:%d" % port,
+                          AWS_EC2_METADATA_DISABLED="true", CKPT_RETRY_BUDGET_MS="500")
+        try:
+            with self.assertRaises(ckpt.CkptError) as cm:
+                ckpt.init(store="s3://bucket/x", run="r")
+                ckpt.load()  # the first call that reads the store
+            self.assertEqual(cm.exception.status, "CKPT_E_UNREACHABLE")
+            self.assertIn("127.0.0.1 port %d" % port, str(cm.exception))
+        finally:
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                      "AWS_ENDPOINT_URL", "AWS_EC2_METADATA_DISABLED", "CKPT_RETRY_BUDGET_MS"):
+                os.environ.pop(k, None)
+
+    def test_background_failure_file_store(self):
+        t = torch.arange(300000, dtype=torch.float32)
+        ckpt.save(1, {"t": t})
+        ckpt.wait()
+        # the store's manifests directory is moved away and a file takes its
+        # place: the next commits fail
+        mdir = os.path.join(self.store_dir, self.run_name, "manifests")
+        os.rename(mdir, mdir + ".away")
+        with open(mdir, "w") as f:
+            f.write("in the way")
+        t.add_(1)
+        ckpt.save(2, {"t": t})  # taken; fails in the background
+        with self.assertRaises(ckpt.CkptError) as cm:
+            ckpt.save(3, {"t": t})  # reports step 2's failure, after taking step 3
+        self.assertIn("step 2 failed", str(cm.exception))
+        self.assertIn(mdir, cm.exception.detail)
+        with self.assertRaises(ckpt.CkptError) as cm:
+            ckpt.wait()  # step 3 failed the same way
+        self.assertIn("step 3", str(cm.exception))
+        ckpt.wait()  # reported once
+        os.unlink(mdir)
+        os.rename(mdir + ".away", mdir)
+        self.reopen()
+        got = ckpt.load()
+        self.assertTrue(torch.equal(got["t"], torch.arange(300000, dtype=torch.float32)))
+
+    def test_background_failure_s3(self):
+        ckpt.close()
+        peer = U.S3rver(self.tmp)
+        saved_env = dict(os.environ)
+        os.environ.update(peer.env(), CKPT_RETRY_BUDGET_MS="1000")
+        try:
+            ckpt.init(store="s3://ckpt-test/py", run="r")
+            g = torch.Generator().manual_seed(1)
+            t = torch.randn(1 << 20, generator=g)
+            ckpt.save(1, {"t": t})
+            ckpt.wait()
+            peer.stop()
+            ckpt.save(2, {"t": t * 2})
+            with self.assertRaises(ckpt.CkptError) as cm:
+                ckpt.wait()
+            self.assertIn(cm.exception.status, ("CKPT_E_UNREACHABLE", "CKPT_E_TRANSIENT"))
+            self.assertIn("127.0.0.1", str(cm.exception))
+        finally:
+            ckpt.close()
+            peer.stop()
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+    def test_world_size_without_distributed(self):
+        ckpt.close()
+        r = subprocess.run([U.PY, "-c", "import ckpt; ckpt.requested()"], capture_output=True,
+                           text=True, timeout=60,
+                           env=U.clean_env(CKPT_STORE=self.store, WORLD_SIZE="2", RANK="0"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("WORLD_SIZE=2 but torch.distributed is not initialised", r.stderr)
+
+
+class Frac:
+    """A class of this module: pickled by reference, refused by default."""
+
+    def __init__(self, n):
+        self.n = n
+
+
+NUMPY_TRAINER = r"""
+import sys
+sys.modules["torch"] = None  # the trainer never has torch
+import numpy as np, ckpt
+steps, out = int(sys.argv[1]), sys.argv[2]
+state = ckpt.load()
+if state:
+    w, step, rng = state["w"], state["step"] + 1, state["rng"]
+    np.random.set_state(rng)
+else:
+    np.random.seed(0)
+    w, step = {"a": np.zeros((64, 64), np.float32), "b": np.ones(1000, np.float64)}, 0
+for s in range(step, steps):
+    w["a"] += np.random.standard_normal((64, 64)).astype(np.float32)
+    w["b"] *= 1.0001
+    if s % 7 == 0:
+        ckpt.save(s, {"w": w, "step": s, "rng": np.random.get_state(), "tag": b"x" * 2000})
+    if s == int(sys.argv[3]):
+        ckpt.wait()
+        sys.exit(3)  # "preempted"
+ckpt.wait()
+np.save(out, np.concatenate([w["a"].ravel(), w["b"].astype(np.float32)]))
+assert "torch" not in sys.modules or sys.modules["torch"] is None
+"""
+
+
+class NumpyOnly(Base):
+    def test_numpy_trainer(self):
+        ckpt.close()
+        script = os.path.join(self.tmp, "np_trainer.py")
+        with open(script, "w") as f:
+            f.write(NUMPY_TRAINER)
+
+        def run(steps, out, stop, run_name):
+            return subprocess.run([U.PY, script, str(steps), out, str(stop)],
+                                  capture_output=True, text=True, timeout=120,
+                                  env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN=run_name))
+        ref = os.path.join(self.tmp, "ref.npy")
+        r = run(60, ref, -1, "ref")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = os.path.join(self.tmp, "out.npy")
+        for stop in (25, 45):
+            r = run(60, out, stop, "np")
+            self.assertEqual(r.returncode, 3, r.stderr)
+        r = run(60, out, -1, "np")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
