@@ -6,6 +6,8 @@
 #include "cli.h"
 #include "ckpt_common.h"
 #include "ckpt_store.h"
+#include "notice.h"
+#include "parse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -204,8 +206,8 @@ const struct cli_opt cli_opts[] = {
       "an entry is complete once a file matching GLOB in it has been closed and "
       "no process writes in it any more (e.g. trainer_state.json)", NULL },
     { "notice", 0, "P", O_NOTICE, SUP | CMDBIT(CMD_DOCTOR), "CKPT_NOTICE", "auto",
-      "where preemption notices come from: auto, aws, gcp, azure, aliyun, tencent or none",
-      "auto aws gcp azure aliyun tencent none" },
+      "where preemption notices come from: auto (the provider DMI names), none, or a "
+      "provider:" NOTICE_PROVIDER_NAMES, NOTICE_MODES },
     { "metadata-url", 0, "URL", O_METADATA_URL, SUP | CMDBIT(CMD_DOCTOR), NULL, NULL,
       "replaces the scheme, host and port of the metadata service", NULL },
     { "preload", 0, NULL, O_PRELOAD, SUP, NULL, NULL,

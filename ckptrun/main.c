@@ -85,8 +85,7 @@ static int set_defaults_from_env(struct opts *o)
         goto out;
     }
     if (o->notice && *o->notice && !notice_mode_valid(o->notice)) {
-        log_error("CKPT_NOTICE='%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
-                  o->notice);
+        log_error("CKPT_NOTICE='%s' is not one of %s", o->notice, NOTICE_MODES);
         rc = EXIT_CONFIG;
         goto out;
     }
@@ -372,8 +371,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_NOTICE:
             if (!notice_mode_valid(optarg)) {
-                log_error("--notice '%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
-                          optarg);
+                log_error("--notice '%s' is not one of %s", optarg, NOTICE_MODES);
                 rc = EXIT_USAGE;
                 goto out;
             }
