@@ -5,6 +5,7 @@
 #include "runlog.h"
 #include "parse.h"
 #include "pending_show.h"
+#include "record.h"
 #include "runs.h"
 #include "ckpt_store.h"
 
@@ -39,7 +40,7 @@ static void runs_print(const struct runs *r)
         if (s->have_step)
             snprintf(step, sizeof step, "%" PRIu64, s->step);
         else
-            snprintf(step, sizeof step, "%s", s->error != CKPT_OK && s->has_head ? "?" : "-");
+            snprintf(step, sizeof step, "%s", s->head_bad ? "?" : "-");
         printf("%-*s  %-9s  %11s  %-12s  %10s\n", w, s->name, s->state, step,
                s->newest_ms > 0 ? ago(s->newest_ms, now, upd, sizeof upd) : "?",
                ckpt_fmt_bytes(s->bytes, size, sizeof size));
@@ -117,28 +118,53 @@ out:
 
 /* ---- the checkpoints of a run ------------------------------------------------------- */
 
-/* The table of ls: newest first, as ckpt_list gives them. */
-static void ls_print(const struct rows *r)
+/* Where a checkpoint's step comes from, as its files mark says: "counter"
+ * when ckptrun counted it (the trainer gave none); "" unknown (no mark: a
+ * checkpoint of memory regions, `save`, an older ckptrun). One GET. */
+static void step_from(struct record *rec, uint64_t step, char *out, size_t n)
 {
-    char ts[40], raw[32], stored[32], nw[32];
+    out[0] = '\0';
+    if (rec && record_files_from(rec, step, out, n) != CKPT_OK)
+        out[0] = '\0';
+}
+
+/* The table of ls: newest first, as ckpt_list gives them. A step ckptrun
+ * counted is marked '*'. */
+static void ls_print(const struct rows *r, struct record *rec)
+{
+    char ts[40], raw[32], stored[32], nw[32], from[16], st[32];
+    int counted = 0;
     for (size_t k = 0; k < r->n; k++) {
         const struct ckpt_row *i = &r->v[k];
         if (k == 0)
             printf("%-12s %-24s %7s %10s %10s %10s\n", "STEP", "COMMITTED", "ITEMS", "RAW",
                    "STORED", "NEW");
-        printf("%-12" PRIu64 " %-24s %7" PRIu64 " %10s %10s %10s\n", i->step,
+        step_from(rec, i->step, from, sizeof from);
+        counted |= strcmp(from, "counter") == 0;
+        snprintf(st, sizeof st, "%" PRIu64 "%s", i->step, strcmp(from, "counter") ? "" : "*");
+        printf("%-12s %-24s %7" PRIu64 " %10s %10s %10s\n", st,
                i->time_ms < 0 ? "? (manifest unreadable)" : iso_time(i->time_ms, ts, sizeof ts),
                i->items, ckpt_fmt_bytes(i->raw, raw, sizeof raw),
                ckpt_fmt_bytes(i->stored, stored, sizeof stored),
                ckpt_fmt_bytes(i->new_bytes, nw, sizeof nw));
     }
+    if (counted)
+        printf("* step counted by ckptrun: the trainer gave none (saved(path, step), a number "
+               "in the entry's name, trainer_state.json)\n");
 }
+
+struct ls_json {
+    cJSON *arr;
+    struct record *rec;
+};
 
 /* ls --json keeps every ckpt_info field it printed before (seq, epoch,
  * manifest) and the world size: collected by a callback of its own. */
 static int ls_json_cb(void *user, const struct ckpt_info *i)
 {
-    cJSON *arr = user, *c = cJSON_CreateObject();
+    struct ls_json *lj = user;
+    cJSON *arr = lj->arr, *c = cJSON_CreateObject();
+    char from[16];
     if (!c)
         return 1;
     cJSON_AddNumberToObject(c, "step", (double)i->step);
@@ -154,6 +180,10 @@ static int ls_json_cb(void *user, const struct ckpt_info *i)
     cJSON_AddNumberToObject(c, "world_size", (double)(i->world_size ? i->world_size : 1));
     if (i->manifest)
         cJSON_AddStringToObject(c, "manifest", i->manifest);
+    /* where the step comes from, when its files mark says (docs/ckptrun.md) */
+    step_from(lj->rec, i->step, from, sizeof from);
+    if (from[0])
+        cJSON_AddStringToObject(c, "step_from", from);
     cJSON_AddItemToArray(arr, c);
     return 0;
 }
@@ -177,6 +207,9 @@ static int run_missing(const struct opts *o)
 static int ls_checkpoints(const struct opts *o, struct ckpt_ctx *ctx)
 {
     struct rows rows = { 0 };
+    struct record *rec = NULL;
+    struct ls_json lj = { NULL, NULL };
+    char err[CKPT_ERR_MAX] = "";
     cJSON *arr = NULL;
     ckpt_status s;
     int rc = 0;
@@ -185,7 +218,11 @@ static int ls_checkpoints(const struct opts *o, struct ckpt_ctx *ctx)
         rc = EXIT_FAIL;
         goto out;
     }
-    s = arr ? ckpt_list(ctx, ls_json_cb, arr) : ckpt_list(ctx, rows_cb, &rows);
+    if (record_open(o->store, o->run, &rec, err) != CKPT_OK)
+        rec = NULL; /* the steps' origins are not shown */
+    lj.arr = arr;
+    lj.rec = rec;
+    s = arr ? ckpt_list(ctx, ls_json_cb, &lj) : ckpt_list(ctx, rows_cb, &rows);
     if (s == CKPT_OK && rows.oom)
         s = CKPT_E_NOMEM;
     if (s != CKPT_OK) {
@@ -201,7 +238,7 @@ static int ls_checkpoints(const struct opts *o, struct ckpt_ctx *ctx)
     }
     if (!arr) {
         cJSON *pend = NULL;
-        ls_print(&rows);
+        ls_print(&rows, rec);
         /* steps of a job of several nodes waiting for parts (not in --json:
          * its array lists committed checkpoints only; status has them) */
         if (pending_json(ctx, &pend) == CKPT_OK)
@@ -212,6 +249,7 @@ static int ls_checkpoints(const struct opts *o, struct ckpt_ctx *ctx)
     }
 out:
     cJSON_Delete(arr);
+    record_close(rec);
     free(rows.v);
     return rc;
 }

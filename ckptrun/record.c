@@ -392,6 +392,12 @@ void record_set_node(struct record *r, unsigned node, unsigned nnodes)
 ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,
                               size_t n)
 {
+    return record_mark_files_from(r, step, entries, n, NULL);
+}
+
+ckpt_status record_mark_files_from(struct record *r, uint64_t step, const char *const *entries,
+                                   size_t n, const char *step_from)
+{
     char key[256];
     cJSON *j = cJSON_CreateObject(), *a;
     ckpt_status st = CKPT_E_NOMEM;
@@ -403,8 +409,27 @@ ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const
     cJSON_AddNumberToObject(j, "step", (double)step);
     for (size_t i = 0; i < n; i++)
         cJSON_AddItemToArray(a, cJSON_CreateString(entries[i]));
+    /* added after 0.3.0; readers of format 1 ignore fields they do not know */
+    if (step_from)
+        cJSON_AddStringToObject(j, "step_from", step_from);
     st = put_json(r, key, j);
 out:
+    cJSON_Delete(j);
+    return st;
+}
+
+ckpt_status record_files_from(struct record *r, uint64_t step, char *out, size_t n)
+{
+    char key[256];
+    cJSON *j = NULL;
+    const cJSON *v;
+    ckpt_status st;
+
+    out[0] = '\0';
+    mark_key(r, step, key, sizeof key);
+    st = get_json(r, key, &j);
+    if (st == CKPT_OK && cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(j, "step_from")))
+        snprintf(out, n, "%s", v->valuestring);
     cJSON_Delete(j);
     return st;
 }

@@ -71,6 +71,14 @@ void record_set_node(struct record *r, unsigned node, unsigned nnodes);
  * entries are `entries`. */
 ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,
                               size_t n);
+/* The same, saying where the step comes from (`step_from`: "saved",
+ * "state", "name", "counter"; NULL: not said). */
+ckpt_status record_mark_files_from(struct record *r, uint64_t step, const char *const *entries,
+                                   size_t n, const char *step_from);
+/* Where the step of mark `step` comes from ("" when the mark does not say:
+ * written by `ckptrun save`, or by 0.3.0 and earlier). @return CKPT_OK,
+ * CKPT_E_NOENT (not marked), CKPT_E_CORRUPT, store errors. */
+ckpt_status record_files_from(struct record *r, uint64_t step, char *out, size_t n);
 /* @return 1 when `step` is marked, 0 when not, -1 on a store error. */
 int record_has_files(struct record *r, uint64_t step);
 /* The top-level entries named in the mark of `step`: *out receives a JSON

@@ -264,7 +264,8 @@ static void nodes_result(struct sup *s, struct watch_result *r)
         if (r->changed_mono > s->last_changed)
             s->last_changed = r->changed_mono;
         if (s->rec)
-            record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
+            record_mark_files_from(s->rec, r->res.step, (const char *const *)r->entries,
+                                   r->nentries, r->step_from);
         f = commit_fields(&r->res, "watch");
         if (f) {
             cJSON_AddStringToObject(f, "entry", r->entry);
@@ -300,7 +301,8 @@ static void on_result(struct sup *s, struct watch_result *r)
         if (r->changed_mono > s->last_changed)
             s->last_changed = r->changed_mono;
         if (s->rec)
-            record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
+            record_mark_files_from(s->rec, r->res.step, (const char *const *)r->entries,
+                                   r->nentries, r->step_from);
         f = commit_fields(&r->res, "watch");
         if (f)
             cJSON_AddStringToObject(f, "entry", r->entry);

@@ -298,7 +298,9 @@ void watch_stopping(struct watch *w)
          * marker, its files, no writer left in it) is complete before the
          * stop, whatever its writer dies of next. */
         watch_handle_inotify(w);
+        w->last_look = 1;
         watch_tick(w);
+        w->last_look = 0;
         w->stop_at = ckpt_mono_ms();
     }
     w->dirty = 1;
@@ -468,7 +470,7 @@ int watch_uncommitted(struct watch *w, int retry,
         struct entry *e = &w->ent[i];
         if (!includable(e) || (e->numbered && e->step != nstar))
             continue;
-        if (e->done && sig_eq(&e->ok_sig, &e->done_sig))
+        if (e->done && sig_eq(&e->ok_sig, &e->done_sig) && !e->restep)
             continue;
         n++;
         if (fn)

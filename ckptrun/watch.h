@@ -5,24 +5,31 @@
  *
  * An *entry* is a file or directory directly under the directory (hidden
  * and temporary names never are). It is complete when
+ *   - the trainer reported it (saved(path, step): watch_saved) as it is now,
+ *     and nobody writes in it; once the trainer reports, the rules below
+ *     but the last are off, or
  *   - it was renamed into place, or
  *   - a file matching the marker glob in it was closed after writing (or is
- *     there when the entry is first seen), and then nothing in it changed for
- *     the quiet time (the smaller of settle_ms and 2 s) with no writer, or
+ *     there when the entry is first seen), no process writes in it, and it
+ *     holds the same files as the last complete entry with a marker, or a
+ *     newer entry has its marker, or nothing in it changed for the quiet
+ *     time (the smaller of settle_ms and 2 s), or
  *   - (a file) its writer closed it, and 300 ms later nobody has it open for
  *     writing, that writer is alive and the child is not being stopped, or
  *   - nothing changed in it for `settle_ms` and no process holds a file
  *     under it open for writing.
  * An entry that loses a file or directory (deleted, moved away) is being
  * removed: it is never complete again unless its marker is written again.
+ * Its step is the trainer's (saved(), trainer_state.json, the name), else a
+ * counter value above every step seen.
  *
  * Each commit is a snapshot: the complete entries of the newest step plus
- * every complete entry whose name has no number plus the symbolic links of
- * the directory (as links to items of the same checkpoint, or as what they
- * point to), at the highest step among its entries. Commits run one at a time
- * on a worker thread that owns its own libckpt context; results come back
- * through a pipe the supervisor polls. Everything else runs on the
- * supervisor's thread.
+ * every complete entry with a counted step plus the symbolic links of the
+ * directory (as links to items of the same checkpoint, or as what they
+ * point to), at its entries' trainer step (else the highest counted one).
+ * Commits run one at a time on a worker thread that owns its own libckpt
+ * context; results come back through a pipe the supervisor polls.
+ * Everything else runs on the supervisor's thread.
  */
 #ifndef CKPTRUN_WATCH_H
 #define CKPTRUN_WATCH_H
@@ -64,8 +71,8 @@ void watch_close(struct watch *w, int wait);
 int watch_inotify_fd(const struct watch *w);
 int watch_result_fd(const struct watch *w);
 
-/* Steps are taken from names; names without a number get counter values
- * above every step seen, starting after `step`. */
+/* Counted steps (entries nothing gives a step) are above every step seen,
+ * `step` included. */
 void watch_note_step(struct watch *w, uint64_t step);
 /* The child's process group once it runs (its closes are judged as its). */
 void watch_set_pgid(struct watch *w, pid_t pgid);
@@ -74,8 +81,11 @@ void watch_set_pgid(struct watch *w, pid_t pgid);
  * still settling are complete at once. After any exit the links are read
  * again and the newest checkpoint is committed again if they changed. */
 void watch_child_exit(struct watch *w, int code);
-/* ckptrun is about to SIGTERM/SIGKILL the child's group: what changes or is
- * closed from now on may be torn by the kill and is not complete. */
+/* ckptrun is about to SIGTERM/SIGKILL the child's group: the directory is
+ * looked at once more (what is complete now counts, whatever the child dies
+ * of next; an entry with its marker unchanged for 300 ms with no writer too,
+ * its quiet time over or not); what changes or is closed from now on may be
+ * torn by the kill and is not complete. */
 void watch_stopping(struct watch *w);
 /* Stop committing entries for good (commits in flight finish): the child
  * commits the run through libckpt itself, and a run has one writer --

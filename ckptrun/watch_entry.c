@@ -295,9 +295,7 @@ int needs_commit(const struct entry *e)
 {
     /* A version committed at another step than the trainer's (its saved()
      * came after the commit began) goes again, at the trainer's. */
-    return includable(e) &&
-           (!e->done || !sig_eq(&e->ok_sig, &e->done_sig) ||
-            e->restep) &&
+    return includable(e) && (!e->done || !sig_eq(&e->ok_sig, &e->done_sig) || e->restep) &&
            !(e->failed && sig_eq(&e->ok_sig, &e->failed_sig));
 }
 

@@ -183,6 +183,7 @@ struct watch {
     uint64_t top;             /* highest step the run holds (store, commits) */
     int have_top;
     int back_told;            /* warned once of a trainer's step going back */
+    int last_look;            /* the tick of watch_stopping, before the signal */
     struct entry *ent;
     size_t nent;
     struct wmap *wm;

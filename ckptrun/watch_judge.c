@@ -157,10 +157,13 @@ void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
             e->trigger = T_NONE; /* written while being killed: may be torn */
             goto stay;
         }
-        if (marker_done(w, e)) {
-            /* No quiet time: a writer that saves faster than it would
-             * never see its newest entry committed (older ones deleted
-             * by its rotation meanwhile). */
+        /* No quiet time: a writer that saves faster than it would never
+         * see its newest entry committed (older ones deleted by its
+         * rotation meanwhile). And at the stop's last look, whatever is
+         * still to learn: the child is about to be signalled and a
+         * checkpoint marked and left alone for a moment is better kept
+         * than lost (ranks write their shards right after the marker). */
+        if (marker_done(w, e) || (w->last_look && now - e->changed >= CLOSE_MS)) {
             if (writer_under(w, e)) {
                 due = now + WRITER_POLL_MS;
                 goto later;

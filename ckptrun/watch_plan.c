@@ -247,7 +247,12 @@ void watch_plan(struct watch *w, int64_t now, int64_t *next)
     /* A failed snapshot for a link change is tried again at the next change,
      * not in a loop. */
     if (!head_needed && (w->links_changed == w->links_failed || !links_changed_vs_head(w, now))) {
-        w->wait_since = 0;
+        /* Nothing to commit: the next snapshot waits afresh -- unless this
+         * is a moment between two versions of a writer faster than the
+         * wait (a new last.pt every 200 ms, reported by saved() a moment
+         * after its rename), which would start it again every time. */
+        if (w->wait_since && now - w->wait_since >= 2 * LINK_WAIT_MAX_MS)
+            w->wait_since = 0;
         return;
     }
     pl.n = 0;

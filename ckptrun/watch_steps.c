@@ -117,6 +117,25 @@ static int hf_step(const struct watch *w, const struct entry *e, uint64_t *step)
     return state_step(p, step);
 }
 
+/* A trainer's step below what the run holds (a restart from an older
+ * checkpoint) keeps its number: steps order checkpoints, so what resumes
+ * stays the higher one (DESIGN.md §1). Said once. */
+static void step_back(struct watch *w, const struct entry *e)
+{
+    if (!e->numbered || e->done || !w->have_top || e->step >= w->top || w->back_told)
+        return;
+    w->back_told = 1;
+    log_msg(LOG_WARN, "watch",
+            "%s is step %" PRIu64 " (%s), below step %" PRIu64 " that the "
+            "run already holds: committed at its own step, so a resume still restores step "
+            "%" PRIu64 " (the highest); for a new training start a new --run",
+            e->name, e->step,
+            e->step_from == SF_SAVED   ? "saved()"
+            : e->step_from == SF_STATE ? STATE_FILE
+                                       : "its name",
+            w->top, w->top);
+}
+
 void resolve_step(struct watch *w, struct entry *e)
 {
     const struct claim *c = claim_of(w, e);
@@ -139,17 +158,7 @@ void resolve_step(struct watch *w, struct entry *e)
     e->numbered = e->step_from != SF_COUNTER;
     e->restep = 0;
     watch_note_step(w, e->step);
-    /* A trainer's step below what the run holds (a restart from an older
-     * checkpoint) keeps its number: steps order checkpoints, so what
-     * resumes stays the higher one (DESIGN.md §1). Said once. */
-    if (e->numbered && !e->done && w->have_top && e->step < w->top && !w->back_told) {
-        w->back_told = 1;
-        log_msg(LOG_WARN, "watch", "%s is step %" PRIu64 " (%s), below step %" PRIu64 " that the "
-                "run already holds: committed at its own step, so a resume still restores "
-                "step %" PRIu64 " (the highest); for a new training start a new --run",
-                e->name, e->step, e->step_from == SF_SAVED ? "saved()" :
-                e->step_from == SF_STATE ? STATE_FILE : "its name", w->top, w->top);
-    }
+    step_back(w, e);
 }
 
 /* ---- saved() ------------------------------------------------------------------- */
@@ -207,8 +216,7 @@ static void claim_add(struct watch *w, const char *name, uint64_t step, const st
     c->in_use = 1;
 }
 
-void watch_saved(struct watch *w, const char *path, const char *event, int has_step,
-                 uint64_t step)
+void watch_saved(struct watch *w, const char *path, const char *event, int has_step, uint64_t step)
 {
     char name[256];
     struct entry *e;
@@ -220,13 +228,16 @@ void watch_saved(struct watch *w, const char *path, const char *event, int has_s
         return;
     }
     if (entry_name(w, path, name, sizeof name) != 0) {
-        log_msg(LOG_WARN, "watch", "saved(%s, %" PRIu64 ") is not in %s: ignored (save into "
-                "CKPT_DIR)", path, step, w->dir);
+        log_msg(LOG_WARN, "watch",
+                "saved(%s, %" PRIu64 ") is not in %s: ignored (save into "
+                "CKPT_DIR)",
+                path, step, w->dir);
         return;
     }
     if (!w->saved_mode) {
         w->saved_mode = 1;
-        log_msg(LOG_INFO, "watch", "the trainer reports its saves (saved()): entries are "
+        log_msg(LOG_INFO, "watch",
+                "the trainer reports its saves (saved()): entries are "
                 "committed when it reports them, at its step; entries it never reports once "
                 "unchanged for --settle");
     }
@@ -235,8 +246,10 @@ void watch_saved(struct watch *w, const char *path, const char *event, int has_s
         return;
     }
     if (entry_sig(w, e, &s) != 0 || s.p.files == 0) {
-        log_msg(LOG_WARN, "watch", "saved(%s, %" PRIu64 "): %s is changing or empty as it is "
-                "reported: committed once unchanged for --settle", path, step, name);
+        log_msg(LOG_WARN, "watch",
+                "saved(%s, %" PRIu64 "): %s is changing or empty as it is "
+                "reported: committed once unchanged for --settle",
+                path, step, name);
         touch(e, now);
         return;
     }
@@ -252,5 +265,6 @@ void watch_saved(struct watch *w, const char *path, const char *event, int has_s
         e->step_from = SF_SAVED;
         e->restep = 1;
         log_msg(LOG_INFO, "watch", "%s is step %" PRIu64 " (saved())", e->name, step);
+        step_back(w, e);
     }
 }
