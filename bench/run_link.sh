@@ -138,15 +138,10 @@ print(round((t["commit"] - t["notice"]) * 1000), t["raw"], t["stored"], t["step"
 EOF
 }
 
-# The trainer's own times, no store in the way (a file:// store in $top):
-# its start to "starting fresh" (model, ckpt_open, protect), which a
-# recover's time to "resumed from" also holds; and one step (4 steps less
-# 1, over 3), doctor's input for the wait a notice has.
+# The trainer's step, no store in the way (a file:// store in $top): 4
+# steps less 1, over 3; doctor's input for the wait a notice has.
 trainer_times() {
   local a b t0
-  init_ms=$(/usr/bin/python3 "$src/bench/linetime.py" "starting fresh" "$bin/c_trainer" --steps 0 \
-    --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" --store "file://$top/init" --run i \
-    --out "$top/init.bin")
   for n in 1 4; do
     t0=$(date +%s%N)
     "$bin/c_trainer" --steps "$n" --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
@@ -196,12 +191,16 @@ profile() {
       measure "$work/aws_up" env AWS_EC2_METADATA_DISABLED=true "$aws_bin" --endpoint-url "$LINK_ENDPOINT" s3 cp --only-show-errors \
         "$work/state.bin" "s3://bench/aws/s$r"
     fi
-    # recover: lease, the trainer's start, its restore; less its start
-    t=$(/usr/bin/python3 "$src/bench/linetime.py" "resumed from" "$bin/ckptrun" recover \
-      --store s3://bench/ckpt --run "$run" --notice none -q -- "$bin/c_trainer" --steps "$step" \
-      --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" --out "$work/rec.bin")
-    (( t > init_ms )) || { echo "link bench: recover did not resume ($t ms)"; return 1; }
-    echo "$(( t - init_ms ))" >> "$work/recover"
+    # recover: from the trainer's connection (its libckpt context is open:
+    # then protect, restore) to its resume; the lease and the trainer's
+    # own start (its model) come before
+    t=$(/usr/bin/python3 "$src/bench/linetime.py" '"event":"connect"' "resumed from" -- \
+      "$bin/ckptrun" recover --log-json --store s3://bench/ckpt --run "$run" --notice none -- \
+      "$bin/c_trainer" --steps "$step" --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
+      --out "$work/rec.bin")
+    set -- $t
+    (( $1 > 0 && $2 > $1 )) || { echo "link bench: recover did not resume ($t)"; return 1; }
+    echo "$(( $2 - $1 )) $1" >> "$work/recover"
     mkdir -p "$work/dl"
     measure "$work/curl_down" "${curl_s3[@]}" -Z --parallel-max 8 "${down[@]}"
     rm -rf "$work/dl" "$work/rec.bin"
@@ -265,7 +264,7 @@ report() {
   printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun restore (stored bytes)" "$(mbs "$stored" "$rest")" \
     "8 x curl -o of the stored objects: $(mbs "$objs" "$dn") MB/s" \
     "$(echo "scale=3; ($stored / $rest) / ($objs / $dn)" | bc)" ">= 0.95x"
-  printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun recover (lease, restore)" "$(mbs "$stored" "$rec")" \
+  printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun recover (in the trainer)" "$(mbs "$stored" "$rec")" \
     "8 x curl -o of the stored objects: $(mbs "$objs" "$dn") MB/s" \
     "$(echo "scale=3; ($stored / $rec) / ($objs / $dn)" | bc)" ">= 0.95x"
   # doctor's estimate counts the notice's detection too (AWS: 2 s of
@@ -287,7 +286,8 @@ except Exception: print(0)' "$work/$f.json")
       echo "$what: no estimate: $(tail -3 "$work/$f.log")"
     fi
   done
-  echo "notice -> durable, C trainer: $(fmt_s "$(median "$work/n2d" 5)") s of it waiting for the step in progress (a step: $(fmt_s "$step_ms") s; the trainer's start before a restore: $(fmt_s "$init_ms") s, not counted in recover)"
+  echo "notice -> durable, C trainer: $(fmt_s "$(median "$work/n2d" 5)") s of it waiting for the step in progress (a step: $(fmt_s "$step_ms") s)"
+  echo "recover: from the trainer's libckpt connection (protect, restore) to its resume; before it $(fmt_s "$(median "$work/recover" 2)") s of lease and the trainer's own start"
   echo "linkproxy: $proxy_cpu CPU s for the whole profile (not the bottleneck while well under one core)"
   echo "each round (wall ms, client CPU ms, peak RSS KiB):"
   for f in n2d n2d_py curl_up aws_up restore recover curl_down; do
