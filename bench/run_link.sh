@@ -50,8 +50,13 @@ if [[ ! -d "$build/python/ckpt" ]] || ! "$py" -c 'import torch' 2> /dev/null; th
 fi
 
 top=$(mktemp -d)
-mock_pid=""
+mock_pid="" run_pid=""
 cleanup() {
+  # a ckptrun still running (interrupted mid-round) would try to commit
+  # across a link about to go away: it goes first, with its trainer
+  if [[ -n "$run_pid" ]]; then
+    kill -KILL "$run_pid" 2> /dev/null || true
+  fi
   link_down
   if [[ -n "$mock_pid" ]]; then
     kill "$mock_pid" 2> /dev/null || true
@@ -106,6 +111,7 @@ notice_round() {
      --notice aws --metadata-url "http://127.0.0.1:$mport" --grace 300s -- "$@") \
     > "$work/$run.out" 2> "$log" &
   local pid=$!
+  run_pid=$pid
   for _ in $(seq 2400); do # the state is made, training goes on
     grep -qE 'starting fresh|resumed from' "$work/$run.out" && break
     kill -0 "$pid" 2> /dev/null || break
@@ -115,6 +121,7 @@ notice_round() {
   sleep "$warmup"
   mock "notice?kind=terminate&in=120"
   t=0; wait "$pid" || t=$?
+  run_pid=""
   mock clear
   [[ $t == 75 ]] || { tail -20 "$log"; echo "link bench: ckptrun exit $t, want 75"; return 1; }
   /usr/bin/python3 - "$log" >> "$out" << 'EOF'
@@ -184,6 +191,16 @@ profile() {
     done
     echo $(( $(stat -c %s "${objs[@]}" | paste -sd+ | bc) )) >> "$work/stored_objs"
     measure "$work/curl_up" "${curl_s3[@]}" -Z --parallel-max 8 "${up[@]}"
+    # recover: from the trainer's connection (its libckpt context is open:
+    # then protect, restore) to its resume; the lease and the trainer's
+    # own start (its model) come before
+    t=$(/usr/bin/python3 "$src/bench/linetime.py" '"event":"connect"' "resumed from" -- \
+      "$bin/ckptrun" recover --log-json --store s3://bench/ckpt --run "$run" --notice none -- \
+      "$bin/c_trainer" --steps "$step" --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
+      --out "$work/rec.bin")
+    set -- $t
+    (( $1 > 0 && $2 > $1 )) || { echo "link bench: recover did not resume ($t)"; return 1; }
+    echo "$(( $2 - $1 )) $1" >> "$work/recover"
     rm -rf "$work/rest"
     measure "$work/restore" "$bin/ckptrun" restore --store s3://bench/ckpt --run "$run" -q \
       "$work/rest"
@@ -195,16 +212,6 @@ profile() {
       measure "$work/aws_up" env AWS_EC2_METADATA_DISABLED=true "$aws_bin" --endpoint-url "$LINK_ENDPOINT" s3 cp --only-show-errors \
         "$work/state.bin" "s3://bench/aws/s$r"
     fi
-    # recover: from the trainer's connection (its libckpt context is open:
-    # then protect, restore) to its resume; the lease and the trainer's
-    # own start (its model) come before
-    t=$(/usr/bin/python3 "$src/bench/linetime.py" '"event":"connect"' "resumed from" -- \
-      "$bin/ckptrun" recover --log-json --store s3://bench/ckpt --run "$run" --notice none -- \
-      "$bin/c_trainer" --steps "$step" --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
-      --out "$work/rec.bin")
-    set -- $t
-    (( $1 > 0 && $2 > $1 )) || { echo "link bench: recover did not resume ($t)"; return 1; }
-    echo "$(( $2 - $1 )) $1" >> "$work/recover"
     mkdir -p "$work/dl"
     measure "$work/curl_down" "${curl_s3[@]}" -Z --parallel-max 8 "${down[@]}"
     rm -rf "$work/dl" "$work/rec.bin"
