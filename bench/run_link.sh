@@ -113,7 +113,7 @@ notice_round() {
   local pid=$!
   run_pid=$pid
   for _ in $(seq 2400); do # the state is made, training goes on
-    grep -qE 'starting fresh|resumed from' "$work/$run.out" && break
+    grep -qE 'starting fresh|resumed from' "$work/$run.out" 2> /dev/null && break
     kill -0 "$pid" 2> /dev/null || break
     sleep 0.05
   done
