@@ -201,11 +201,6 @@ def main():
         store = "file://" + os.path.join(tmp, "store")
         tfile = os.path.join(tmp, "state.pt")
 
-        # ---- the memory-copy floor
-        dst = [torch.empty_like(t) for t in tensors(state)]
-        floor = best(lambda i: [d.copy_(t) for d, t in zip(dst, tensors(state))], args.reps)
-        del dst
-
         # ---- torch.save (to the page cache), + fsync
         t_save = best(lambda i: torch.save(state, tfile), args.reps)
         t_save_sync = best(lambda i: (torch.save(state, tfile), fsync_path(tfile)), args.reps)
@@ -217,6 +212,9 @@ def main():
         # ---- ckpt: the first save allocates the staging copy (measured),
         # then stall and save-to-committed, every chunk new each time
         ckpt.init(store=store, run="bench")
+        dst = [torch.empty_like(t) for t in tensors(state)]  # the floor's buffers
+        for d in dst:
+            d.zero_()
         gc.collect()
         reset_peak()
         r0, _ = rss()
@@ -224,11 +222,26 @@ def main():
         ckpt.wait()
         r1, _ = rss()
         staging = r1 - r0
-        stall = best(lambda i: ckpt.save(10 + i, state), args.reps,
-                     before=lambda i: (ckpt.wait(), perturb(state, i + 1)))
+        # the stall and the memory-copy floor in turns, so both meet the same
+        # machine (page cache writeback of the last commit, other load)
+        floors = []
+
+        def floor_then_wait(i):
+            ckpt.wait()
+            perturb(state, i + 1)
+            t0 = time.perf_counter()
+            for d, t in zip(dst, tensors(state)):
+                d.copy_(t)
+            floors.append(time.perf_counter() - t0)
+        stall = best(lambda i: ckpt.save(10 + i, state), args.reps, before=floor_then_wait)
+        floor = min(floors)
+        del dst
         ckpt.wait()
+        cpu0 = os.times()
         committed = best(lambda i: (ckpt.save(100 + i, state), ckpt.wait()), args.reps,
                          before=lambda i: perturb(state, 100 + i))
+        cpu1 = os.times()
+        save_cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / args.reps
         _, peak = rss()
         save_peak = peak - r0  # the staging copy, the pool's buffers, Python's own
         pool = min(os.cpu_count() or 1, 8) * 3 * 4 * MIB  # file://: workers x 3 x chunk
@@ -257,7 +270,10 @@ def main():
         gc.collect()
         reset_peak()
         r_before, _ = rss()
+        cpu0 = os.times()
         t_load = best(lambda i: ckpt.load(), args.reps)
+        cpu1 = os.times()
+        load_cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / args.reps
         _, peak = rss()
         load_peak = peak - r_before
         torch.load(tfile)
@@ -308,6 +324,10 @@ def main():
         print("staging libckpt keeps per context (the private copy a save stalls for): "
               "%.1f MiB = %.2fx the state; memory-copy floor %.0f MiB/s; ckpt stall %.0f MiB/s"
               % (staging / MIB, staging / size, size / floor / MIB, size / stall / MIB))
+        print("CPU seconds (user+sys, all threads) per ckpt save to committed: %.2f; per "
+              "ckpt.load: %.2f; %d CPUs, load average %s" % (
+                  save_cpu, load_cpu, os.cpu_count(), " ".join("%.1f" % x for x in
+                                                             os.getloadavg())))
     finally:
         ckpt.close()
         if peer is not None:
