@@ -4,6 +4,10 @@
  * the shell completions.
  */
 #include "cli.h"
+#include "ckpt_common.h"
+#include "ckpt_store.h"
+#include "notice.h"
+#include "parse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +33,12 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "How checkpoints are taken:\n"
         "  - programs linked with libckpt get requests over CKPT_SOCKET;\n"
         "  - otherwise entries (files or directories directly under CKPT_DIR) are\n"
-        "    committed when complete: renamed into place, holding a closed file\n"
-        "    that matches --complete-marker, or unchanged for --settle with no\n"
-        "    writer. Step: the number after step= step- step_ checkpoint-, else\n"
-        "    the last number in the name.\n"
+        "    committed when complete: reported by the trainer (saved(path, step)),\n"
+        "    renamed into place, holding a closed file that matches\n"
+        "    --complete-marker with no writer left in it, or unchanged for --settle\n"
+        "    with no writer. Step: the trainer's (saved(), trainer_state.json's\n"
+        "    global_step, the number after step= step- step_ checkpoint-, else the\n"
+        "    last number in the name), else a counter (marked * by ls).\n"
         "\n"
         "Signals to ckptrun: SIGTERM stops (checkpoint, then stop the child;\n"
         "under SLURM without a SIGUSR1/SIGXCPU first it is the user's stop:\n"
@@ -47,8 +53,11 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
         "the run completed), 130/143 stopped by its user (Ctrl-C, scancel), 75\n"
         "stopped with the final checkpoint committed, 74\n"
-        "stopped without it or lease lost, 78 also when another runner holds the\n"
-        "lease, 64 bad command line, 69 store unreachable.\n" },
+        "stopped without it or lease lost, or the child exited 0 with its newest\n"
+        "checkpoint still not in the store (state uncommitted), 78 also when\n"
+        "another runner holds the lease, 64 bad command line, 69 store\n"
+        "unreachable. The last line says the outcome, the newest committed step\n"
+        "and the command that resumes the run.\n" },
     [CMD_RECOVER] = { "recover", "[OPTIONS] -- COMMAND [ARG...]",
         "cron/systemd entry point on a new instance",
         "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"
@@ -84,13 +93,23 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "durable copy) unless --sync. Ends with one line: files, bytes, rate.\n",
         "Exit: 0 restored, 1 no such run or checkpoint / damaged / refused, 69\n"
         "store unreachable, 78 bad configuration or DIR not usable.\n" },
-    [CMD_LS] = { "ls", "[OPTIONS] [--json]",
-        "runs of a store, or checkpoints of a run",
+    [CMD_LS] = { "ls", "[OPTIONS] [--step N] [--json]",
+        "runs of a store, checkpoints of a run, items of a checkpoint",
+        "Without a run: the store's runs, one line each: RUN, STATE (the\n"
+        "record's; stale: running, but no live runner holds the lease), NEWEST\n"
+        "STEP (committed), UPDATED (the newest object's time) and SIZE (every\n"
+        "object of the run). Costs one listing of the store, then per run a\n"
+        "read of HEAD and of RUN (and of LEASE when RUN says running),\n"
+        "--connections runs at a time.\n"
+        "\n"
         "With a run selected (--run or CKPT_RUN): one line per committed\n"
         "checkpoint, newest first: step, commit time, items, raw bytes, stored\n"
-        "bytes, new bytes. Without one: the names of the runs in the store.\n"
+        "bytes, new bytes. With --step N too: the items of that checkpoint --\n"
+        "name, type (file, link, region, device, replicated), size, stored\n"
+        "size, and the rank's part of a multi-rank checkpoint.\n"
         "Never creates a store or a directory.\n",
-        "Exit: 0 listed, 1 no such run (or no such store), 69 store unreachable.\n" },
+        "Exit: 0 listed, 1 no such run, step or store, 64 bad command line, 69\n"
+        "store unreachable.\n" },
     [CMD_STATUS] = { "status", "[OPTIONS] [--json]",
         "the run record: state, lease, preemptions, bytes, time",
         "The run record as a dashboard: state, last update (with how long ago),\n"
@@ -137,8 +156,7 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
 const struct cli_opt cli_opts[] = {
     /* common to every command */
     { "store", 0, "URL", O_STORE, CMD_ALL, "CKPT_STORE", "file://$XDG_DATA_HOME/ckpt",
-      "the store: file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or "
-      "az://container/prefix", NULL },
+      "the store, by its URL:" CKPT_STORE_URL_FORMS, NULL },
     { "run", 0, "NAME", O_RUN, CMD_ALL, "CKPT_RUN", "basename of the working directory",
       "the run inside the store (recover needs it; ls without it lists the runs); a new "
       "run's name is 1-128 of A-Z a-z 0-9 . _ - not starting with '.'", NULL },
@@ -174,8 +192,8 @@ const struct cli_opt cli_opts[] = {
     { "keep", 0, "N", O_KEEP, SUP | CMDBIT(CMD_SAVE) | CMDBIT(CMD_GC), "CKPT_KEEP", "3",
       "committed checkpoints to retain", NULL },
     { "codec", 0, "C", O_CODEC, SUP | CMDBIT(CMD_SAVE) | CMDBIT(CMD_DOCTOR), "CKPT_CODEC",
-      "zstd:1", "zstd[:LEVEL] (LEVEL 1-19), lz4 or none",
-      "zstd zstd:1 zstd:3 zstd:9 zstd:19 lz4 none" },
+      "zstd:1", "how chunks are compressed, one of:" CKPT_CODEC_FORMS
+      " (a stop short of time takes a faster one)", CKPT_CODEC_WORDS },
     { "signal", 0, "SIG", O_SIGNAL, SUP, "CKPT_SIGNAL", "none; USR1 with --preload",
       "signal sent to ask for a checkpoint when the child is not on the control socket: "
       "to the child if it handles it, else to the topmost handler of each branch of its "
@@ -188,11 +206,11 @@ const struct cli_opt cli_opts[] = {
     { "settle", 0, "D", O_SETTLE, SUP, NULL, "10s",
       "quiet time after which an entry of CKPT_DIR with no writer is complete", NULL },
     { "complete-marker", 0, "GLOB", O_MARKER, SUP, NULL, NULL,
-      "an entry is complete once a file matching GLOB in it has been closed "
-      "(e.g. trainer_state.json)", NULL },
+      "an entry is complete once a file matching GLOB in it has been closed and "
+      "no process writes in it any more (e.g. trainer_state.json)", NULL },
     { "notice", 0, "P", O_NOTICE, SUP | CMDBIT(CMD_DOCTOR), "CKPT_NOTICE", "auto",
-      "where preemption notices come from: auto, aws, gcp, azure, aliyun, tencent or none",
-      "auto aws gcp azure aliyun tencent none" },
+      "where preemption notices come from: auto (the provider DMI names), none, or a "
+      "provider:" NOTICE_PROVIDER_NAMES, NOTICE_MODES },
     { "metadata-url", 0, "URL", O_METADATA_URL, SUP | CMDBIT(CMD_DOCTOR), NULL, NULL,
       "replaces the scheme, host and port of the metadata service", NULL },
     { "preload", 0, NULL, O_PRELOAD, SUP, NULL, NULL,
@@ -216,8 +234,10 @@ const struct cli_opt cli_opts[] = {
       "run `sh -c CMD` when the child failed; hooks get CKPT_RUN, CKPT_STATE, CKPT_STEP "
       "and CKPT_EXIT", NULL },
     /* administration */
-    { "step", 0, "N", O_STEP, CMDBIT(CMD_SAVE) | CMDBIT(CMD_RESTORE) | CMDBIT(CMD_VERIFY),
-      NULL, NULL, "the checkpoint's step (restore, verify: default the newest)", NULL },
+    { "step", 0, "N", O_STEP,
+      CMDBIT(CMD_SAVE) | CMDBIT(CMD_RESTORE) | CMDBIT(CMD_VERIFY) | CMDBIT(CMD_LS), NULL, NULL,
+      "the checkpoint's step (restore, verify: default the newest; ls: list its items)",
+      NULL },
     { "force", 0, NULL, O_FORCE, CMDBIT(CMD_SAVE), NULL, NULL,
       "commit a step lower than the run's newest (it will not be the one resumed from)",
       NULL },
@@ -254,60 +274,6 @@ int cli_cmd_find(const char *s)
         if (strcmp(s, cli_cmds[i].name) == 0)
             return i;
     return -1;
-}
-
-/* Levenshtein distance of two short words (longer ones are not close). */
-static size_t distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b), row[33], prev, tmp;
-    if (la > 32 || lb > 32)
-        return 99;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        prev = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev + (a[i - 1] != b[j - 1]);
-            size_t del = row[j] + 1, ins = row[j - 1] + 1;
-            tmp = row[j];
-            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-            prev = tmp;
-        }
-    }
-    return row[lb];
-}
-
-const char *cli_suggest(const char *word)
-{
-    /* Words other tools use for the same thing (rclone, restic, git). */
-    static const struct { const char *word, *is; } alias[] = {
-        { "list", "ls" }, { "snapshots", "ls" }, { "version", "--version" },
-        { "help", "--help" }, { "check", "verify" }, { "fsck", "verify" },
-        { "prune", "gc" }, { "forget", "gc" }, { "backup", "save" }, { "push", "save" },
-        { "commit", "save" }, { "get", "restore" }, { "pull", "restore" },
-        { "info", "status" }, { "stat", "status" }, { "resume", "recover" },
-        { "supervise", "run" }, { "exec", "run" },
-    };
-    const char *best = NULL;
-    size_t bd = 99;
-
-    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
-        if (strcmp(word, alias[i].word) == 0)
-            return alias[i].is;
-    for (int i = 0; i < CMD__COUNT; i++) {
-        const char *c = cli_cmds[i].name;
-        size_t d = distance(word, c);
-        /* a prefix of a command ("stat", "rest") is as good as a typo */
-        if (strlen(word) >= 2 && strncmp(word, c, strlen(word)) == 0)
-            d = 1;
-        if (d < bd) {
-            bd = d;
-            best = c;
-        }
-    }
-    /* one edit in a short word, two in a longer one */
-    return best && bd <= (strlen(word) <= 3 ? 1u : 2u) ? best : NULL;
 }
 
 const struct option *cli_long_options(void)

@@ -46,11 +46,13 @@ int cmd_restore(struct opts *o)
         goto out;
     }
     if (rows.n == 0 || (o->step_set && !row_of(&rows, o->step))) {
+        char hint[512];
         int e = run_exists(o);
         if (e < 0)
             rc = -e;
         else if (e == 0)
-            log_error("restore: run %s not found in %s", o->run, o->store);
+            log_error("restore: run %s not found in %s%s", o->run, o->store,
+                      run_not_found_hint(o, hint, sizeof hint));
         else if (o->step_set)
             log_error("restore: run %s has no committed checkpoint at step %" PRIu64, o->run,
                       o->step);

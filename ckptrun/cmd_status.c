@@ -1,6 +1,7 @@
 /* cmd_status.c -- `ckptrun status`: the run record: state, lease, preemptions, bytes, time. */
 #include "ckptrun.h"
 #include "cmds.h"
+#include "history.h"
 #include "lease.h"
 #include "runlog.h"
 #include "parse.h"
@@ -25,88 +26,6 @@ static const char *str(const cJSON *o, const char *k, const char *dflt)
     return cJSON_IsString(v) ? v->valuestring : dflt;
 }
 
-/* Figures derived from the event history. A "session" is one ckptrun
- * process (host + pid): its running time is from its start event to its last
- * event; the work lost at a stop or failure is the time since the session's
- * last commit (or its start when it committed nothing). A runner session
- * (one with a start event) that ends with no exit event died without a word
- * (SIGKILL, a lost machine): a crash, whose loss runs to its last event. */
-struct history {
-    uint64_t commits, commit_bytes, commit_stored, stops, failures, crashes, sessions;
-    uint64_t run_ms, lost_ms;
-    /* the last commit event: its size and speed */
-    int have_last;
-    double last_step, last_bytes, last_stored, last_seconds;
-    int64_t last_ms;
-};
-
-static void summarize(const cJSON *events, int runner_live, struct history *h)
-{
-    const cJSON *ev;
-    char cur[128] = "";
-    int64_t start = 0, last = 0, last_commit = 0;
-    int open = 0, had_start = 0, ended = 0;
-
-    memset(h, 0, sizeof *h);
-    /* Events are sorted by time; sessions do not overlap (one live runner),
-     * so a change of host/pid closes the previous session. */
-    cJSON_ArrayForEach(ev, events) {
-        char id[128];
-        const char *type = str(ev, "type", "");
-        int64_t t = (int64_t)num(ev, "time_ms", 0);
-        snprintf(id, sizeof id, "%s/%.0f", str(ev, "host", "?"), num(ev, "pid", 0));
-        /* (a runner's `lease` event comes before its `start`: same session) */
-        if ((strcmp(type, "start") == 0 && had_start) || strcmp(id, cur) != 0) {
-            if (open) {
-                h->run_ms += (uint64_t)(last - start);
-                if (had_start && !ended) {
-                    h->crashes++;
-                    h->lost_ms += (uint64_t)(last - last_commit);
-                }
-            }
-            snprintf(cur, sizeof cur, "%s", id);
-            start = last = last_commit = t;
-            open = 1;
-            had_start = ended = 0;
-            h->sessions++;
-        }
-        if (strcmp(type, "start") == 0)
-            had_start = 1;
-        if (strcmp(type, "exit") == 0)
-            ended = 1;
-        last = t;
-        if (strcmp(type, "commit") == 0) {
-            h->commits++;
-            h->commit_bytes += (uint64_t)num(ev, "bytes", 0);
-            h->commit_stored += (uint64_t)num(ev, "stored", 0);
-            last_commit = t;
-            h->have_last = 1;
-            h->last_step = num(ev, "step", 0);
-            h->last_bytes = num(ev, "bytes", 0);
-            h->last_stored = num(ev, "stored", 0);
-            h->last_seconds = num(ev, "seconds", 0);
-            h->last_ms = t;
-        } else if (strcmp(type, "stop") == 0) {
-            /* a user's stop (Ctrl-C, scancel) is not a preemption */
-            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "user")))
-                h->stops++;
-            h->lost_ms += (uint64_t)(t - last_commit);
-        } else if (strcmp(type, "exit") == 0 && (strcmp(str(ev, "state", ""), "failed") == 0 ||
-                                                 strcmp(str(ev, "state", ""), "lost") == 0)) {
-            h->failures++;
-            h->lost_ms += (uint64_t)(t - last_commit);
-        }
-    }
-    if (open) {
-        h->run_ms += (uint64_t)(last - start);
-        /* the newest runner: dead if it said nothing and holds no live lease */
-        if (had_start && !ended && !runner_live) {
-            h->crashes++;
-            h->lost_ms += (uint64_t)(last - last_commit);
-        }
-    }
-}
-
 /* The state word status shows. It is the record's state; a runner that is
  * gone without saying so is judged from the lease (lease.c decides
  * "stale", docs/ckptrun.md "status"). */
@@ -120,6 +39,72 @@ static const char *state_word(const cJSON *run, const struct lease_info *li, int
     if (strcmp(state, "running") == 0 && have_lease && lease_state(li, now) != LEASE_LIVE)
         state = "stale";
     return state;
+}
+
+/* Commits that failed (every failed-commit event; the record's own count
+ * when RUN has a larger one) and the newest complete local step the store
+ * does not hold: the newest session's failed steps above the newest
+ * committed one, or RUN's `uncommitted` (state uncommitted). */
+static void add_commit_failures(cJSON *out, const cJSON *run, const struct history *h,
+                                const struct ckpt_row *nw)
+{
+    const cJSON *unc = cJSON_GetObjectItemCaseSensitive(run, "uncommitted");
+    double n = num(run, "commit_failures", 0), local = h->local_step;
+    const char *host = h->local_host, *dir = NULL;
+    cJSON *e;
+
+    if ((double)h->commit_failures > n)
+        n = (double)h->commit_failures;
+    cJSON_AddNumberToObject(out, "commit_failures", n);
+    if (h->have_error && (e = cJSON_AddObjectToObject(out, "last_error"))) {
+        cJSON_AddNumberToObject(e, "step", h->error_step);
+        cJSON_AddNumberToObject(e, "time_ms", (double)h->error_ms);
+        cJSON_AddStringToObject(e, "error", h->error);
+        cJSON_AddStringToObject(e, "detail", h->detail);
+        if (h->error_entry[0])
+            cJSON_AddStringToObject(e, "entry", h->error_entry);
+    } else if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(run, "last_error"))) {
+        cJSON_AddItemToObject(
+            out, "last_error",
+            cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(run, "last_error"), 1));
+    }
+    if (strcmp(str(run, "state", ""), "uncommitted") == 0 && cJSON_IsObject(unc)) {
+        local = num(unc, "step", local);
+        host = str(unc, "host", host);
+        dir = str(unc, "dir", NULL);
+    }
+    if (local >= 0 && (!nw || local > (double)nw->step) &&
+        (e = cJSON_AddObjectToObject(out, "uncommitted"))) {
+        cJSON_AddNumberToObject(e, "step", local);
+        cJSON_AddStringToObject(e, "host", host);
+        if (dir)
+            cJSON_AddStringToObject(e, "dir", dir);
+    }
+}
+
+static void print_failures(const cJSON *out, const struct history *h, int64_t now)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(out, "last_error");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(out, "uncommitted");
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(out, "last_step");
+    double n = num(out, "commit_failures", 0);
+    char a[40], newest[32] = "none";
+
+    printf("failures     %" PRIu64, h->failures);
+    if (n > 0)
+        printf(" run%s, %.0f commit%s", h->failures == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    if (cJSON_IsObject(e))
+        printf(" (the last %s, step %.0f: %s%s%s)",
+               ago((int64_t)num(e, "time_ms", 0), now, a, sizeof a), num(e, "step", 0),
+               str(e, "error", "?"), *str(e, "detail", "") ? ": " : "", str(e, "detail", ""));
+    printf("\n");
+    if (cJSON_IsNumber(ls))
+        snprintf(newest, sizeof newest, "step %.0f", ls->valuedouble);
+    if (cJSON_IsObject(u))
+        printf("uncommitted  step %.0f is complete on %s%s%s but not in the store (newest "
+               "committed: %s)\n",
+               num(u, "step", 0), str(u, "host", "?"), str(u, "dir", NULL) ? " in " : "",
+               str(u, "dir", ""), newest);
 }
 
 int cmd_status(struct opts *o)
@@ -168,13 +153,15 @@ int cmd_status(struct opts *o)
     if (skipped)
         log_msg(LOG_WARN, "record", "%zu event objects unreadable; skipped", skipped);
     have_lease = lease_read(record_store(rec), o->run, &li, NULL, err) == CKPT_OK;
-    summarize(events, have_lease && lease_state(&li, now) == LEASE_LIVE, &h);
+    history_summarize(events, have_lease && lease_state(&li, now) == LEASE_LIVE, &h);
     if ((rc = open_ctx(o, &ctx)) != 0)
         goto out;
     if (ckpt_list(ctx, rows_cb, &rows) != CKPT_OK)
         log_msg(LOG_WARN, "status", "cannot list checkpoints: %s", ckpt_errmsg(ctx));
     if (!run && rows.n == 0 && cJSON_GetArraySize(events) == 0) {
-        log_error("status: run %s not found in %s", o->run, o->store);
+        char hint[512];
+        log_error("status: run %s not found in %s%s", o->run, o->store,
+                  run_not_found_hint(o, hint, sizeof hint));
         rc = EXIT_FAIL;
         goto out;
     }
@@ -253,6 +240,7 @@ int cmd_status(struct opts *o)
     }
     cJSON_AddNumberToObject(out, "run_ms", (double)h.run_ms);
     cJSON_AddNumberToObject(out, "lost_ms", (double)h.lost_ms);
+    add_commit_failures(out, run, &h, nw);
     if (o->json) {
         print_json(out);
     } else {
@@ -299,7 +287,7 @@ int cmd_status(struct opts *o)
         printf("commits      %" PRIu64 " (%s, %s new stored)\n", h.commits,
                ckpt_fmt_bytes(h.commit_bytes, a, sizeof a), ckpt_fmt_bytes(h.commit_stored, b, sizeof b));
         printf("preemptions  %" PRIu64 "\n", h.stops);
-        printf("failures     %" PRIu64 "\n", h.failures);
+        print_failures(out, &h, now);
         if (h.crashes)
             printf("crashes      %" PRIu64 " (runners that ended without a word: SIGKILL, a "
                    "lost machine)\n", h.crashes);
@@ -310,6 +298,10 @@ int cmd_status(struct opts *o)
                "stopped, failed or was last heard of; a resume redoes it)\n",
                ckpt_fmt_duration(h.lost_ms, a, sizeof a), h.stops, h.stops == 1 ? "" : "s",
                h.failures, h.failures == 1 ? "" : "s", h.crashes, h.crashes == 1 ? "" : "es");
+        if (h.uncommitted_ends)
+            printf("             %" PRIu64 " end%s with the newest checkpoint not in the store "
+                   "count too\n",
+                   h.uncommitted_ends, h.uncommitted_ends == 1 ? "" : "s");
     }
 out:
     log_lib_release(NULL);

@@ -17,7 +17,7 @@ int cmd_verify(struct opts *o)
     struct progress *pg = NULL;
     struct ckpt_progress pr;
     struct rows rows = { 0 };
-    uint64_t ncheck = 0, files = 0;
+    uint64_t ncheck = 0, files = 0, ngone = 0;
     char msg[CKPT_ERR_MAX + 200] = "", b1[32], r1[32];
     cJSON *j = NULL;
     ckpt_status st;
@@ -52,13 +52,15 @@ int cmd_verify(struct opts *o)
     secs = secs_since(t0);
     ckpt_progress(ctx, &pr);
     if (st == CKPT_E_NOENT) {
+        char hint[512];
         int e = run_exists(o);
         if (e < 0) {
             rc = -e;
             goto out;
         }
         if (e == 0)
-            snprintf(msg, sizeof msg, "run %s not found in %s", o->run, o->store);
+            snprintf(msg, sizeof msg, "run %s not found in %s%s", o->run, o->store,
+                     run_not_found_hint(o, hint, sizeof hint));
         else
             snprintf(msg, sizeof msg, "run %s has no committed checkpoint%s", o->run,
                      o->step_set ? " at that step" : "");
@@ -69,11 +71,26 @@ int cmd_verify(struct opts *o)
     } else if (st != CKPT_OK) {
         snprintf(msg, sizeof msg, "%s: %s", ckpt_strerror(st), ckpt_errmsg(ctx));
         rc = runtime_exit(st);
+    } else {
+        /* A run still training commits while verify reads it: what its
+         * retention removed meanwhile was skipped (gone, not damaged) and is
+         * not counted as checked. */
+        struct rows after = { 0 };
+        if (ckpt_list(ctx, rows_cb, &after) == CKPT_OK && !after.oom)
+            for (size_t i = 0; i < rows.n; i++)
+                if ((!o->step_set || rows.v[i].step == o->step) &&
+                    !row_of(&after, rows.v[i].step) && ncheck > 0) {
+                    ncheck--;
+                    files -= rows.v[i].items;
+                    ngone++;
+                }
+        free(after.v);
     }
     if ((j = cJSON_CreateObject())) {
         cJSON_AddStringToObject(j, "run", o->run);
         cJSON_AddBoolToObject(j, "intact", rc == 0);
         cJSON_AddNumberToObject(j, "checkpoints", (double)ncheck);
+        cJSON_AddNumberToObject(j, "gone", (double)ngone);
         cJSON_AddNumberToObject(j, "files", (double)files);
         cJSON_AddNumberToObject(j, "chunks", (double)pr.chunks_done);
         cJSON_AddNumberToObject(j, "bytes", (double)pr.bytes_done);
@@ -85,9 +102,15 @@ int cmd_verify(struct opts *o)
     if (rc) {
         log_error("verify: %s", msg);
     } else {
-        log_result("verify", j, "%" PRIu64 " checkpoint%s intact: %" PRIu64 " files, %" PRIu64
-                   " chunks, %s checked in %.1fs (%s)", ncheck, ncheck == 1 ? "" : "s", files,
-                   (uint64_t)pr.chunks_done, ckpt_fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
+        char g[96] = "";
+        if (ngone)
+            snprintf(g, sizeof g, " (%" PRIu64 " more removed by retention while verify ran)",
+                     ngone);
+        log_result("verify", j,
+                   "%" PRIu64 " checkpoint%s intact%s: %" PRIu64 " files, %" PRIu64
+                   " chunks, %s checked in %.1fs (%s)",
+                   ncheck, ncheck == 1 ? "" : "s", g, files, (uint64_t)pr.chunks_done,
+                   ckpt_fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
                    ckpt_fmt_rate(secs > 0 ? (double)pr.bytes_done / secs : 0, r1, sizeof r1));
     }
     if (o->json && j)

@@ -152,6 +152,7 @@ static ckpt_status walk_path(struct walk *wk, const char *path, const char *name
 
 struct on_file_user {
     void (*fn)(void *user, const char *name);
+    void (*fn2)(void *user, const char *name, const char *base);
     void *user;
 };
 
@@ -160,18 +161,17 @@ static ckpt_status print_visit(void *user, const char *path, const char *name, c
 {
     struct on_file_user *u = user;
     (void)path;
-    (void)name;
     (void)sb;
     if (u->fn)
         u->fn(u->user, base);
+    if (u->fn2)
+        u->fn2(u->user, name, base);
     return CKPT_OK;
 }
 
-int commit_print_path(const char *path, struct commit_print *p,
-                      void (*on_file)(void *user, const char *name), void *user)
+static int print_path(const char *path, struct commit_print *p, struct on_file_user *u)
 {
-    struct on_file_user u = { on_file, user };
-    struct walk wk = { print_visit, &u, p, NULL, 0 };
+    struct walk wk = { print_visit, u, p, NULL, 0 };
     const char *base = strrchr(path, '/');
     ckpt_status st = walk_path(&wk, path, base ? base + 1 : path);
 
@@ -179,6 +179,21 @@ int commit_print_path(const char *path, struct commit_print *p,
         return 0;
     errno = st == CKPT_E_NOENT ? ENOENT : st == CKPT_E_NOMEM ? ENOMEM : EIO;
     return -1;
+}
+
+int commit_print_path(const char *path, struct commit_print *p,
+                      void (*on_file)(void *user, const char *name), void *user)
+{
+    struct on_file_user u = { on_file, NULL, user };
+    return print_path(path, p, &u);
+}
+
+int commit_print_walk(const char *path, struct commit_print *p,
+                      void (*on_file)(void *user, const char *name, const char *base),
+                      void *user)
+{
+    struct on_file_user u = { NULL, on_file, user };
+    return print_path(path, p, &u);
 }
 
 void commit_print_add(struct commit_print *sum, const struct commit_print *p)

@@ -51,6 +51,11 @@ struct commit_result {
  * @return 0, or -1 with errno (ENOENT: something vanished during the walk). */
 int commit_print_path(const char *path, struct commit_print *p,
                       void (*on_file)(void *user, const char *name), void *user);
+/* As commit_print_path; `on_file` gets each file's item name as well
+ * ("<last component of path>/<relative path>" for a directory). */
+int commit_print_walk(const char *path, struct commit_print *p,
+                      void (*on_file)(void *user, const char *name, const char *base),
+                      void *user);
 void commit_print_add(struct commit_print *sum, const struct commit_print *p);
 int commit_print_eq(const struct commit_print *a, const struct commit_print *b);
 

@@ -212,9 +212,19 @@ static void handle_line(struct ctl *c, int slot, const char *line, size_t len, c
         ev.error = jstr(j, "error");
         ev.detail = jstr(j, "detail");
     } else if (strcmp(type, "file") == 0) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "step");
         ev.type = CTL_FILE;
         ev.path = jstr(j, "path");
         ev.file_event = jstr(j, "event");
+        /* saved(path, step): a whole number (a JSON number is a double:
+         * up to 2^53 exactly); anything else is no step. From any client
+         * of the job: the helper, the preload shim, libckpt's (hello). */
+        ev.has_step = cJSON_IsNumber(st) && st->valuedouble >= 0 &&
+                      st->valuedouble <= 9007199254740992.0 &&
+                      (double)(uint64_t)st->valuedouble == st->valuedouble;
+        ev.step = ev.has_step ? (uint64_t)st->valuedouble : 0;
+        if (!ev.path[0])
+            goto out;
     } else if (strcmp(type, "signal") == 0) {
         ev.type = CTL_SIGNAL;
         ev.signal = jstr(j, "signal");

@@ -41,7 +41,7 @@ struct ctl_event {
     int kind;                 /* CTL_KIND_* of the sender, 0 if neither */
     int pid;                  /* hello, helper, signal, gone */
     uint64_t items;           /* hello */
-    uint64_t step;            /* saving, committed, failed */
+    uint64_t step;            /* saving, committed, failed; file (has_step) */
     uint64_t seq;             /* committed */
     uint64_t bytes, stored;   /* committed: raw, new compressed */
     double seconds;           /* committed */
@@ -49,6 +49,7 @@ struct ctl_event {
     const char *detail;       /* failed */
     const char *path;         /* file */
     const char *file_event;   /* file: "closed" | "renamed" */
+    int has_step;             /* file: carries the trainer's step (saved()) */
     const char *signal;       /* signal: "SIGTERM" | "SIGINT" */
     int64_t mono_ms;          /* signal: when it arrived (CLOCK_MONOTONIC ms), 0 unknown */
 };

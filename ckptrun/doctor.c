@@ -19,7 +19,7 @@ int cmd_doctor(struct opts *o)
 {
     struct doctor *d = calloc(1, sizeof *d);
     cJSON *root = NULL, *arr, *ej;
-    int rc = 0, nv[4] = {0, 0, 0, 0};
+    int rc = 0, nv[4] = { 0, 0, 0, 0 };
     char b1[32], b2[32];
     uint64_t budget;
 
@@ -74,13 +74,12 @@ int cmd_doctor(struct opts *o)
     check_store(d);
     check_changed(d);
     check_codec(d);
-    if (doctor_left_ms(d) > 1000)
-        check_throughput(d);
-    else if (d->store_ok)
-        doctor_add(d, "upload", V_WARN, "rerun with a larger --budget", "not measured: budget spent");
+    check_throughput(d);
     check_estimate(d, ej);
 
-    if (d->st && d->prefix[0]) {
+    /* only where something was written: a store that refused the first
+     * write would spend the rest of the budget refusing the listing too */
+    if (d->st && d->prefix[0] && d->sent) {
         clean_prefix(d, d->prefix);
         if (strncmp(o->store, "file://", 7) == 0) {
             /* The file backend deletes files, not the directories their
@@ -133,6 +132,8 @@ int cmd_doctor(struct opts *o)
             cJSON_AddStringToObject(c, "message", d->c[i].msg);
             if (d->c[i].advice[0])
                 cJSON_AddStringToObject(c, "advice", d->c[i].advice);
+            if (d->c[i].prereq[0])
+                cJSON_AddStringToObject(c, "prerequisite", d->c[i].prereq);
             cJSON_AddItemToArray(arr, c);
         }
         cJSON_AddItemToObject(root, "estimate", ej);
@@ -145,10 +146,11 @@ int cmd_doctor(struct opts *o)
             printf("%s\n", s);
         cJSON_free(s);
     } else {
-        printf("doctor: %d ok, %d warn, %d fail in %s; sent %s to the store. %s\n", nv[V_OK],
-               nv[V_WARN], nv[V_FAIL], ckpt_fmt_duration((uint64_t)(ckpt_mono_ms() - d->t0), b1, sizeof b1),
+        printf("doctor: %d ok, %d warn, %d fail, %d skipped in %s; sent %s to the store. %s\n",
+               nv[V_OK], nv[V_WARN], nv[V_FAIL], nv[V_SKIP],
+               ckpt_fmt_duration((uint64_t)(ckpt_mono_ms() - d->t0), b1, sizeof b1),
                ckpt_fmt_bytes(d->sent, b2, sizeof b2),
-               nv[V_FAIL] ? "Something will not work: fix the fail lines first."
+               nv[V_FAIL]   ? "Something will not work: fix the fail lines first."
                : nv[V_WARN] ? "Should work; read the warn lines."
                             : "Everything fits.");
     }

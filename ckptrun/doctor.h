@@ -60,6 +60,10 @@ struct ckpt_store;
 #define MAX_CHECKS 24
 #define MAX_THREADS 8
 #define EXIT_FAIL_DOCTOR 1          /* something will not work */
+/* --interval only requests checkpoints: advice naming it says what hears them */
+#define DOCTOR_REACH "with a way to ask the trainer (--signal for one that saves on it, " \
+                     "the Python helper, libckpt or --preload; an unmodified trainer " \
+                     "ignores requests)"
 
 enum verdict { V_OK = 0, V_WARN = 1, V_FAIL = 2, V_SKIP = 3 };
 
@@ -68,6 +72,7 @@ struct doctor_check {
     enum verdict v;
     char msg[600];
     char advice[600];
+    char prereq[24]; /* skipped: the earlier check that failed ("" otherwise) */
 };
 
 struct doctor {
@@ -118,6 +123,13 @@ const char *doctor_verdict_name(enum verdict v);
  * what was already found. `advice` is kept only when v is not V_OK. */
 void doctor_add(struct doctor *d, const char *name, enum verdict v, const char *advice,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Records `name` as skipped because the earlier check `needs` did not
+ * pass: the line (and JSON "prerequisite") names the check at the root of
+ * it -- `needs`, or the one `needs` itself was skipped for -- so a reader
+ * goes straight to the fail line that explains it. */
+void doctor_skip(struct doctor *d, const char *name, const char *needs);
+/* The check called `name`, or NULL when it did not run (yet). */
+const struct doctor_check *doctor_find(const struct doctor *d, const char *name);
 /* What is left of the budget, in ms (>= 0). */
 int64_t doctor_left_ms(const struct doctor *d);
 /* One decimal, for JSON. */
@@ -136,10 +148,11 @@ void check_codec(struct doctor *d);
 void check_throughput(struct doctor *d);
 void check_estimate(struct doctor *d, cJSON *ej);
 
-/* doctor_store.c: what a failed store operation asks of the user; bytes no
+/* doctor_store.c: what a failed store operation asks of the user (the
+ * store's URL decides for file:// paths); bytes no
  * codec shrinks (like chunks); every object under `prefix` deleted (what
  * an interrupted doctor left). */
-const char *store_advice(ckpt_status st);
+const char *store_advice(const struct doctor *d, ckpt_status st);
 void fill_random(uint8_t *b, size_t n, uint64_t seed);
 void clean_prefix(struct doctor *d, const char *prefix);
 

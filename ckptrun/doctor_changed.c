@@ -59,8 +59,13 @@ void check_changed(struct doctor *d)
     } else {
         snprintf(d->changed_src, sizeof d->changed_src, "assumed: full training changes every "
                  "weight and optimizer state between checkpoints");
-        doctor_add(d, "changed", V_OK, NULL, "all of the state changes between checkpoints (%s; pass "
+        doctor_add(
+            d, "changed", V_OK, NULL,
+            "all of the state changes between checkpoints (%s; pass "
             "--changed for a frozen-backbone or LoRA run, or run doctor once the run has two "
-            "checkpoints)", d->changed_src);
+            "checkpoints)%s",
+            d->changed_src,
+            d->store_ok ? ""
+                        : "; the run's own checkpoints were not read: the store does not work");
     }
 }

@@ -33,13 +33,14 @@ static void advise(const struct doctor *d, const struct est *e, char *out, size_
     if (e->net_s >= e->cpu_s)
         snprintf(out, cap,
                  "upload-bound at %s/s: use a bucket in this instance's region or a faster "
-                 "link; keep --interval short, since a final save that does not commit falls "
-                 "back to the last periodic one", doctor_mb(d->up_bps, b, sizeof b));
+                 "link; keep --interval short " DOCTOR_REACH ", since a final save that does "
+                 "not commit falls back to the last periodic one",
+                 doctor_mb(d->up_bps, b, sizeof b));
     else
         snprintf(out, cap,
                  "compression-bound on this CPU: try --codec lz4 (or zstd:1) or more cores; "
-                 "keep --interval short, since a final save that does not commit falls back to "
-                 "the last periodic one");
+                 "keep --interval short " DOCTOR_REACH ", since a final save that does not "
+                 "commit falls back to the last periodic one");
 }
 
 static enum verdict fit(double t, double win)
@@ -73,15 +74,16 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
                 "checkpoint commits inside the %s window; if it fails, the run resumes from the "
                 "last periodic one (every %.0f s): %s lost on average, at most %s", w, iv, b1, b2);
         else
-            doctor_add(d, "lost-work", V_OK, "set --interval (e.g. 30m) to bound what a failed final "
-                "save loses", "a preemption loses almost nothing: the final checkpoint commits "
+            doctor_add(d, "lost-work", V_OK, "set --interval (e.g. 30m) " DOCTOR_REACH " to "
+                "bound what a failed final save loses", "a preemption loses almost nothing: the final checkpoint commits "
                 "inside the %s window; if it fails, everything since the trainer's own last "
                 "save is lost (no --interval)", w);
     } else if (iv > 0) {
         cJSON_AddNumberToObject(ej, "lost_per_preemption_s", doctor_rnd1(avg));
         doctor_add(d, "lost-work",
             d->window_ms > 0 ? V_WARN : V_OK,
-            "shorten --interval to lose less, or make the final save fit (see estimate-full)",
+            "shorten --interval (it works " DOCTOR_REACH ") to lose less, or make the final "
+            "save fit (see estimate-full)",
             "each %s loses %s of training on average, at most %s: %s, so the run resumes "
             "from the last periodic checkpoint (every %.0f s, ~%.1f s to commit)",
             d->window_ms > 0 ? "preemption" : "stop or crash", b1, b2,
@@ -89,8 +91,8 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
                              : "no notice arrives before the end", iv, commit_s);
     } else {
         doctor_add(d, "lost-work", d->window_ms > 0 ? V_FAIL : V_WARN,
-            "set --interval (e.g. 30m): a preemption then loses at most one interval plus a "
-            "commit", "each %s loses everything since the trainer's own last save: %s, and no "
+            "set --interval (e.g. 30m) " DOCTOR_REACH ": a preemption then loses at most one "
+            "interval plus a commit", "each %s loses everything since the trainer's own last save: %s, and no "
             "--interval", d->window_ms > 0 ? "preemption" : "stop or crash",
             d->window_ms > 0 ? "the final checkpoint does not fit the window"
                              : "no notice arrives before the end");
@@ -107,10 +109,19 @@ void check_estimate(struct doctor *d, cJSON *ej)
     int small = d->changed_known && d->changed <= CHANGED_SMALL, final_ok;
 
     if (!d->codec_ok || d->up_bps <= 0 || !d->sample_bytes) {
-        doctor_add(d, "estimate-full", V_FAIL,
-            d->store_ok ? "rerun with a larger --budget" : "make the store work first",
-            "no estimate: %s", !d->codec_ok ? "the codec was not measured"
-                                            : "the upload was not measured");
+        const struct doctor_check *up = doctor_find(d, "upload");
+        if (d->codec_ok && up && (up->v == V_FAIL || (up->v == V_SKIP && up->prereq[0]))) {
+            /* the store failed: that line says what to do; an estimate
+             * needs the upload rate */
+            doctor_skip(d, "estimate-full", "upload");
+        } else {
+            doctor_add(d, "estimate-full", V_FAIL,
+                       d->store_ok ? "rerun with a larger --budget" : "make the store work first",
+                       "no estimate: %s",
+                       !d->codec_ok ? "the codec was not measured" : "the upload was not measured");
+        }
+        doctor_skip(d, "estimate-incremental", "estimate-full");
+        doctor_skip(d, "lost-work", "estimate-full");
         goto out;
     }
     m.t_full_s = d->t_full_s;

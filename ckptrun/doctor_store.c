@@ -10,15 +10,40 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *store_advice(ckpt_status st)
+const char *store_advice(const struct doctor *d, ckpt_status st)
 {
+    if (strncmp(d->o->store, "file://", 7) == 0) {
+        /* a local path: what is wrong is on this machine */
+        switch (st) {
+        case CKPT_E_PERM:
+            return "this user cannot create files there: fix the directory's owner or "
+                   "permissions (or a read-only mount), or choose another --store "
+                   "file:///PATH";
+        case CKPT_E_NOSPACE:
+            return "the file system of the store is full: free space or choose another "
+                   "--store";
+        case CKPT_E_IO:
+        case CKPT_E_NOENT:
+        case CKPT_E_EXISTS:
+            return "the store's path must be a directory (ckptrun creates it when "
+                   "missing): remove or rename what is in the way, or choose another "
+                   "--store file:///PATH";
+        case CKPT_E_CONFIG:
+        case CKPT_E_INVAL:
+            return "write the store as file:///absolute/path";
+        default:
+            return "see docs/stores.md";
+        }
+    }
     switch (st) {
     case CKPT_E_AUTH:
         return "fix the credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
                "the instance role (s3://, gs://), AZURE_STORAGE_CONNECTION_STRING or "
                "AZURE_STORAGE_ACCOUNT + KEY/SAS (az://); see docs/stores.md";
     case CKPT_E_CONFIG:
-        return "check the store URL, bucket/container name, region and endpoint";
+    case CKPT_E_NOENT:
+        return "check the store URL, bucket/container name (it must exist), region and "
+               "endpoint";
     case CKPT_E_UNREACHABLE:
     case CKPT_E_TRANSIENT:
     case CKPT_E_THROTTLED:
@@ -26,6 +51,9 @@ const char *store_advice(ckpt_status st)
                "the network path from this instance";
     case CKPT_E_NOSPACE:
         return "the store (or its disk) is full";
+    case CKPT_E_PERM:
+        return "the credentials are accepted but may not write here: check the policy (or "
+               "SAS permissions) for this bucket/container and prefix";
     default:
         return "see docs/stores.md";
     }
@@ -107,9 +135,11 @@ void check_store(struct doctor *d)
     cfg.log_level = log_lib_level();
     st = ckpt_store_open(d->o->store, &cfg, &d->st, err);
     if (st != CKPT_OK) {
-        doctor_add(d, "store", V_FAIL, store_advice(st), "cannot open %s: %s (%s)", d->o->store,
-            err[0] ? err : ckpt_strerror(st), ckpt_strerror(st));
+        doctor_add(d, "store", V_FAIL, store_advice(d, st), "cannot open %s: %s (%s)", d->o->store,
+                   err[0] ? err : ckpt_strerror(st), ckpt_strerror(st));
         d->st = NULL;
+        doctor_skip(d, "store-rw", "store");
+        doctor_skip(d, "conditional", "store");
         goto out;
     }
     src = d->st->cred_source[0] ? d->st->cred_source : "none needed";
@@ -155,11 +185,13 @@ void check_store(struct doctor *d)
     back = NULL;
     if (st != CKPT_OK) {
         if (st == CKPT_E_AUTH)
-            doctor_add(d, "store-rw", V_FAIL, store_advice(st),
-                "the store refused the credentials from %s: %s", src, err);
+            doctor_add(d, "store-rw", V_FAIL, store_advice(d, st),
+                       "the store refused the credentials from %s: %s", src, err);
         else
-            doctor_add(d, "store-rw", V_FAIL, store_advice(st), "write/read/delete of %s failed: %s (%s)",
-                key, err[0] ? err : "-", ckpt_strerror(st));
+            doctor_add(d, "store-rw", V_FAIL, store_advice(d, st),
+                       "write/read/delete of %s failed: %s (%s)", key, err[0] ? err : "-",
+                       ckpt_strerror(st));
+        doctor_skip(d, "conditional", "store-rw");
         goto out;
     }
     d->store_ok = 1;
@@ -196,11 +228,11 @@ void check_store(struct doctor *d)
                 "rely on it, and run one instance per run",
                 "the store claims conditional writes but accepted a second create-only write");
         else
-            doctor_add(d, "conditional", V_WARN, store_advice(st),
-                "second conditional write failed: %s", ckpt_strerror(st));
+            doctor_add(d, "conditional", V_WARN, store_advice(d, st),
+                       "second conditional write failed: %s", ckpt_strerror(st));
     } else {
-        doctor_add(d, "conditional", V_WARN, store_advice(st), "conditional write failed: %s (%s)",
-            err, ckpt_strerror(st));
+        doctor_add(d, "conditional", V_WARN, store_advice(d, st),
+                   "conditional write failed: %s (%s)", err, ckpt_strerror(st));
     }
 out:
     return;

@@ -74,7 +74,7 @@ static double run_xfer(struct xfer *x)
 void check_throughput(struct doctor *d)
 {
     uint8_t *buf = NULL;
-    size_t obj = ckpt_store_can(d->st, CKPT_STORE_PACKS) ? PROBE_OBJ_REMOTE : PROBE_OBJ;
+    size_t obj;
     uint64_t cap = PROBE_MAX;
     const char *ov = getenv("CKPT_DOCTOR_PROBE_BYTES");
     char key[512], err[CKPT_ERR_MAX], b1[32], b2[32];
@@ -85,10 +85,20 @@ void check_throughput(struct doctor *d)
     unsigned nobj;
     ckpt_status st;
 
-    if (!d->store_ok) {
-        doctor_add(d, "upload", V_SKIP, NULL, "not measured: the store does not work");
+    /* Nothing here runs without a store that took a write and gave it
+     * back (store-rw; skipped itself when the store did not open). */
+    if (!d->store_ok || !d->st) {
+        doctor_skip(d, "upload", "store-rw");
+        doctor_skip(d, "download", "upload");
         goto out;
     }
+    if (doctor_left_ms(d) <= 1000) {
+        doctor_add(d, "upload", V_WARN, "rerun with a larger --budget",
+                   "not measured: budget spent");
+        doctor_skip(d, "download", "upload");
+        goto out;
+    }
+    obj = ckpt_store_can(d->st, CKPT_STORE_PACKS) ? PROBE_OBJ_REMOTE : PROBE_OBJ;
     /* A smaller bound may be asked for (tests, metered links); never more. */
     if (ov && *ov && ckpt_parse_size(ov, &cap, NULL) == 0 && cap > PROBE_MAX)
         cap = PROBE_MAX;
@@ -99,6 +109,7 @@ void check_throughput(struct doctor *d)
     buf = malloc(obj);
     if (!buf) {
         doctor_add(d, "upload", V_WARN, NULL, "out of memory for the probe");
+        doctor_skip(d, "download", "upload");
         goto out;
     }
     fill_random(buf, obj, 0x5eed ^ (uint64_t)getpid()); /* incompressible, like chunks */
@@ -110,8 +121,9 @@ void check_throughput(struct doctor *d)
     st = ckpt_store_put(d->st, key, buf, obj < (256u << 10) ? obj : (256u << 10), NULL, NULL, err);
     secs = (double)(ckpt_mono_ms() - t) / 1000.0;
     if (st != CKPT_OK) {
-        doctor_add(d, "upload", V_FAIL, store_advice(st), "probe upload failed: %s (%s)", err,
-            ckpt_strerror(st));
+        doctor_add(d, "upload", V_FAIL, store_advice(d, st), "probe upload failed: %s (%s)", err,
+                   ckpt_strerror(st));
+        doctor_skip(d, "download", "upload");
         goto out;
     }
     d->sent += obj < (256u << 10) ? obj : (256u << 10);
@@ -141,13 +153,14 @@ void check_throughput(struct doctor *d)
     secs = run_xfer(&x);
     d->sent += (uint64_t)atomic_load(&x.done) * obj;
     if (atomic_load(&x.failed)) {
-        doctor_add(d, "upload", V_FAIL, store_advice(x.first_err), "parallel upload failed: %s",
-            ckpt_strerror(x.first_err));
+        doctor_add(d, "upload", V_FAIL, store_advice(d, x.first_err), "parallel upload failed: %s",
+                   ckpt_strerror(x.first_err));
         goto cleanup;
     }
     if (atomic_load(&x.done) == 0) {
         doctor_add(d, "upload", V_WARN, "rerun with a larger --budget",
             "not measured: the budget was spent");
+        doctor_skip(d, "download", "upload");
         goto cleanup;
     }
     d->up_bps = (double)atomic_load(&x.done) * (double)obj / (secs > 0.001 ? secs : 0.001);
@@ -164,8 +177,8 @@ void check_throughput(struct doctor *d)
     secs = run_xfer(&x);
     d->received += (uint64_t)atomic_load(&x.done) * obj;
     if (atomic_load(&x.failed))
-        doctor_add(d, "download", V_WARN, store_advice(x.first_err), "download failed: %s",
-            ckpt_strerror(x.first_err));
+        doctor_add(d, "download", V_WARN, store_advice(d, x.first_err), "download failed: %s",
+                   ckpt_strerror(x.first_err));
     else if (atomic_load(&x.done) == 0)
         doctor_add(d, "download", V_WARN, "rerun with a larger --budget",
             "not measured: the budget was spent");

@@ -85,14 +85,13 @@ static int set_defaults_from_env(struct opts *o)
         goto out;
     }
     if (o->notice && *o->notice && !notice_mode_valid(o->notice)) {
-        log_error("CKPT_NOTICE='%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
-                  o->notice);
+        log_error("CKPT_NOTICE='%s' is not one of %s", o->notice, NOTICE_MODES);
         rc = EXIT_CONFIG;
         goto out;
     }
     if ((v = getenv("CKPT_CODEC")) && *v) {
         if (ckpt_parse_codec(v, &o->codec, &o->codec_level) != 0) {
-            log_error("CKPT_CODEC='%s' is not zstd[:1-19], lz4 or none", v);
+            log_error("CKPT_CODEC='%s' is not one of %s", v, CKPT_CODEC_RULE);
             rc = EXIT_CONFIG;
             goto out;
         }
@@ -123,13 +122,17 @@ static int bad_duration(const char *opt, const char *v)
     return EXIT_USAGE;
 }
 
-/* A store URL ckpt_store_open would refuse for its form alone (the store
- * itself is not contacted). */
-static int store_url_ok(const char *u)
+/* A store URL ckpt_store_open would refuse for its form alone, said once
+ * (the store itself is not contacted). @return 1 when the form is right. */
+static int store_url_ok(const char *what, const char *u)
 {
-    return (strncmp(u, "file://", 7) == 0 && u[7] == '/') ||
-           ((strncmp(u, "s3://", 5) == 0 || strncmp(u, "gs://", 5) == 0 ||
-             strncmp(u, "az://", 5) == 0) && u[5] && u[5] != '/');
+    char forms[256], hint[4400];
+    if (ckpt_store_scheme_known(u))
+        return 1;
+    /* with what it was probably meant to be (a relative file:// path) */
+    log_error("%s'%s' is not a store URL (%s)%s", what, u,
+              ckpt_store_url_forms(forms, sizeof forms), store_url_hint(u, hint, sizeof hint));
+    return 0;
 }
 
 /* Whether `word` names a program the child could exec: a path to an
@@ -172,6 +175,34 @@ static int unknown_command(const char *word, int in_help)
     return EXIT_USAGE;
 }
 
+/* getopt refused an option: name it as written, with what it resembles
+ * (cli_suggest_option). An unknown long option (optopt 0) is
+ * argv[optind - 1]; an unknown short one is a letter of a cluster
+ * ("-store"): argv[optind] while the cluster goes on, else the one before. */
+static int unknown_option(int argc, char **argv, int cmd)
+{
+    const char *arg = argv[optind - 1], *name = cli_cmds[cmd].name;
+    char hint[256];
+    int what;
+
+    if (optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '-' &&
+        strchr(argv[optind] + 1, optopt))
+        arg = argv[optind];
+    what = cli_suggest_option(arg, cmd, hint, sizeof hint);
+    if (optopt && strlen(arg) > 2)
+        log_error("unknown option '-%c' in '%s'%s%s (see ckptrun %s --help)", optopt, arg,
+                  what ? "; " : "", hint, name);
+    else if (optopt)
+        log_error("unknown option '-%c' (see ckptrun %s --help)", optopt, name);
+    else if (what == 2)
+        log_error("option '%.*s' is ambiguous: %s (see ckptrun %s --help)", (int)strcspn(arg, "="),
+                  arg, hint, name);
+    else
+        log_error("unknown option '%.*s'%s%s (see ckptrun %s --help)", (int)strcspn(arg, "="), arg,
+                  what ? "; " : "", hint, name);
+    return EXIT_USAGE;
+}
+
 /* The index of a subcommand written after options ("ckptrun --store S
  * status"), or -1: the first word that is neither an option nor an
  * option's value, before any "--". */
@@ -209,6 +240,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
     uint64_t n;
 
     o->cmd_id = CMD_RUN;
+    if (argc == 1) {
+        /* A bare `ckptrun` is someone finding out what it does: the usage,
+         * on stderr since nothing ran (exit 64, as for no command). */
+        cli_help(stderr, -1, CKPT_VERSION_FULL);
+        rc = EXIT_USAGE;
+        goto out;
+    }
     if (argc > 1 && strcmp(argv[1], "__generate") == 0) {
         /* hidden build step: the man page and completions (cli.h) */
         FILE *f = argc == 4 ? fopen(argv[3], "w") : stdout;
@@ -332,7 +370,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_CODEC:
             if (ckpt_parse_codec(optarg, &o->codec, &o->codec_level) != 0) {
-                log_error("--codec '%s' is not zstd[:1-19], lz4 or none", optarg);
+                log_error("--codec '%s' is not one of %s", optarg, CKPT_CODEC_RULE);
                 rc = EXIT_USAGE;
                 goto out;
             }
@@ -340,8 +378,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_NOTICE:
             if (!notice_mode_valid(optarg)) {
-                log_error("--notice '%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
-                          optarg);
+                log_error("--notice '%s' is not one of %s", optarg, NOTICE_MODES);
                 rc = EXIT_USAGE;
                 goto out;
             }
@@ -423,11 +460,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             rc = EXIT_USAGE;
             goto out;
         default:
-            if (optopt)
-                log_error("unknown option '-%c' (see ckptrun %s --help)", optopt, o->cmd);
-            else
-                log_error("unknown option '%s' (see ckptrun %s --help)", argv[optind - 1], o->cmd);
-            rc = EXIT_USAGE;
+            rc = unknown_option(argc, argv, o->cmd_id);
             goto out;
         }
     }
@@ -451,17 +484,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
         rc = unknown_command(o->args[0], 0);
         goto out;
     }
-    if (store_from_cli && *o->store && !store_url_ok(o->store)) {
-        log_error("--store '%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)", o->store);
+    if (store_from_cli && *o->store && !store_url_ok("--store ", o->store)) {
         rc = EXIT_USAGE;
         goto out;
     }
     {
         const char *url = o->store && *o->store ? o->store : getenv("CKPT_STORE");
-        if (s3_flag && (!url || (strncmp(url, "s3://", 5) && strncmp(url, "gs://", 5))))
-            log_msg(LOG_WARN, "options", "%s applies to s3:// (and gs://) stores only: "
-                    "ignored for %s", s3_flag, url && *url ? url : "the default file store");
+        const struct ckpt_store_scheme *sch = url ? ckpt_store_scheme_known(url) : NULL;
+        if (s3_flag && !(sch && (sch->flags & CKPT_SCHEME_S3_SETTINGS))) {
+            char which[128] = "";
+            for (size_t i = 0; (sch = ckpt_store_scheme_at(i)); i++)
+                if (sch->flags & CKPT_SCHEME_S3_SETTINGS)
+                    snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s://",
+                             which[0] ? " and " : "", sch->name);
+            log_msg(LOG_WARN, "options", "%s applies to %s stores only: ignored for %s",
+                    s3_flag, which, url && *url ? url : "the default file store");
+        }
     }
     /* The shim makes SIGUSR1 safe for any program (it installs a handler
      * when the program has none), so with --preload a request can always be
@@ -488,9 +526,7 @@ static int resolve(struct opts *o)
             goto out;
         }
         o->store = o->store_buf;
-    } else if (!store_url_ok(o->store)) {
-        log_error("CKPT_STORE='%s' is not a store URL (file:///abs/path, s3://bucket/prefix, "
-                  "gs://bucket/prefix, az://container/prefix)", o->store);
+    } else if (!store_url_ok("CKPT_STORE=", o->store)) {
         rc = EXIT_CONFIG;
         goto out;
     }

@@ -79,4 +79,21 @@ int open_ctx(const struct opts *o, struct ckpt_ctx **ctx);
  * code) when the store cannot be asked (logged). */
 int run_exists(const struct opts *o);
 
+/* For "run X not found in STORE": the runs of the store whose names are
+ * close to o->run ("; did you mean job-7 or job-8?"), else, when the store
+ * holds a handful, their names ("; its runs: a, b, c"), else "". Walks
+ * the store's keys (at most RUN_HINT_MAX_KEYS: an error's hint must not
+ * cost more than a few requests of a LIST). Never creates a store.
+ * @return buf. */
+#define RUN_HINT_MAX_KEYS 20000
+char *run_not_found_hint(const struct opts *o, char *buf, size_t n);
+
+/* What a store URL ckptrun refused for its form was probably meant to be,
+ * as text to append to the error: for "file://data/ckpt" (a relative path,
+ * which a file:// URL cannot hold), "file:/data" or a bare path, "; it is
+ * a relative path (file:// takes an absolute one): did you mean
+ * file:///abs/cwd/data/ckpt?" with the absolute path it names from here.
+ * buf "" when there is nothing to suggest. @return buf. */
+char *store_url_hint(const char *url, char *buf, size_t n);
+
 #endif

@@ -117,3 +117,71 @@ int name_is_temporary(const char *name)
            ends_with(name, "~");
 }
 
+size_t edit_distance(const char *a, const char *b)
+{
+    /* three rows of the dynamic programme: the one before the previous is
+     * what a transposition looks back to */
+    size_t la = strlen(a), lb = strlen(b), rows[3][65];
+    size_t *pp = rows[0], *prev = rows[1], *cur = rows[2], *t;
+
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t d = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < d)
+                d = prev[j] + 1;
+            if (cur[j - 1] + 1 < d)
+                d = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < d)
+                d = pp[j - 2] + 1;
+            cur[j] = d;
+        }
+        t = pp;
+        pp = prev;
+        prev = cur;
+        cur = t;
+    }
+    return prev[lb];
+}
+
+size_t suggest_closest(const char *word, const char *const *cands, size_t n, size_t *out,
+                       size_t max)
+{
+    size_t wl = strlen(word), limit = wl <= 3 ? 1 : wl <= 8 ? 2 : 3, got = 0;
+    size_t dist[16];
+
+    if (max > sizeof dist / sizeof dist[0])
+        max = sizeof dist / sizeof dist[0];
+    for (size_t i = 0; i < n; i++) {
+        size_t d, k;
+        if (!cands[i] || strcmp(cands[i], word) == 0)
+            continue;
+        d = edit_distance(word, cands[i]);
+        /* a prefix of a candidate ("stat", "llama") is as good as a typo */
+        if (wl >= 2 && strncmp(cands[i], word, wl) == 0 && d > 1)
+            d = 1;
+        if (d > limit)
+            continue;
+        /* insert by distance, after the equals already there */
+        for (k = got; k > 0 && dist[k - 1] > d; k--)
+            ;
+        if (k >= max)
+            continue;
+        if (got < max)
+            got++;
+        for (size_t m = got - 1; m > k; m--) {
+            dist[m] = dist[m - 1];
+            out[m] = out[m - 1];
+        }
+        dist[k] = d;
+        out[k] = i;
+    }
+    /* only the closest: "stpe" is --step, not also --store and --sse */
+    while (got > 1 && dist[got - 1] > dist[0])
+        got--;
+    return got;
+}

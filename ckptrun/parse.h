@@ -27,4 +27,21 @@ int parse_fraction(const char *s, double *v);
  * "x~") -- writers use these before renaming into place. */
 int name_is_temporary(const char *name);
 
+/* "Did you mean": the edit distance between two words, counting an
+ * insertion, a deletion, a substitution or two neighbours swapped as one
+ * edit each ("stroe" is 1 from "store": optimal string alignment). Words
+ * longer than 64 bytes are never close: SIZE_MAX. */
+size_t edit_distance(const char *a, const char *b);
+
+/* The candidates a mistyped `word` resembles: the indices into cands[0..n)
+ * (NULL entries are skipped) of the closest ones, all at the same
+ * distance, at most `max` (up to 16) of them, in the candidates' order. A
+ * candidate is close when it is within 1 edit of a word of up to 3
+ * characters, 2 of a word of up to 8, 3 of a longer one, or when it starts
+ * with the word (of 2 characters or more: a word cut short, 1 edit). A
+ * candidate equal to the word is not a suggestion.
+ * @return how many were written to out. */
+size_t suggest_closest(const char *word, const char *const *cands, size_t n, size_t *out,
+                       size_t max);
+
 #endif

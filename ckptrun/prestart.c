@@ -143,11 +143,16 @@ int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
             bad[nbad++] = ns.step[i]; /* damaged: out of the resume order below */
         if (st == CKPT_OK) {
             cJSON *f = cJSON_CreateObject();
+            char from[16] = "";
             out->resumed = 1;
             out->restored_step = got;
             if (f) {
                 cJSON_AddNumberToObject(f, "step", (double)got);
                 cJSON_AddStringToObject(f, "dir", dir);
+                /* CKPT_STEP is then ckptrun's count, not a training step */
+                if (record_files_from(rec, got, from, sizeof from) == CKPT_OK &&
+                    strcmp(from, "counter") == 0)
+                    cJSON_AddStringToObject(f, "step_from", from);
             }
             log_event(LOG_INFO, "restore", f);
             cJSON_Delete(f);

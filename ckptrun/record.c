@@ -227,7 +227,7 @@ void record_set_epoch(struct record *r, uint64_t epoch)
 }
 
 ckpt_status record_set_state(struct record *r, const char *state, int64_t last_step,
-                             uint64_t preemptions, int64_t started_ms)
+                             uint64_t preemptions, int64_t started_ms, const cJSON *extra)
 {
     char key[256];
     cJSON *j = cJSON_CreateObject();
@@ -248,6 +248,10 @@ ckpt_status record_set_state(struct record *r, const char *state, int64_t last_s
     else
         cJSON_AddNullToObject(j, "last_step");
     cJSON_AddNumberToObject(j, "preemptions", (double)preemptions);
+    /* Fields are only added (format 1 stays): older readers ignore them. */
+    for (const cJSON *it = extra ? extra->child : NULL; it; it = it->next)
+        if (it->string && !cJSON_GetObjectItemCaseSensitive(j, it->string))
+            cJSON_AddItemToObject(j, it->string, cJSON_Duplicate(it, 1));
     st = put_json(r, key, j);
 out:
     cJSON_Delete(j);
@@ -388,6 +392,12 @@ void record_set_node(struct record *r, unsigned node, unsigned nnodes)
 ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,
                               size_t n)
 {
+    return record_mark_files_from(r, step, entries, n, NULL);
+}
+
+ckpt_status record_mark_files_from(struct record *r, uint64_t step, const char *const *entries,
+                                   size_t n, const char *step_from)
+{
     char key[256];
     cJSON *j = cJSON_CreateObject(), *a;
     ckpt_status st = CKPT_E_NOMEM;
@@ -399,8 +409,27 @@ ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const
     cJSON_AddNumberToObject(j, "step", (double)step);
     for (size_t i = 0; i < n; i++)
         cJSON_AddItemToArray(a, cJSON_CreateString(entries[i]));
+    /* added after 0.3.0; readers of format 1 ignore fields they do not know */
+    if (step_from)
+        cJSON_AddStringToObject(j, "step_from", step_from);
     st = put_json(r, key, j);
 out:
+    cJSON_Delete(j);
+    return st;
+}
+
+ckpt_status record_files_from(struct record *r, uint64_t step, char *out, size_t n)
+{
+    char key[256];
+    cJSON *j = NULL;
+    const cJSON *v;
+    ckpt_status st;
+
+    out[0] = '\0';
+    mark_key(r, step, key, sizeof key);
+    st = get_json(r, key, &j);
+    if (st == CKPT_OK && cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(j, "step_from")))
+        snprintf(out, n, "%s", v->valuestring);
     cJSON_Delete(j);
     return st;
 }
@@ -481,44 +510,11 @@ out:
     return st;
 }
 
-/* Runs: the first key segment of objects named <run>/HEAD or <run>/RUN. */
-struct runs_ctx {
-    struct keys k;
-};
-
-static int runs_cb(void *user, const struct ckpt_obj_info *obj)
+ckpt_status record_read_run_of(struct ckpt_store *st, const char *run, cJSON **out)
 {
-    struct runs_ctx *rc = user;
-    const char *slash = strchr(obj->key, '/');
-    char name[256];
-
-    if (!slash || (strcmp(slash, "/HEAD") != 0 && strcmp(slash, "/RUN") != 0))
-        return 0;
-    if ((size_t)(slash - obj->key) >= sizeof name)
-        return 0;
-    memcpy(name, obj->key, (size_t)(slash - obj->key));
-    name[slash - obj->key] = '\0';
-    for (size_t i = 0; i < rc->k.n; i++)
-        if (strcmp(rc->k.v[i], name) == 0)
-            return 0;
-    return keys_add(&rc->k, name);
-}
-
-ckpt_status record_list_runs(struct ckpt_store *st, void (*fn)(void *user, const char *run),
-                             void *user, char *err)
-{
-    struct runs_ctx rc = { { 0 } };
-    /* The store interface lists by prefix without a delimiter, so this
-     * walks every key of the store (chunks included). */
-    ckpt_status s = st->ops->list(st, "", runs_cb, &rc, err);
-    if (s == CKPT_OK && rc.k.oom)
-        s = CKPT_E_NOMEM;
-    if (s == CKPT_OK) {
-        if (rc.k.n)
-            qsort(rc.k.v, rc.k.n, sizeof *rc.k.v, cmp_str);
-        for (size_t i = 0; i < rc.k.n; i++)
-            fn(user, rc.k.v[i]);
-    }
-    keys_free(&rc.k);
-    return s;
+    struct record r;
+    memset(&r, 0, sizeof r);
+    r.st = st;
+    snprintf(r.run, sizeof r.run, "%s", run);
+    return record_read_run(&r, out);
 }

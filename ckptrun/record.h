@@ -47,10 +47,13 @@ ckpt_status record_read_run(struct record *r, cJSON **out);
 /* The lease epoch written into RUN from now on (0 = none). */
 void record_set_epoch(struct record *r, uint64_t epoch);
 
-/* Rewrite <run>/RUN with `state` ("running", "preempted", "completed",
- * "failed"). `last_step` < 0 = none yet. `preemptions` carried by caller. */
+/* Rewrite <run>/RUN with `state` ("running", "preempted", "stopped",
+ * "completed", "uncommitted", "failed"). `last_step` < 0 = none yet.
+ * `preemptions` carried by caller. The members of `extra` (may be NULL; not
+ * consumed) follow the fixed fields, never replacing one: `commit_failures`,
+ * `last_error`, `uncommitted` (docs/ckptrun.md, "Run record"). */
 ckpt_status record_set_state(struct record *r, const char *state, int64_t last_step,
-                             uint64_t preemptions, int64_t started_ms);
+                             uint64_t preemptions, int64_t started_ms, const cJSON *extra);
 
 /* Write one event object: {"type":type,"time_ms":..,"host":..,"pid":..,
  * fields...}. `fields` is not consumed. */
@@ -68,6 +71,14 @@ void record_set_node(struct record *r, unsigned node, unsigned nnodes);
  * entries are `entries`. */
 ckpt_status record_mark_files(struct record *r, uint64_t step, const char *const *entries,
                               size_t n);
+/* The same, saying where the step comes from (`step_from`: "saved",
+ * "state", "name", "counter"; NULL: not said). */
+ckpt_status record_mark_files_from(struct record *r, uint64_t step, const char *const *entries,
+                                   size_t n, const char *step_from);
+/* Where the step of mark `step` comes from ("" when the mark does not say:
+ * written by `ckptrun save`, or by 0.3.0 and earlier). @return CKPT_OK,
+ * CKPT_E_NOENT (not marked), CKPT_E_CORRUPT, store errors. */
+ckpt_status record_files_from(struct record *r, uint64_t step, char *out, size_t n);
 /* @return 1 when `step` is marked, 0 when not, -1 on a store error. */
 int record_has_files(struct record *r, uint64_t step);
 /* The top-level entries named in the mark of `step`: *out receives a JSON
@@ -78,9 +89,9 @@ ckpt_status record_files_entries(struct record *r, uint64_t step, cJSON **out);
 ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_t step),
                                void *user, uint64_t *deleted);
 
-/* Names of the runs in a store (first key segments holding a HEAD or RUN):
- * calls fn for each, sorted. */
-ckpt_status record_list_runs(struct ckpt_store *st, void (*fn)(void *user, const char *run),
-                             void *user, char *err);
+/* record_read_run() for run `run` of an open store, without a record:
+ * for `ls`, which reads the RUN of every run of a store (from several
+ * threads: it only reads). The runs of a store are found by runs.h. */
+ckpt_status record_read_run_of(struct ckpt_store *st, const char *run, cJSON **out);
 
 #endif

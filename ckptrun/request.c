@@ -53,5 +53,9 @@ enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadl
             cJSON_AddStringToObject(f, "codec", codec);
     }
     sup_event(s, ch == CH_NONE ? LOG_DEBUG : LOG_INFO, "request", f, 0);
+    /* No way at all to ask this trainer (a --signal without a handler was
+     * said above): a user must hear of it, once (sup_report.h). */
+    if (ch == CH_NONE && !s->o->sig && !s->ever_connected && !s->rep.ever_helper && s->ch.alive)
+        sup_report_unreachable(s, reason);
     return ch;
 }

@@ -246,7 +246,7 @@ void log_event(int level, const char *event, const cJSON *fields)
 
 void log_msg(int level, const char *event, const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[2048];
     va_list ap;
     cJSON *o = cJSON_CreateObject();
 
@@ -303,7 +303,7 @@ void log_error(const char *fmt, ...)
 
 void log_result(const char *command, const cJSON *fields, const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[4096]; /* run's last line holds a whole command line */
     va_list ap;
     cJSON *f;
 

@@ -52,6 +52,8 @@ static void final_result(struct sup *s, int ok)
         if (s->last_step >= 0)
             cJSON_AddNumberToObject(f, "step", (double)s->last_step);
     }
+    if (!ok)
+        sup_report_final_why(s, f); /* said where it is decided (sup_report.h) */
     sup_event(s, ok ? LOG_INFO : LOG_WARN, "final", f, 0);
     stop_finish_acks(s);
 }
@@ -190,24 +192,30 @@ static void stop_again(struct sup *s, const struct stop_cause *c, int64_t d)
     check_answered(s);
 }
 
-/* A short budget takes a faster codec for this one save. @return its
- * name, or NULL for the run's own. */
-static const char *stop_codec(const struct sup *s, int64_t budget)
+/* A short budget takes a faster codec (a faster speed class of
+ * CKPT_CODEC_MAP) for this one save. @return its row, or NULL for the
+ * run's own. */
+static const struct ckpt_codec_spec *stop_codec(const struct sup *s, int64_t budget)
 {
-    if (s->o->codec == CKPT_CODEC_NONE || s->o->codec == CKPT_CODEC_LZ4)
-        return NULL;
+    const struct ckpt_codec_spec *own = ckpt_codec_spec(s->o->codec); /* NULL: zstd's default */
+    enum ckpt_codec_speed want;
     if (budget < 3000)
-        return "none";
-    if (budget < 15000 || (s->last_commit_s > 0 && s->last_commit_s * 1500 > budget))
-        return "lz4";
-    return NULL;
+        want = CKPT_SPEED_COPY;
+    else if (budget < 15000 || (s->last_commit_s > 0 && s->last_commit_s * 1500 > budget))
+        want = CKPT_SPEED_FAST;
+    else
+        return NULL;
+    if (own && own->speed <= CKPT_SPEED_FAST)
+        return NULL; /* already fast: a short budget does not change it */
+    return ckpt_codec_of_speed(want);
 }
 
 void stop_begin(struct sup *s, const struct stop_cause *c)
 {
     struct stop_state *st = &s->stop;
     int64_t now = ckpt_mono_ms(), d, total, killwin;
-    const char *codec, *reason = c->reason;
+    const struct ckpt_codec_spec *codec;
+    const char *reason = c->reason;
     int user = 0;
     cJSON *f;
 
@@ -275,9 +283,9 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     sup_event(s, LOG_INFO, "stop", f, 1);
     watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
     if (codec)
-        watch_next_codec(s->w, strcmp(codec, "none") == 0 ? CKPT_CODEC_NONE : CKPT_CODEC_LZ4);
-    st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now), codec,
-                                               c->except, c->self)
+        watch_next_codec(s->w, codec->id);
+    st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now),
+                                               codec ? codec->name : NULL, c->except, c->self)
                           : CH_NONE;
     if (s->stop_begun) /* the other nodes learn of it; what answered it already */
         s->stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix

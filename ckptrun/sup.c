@@ -16,8 +16,13 @@ void sup_event(struct sup *s, int level, const char *name, cJSON *f, int to_reco
 
 void sup_set_state(struct sup *s, const char *state)
 {
-    if (s->rec && s->nid.rank == 0) /* one RUN per job: node 0's */
-        record_set_state(s->rec, state, s->last_step, s->preemptions, s->started_ms);
+    cJSON *extra;
+
+    if (!s->rec || s->nid.rank != 0) /* one RUN per job: node 0's */
+        return;
+    extra = sup_report_run_fields(s, state);
+    record_set_state(s->rec, state, s->last_step, s->preemptions, s->started_ms, extra);
+    cJSON_Delete(extra);
 }
 
 void sup_note_commit(struct sup *s, uint64_t step, double seconds)

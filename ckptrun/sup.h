@@ -20,9 +20,11 @@
 #include "opts.h"
 #include "renewer.h"
 #include "stop.h"
+#include "sup_report.h"
 #include "supervise.h"
 
 struct ctl;
+struct progress;
 struct record;
 struct watch;
 
@@ -62,6 +64,9 @@ struct sup {
     int child_writes;         /* the child commits checkpoints itself */
 
     struct stop_state stop;
+    struct sup_report rep;       /* what is not safe, said (sup_report.h) */
+    struct progress *pg;         /* the commit's progress on a terminal, or NULL */
+    struct ckpt_ctx *commit_ctx; /* the watcher's context (borrowed: for pg) */
 
     /* Several nodes (nodes.h, sup_nodes.c); ns NULL with one. */
     struct nodes_id nid;

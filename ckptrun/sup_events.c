@@ -152,6 +152,7 @@ static void on_commit_msg(struct sup *s, const struct ctl_event *ev, cJSON *f)
 {
     child_writes(s);
     sup_note_commit(s, ev->step, ev->seconds);
+    sup_report_commit_ok(s);
     if (f) {
         cJSON_AddNumberToObject(f, "step", (double)ev->step);
         cJSON_AddNumberToObject(f, "bytes", (double)ev->bytes);
@@ -167,12 +168,15 @@ static void on_commit_msg(struct sup *s, const struct ctl_event *ev, cJSON *f)
 
 static void on_failed_msg(struct sup *s, const struct ctl_event *ev, cJSON *f)
 {
+    int level;
+
     if (f) {
         cJSON_AddNumberToObject(f, "step", (double)ev->step);
         cJSON_AddStringToObject(f, "error", ev->error);
         cJSON_AddStringToObject(f, "detail", ev->detail);
     }
-    sup_event(s, LOG_WARN, "commit-failed", f, 1);
+    level = sup_report_commit_failed(s, ev->step, ev->error, ev->detail, f);
+    sup_event(s, level, "commit-failed", f, 1);
     if (ev->error && strcmp(ev->error, ckpt_strerror(CKPT_E_FENCED)) == 0)
         renewer_kick(&s->rn); /* a takeover? the renewal says */
     stop_socket_commit(s, ev->step, 0);
@@ -193,6 +197,7 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
         sup_event(s, LOG_INFO, "connect", f, 0);
         return;
     case CTL_HELPER:
+        s->rep.ever_helper = 1;
         if (f) {
             cJSON_AddNumberToObject(f, "pid", ev->pid);
             cJSON_AddStringToObject(f, "kind", "helper");
@@ -223,6 +228,7 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
     case CTL_SAVING:
         s->ever_saving = 1;
         child_writes(s);
+        sup_report_activity(s);
         stop_saving(s, ev->step);
         if (f)
             cJSON_AddNumberToObject(f, "step", (double)ev->step);
@@ -236,7 +242,7 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
         return;
     case CTL_FILE:
         cJSON_Delete(f);
-        watch_file_event(s->w, ev->path, ev->file_event);
+        watch_saved(s->w, ev->path, ev->file_event, ev->has_step, ev->step);
         return;
     }
     cJSON_Delete(f);
@@ -249,15 +255,17 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
 static void nodes_result(struct sup *s, struct watch_result *r)
 {
     cJSON *f;
-    int ok = r->res.st == CKPT_OK;
+    int ok = r->res.st == CKPT_OK, level;
 
     if (ok) {
+        sup_report_commit_ok(s);
         s->last_commit_s = r->res.seconds;
         watch_note_step(s->w, r->res.step);
         if (r->changed_mono > s->last_changed)
             s->last_changed = r->changed_mono;
         if (s->rec)
-            record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
+            record_mark_files_from(s->rec, r->res.step, (const char *const *)r->entries,
+                                   r->nentries, r->step_from);
         f = commit_fields(&r->res, "watch");
         if (f) {
             cJSON_AddStringToObject(f, "entry", r->entry);
@@ -271,7 +279,9 @@ static void nodes_result(struct sup *s, struct watch_result *r)
             cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
             cJSON_AddStringToObject(f, "detail", r->res.detail);
         }
-        sup_event(s, LOG_WARN, "part-failed", f, 1);
+        level =
+            sup_report_commit_failed(s, r->res.step, ckpt_strerror(r->res.st), r->res.detail, f);
+        sup_event(s, level, "part-failed", f, 1);
     }
     sup_nodes_on_part(s, r->res.step, r->changed_mono, ok);
 }
@@ -279,6 +289,7 @@ static void nodes_result(struct sup *s, struct watch_result *r)
 static void on_result(struct sup *s, struct watch_result *r)
 {
     cJSON *f;
+    int level;
 
     if (s->ns) { /* several nodes: this node's part of the step */
         nodes_result(s, r);
@@ -286,10 +297,12 @@ static void on_result(struct sup *s, struct watch_result *r)
     }
     if (r->res.st == CKPT_OK) {
         sup_note_commit(s, r->res.step, r->res.seconds);
+        sup_report_commit_ok(s);
         if (r->changed_mono > s->last_changed)
             s->last_changed = r->changed_mono;
         if (s->rec)
-            record_mark_files(s->rec, r->res.step, (const char *const *)r->entries, r->nentries);
+            record_mark_files_from(s->rec, r->res.step, (const char *const *)r->entries,
+                                   r->nentries, r->step_from);
         f = commit_fields(&r->res, "watch");
         if (f)
             cJSON_AddStringToObject(f, "entry", r->entry);
@@ -301,7 +314,9 @@ static void on_result(struct sup *s, struct watch_result *r)
             cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
             cJSON_AddStringToObject(f, "detail", r->res.detail);
         }
-        sup_event(s, LOG_WARN, "commit-failed", f, 1);
+        level =
+            sup_report_commit_failed(s, r->res.step, ckpt_strerror(r->res.st), r->res.detail, f);
+        sup_event(s, level, "commit-failed", f, 1);
         if (r->res.st == CKPT_E_FENCED)
             renewer_kick(&s->rn); /* a takeover? the renewal says */
     }
@@ -363,10 +378,10 @@ void sup_on_notices(struct sup *s)
 
 void sup_arm_timer(struct sup *s)
 {
-    int64_t due = stop_due(s), cands[2] = { s->next_periodic, s->watch_due };
+    int64_t due = stop_due(s), cands[3] = { s->next_periodic, s->watch_due, sup_report_due(s) };
     struct itimerspec its;
 
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (cands[i] > 0 && (due < 0 || cands[i] < due))
             due = cands[i];
     memset(&its, 0, sizeof its);
@@ -392,4 +407,5 @@ void sup_on_timer(struct sup *s)
         s->next_periodic = now + (int64_t)s->o->interval_ms;
     }
     stop_tick(s, now);
+    sup_report_tick(s, now);
 }

@@ -23,10 +23,13 @@
 #include "ckpt_store.h"
 #include "sup.h"
 #include "sup_events.h"
+#include "sup_leftover.h"
 #include "sup_nodes.h"
+#include "tty_progress.h"
 #include "watch.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -144,11 +147,26 @@ static int prepare(struct sup *s, int *notices)
         rc = EXIT_CONFIG;
         goto out;
     }
+    if (record_read_run(s->rec, &prev) == CKPT_OK) {
+        s->preemptions =
+            (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
+        sup_report_carry(s, prev);
+    }
     if (s->nid.nnodes > 1) {
         if ((rc = sup_nodes_prestart(s, ctx)) != 0)
             goto out;
+    } else if ((rc = sup_commit_leftover(s, ctx, prev, &s->restored_step, &s->resumed)) != 0) {
+        goto out;
+    } else if (s->resumed) {
+        /* What the last session left is committed, and in CKPT_DIR as it
+         * was: the trainer resumes from it, no restore needed. */
+        log_msg(LOG_INFO, "restore", "step %" PRIu64 " is in %s already", s->restored_step, s->dir);
     } else {
-        if ((rc = prestart_restore(ctx, s->rec, s->o->run, s->o->store, s->dir, &ps)) != 0)
+        s->pg = progress_start(ctx, "restore"); /* on a terminal */
+        rc = prestart_restore(ctx, s->rec, s->o->run, s->o->store, s->dir, &ps);
+        progress_stop(s->pg);
+        s->pg = NULL;
+        if (rc != 0)
             goto out;
         s->last_step = ps.last_step;
         s->resumed = ps.resumed;
@@ -176,14 +194,13 @@ static int prepare(struct sup *s, int *notices)
     }
     sup_event(s, LOG_INFO, "lease", f, 1);
     s->lease_told = 1;
-    if (record_read_run(s->rec, &prev) == CKPT_OK)
-        s->preemptions = (uint64_t)cJSON_GetNumberValue(
-            cJSON_GetObjectItemCaseSensitive(prev, "preemptions"));
     if (watch_open(&s->w, s->dir, s->o->marker, s->o->settle_ms, ctx, s->rec) != 0) {
         rc = EXIT_CONFIG;
         goto out;
     }
-    ctx = NULL; /* owned by the watcher now */
+    s->commit_ctx = ctx; /* borrowed for the progress display until watch_close */
+    ctx = NULL;          /* owned by the watcher now */
+    s->pg = progress_start_run(s->commit_ctx);
     if (s->last_step >= 0)
         watch_note_step(s->w, (uint64_t)s->last_step);
     if ((rc = sup_nodes_start(s)) != 0)
@@ -244,6 +261,7 @@ static int start_child(struct sup *s, const char *preload)
             cJSON_AddNumberToObject(f, "step", (double)s->restored_step);
     }
     sup_event(s, LOG_INFO, "start", f, 1);
+    sup_report_started(s);
     if (s->o->interval_ms)
         s->next_periodic = ckpt_mono_ms() + (int64_t)s->o->interval_ms;
 out:
@@ -261,10 +279,30 @@ static int loop_done(struct sup *s)
     if (s->ns && !tree_left && !watch_busy(s->w) && sup_nodes_settling(s))
         return 0; /* the other nodes' parts, node 0's commit */
     if (!watch_busy(s->w) && !tree_left)
-        return 1;
+        return !sup_report_last_attempt(s); /* entries not in the store get one more try */
     if (s->stop.drain_deadline && ckpt_mono_ms() >= s->stop.drain_deadline && !tree_left)
         return 1;
     return s->stop.phase != P_RUN && ckpt_mono_ms() >= s->stop.deadline;
+}
+
+/* On a terminal: the commit in flight, and during a stop what it waits
+ * for and the time left (tty_progress.h). */
+static void show_progress(struct sup *s)
+{
+    const struct stop_state *st = &s->stop;
+    int busy = watch_busy(s->w);
+
+    if (!s->pg)
+        return;
+    if (st->phase == P_RUN)
+        progress_run_state(s->pg, busy, NULL, 0);
+    else if (st->phase == P_CKPT)
+        progress_run_state(s->pg, busy,
+                           st->via == CH_NONE ? NULL
+                                              : "stop: waiting for the trainer's final checkpoint",
+                           st->ckpt_end);
+    else
+        progress_run_state(s->pg, busy, NULL, st->deadline);
 }
 
 static void loop(struct sup *s)
@@ -277,6 +315,7 @@ static void loop(struct sup *s)
         if (loop_done(s))
             break;
         sup_arm_timer(s);
+        show_progress(s);
         pf[n++] = (struct pollfd){ .fd = s->sfd, .events = POLLIN };
         pf[n++] = (struct pollfd){ .fd = s->tfd, .events = POLLIN };
         pf[n++] = (struct pollfd){ .fd = watch_inotify_fd(s->w), .events = POLLIN };
@@ -315,10 +354,13 @@ static int finish(struct sup *s, const char **state)
     cJSON *f;
     int rc;
 
+    progress_stop(s->pg); /* the lines below are the run's last */
+    s->pg = NULL;
     child_end_tree(&s->ch);
     if (!s->lease_lost && renewer_lost(&s->rn, why, sizeof why))
         stop_lease_lost(s, why);
     rc = stop_outcome(s, state);
+    sup_report_outcome(s, &rc, state); /* exit 0 leaving a checkpoint behind: 74 */
     if (watch_busy(s->w))
         log_msg(LOG_WARN, "exit", "a commit was still in flight at the deadline; abandoned");
     if ((f = sup_fields())) {
@@ -402,6 +444,8 @@ int supervise(struct opts *o, enum sup_mode mode)
         rc = EXIT_USAGE;
         goto out;
     }
+    if ((rc = sup_report_init(s)) != 0)
+        goto out;
     if ((rc = sup_nodes_resolve(s)) != 0)
         goto out;
     if (o->preload && child_find_preload(preload, sizeof preload) != 0) {
@@ -421,10 +465,13 @@ out:
     release(s);
     if (started)
         run_hooks(s, state, rc);
+    if (started)
+        sup_report_end(s, state, rc); /* the last line: outcome, step, how to resume */
     if (notices)
         ckptrun_notice_stop();
     sup_nodes_close(s);
     ctl_close(s->ctl);
+    progress_stop(s->pg);
     if (s->w)
         watch_close(s->w, !watch_busy(s->w));
     child_close(&s->ch); /* a keeper still there kills what is left */
@@ -433,5 +480,6 @@ out:
         close(s->sfd);
     if (s->tfd >= 0)
         close(s->tfd);
+    sup_report_free(s);
     return rc;
 }

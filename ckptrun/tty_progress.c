@@ -25,6 +25,13 @@ struct progress {
     uint64_t win_bytes[8];
     int64_t win_ms[8];
     unsigned win_n;
+    /* progress_start_run (guarded by mu): what to show */
+    int run_mode;
+    int active;
+    char waiting[96];
+    int64_t deadline;    /* mono ms, 0 none */
+    int64_t since;       /* mono ms something has been to show */
+    int64_t cur_started; /* started_ms of the save the window measures */
 };
 
 char *progress_text(const char *what, uint64_t done, uint64_t total, double rate,
@@ -50,28 +57,85 @@ char *progress_text(const char *what, uint64_t done, uint64_t total, double rate
     return buf;
 }
 
+/* Bytes per second over the last two seconds (8 draws), not since the
+ * start, so a stall shows; since the start until the window has filled a
+ * bit. */
+static double window_rate(struct progress *p, uint64_t done, int64_t now)
+{
+    unsigned slot = p->win_n % 8, oldest;
+
+    p->win_bytes[slot] = done;
+    p->win_ms[slot] = now;
+    p->win_n++;
+    oldest = p->win_n >= 8 ? p->win_n % 8 : 0;
+    if (p->win_n >= 3 && now > p->win_ms[oldest])
+        return (double)(done - p->win_bytes[oldest]) * 1000.0 / (double)(now - p->win_ms[oldest]);
+    return now > p->t0 ? (double)done * 1000.0 / (double)(now - p->t0) : 0;
+}
+
+/* The supervisor's line: the commit in flight, or what a stop waits for,
+ * and the time left to its deadline. mu is held while drawing, so a
+ * progress_run_state() that goes idle never sees its clear overdrawn. */
+static void draw_run(struct progress *p)
+{
+    struct ckpt_progress pr;
+    char line[400], tmp[256], label[48], left[48] = "", d[32];
+    int64_t now = ckpt_mono_ms();
+
+    pthread_mutex_lock(&p->mu);
+    if ((!p->active && !p->waiting[0]) || now - p->since < FIRST_MS)
+        goto out;
+    if (p->deadline)
+        snprintf(
+            left, sizeof left, "  %s left",
+            ckpt_fmt_duration((uint64_t)(p->deadline > now ? p->deadline - now : 0), d, sizeof d));
+    if (p->active && ckpt_progress(p->ctx, &pr) == CKPT_OK && pr.phase != CKPT_PROGRESS_IDLE) {
+        if (pr.started_ms != p->cur_started) { /* a new commit: a new window */
+            p->cur_started = pr.started_ms;
+            p->win_n = 0;
+            p->t0 = now;
+        }
+        if (pr.phase == CKPT_PROGRESS_RESTORE)
+            snprintf(label, sizeof label, "restore step %llu", (unsigned long long)pr.step);
+        else
+            snprintf(label, sizeof label, "commit step %llu", (unsigned long long)pr.step);
+        if (pr.phase == CKPT_PROGRESS_SAVE && pr.bytes_total && pr.bytes_done >= pr.bytes_total) {
+            /* Every byte is read and queued; on an object store the last
+             * pack is still on its way (its bytes count when it lands), then
+             * the manifest and HEAD: how long the commit has taken shows. */
+            int64_t took = pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0;
+            snprintf(line, sizeof line, "%s  %s read, writing to the store, %s in%s", label,
+                     ckpt_fmt_bytes(pr.bytes_total, tmp, sizeof tmp),
+                     ckpt_fmt_duration((uint64_t)(took > 0 ? took : 0), d, sizeof d), left);
+        } else {
+            progress_text(label, pr.bytes_done, pr.bytes_total, window_rate(p, pr.bytes_done, now),
+                          tmp, sizeof tmp);
+            snprintf(line, sizeof line, "%s%s", tmp, left);
+        }
+    } else if (p->waiting[0]) {
+        snprintf(line, sizeof line, "%s%s", p->waiting, left);
+    } else {
+        goto out;
+    }
+    log_status(line);
+out:
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void draw(struct progress *p)
 {
     struct ckpt_progress pr;
     char line[320], tmp[256];
     int64_t now = ckpt_mono_ms();
-    unsigned slot = p->win_n % 8, oldest;
-    double rate;
 
+    if (p->run_mode) {
+        draw_run(p);
+        return;
+    }
     if (ckpt_progress(p->ctx, &pr) != CKPT_OK || pr.phase == CKPT_PROGRESS_IDLE)
         return;
-    p->win_bytes[slot] = pr.bytes_done;
-    p->win_ms[slot] = now;
-    p->win_n++;
-    /* the rate over the last two seconds (8 draws), not since the start,
-     * so a stall shows; since the start until the window has filled a bit */
-    oldest = p->win_n >= 8 ? p->win_n % 8 : 0;
-    if (p->win_n >= 3 && now > p->win_ms[oldest])
-        rate = (double)(pr.bytes_done - p->win_bytes[oldest]) * 1000.0 /
-               (double)(now - p->win_ms[oldest]);
-    else
-        rate = now > p->t0 ? (double)pr.bytes_done * 1000.0 / (double)(now - p->t0) : 0;
-    progress_text(p->what, pr.bytes_done, pr.bytes_total, rate, tmp, sizeof tmp);
+    progress_text(p->what, pr.bytes_done, pr.bytes_total, window_rate(p, pr.bytes_done, now), tmp,
+                  sizeof tmp);
     if (pr.phase == CKPT_PROGRESS_VERIFY && pr.checkpoints_done > 1)
         snprintf(line, sizeof line, "%s  (%llu checkpoints)", tmp,
                  (unsigned long long)pr.checkpoints_done);
@@ -103,7 +167,7 @@ static void *run(void *arg)
     return NULL;
 }
 
-struct progress *progress_start(struct ckpt_ctx *ctx, const char *what)
+static struct progress *start(struct ckpt_ctx *ctx, const char *what, int run_mode)
 {
     struct progress *p;
 
@@ -114,6 +178,7 @@ struct progress *progress_start(struct ckpt_ctx *ctx, const char *what)
         return NULL;
     p->ctx = ctx;
     p->what = what;
+    p->run_mode = run_mode;
     p->t0 = ckpt_mono_ms();
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -125,6 +190,34 @@ struct progress *progress_start(struct ckpt_ctx *ctx, const char *what)
         return NULL;
     }
     return p;
+}
+
+struct progress *progress_start(struct ckpt_ctx *ctx, const char *what)
+{
+    return start(ctx, what, 0);
+}
+
+struct progress *progress_start_run(struct ckpt_ctx *ctx)
+{
+    return start(ctx, "commit", 1);
+}
+
+void progress_run_state(struct progress *p, int active, const char *waiting, int64_t deadline_mono)
+{
+    int was, on = active || (waiting && *waiting);
+
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    was = p->active || p->waiting[0];
+    if (on && !was)
+        p->since = ckpt_mono_ms();
+    p->active = active;
+    snprintf(p->waiting, sizeof p->waiting, "%s", waiting ? waiting : "");
+    p->deadline = deadline_mono;
+    if (was && !on)
+        log_status(NULL);
+    pthread_mutex_unlock(&p->mu);
 }
 
 void progress_stop(struct progress *p)

@@ -19,6 +19,19 @@ struct progress *progress_start(struct ckpt_ctx *ctx, const char *what);
 /* Stop the thread and clear the line. NULL-safe. */
 void progress_stop(struct progress *p);
 
+/* The supervisor's display (`run`, `recover`), for the whole run: nothing is
+ * drawn until progress_run_state() says a commit is in flight (ctx: the
+ * watcher's context) or a stop waits for its final checkpoint; then, after
+ * the same 300 ms, "commit step 80  41%  1.23 GiB / 3.00 GiB  96.3 MiB/s
+ * ETA 19.0s", followed during a stop by the time left ("  12.0s left").
+ * @return as progress_start. */
+struct progress *progress_start_run(struct ckpt_ctx *ctx);
+/* What to show now (thread-safe; cheap when nothing changed): `active` a
+ * commit on ctx is in flight; else `waiting` (may be NULL: nothing) names
+ * what a stop waits for; `deadline_mono` (0: none) is what the time left
+ * counts down to. Going idle clears the line at once. NULL-safe. */
+void progress_run_state(struct progress *p, int active, const char *waiting, int64_t deadline_mono);
+
 /* "restore  41%  1.23 GiB / 3.00 GiB  96.3 MiB/s  ETA 19.0s" for `done`
  * of `total` bytes (0: unknown) at `rate` bytes/s, into buf. Pure. */
 char *progress_text(const char *what, uint64_t done, uint64_t total, double rate,

@@ -65,8 +65,11 @@ static void read_stored(struct watch *w, struct record *rec, struct stored *sd)
         sd->names = NULL;
         return;
     }
-    if (l.any)
+    if (l.any) {
         watch_note_step(w, l.max);
+        w->top = l.max;
+        w->have_top = 1;
+    }
     for (int i = 0; rec && sd->names && i < l.n; i++) {
         cJSON *arr = NULL;
         const cJSON *e;
@@ -173,6 +176,10 @@ int watch_open(struct watch **out, const char *dir, const char *marker, uint64_t
                 e->fresh = 0;
                 if (!e->numbered && have)
                     e->step = (uint64_t)cJSON_GetNumberValue(have);
+                if (e->kind == K_DIR && e->sig.has_marker) {
+                    w->shape = e->sig.shape; /* a complete checkpoint of this writer */
+                    w->have_shape = 1;
+                }
                 if (sd.head && in_array(sd.head, e->name) && w->nhead < MAX_ENTRIES) {
                     struct head_item *h = &w->head[w->nhead++];
                     snprintf(h->name, sizeof h->name, "%s", e->name);
@@ -286,8 +293,16 @@ void watch_pause(struct watch *w) { w->paused = 1; }
 
 void watch_stopping(struct watch *w)
 {
-    if (!w->stop_at)
+    if (!w->stop_at) {
+        /* The last look before the signal: an entry complete now (its
+         * marker, its files, no writer left in it) is complete before the
+         * stop, whatever its writer dies of next. */
+        watch_handle_inotify(w);
+        w->last_look = 1;
+        watch_tick(w);
+        w->last_look = 0;
         w->stop_at = ckpt_mono_ms();
+    }
     w->dirty = 1;
 }
 
@@ -351,7 +366,12 @@ int64_t watch_tick(struct watch *w)
         if (walk_ok && e->ok_sig.p.files && s.p.files < e->ok_sig.p.files &&
             e->trigger == T_NONE)
             entry_lost(w, e, "files");
-        if (!e->ok && !e->removing)
+    }
+    /* Judged once every entry was looked at: a newer entry's marker tells
+     * about the older ones (watch_judge.c). */
+    for (size_t i = 0; i < w->nent; i++) {
+        struct entry *e = &w->ent[i];
+        if (e->in_use && e->kind != K_LINK && !e->ok && !e->removing)
             judge(w, e, now, &next);
     }
     watch_plan(w, now, &next);
@@ -425,4 +445,40 @@ struct watch_result *watch_take_result(struct watch *w)
         r = NULL;
     }
     return NULL;
+}
+
+int watch_uncommitted(struct watch *w, int retry,
+                      void (*fn)(void *user, const char *name, uint64_t step,
+                                 const struct commit_print *print),
+                      void *user)
+{
+    uint64_t nstar = 0;
+    int have_num = 0, n = 0;
+
+    if (!w || w->paused)
+        return 0;
+    /* The snapshot watch_plan would make of the newest state (older steps
+     * never committed are superseded by it, not lost). */
+    for (size_t i = 0; i < w->nent; i++) {
+        const struct entry *e = &w->ent[i];
+        if (includable(e) && e->numbered && (!have_num || e->step > nstar)) {
+            nstar = e->step;
+            have_num = 1;
+        }
+    }
+    for (size_t i = 0; i < w->nent; i++) {
+        struct entry *e = &w->ent[i];
+        if (!includable(e) || (e->numbered && e->step != nstar))
+            continue;
+        if (e->done && sig_eq(&e->ok_sig, &e->done_sig) && !e->restep)
+            continue;
+        n++;
+        if (fn)
+            fn(user, e->name, e->step, &e->ok_sig.p);
+        if (retry && e->failed) {
+            e->failed = 0;
+            w->dirty = 1;
+        }
+    }
+    return n;
 }

@@ -42,6 +42,9 @@ void *watch_worker(void *arg)
         if (r) {
             snprintf(r->entry, sizeof r->entry, "%s", j->entry);
             r->completed_mono = j->completed;
+            r->step_from = j->step_from == SF_SAVED ? "saved"
+                         : j->step_from == SF_STATE ? "state"
+                         : j->step_from == SF_NAME ? "name" : "counter";
             r->changed_mono = j->changed;
             commit_paths_checked(w->ctx, j->src, j->n, j->step, check_print, j, &r->res);
             r->entries = calloc(j->n, sizeof *r->entries);
@@ -72,12 +75,17 @@ int watch_settle(struct watch *w, struct watch_result *r)
     cJSON *f;
 
     if (r->res.st == CKPT_OK) {
+        if (!w->have_top || j->step > w->top)
+            w->top = j->step;
+        w->have_top = 1;
         for (size_t k = 0; k < j->n; k++) {
             struct entry *e = find_gen(w, j->m[k].name, j->m[k].gen);
             if (!e)
                 continue;
             e->done = 1;
             e->done_sig = j->m[k].sig;
+            if (e->restep && j->step == e->step)
+                e->restep = 0;
             e->failed = 0;
             if (r->res.changed)
                 e->done = 0; /* may be torn: committed again once complete */

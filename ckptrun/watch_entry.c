@@ -138,7 +138,10 @@ int init_entry(struct watch *w, struct entry *e, const char *name, int64_t now)
     e->kind = S_ISLNK(sb.st_mode) ? K_LINK : S_ISDIR(sb.st_mode) ? K_DIR : K_FILE;
     e->changed = now;
     e->fresh = 1;
-    e->numbered = e->kind != K_LINK && parse_step_from_name(name, &e->step);
+    e->name_numbered = e->kind != K_LINK && parse_step_from_name(name, &e->name_step);
+    e->numbered = e->name_numbered;
+    e->step = e->name_step;
+    e->step_from = e->numbered ? SF_NAME : SF_COUNTER;
     if (e->numbered)
         watch_note_step(w, e->step);
     if (e->kind == K_LINK) {
@@ -206,14 +209,56 @@ static uint64_t hash_str(const char *s)
 
 struct marker_user {
     const char *glob;
-    int *found;
+    struct sig *s;
+    uint64_t step;            /* the entry's number, made '#' in its files' names */
+    int numbered;
 };
 
-static void marker_cb(void *user, const char *name)
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33; /* splitmix64's finalizer: sums of mixed values rarely collide */
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Each file: the marker? And its name (below the entry), with every number
+ * equal to the entry's step written '#' (DeepSpeed's global_step500/ in
+ * checkpoint-500/), added to the shape: the same files in the next
+ * checkpoint give the same shape. */
+static void marker_cb(void *user, const char *name, const char *base)
 {
     struct marker_user *u = user;
-    if (u->glob[0] && fnmatch(u->glob, name, 0) == 0)
-        *u->found = 1;
+    const char *rel = strchr(name, '/');
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+    if (u->glob[0] && fnmatch(u->glob, base, 0) == 0)
+        u->s->has_marker = 1;
+    for (const char *c = rel ? rel + 1 : name; *c;) {
+        if (u->numbered && *c >= '0' && *c <= '9') {
+            const char *d = c;
+            uint64_t v = 0;
+            int big = 0;
+            while (*d >= '0' && *d <= '9') {
+                big |= v > (UINT64_MAX - 9) / 10;
+                v = v * 10 + (uint64_t)(*d - '0');
+                d++;
+            }
+            if (!big && v == u->step && (c[0] != '0' || d - c == 1)) {
+                h = (h ^ (unsigned char)'#') * 1099511628211ULL;
+                c = d;
+                continue;
+            }
+            for (; c < d; c++)
+                h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+            continue;
+        }
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        c++;
+    }
+    u->s->shape += mix64(h);
 }
 
 /* @return 0, or -1 when something vanished during the walk (the entry is
@@ -222,7 +267,7 @@ static void marker_cb(void *user, const char *name)
 int entry_sig(struct watch *w, const struct entry *e, struct sig *s)
 {
     char p[PBUF];
-    struct marker_user mu = { w->marker, &s->has_marker };
+    struct marker_user mu = { w->marker, s, e->name_step, e->name_numbered };
 
     memset(s, 0, sizeof *s);
     entry_path(w, e, p, sizeof p);
@@ -232,7 +277,7 @@ int entry_sig(struct watch *w, const struct entry *e, struct sig *s)
             memset(&s->p, 0, sizeof s->p);
         return 0;
     }
-    return commit_print_path(p, &s->p, e->kind == K_DIR ? marker_cb : NULL, &mu);
+    return commit_print_walk(p, &s->p, e->kind == K_DIR ? marker_cb : NULL, &mu);
 }
 
 int sig_eq(const struct sig *a, const struct sig *b)
@@ -248,7 +293,9 @@ int includable(const struct entry *e)
 
 int needs_commit(const struct entry *e)
 {
-    return includable(e) && (!e->done || !sig_eq(&e->ok_sig, &e->done_sig)) &&
+    /* A version committed at another step than the trainer's (its saved()
+     * came after the commit began) goes again, at the trainer's. */
+    return includable(e) && (!e->done || !sig_eq(&e->ok_sig, &e->done_sig) || e->restep) &&
            !(e->failed && sig_eq(&e->ok_sig, &e->failed_sig));
 }
 

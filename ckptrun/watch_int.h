@@ -8,6 +8,8 @@
  *   watch_links.c    symbolic links of the directory
  *   watch_writers.c  writers of an entry, from /proc
  *   watch_entry.c    entries, inotify watches, signatures, the step counter
+ *   watch_steps.c    whose step an entry has: saved(), trainer_state.json,
+ *                    its name, or the counter
  * Everything runs on the supervisor's thread except watch_commit.c's
  * worker, which touches only the queue (under mu) and its context.
  */
@@ -37,15 +39,22 @@
 #define MAX_MOVES 64
 #define MAX_MARKS 64        /* files/ marks read at start */
 #define STUCK_MIN_MS 1000
+#define MAX_CLAIMS 64       /* saved() reports remembered (newest kept) */
+#define STATE_MAX_BYTES (16 << 20) /* a trainer_state.json larger is not read */
 
 enum kind { K_FILE, K_DIR, K_LINK };
 enum trigger { T_NONE, T_RENAMED, T_MARKER, T_CLOSE };
+/* Where an entry's step comes from, weakest first: the trainer's word wins
+ * wherever it gives one (docs/ckptrun.md, "Step"). */
+enum step_from { SF_COUNTER, SF_NAME, SF_STATE, SF_SAVED };
 
 /* What an entry looks like on disk; equal signatures = nothing changed. */
 struct sig {
     struct commit_print p;    /* files as a commit reads them */
     uint64_t link_hash;       /* symbolic links: where they point */
     int has_marker;
+    uint64_t shape;           /* directories: the names of its files, with its
+                                 step's number made '#' (order-free hash) */
 };
 
 struct wpid {
@@ -81,8 +90,14 @@ struct entry {
     struct sig done_sig;
     int failed;               /* failed_sig failed to commit: retried once changed */
     struct sig failed_sig;
-    uint64_t step;            /* from the name, or the counter at completion */
-    int numbered;
+    uint64_t step;            /* the trainer's (saved(), trainer_state.json, the
+                                 name), or the counter at completion */
+    int numbered;             /* step is the trainer's: not a counter value */
+    enum step_from step_from;
+    uint64_t name_step;       /* the number in its name, if name_numbered */
+    int name_numbered;
+    int restep;               /* saved() gave this version another step after it
+                                 was complete: committed (again) at it */
     struct wpid wp[MAX_WRITERS]; /* writers seen while it was written (files) */
     int nwp;
     int writing;              /* modified since its last close */
@@ -109,6 +124,7 @@ struct watch_job {
     struct watch_job *next;
     uint64_t step;
     int head;                 /* the newest state, not an older step's fix-up */
+    enum step_from step_from; /* of the entry that gave the step */
     int64_t completed;
     int64_t changed;
     char entry[256];
@@ -122,6 +138,15 @@ struct head_item {
     char name[256];
     int is_link;
     struct sig sig;
+};
+
+/* A saved(path, step) report: that version of the entry is complete, at
+ * that step. */
+struct claim {
+    char name[256];
+    uint64_t step;
+    struct sig sig;
+    int in_use;
 };
 
 struct move {
@@ -150,6 +175,15 @@ struct watch {
     int64_t wait_since;       /* a snapshot has been waiting for quiet links since */
     int64_t stuck_since;      /* pending entries and no commit since */
     int stuck_told;
+    int saved_mode;           /* the child reports its saves (saved()) */
+    struct claim claims[MAX_CLAIMS];
+    uint64_t claims_next;     /* the slot after the newest report */
+    uint64_t shape;           /* of the newest complete directory with a marker */
+    int have_shape;
+    uint64_t top;             /* highest step the run holds (store, commits) */
+    int have_top;
+    int back_told;            /* warned once of a trainer's step going back */
+    int last_look;            /* the tick of watch_stopping, before the signal */
     struct entry *ent;
     size_t nent;
     struct wmap *wm;
@@ -207,6 +241,15 @@ int needs_commit(const struct entry *e);
 void touch(struct entry *e, int64_t now);
 /* *next = the earlier of *next and due (-1: none). */
 void due_min(int64_t *next, int64_t due);
+
+/* ---- watch_steps.c ----------------------------------------------------------- */
+
+/* The step of a version of `e` that is complete now: a saved() report of
+ * this version, trainer_state.json's global_step, the name's number, or the
+ * counter. Sets e->step, e->numbered, e->step_from. */
+void resolve_step(struct watch *w, struct entry *e);
+/* The saved() report matching this version of `e`, or NULL. */
+const struct claim *claim_of(const struct watch *w, const struct entry *e);
 
 /* ---- watch_writers.c ----------------------------------------------------------- */
 

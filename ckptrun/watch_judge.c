@@ -19,14 +19,16 @@ void mark_ok(struct watch *w, struct entry *e, const char *by, int64_t now)
     e->torn = 0;
     e->nwp = 0;
     w->dirty = 1;
+    if (e->kind == K_DIR && e->sig.has_marker) {
+        /* What a complete checkpoint of this writer holds: an entry with
+         * the same files is complete without waiting (judge). */
+        w->shape = e->sig.shape;
+        w->have_shape = 1;
+    }
     if ((e->done && sig_eq(&e->sig, &e->done_sig)) ||
         (e->failed && sig_eq(&e->sig, &e->failed_sig)))
         return; /* touched, not changed: that version is settled already */
-    if (!e->numbered) {
-        /* A new version of a name without a number: above every step. */
-        e->step = w->counter;
-        watch_note_step(w, e->step);
-    }
+    resolve_step(w, e);
     if ((f = cJSON_CreateObject())) {
         cJSON_AddStringToObject(f, "entry", e->name);
         cJSON_AddNumberToObject(f, "step", (double)e->step);
@@ -65,6 +67,31 @@ static const char *close_torn(struct watch *w, const struct entry *e, int *gone)
     return NULL;
 }
 
+/* A directory with its marker whose writer has gone on to a newer one: a
+ * newer entry (seen after it, with a higher step) has its marker. A trainer
+ * that saves step by step has finished the older one then (its ranks took
+ * the steps in between together), whatever its pace. */
+static int superseded(const struct watch *w, const struct entry *e)
+{
+    for (size_t i = 0; i < w->nent; i++) {
+        const struct entry *f = &w->ent[i];
+        if (f->in_use && f != e && f->kind == K_DIR && f->gen > e->gen && f->name_numbered &&
+            e->name_numbered && f->name_step > e->name_step && f->sig.has_marker &&
+            !f->removing)
+            return 1;
+    }
+    return 0;
+}
+
+/* A marker is there and nothing more is to come: the entry holds the same
+ * files as the last complete one (rank shards written after the marker
+ * included), or its writer has moved on to a newer entry. Either way its
+ * writers must be done too (judge). */
+static int marker_done(const struct watch *w, const struct entry *e)
+{
+    return (w->have_shape && e->sig.shape == w->shape) || superseded(w, e);
+}
+
 void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
 {
     const char *by = NULL, *why;
@@ -81,6 +108,18 @@ void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
         due = now + 1000; /* nothing to commit yet */
         goto later;
     }
+    if (claim_of(w, e)) {
+        /* The trainer reported this version saved (saved()). A process
+         * still writing in it (another rank) finishes first. */
+        if (writer_under(w, e)) {
+            due = now + WRITER_POLL_MS;
+            goto later;
+        }
+        by = "saved";
+        goto complete;
+    }
+    if (w->saved_mode)
+        goto settle; /* the watch's own judgement: for what saved() never names */
     if (e->trigger == T_RENAMED) {
         by = "rename"; /* atomic: what was renamed is what its writer made */
         goto complete;
@@ -117,6 +156,20 @@ void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next)
         if (after_stop) {
             e->trigger = T_NONE; /* written while being killed: may be torn */
             goto stay;
+        }
+        /* No quiet time: a writer that saves faster than it would never
+         * see its newest entry committed (older ones deleted by its
+         * rotation meanwhile). And at the stop's last look, whatever is
+         * still to learn: the child is about to be signalled and a
+         * checkpoint marked and left alone for a moment is better kept
+         * than lost (ranks write their shards right after the marker). */
+        if (marker_done(w, e) || (w->last_look && now - e->changed >= CLOSE_MS)) {
+            if (writer_under(w, e)) {
+                due = now + WRITER_POLL_MS;
+                goto later;
+            }
+            by = "marker";
+            goto complete;
         }
         if (now - e->changed < (int64_t)quiet_ms(w)) {
             due = e->changed + (int64_t)quiet_ms(w); /* other processes' files after it */

@@ -118,7 +118,7 @@ static void queue_plan(struct watch *w, struct plan *pl, int head, int64_t now)
 {
     struct watch_job *j = calloc(1, sizeof *j);
     int64_t newest = -1;
-    int have_step = 0;
+    int have_step = 0, have_num = 0;
 
     if (!j)
         goto fail;
@@ -130,9 +130,16 @@ static void queue_plan(struct watch *w, struct plan *pl, int head, int64_t now)
             goto fail;
         if (e->kind == K_LINK)
             continue;
-        /* The snapshot takes its highest entry's step. */
-        if (!have_step || e->step > j->step)
+        /* The snapshot takes the trainer's step of its entries (they are
+         * all of the newest one), else the highest counter value. */
+        if (e->numbered && (!have_num || e->step > j->step)) {
             j->step = e->step;
+            j->step_from = e->step_from;
+            have_num = 1;
+        } else if (!have_num && (!have_step || e->step > j->step)) {
+            j->step = e->step;
+            j->step_from = e->step_from;
+        }
         have_step = 1;
         if (e->changed > j->changed)
             j->changed = e->changed;
@@ -240,7 +247,12 @@ void watch_plan(struct watch *w, int64_t now, int64_t *next)
     /* A failed snapshot for a link change is tried again at the next change,
      * not in a loop. */
     if (!head_needed && (w->links_changed == w->links_failed || !links_changed_vs_head(w, now))) {
-        w->wait_since = 0;
+        /* Nothing to commit: the next snapshot waits afresh -- unless this
+         * is a moment between two versions of a writer faster than the
+         * wait (a new last.pt every 200 ms, reported by saved() a moment
+         * after its rename), which would start it again every time. */
+        if (w->wait_since && now - w->wait_since >= 2 * LINK_WAIT_MAX_MS)
+            w->wait_since = 0;
         return;
     }
     pl.n = 0;

@@ -2,13 +2,16 @@
 #   unit:        test_ckptrun_parse (cmocka) -- pure parsing in ckptrun/parse.c
 #                test_ckptrun_sup (cmocka) -- notice queue, lease renewer,
 #                the child's environment, fsutil
+#                test_watch (cmocka) -- the directory watch's rules, the
+#                control socket's `file` message
 #   integration: ckptrun_integration -- tests/integration/test_ckptrun.py drives
 #                the real ckptrun (and c_trainer when built) on file:// stores.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
 add_executable(test_ckptrun_parse ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_parse.c
-  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c)
+  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c
+  ${CMAKE_SOURCE_DIR}/ckptrun/cli_suggest.c)
 target_include_directories(test_ckptrun_parse PRIVATE ${CMAKE_SOURCE_DIR}/ckptrun)
 target_link_libraries(test_ckptrun_parse PRIVATE ckpt_internal PkgConfig::CMOCKA)
 add_test(NAME test_ckptrun_parse COMMAND test_ckptrun_parse)
@@ -26,11 +29,49 @@ add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names th
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 
+# What `run` says so that nothing is lost in silence (cmocka): the
+# watcher's watch_uncommitted() through the fault seam (unit/fault_store.h),
+# the event history's failed commits, the RUN record's added fields, the
+# resume command's words through /bin/sh.
+file(GLOB _watch_src ${_cr}/watch*.c)
+add_executable(test_sup_report ${CMAKE_CURRENT_LIST_DIR}/unit/test_sup_report.c
+  ${CMAKE_CURRENT_LIST_DIR}/unit/fault_store.c ${_watch_src} ${_cr}/commit_files.c
+  ${_cr}/record.c ${_cr}/runlog.c ${_cr}/parse.c ${_cr}/history.c ${_cr}/resume_cmd.c)
+target_include_directories(test_sup_report PRIVATE ${_cr} ${CMAKE_CURRENT_LIST_DIR}/unit)
+target_link_libraries(test_sup_report PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_sup_report COMMAND test_sup_report)
+set_tests_properties(test_sup_report PROPERTIES LABELS unit TIMEOUT 120)
+
+# The directory watch (when an entry is complete, at which step it is
+# committed) on a real directory and file:// store, and the control
+# socket's `file` message (cmocka; the rules tested never wait on a clock).
+add_executable(test_watch ${CMAKE_CURRENT_LIST_DIR}/unit/test_watch.c
+  ${_cr}/watch.c ${_cr}/watch_commit.c ${_cr}/watch_entry.c ${_cr}/watch_events.c
+  ${_cr}/watch_judge.c ${_cr}/watch_links.c ${_cr}/watch_plan.c ${_cr}/watch_steps.c
+  ${_cr}/watch_writers.c ${_cr}/commit_files.c ${_cr}/record.c ${_cr}/ctlserver.c
+  ${_cr}/proctree.c ${_cr}/runlog.c ${_cr}/parse.c)
+target_include_directories(test_watch PRIVATE ${_cr})
+target_link_libraries(test_watch PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_watch COMMAND test_watch)
+set_tests_properties(test_watch PROPERTIES LABELS unit TIMEOUT 120)
+
 add_test(NAME ckptrun_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_ckptrun.py)
 set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}"
   DEPENDS test_ckptrun_parse)
+
+# No silent loss (docs/ckptrun.md, "What a run tells you"):
+# tests/integration/test_sup_report.py drives the real ckptrun against a
+# store that stops accepting checkpoints (a 20 MiB tmpfs when mount is
+# allowed, else skipped saying so; a fault seam: the run's chunks/ a plain
+# file), unprotected runs, the last line and its resume command (run as
+# printed), and the progress of run's commits on a pseudo-terminal
+# (script(1); mock_s3.py behind faultproxy.py on loopback).
+add_test(NAME ckptrun_report
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_sup_report.py)
+set_tests_properties(ckptrun_report PROPERTIES LABELS integration TIMEOUT 300
+  ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
 
 # The watcher under writers that behave like real trainers:
 # tests/integration/test_writers.py drives the real ckptrun with
@@ -42,7 +83,8 @@ set_tests_properties(ckptrun_integration PROPERTIES LABELS integration TIMEOUT 4
 # torch.save overwrite case drives real torch: label nosan.
 add_test(NAME ckptrun_writers
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_writers.py
-          HFTrainer ReproHF Lightning ReproLightning ReproFlat ReproKilledWriter ReproCounter)
+          HFTrainer ReproHF ReproFastHF Lightning ReproLightning ReproFlat ReproKilledWriter
+          ReproCounter TrainerSteps)
 set_tests_properties(ckptrun_writers PROPERTIES LABELS integration TIMEOUT 400
   ENVIRONMENT "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
 add_test(NAME ckptrun_writers_torch
@@ -52,10 +94,13 @@ set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan"
 # The command line as a user meets it: tests/integration/test_cli.py.
 #   cli_integration  subcommands, progress (under script(1)), --json, errors,
 #                    colour, status, shared rules, plain-http warning, failing
-#                    fast on a dead store (file:// and mock_s3.py, loopback)
+#                    fast on a dead store, ls's tables, "did you mean" (file://,
+#                    mock_s3.py and s3rver, loopback)
 #   cli_build        the generated manual page and completions, cmake --install,
-#                    pkg-config, make targets leaving the tree clean (nosan:
-#                    it builds and links outside the sanitizer build)
+#                    pkg-config, make targets leaving the tree clean, package
+#                    sets, a demo-set build where make install builds only what
+#                    it installs (nosan: it builds and links outside the
+#                    sanitizer build)
 add_test(NAME cli_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_cli.py)
 set_tests_properties(cli_integration PROPERTIES LABELS integration TIMEOUT 400

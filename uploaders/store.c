@@ -1,5 +1,6 @@
-/* store.c -- opening a store by its URL (the backends' constructors are in
- * backend.h) and the settings every store reads from the environment. */
+/* store.c -- the scheme table (CKPT_STORE_SCHEME_MAP, ckpt_store.h), opening
+ * a store by its URL (the backends' constructors are in backend.h) and the
+ * settings every store reads from the environment. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,15 +127,123 @@ static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
 }
 #endif
 
+/* ---- schemes (CKPT_STORE_SCHEME_MAP) ------------------------------------------ */
+
+/* One open function per backend, named open_<backend> after the map's
+ * column: the URL is known to have the scheme's prefix. */
+static ckpt_status open_FILE(const char *url, const struct ckpt_store_config *cfg,
+                             struct ckpt_store **out, char *err)
+{
+    if (url[7] != '/') {
+        ckpt_store_err(err, "file store URL must be file:///absolute/path: %.400s", url);
+        return CKPT_E_CONFIG;
+    }
+    return ckpt_store_file_open(url + 7, cfg, out, err);
+}
+
+static ckpt_status open_S3(const char *url, const struct ckpt_store_config *cfg,
+                           struct ckpt_store **out, char *err)
+{
+#ifdef CKPT_WITH_S3
+    return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
+#else
+    (void)cfg, (void)out;
+    ckpt_store_err(err, "%.*s:// stores are not compiled into this build",
+                   (int)strcspn(url, ":"), url);
+    return CKPT_E_UNSUPPORTED;
+#endif
+}
+
+static ckpt_status open_AZURE(const char *url, const struct ckpt_store_config *cfg,
+                              struct ckpt_store **out, char *err)
+{
+#ifdef CKPT_WITH_AZURE
+    return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
+#else
+    (void)cfg, (void)out;
+    ckpt_store_err(err, "%.*s:// stores are not compiled into this build",
+                   (int)strcspn(url, ":"), url);
+    return CKPT_E_UNSUPPORTED;
+#endif
+}
+
+/* Per backend: compiled in, and which settings it reads. */
+#define FLAGS_FILE CKPT_SCHEME_BUILT
+#ifdef CKPT_WITH_S3
+#define FLAGS_S3 (CKPT_SCHEME_BUILT | CKPT_SCHEME_S3_SETTINGS)
+#else
+#define FLAGS_S3 CKPT_SCHEME_S3_SETTINGS
+#endif
+#ifdef CKPT_WITH_AZURE
+#define FLAGS_AZURE CKPT_SCHEME_BUILT
+#else
+#define FLAGS_AZURE 0u
+#endif
+
+typedef ckpt_status (*open_fn)(const char *, const struct ckpt_store_config *,
+                               struct ckpt_store **, char *);
+#define ROW_(name, form, backend, what) { #name, form, what, FLAGS_##backend },
+static const struct ckpt_store_scheme schemes[] = { CKPT_STORE_SCHEME_MAP(ROW_) };
+#undef ROW_
+#define OPEN_(name, form, backend, what) open_##backend,
+static const open_fn openers[] = { CKPT_STORE_SCHEME_MAP(OPEN_) };
+#undef OPEN_
+#define NSCHEMES (sizeof schemes / sizeof schemes[0])
+
+const struct ckpt_store_scheme *ckpt_store_scheme_at(size_t i)
+{
+    return i < NSCHEMES ? &schemes[i] : NULL;
+}
+
+/* The row whose "name://" starts url, or -1. */
+static int scheme_index(const char *url)
+{
+    for (size_t i = 0; url && i < NSCHEMES; i++) {
+        size_t n = strlen(schemes[i].name);
+        if (!strncmp(url, schemes[i].name, n) && !strncmp(url + n, "://", 3))
+            return (int)i;
+    }
+    return -1;
+}
+
+const struct ckpt_store_scheme *ckpt_store_scheme_known(const char *url)
+{
+    int i = scheme_index(url);
+    const char *rest;
+    if (i < 0)
+        return NULL;
+    rest = url + strlen(schemes[i].name) + 3;
+    if (openers[i] == open_FILE ? rest[0] != '/' : !rest[0] || rest[0] == '/')
+        return NULL;
+    return &schemes[i];
+}
+
+char *ckpt_store_url_forms(char *buf, size_t len)
+{
+    size_t at = 0;
+    if (!len)
+        return buf;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NSCHEMES && at < len; i++) {
+        int n = snprintf(buf + at, len - at, "%s%s", i == 0 ? "" : i + 1 < NSCHEMES ? ", " : " or ",
+                         schemes[i].form);
+        if (n < 0)
+            break;
+        at += (size_t)n;
+    }
+    return buf;
+}
+
 ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg_in,
                             struct ckpt_store **out, char *err)
 {
-    char def[4096];
+    char def[4096], forms[256];
     struct ckpt_store_config cfgv;
-    const struct ckpt_store_config *cfg = &cfgv;
     ckpt_status cst;
+    int i;
     *out = NULL;
-    cst = config_from_env(cfg_in, url && (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5)),
+    i = scheme_index(url);
+    cst = config_from_env(cfg_in, i >= 0 && (schemes[i].flags & CKPT_SCHEME_S3_SETTINGS),
                           &cfgv, err);
     if (cst)
         return cst;
@@ -145,34 +254,14 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
                            "HOME is an absolute path");
             return CKPT_E_CONFIG;
         }
+        i = scheme_index(url);
     }
-    if (!strncmp(url, "file://", 7)) {
-        if (url[7] != '/') {
-            ckpt_store_err(err, "file store URL must be file:///absolute/path: %.400s",
-                           url);
-            return CKPT_E_CONFIG;
-        }
-        return ckpt_store_file_open(url + 7, cfg, out, err);
+    if (i < 0) {
+        ckpt_store_err(err, "unknown store URL '%.400s' (expected %s)", url,
+                       ckpt_store_url_forms(forms, sizeof forms));
+        return CKPT_E_CONFIG;
     }
-    if (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5)) {
-#ifdef CKPT_WITH_S3
-        return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
-#else
-        ckpt_store_err(err, "%.2s:// stores are not compiled into this build", url);
-        return CKPT_E_UNSUPPORTED;
-#endif
-    }
-    if (!strncmp(url, "az://", 5)) {
-#ifdef CKPT_WITH_AZURE
-        return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
-#else
-        ckpt_store_err(err, "az:// stores are not compiled into this build");
-        return CKPT_E_UNSUPPORTED;
-#endif
-    }
-    ckpt_store_err(err, "unknown store URL '%.400s' (expected file:///path, s3://bucket/prefix, "
-                   "gs://bucket/prefix or az://container/prefix)", url);
-    return CKPT_E_CONFIG;
+    return openers[i](url, &cfgv, out, err);
 }
 
 void ckpt_store_close(struct ckpt_store *st)

@@ -319,7 +319,11 @@ def _send(line):
 def saved(path, step):
     """Tell ckptrun that `path` (a file or directory in checkpoint_dir(),
     already renamed into place) is a complete checkpoint of `step`, so it
-    commits it without waiting for its directory watch to settle.
+    commits it at once, as the store's step `step` (what `ckptrun ls`,
+    `restore --step`, CKPT_STEP and restored_step() then say), without
+    waiting for its directory watch to settle. Once a trainer has called it,
+    ckptrun commits what it reports; entries it never reports are committed
+    only once unchanged for --settle.
     @return True if ckptrun was told, False without ckptrun or if it cannot
     be reached (never raises: training goes on; ckptrun still finds the
     entry by watching the directory)."""

@@ -20,8 +20,8 @@
  *    of A-Z a-z 0-9 . _ - other than "." and "..". A run is *created* only
  *    under the stricter name: 1..128 of those characters, not starting
  *    with '.' (hidden in listings, and "..x" reads like a path).
- *  - codecs: zstd[:LEVEL] with LEVEL 1..19 (zstd's "ultra" levels 20..22
- *    need a large window the reader would have to allow), lz4, none.
+ *  - codecs: the rows of CKPT_CODEC_MAP (below): zstd[:LEVEL] with LEVEL
+ *    1..19, lz4, none.
  *  - signals: a name with or without "SIG" in any case (USR1, SIGusr1),
  *    or a number 1..64; KILL and STOP are never accepted (they cannot be
  *    caught), "none" is 0.
@@ -81,16 +81,82 @@ int ckpt_run_name_ok(const char *name, int creating);
  * name, a host name in a key. @return 0, -1 if empty or longer than 128. */
 int ckpt_name_sanitize(const char *in, char *out, size_t n);
 
-/* ---- codec specs ------------------------------------------------------------- */
-#define CKPT_ZSTD_LEVEL_MIN 1
-#define CKPT_ZSTD_LEVEL_MAX 19
-#define CKPT_CODEC_RULE "zstd[:1-19], lz4 or none"
-/* "zstd", "zstd:LEVEL", "lz4", "none": *codec and *level (0 = the codec's
+/* ---- codecs ------------------------------------------------------------------
+ * Every codec, one row each:
+ *   X(name, ID, levels, level_min, level_max, level_default, speed)
+ * name: as users write it (--codec, CKPT_CODEC, the control protocol, logs);
+ * ID: its public value CKPT_CODEC_<ID> (ckpt.h; pinned there: the ABI and
+ * the chunk header's codec byte); levels: LEVELS when it takes ":LEVEL"
+ * (level_min..level_max, and 0 means level_default), FIXED when it takes
+ * none (its level columns are 0 and a level given is ignored); speed: its
+ * CKPT_SPEED_<speed> class. Rows are listed in the order users see them.
+ *
+ * Generated from it: the bounds every check uses (ckpt_codec_spec: a value
+ * with no row is refused), the parser and the names (ckpt_parse_codec,
+ * ckpt_codec_name), the messages (CKPT_CODEC_RULE) and ckptrun's --help and
+ * completions (CKPT_CODEC_FORMS, CKPT_CODEC_WORDS). The map is internal, not
+ * in ckpt.h: level ranges and speed classes are policy that may change
+ * without an API promise, while the public enum keeps its explicit values.
+ * A new codec: its value in ckpt.h, a row here, its implementation in
+ * libckpt/src/codec.c.
+ *
+ * zstd stops at 19: its "ultra" levels 20..22 need a large window the
+ * reader would have to allow. */
+#define CKPT_CODEC_MAP(X)                  \
+    X(zstd, ZSTD, LEVELS, 1, 19, 1, DENSE) \
+    X(lz4, LZ4, FIXED, 0, 0, 0, FAST)      \
+    X(none, NONE, FIXED, 0, 0, 0, COPY)
+
+/* Speed classes, fastest first: what a stop short of time falls back to. */
+enum ckpt_codec_speed {
+    CKPT_SPEED_COPY = 0, /* no compression: memory speed */
+    CKPT_SPEED_FAST = 1, /* GB/s per core, a modest ratio */
+    CKPT_SPEED_DENSE = 2 /* a better ratio at a fraction of that speed */
+};
+
+struct ckpt_codec_spec {
+    const char *name;         /* "zstd" */
+    ckpt_codec id;            /* CKPT_CODEC_ZSTD */
+    int has_levels;           /* 1: takes ":LEVEL" */
+    int level_min, level_max; /* 0, 0 without levels */
+    int level_default;        /* what level 0 means */
+    enum ckpt_codec_speed speed;
+};
+
+/* The row of a codec, NULL for CKPT_CODEC_DEFAULT and any value without
+ * one (the bound of every check of a codec value: a config's, a chunk
+ * header's). */
+const struct ckpt_codec_spec *ckpt_codec_spec(ckpt_codec codec);
+/* Row i in the map's order, NULL past the end. */
+const struct ckpt_codec_spec *ckpt_codec_at(size_t i);
+/* The first row of speed class `speed`, NULL when none has it. */
+const struct ckpt_codec_spec *ckpt_codec_of_speed(enum ckpt_codec_speed speed);
+
+/* How specs are written, as literals built from the map:
+ *  CKPT_CODEC_FORMS  " zstd[:1-19] lz4 none" (each after a space, for a
+ *                    help text: "codec:" CKPT_CODEC_FORMS)
+ *  CKPT_CODEC_WORDS  "zstd zstd:1 zstd:19 lz4 none" (completion words: a
+ *                    codec, and its lowest and highest level)
+ *  CKPT_CODEC_RULE   "zstd[:1-19], lz4, none" (messages: "expected %s") */
+#define CKPT_CODEC_FORM_LEVELS(lo, hi) "[:" #lo "-" #hi "]"
+#define CKPT_CODEC_FORM_FIXED(lo, hi) ""
+#define CKPT_CODEC_WORDS_LEVELS(name, lo, hi) " " #name ":" #lo " " #name ":" #hi
+#define CKPT_CODEC_WORDS_FIXED(name, lo, hi) ""
+#define CKPT_CODEC_FORM_(name, ID, lv, lo, hi, dflt, speed) " " #name CKPT_CODEC_FORM_##lv(lo, hi)
+#define CKPT_CODEC_RULE_(name, ID, lv, lo, hi, dflt, speed) ", " #name CKPT_CODEC_FORM_##lv(lo, hi)
+#define CKPT_CODEC_WORD_(name, ID, lv, lo, hi, dflt, speed) \
+    " " #name CKPT_CODEC_WORDS_##lv(name, lo, hi)
+#define CKPT_CODEC_FORMS CKPT_CODEC_MAP(CKPT_CODEC_FORM_)
+#define CKPT_CODEC_WORDS (&CKPT_CODEC_MAP(CKPT_CODEC_WORD_)[1])
+#define CKPT_CODEC_RULE (&CKPT_CODEC_MAP(CKPT_CODEC_RULE_)[2])
+
+/* "zstd", "zstd:LEVEL", "lz4", "none" (a row's name, with ":LEVEL" in its
+ * range for a codec that has levels): *codec and *level (0 = the codec's
  * default). @return 0, or -1 when the text is not a codec this library
  * writes. */
 int ckpt_parse_codec(const char *s, ckpt_codec *codec, int *level);
-/* "zstd", "lz4", "none" (as the control protocol and the logs spell them),
- * "default" for CKPT_CODEC_DEFAULT, "?" for anything else. */
+/* A row's name ("zstd", "lz4", "none": as the control protocol and the logs
+ * spell them), "default" for CKPT_CODEC_DEFAULT, "?" for anything else. */
 const char *ckpt_codec_name(ckpt_codec codec);
 
 /* ---- signal names ------------------------------------------------------------- */

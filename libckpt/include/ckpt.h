@@ -476,7 +476,14 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * restore instead: an older checkpoint would not fare better. Sizes are checked for every item before anything is written: a size
  * difference returns CKPT_E_SIZE with nothing overwritten. Every protected
  * name must exist in the checkpoint (else CKPT_E_MISMATCH, nothing written);
- * stored items not protected are ignored. Protected files are replaced as
+ * stored items not protected are ignored. When the newest checkpoint
+ * disagrees with the protected items but an older one fits, the newer
+ * one's manifest is taken as damaged (warn) and the older one restored;
+ * CKPT_E_SIZE / CKPT_E_MISMATCH (the newest one's reason) mean that every
+ * checkpoint disagrees: the program changed. A checkpoint another writer's
+ * retention removed meanwhile is skipped, not reported as damaged. A
+ * damaged HEAD is replaced by the run's manifests (docs/FORMAT.md, "A
+ * damaged HEAD"; logged as a warning). Protected files are replaced as
  * ckpt_restore_dir() writes its files (renamed into place once verified;
  * fsynced first only with `restore_sync`).
  * A multi-rank checkpoint restores this rank's part with the replicated
@@ -502,6 +509,12 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
 /* Snapshot every protected item at `step` and return; the snapshot is then
  * compressed, written and committed in the background. When it returns, the
  * program may modify its regions freely.
+ * A stop's save (ckptrun asked for it to stop the job, or SIGTERM/SIGINT
+ * was taken as a stop: docs/CONTROL.md), one rank, returns only once that
+ * save is committed or failed: nothing the program computes after it is
+ * kept, so its CPU goes to compressing and sending instead, and the
+ * compression starts on the regions copied first while the copy goes on.
+ * The outcome is still reported by ckpt_wait().
  * If a previous save is still persisting: with CKPT_BUSY_WAIT (default) this
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.
@@ -567,9 +580,33 @@ typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
  * (highest step first; checkpoints marked damaged are not listed), on the
  * calling thread; fn returns nonzero to stop. A checkpoint whose manifest
  * cannot be read is still listed, with time_ms -1 (see struct ckpt_info).
- * @return CKPT_OK (also for a run with none), store errors, CKPT_E_CORRUPT
- *         (HEAD damaged). */
+ * A damaged HEAD is replaced by the checkpoints the run's manifests show
+ * (docs/FORMAT.md, "A damaged HEAD"; logged as a warning).
+ * @return CKPT_OK (also for a run with none), store errors (also while
+ *         reading the manifests of a damaged HEAD). */
 CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
+
+/* What a run's HEAD object says (docs/FORMAT.md, "HEAD"), for a tool that
+ * lists many runs with one request each and no context per run: it reads
+ * `<run>/HEAD` itself (ckpt_store.h) and hands the bytes to
+ * ckpt_head_parse(). Since 0.4.0. */
+struct ckpt_head_info {
+    uint64_t step;          /* the highest retained step: the one resumed from
+                               (0 when `checkpoints` is 0) */
+    uint64_t seq;           /* sequence number of the last commit */
+    uint64_t epoch;         /* lease epoch of HEAD's last writer */
+    int64_t time_ms;        /* when HEAD was last written, Unix ms (its writer's clock) */
+    unsigned checkpoints;   /* committed checkpoints retained */
+    unsigned damaged;       /* checkpoints a restore marked damaged, kept for inspection */
+    unsigned format;        /* HEAD's format (1 to 4) */
+    uint64_t reserved[4];
+};
+/* Check and read the bytes of a HEAD object (untrusted: bounded, checksummed
+ * and range-checked as every reader of the library checks it). Thread-safe.
+ * @return CKPT_OK, CKPT_E_CORRUPT (damaged, or not a HEAD),
+ *         CKPT_E_UNSUPPORTED (a newer format than this library reads),
+ *         CKPT_E_INVAL (NULL buf or out). */
+CKPT_API ckpt_status ckpt_head_parse(const void *buf, size_t len, struct ckpt_head_info *out);
 
 /* Write every item of the checkpoint at `step` (or, with CKPT_STEP_LATEST,
  * the first of the resume order that restores whole, falling back as
@@ -606,7 +643,11 @@ CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
  * found); the first in ckpt_errmsg(). Its verdict is restore's: a manifest
  * restore refuses (a newer format, a damaged part) fails verify too. A
  * multi-rank checkpoint is checked whole: every rank's part, and a
- * replicated item whose parts disagree fails (CKPT_E_CORRUPT).
+ * replicated item whose parts disagree fails (CKPT_E_CORRUPT). A checkpoint
+ * another writer's retention removed while verify read it is gone, not
+ * damaged: skipped (CKPT_E_NOENT when it was the one `step` asked for). A
+ * damaged HEAD is CKPT_E_CORRUPT, after the checkpoints the run's manifests
+ * show are checked (the message says whether they are intact).
  * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_UNSUPPORTED, CKPT_E_NOENT, store
  *         errors. */
 CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
@@ -647,9 +688,12 @@ CKPT_API ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t mi
  * conditional write, so that every writer that read HEAD before -- a runner
  * that lost its lease -- has its next commit refused (CKPT_E_FENCED). A run
  * without a HEAD gets an empty one, which stale writers cannot overwrite
- * either. Used by `ckptrun run/recover` right after taking the lease.
+ * either. Used by `ckptrun run/recover` right after taking the lease. A
+ * damaged HEAD is rewritten from the run's manifests (docs/FORMAT.md, "A
+ * damaged HEAD"), conditionally on the damaged one.
  * @return CKPT_OK, CKPT_E_PRECONDITION (HEAD changed meanwhile: retry),
- *         CKPT_E_CORRUPT (HEAD damaged), store errors. */
+ *         CKPT_E_UNSUPPORTED (HEAD damaged, and a manifest of a newer
+ *         format among them: upgrade), store errors. */
 CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
 
 /* Mark the committed checkpoints at `steps` damaged: they leave the resume
@@ -875,17 +919,18 @@ CKPT_API ckpt_status ckpt_protect_region(struct ckpt_ctx *ctx, const char *name,
 
 /* Kinds of items, as ckpt_items() reports them. */
 typedef enum {
-    CKPT_KIND_MEMORY = 0, /* a host region */
+    CKPT_KIND_REGION = 0, /* host memory (ckpt_protect*, a replicated region) */
     CKPT_KIND_FILE = 1,   /* a file (ckpt_protect_file) */
-    CKPT_KIND_DEVICE = 2, /* a device region */
-    CKPT_KIND_LINK = 3    /* a symbolic link (ckpt_protect_link) */
+    CKPT_KIND_DEVICE = 2, /* CUDA device memory (ckpt_protect_device) */
+    CKPT_KIND_LINK = 3    /* a symbolic link (ckpt_protect_link): no bytes */
 } ckpt_item_kind;
 
 /* One item of a committed checkpoint, as ckpt_items() lists it. The struct
- * and its strings are valid during the callback only. */
+ * and its strings belong to the library and are valid during the callback
+ * only. */
 struct ckpt_item_info {
     const char *name;
-    uint64_t size;          /* bytes */
+    uint64_t size;          /* raw bytes (a link: 0) */
     ckpt_item_kind kind;
     unsigned elem_size;     /* 2 or 4: saved with that element hint (byte
                                grouping); 0: bytes */
@@ -893,20 +938,32 @@ struct ckpt_item_info {
     const char *target;     /* links: the link's text; else NULL */
     uint64_t step;          /* of the checkpoint */
     unsigned world_size;    /* ranks whose parts make it (1: one writer) */
+    unsigned part;          /* the rank whose part holds it (0 for one writer
+                               and for a replicated item) */
+    uint32_t mode;          /* permission bits of a file, else 0 */
+    uint64_t stored_bytes;  /* compressed bytes of its chunks as stored, each
+                               distinct chunk once (a chunk the item shares
+                               with another counts for both) */
+    uint64_t chunks;        /* its distinct chunks */
     uint64_t reserved[4];   /* zero */
 };
 typedef int (*ckpt_item_fn)(void *user, const struct ckpt_item_info *item);
+/* ckpt_items(): every part of a multi-rank checkpoint (`ckptrun ls --step`). */
+#define CKPT_PART_ALL 0xffffffffu
 /* Call fn for each item of the committed checkpoint at `step` (CKPT_STEP_LATEST:
  * the newest in the resume order), as part `part` of it sees them: a
  * single-writer checkpoint has part 0; a multi-rank one, the part's own
- * items then the replicated ones. Reads HEAD and the checkpoint's
+ * items then the replicated ones. With CKPT_PART_ALL, every item of every
+ * part once: the replicated items and rank 0's own, then each other rank's
+ * own, rank by rank (`part` says whose). Reads HEAD and the checkpoint's
  * manifest(s), no chunk: what a binding needs to allocate the regions it
- * then protects and restores (ckpt_restore_step). fn returns nonzero to
- * stop. Not collective. Since 0.4.0.
+ * then protects and restores (ckpt_restore_step), and what a listing
+ * shows. On the calling thread; fn returns nonzero to stop. Not
+ * collective. Since 0.4.0.
  * @return CKPT_OK, CKPT_E_NOENT (no such committed checkpoint, or no part
  *         `part`: ckpt_errmsg() says which), CKPT_E_CORRUPT (a manifest is
  *         damaged or missing), CKPT_E_UNSUPPORTED (a newer format), store
- *         errors, CKPT_E_NOMEM. */
+ *         errors, CKPT_E_NOMEM, CKPT_E_INVAL (NULL ctx or fn). */
 CKPT_API ckpt_status ckpt_items(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
                                 ckpt_item_fn fn, void *user);
 

@@ -224,15 +224,10 @@ static ckpt_status fence(struct ckpt_ctx *ctx, uint64_t epoch, char *err)
     struct ckpt_run *rs = &ctx->rs;
     if (!rs->load_ok) {
         /* The background load failed (store down then): retry now, HEAD's
-         * etag is what makes the commit safe. */
-        bool exists;
-        char etag[CKPT_ETAG_MAX] = "";
-        struct ckpt_head h;
-        ckpt_status st = ckpt__read_head(ctx, &h, etag, &exists);
-        if (!st && exists) {
-            ckpt__head_free(&h);
-            st = reload(ctx);
-        }
+         * etag is what makes the commit safe. (A damaged HEAD loads as its
+         * manifests show the run, with the damaged one's etag: this commit
+         * writes HEAD over it.) */
+        ckpt_status st = reload(ctx);
         if (st) {
             snprintf(err, CKPT_ERR_MAX, "%s", ctx->errmsg);
             return st;
@@ -378,11 +373,20 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_manifest *m, con
                      ctx->run, ctx->errmsg);
             return st;
         }
+        /* what the new HEAD says may forbid this commit: a newer lease, a
+         * checkpoint of a newer format (a HEAD damaged meanwhile is read
+         * from the manifests, which may hold one) */
+        st = fence(ctx, atomic_load(&ctx->epoch), err);
+        if (st)
+            return st;
         /* no commit in between: a gc, a damaged marking, or the fence of
          * the lease this writer commits under (its runner took the lease
-         * after this writer first read HEAD) rewrote it */
+         * after this writer first read HEAD) rewrote it; or HEAD was
+         * damaged, and the manifests show no commit since and no newer
+         * lease than ours (a fence's epoch is in no manifest) */
         if (attempt < 4 && rs->have_head && rs->head.seq == seq0 &&
-            (rs->head.epoch == epoch0 || rs->head.epoch == atomic_load(&ctx->epoch))) {
+            (rs->head.epoch == epoch0 || rs->head.epoch == atomic_load(&ctx->epoch) ||
+             (rs->head_scanned && rs->head.epoch <= atomic_load(&ctx->epoch)))) {
             ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "commit", "HEAD of run %s was rewritten "
                       "without a commit (gc, fence): checking step %" PRIu64 " against it",
                       ctx->run, m->step);

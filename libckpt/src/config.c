@@ -106,12 +106,14 @@ static int env_u64(const char *name, uint64_t *v)
     return !*end && !errno;
 }
 
-/* The codec: the config's, else CKPT_CODEC, else zstd; level 0 is 1. */
+/* The codec: the config's, else CKPT_CODEC, else zstd; level 0 is the
+ * codec's default (CKPT_CODEC_MAP), a level is ignored by a codec without. */
 static ckpt_status resolve_codec(const struct ckpt_config *cfg, struct ckpt_settings *s,
                                  char *err)
 {
+    const struct ckpt_codec_spec *c;
     const char *v;
-    if ((unsigned)cfg->codec > CKPT_CODEC_LZ4)
+    if (cfg->codec != CKPT_CODEC_DEFAULT && !ckpt_codec_spec(cfg->codec))
         return refuse(err, "codec %d: expected one of CKPT_CODEC_*", (int)cfg->codec);
     s->codec = cfg->codec;
     s->level = cfg->codec_level;
@@ -120,12 +122,12 @@ static ckpt_status resolve_codec(const struct ckpt_config *cfg, struct ckpt_sett
         if ((v = env("CKPT_CODEC")) && ckpt_parse_codec(v, &s->codec, &s->level))
             return refuse(err, "CKPT_CODEC='%s': expected %s", v, CKPT_CODEC_RULE);
     }
-    if (s->codec == CKPT_CODEC_ZSTD &&
-        (s->level < 0 || s->level > CKPT_ZSTD_LEVEL_MAX))
-        return refuse(err, "zstd level %d: expected %d to %d (0: %d)", s->level,
-                      CKPT_ZSTD_LEVEL_MIN, CKPT_ZSTD_LEVEL_MAX, CKPT_ZSTD_LEVEL_MIN);
-    if (s->level == 0)
-        s->level = CKPT_ZSTD_LEVEL_MIN;
+    c = ckpt_codec_spec(s->codec);
+    if (c->has_levels && (s->level < 0 || s->level > c->level_max))
+        return refuse(err, "%s level %d: expected %d to %d (0: %d)", c->name, s->level,
+                      c->level_min, c->level_max, c->level_default);
+    if (s->level == 0 && c->has_levels)
+        s->level = c->level_default;
     return CKPT_OK;
 }
 

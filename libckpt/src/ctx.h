@@ -106,6 +106,8 @@ struct ckpt_ctx {
 
     pthread_mutex_t err_mu;
     char errmsg[CKPT_ERR_MAX];
+    /* headscan.c: the damage of HEAD was logged (once until HEAD reads well) */
+    atomic_int head_damage_told;
 
     struct ckpt__progress progress; /* ckpt_progress(): atomics, any thread */
 };

@@ -363,10 +363,12 @@ ckpt_status ckpt__parts_compose(struct ckpt_manifest *p, size_t n, const char *c
         for (size_t i = 0; i < p[r].nitems; i++) {
             if (p[r].items[i].replicated)
                 continue;
-            if (r == view)
+            if (r == view) {
                 move_item(&out->items[out->nitems++], &p[r].items[i], base[r]);
-            else
-                move_item(&out->others[out->nothers++], &p[r].items[i], base[r]);
+            } else {
+                move_item(&out->others[out->nothers], &p[r].items[i], base[r]);
+                out->others[out->nothers++].part = (unsigned)r;
+            }
         }
     out->version = CKPT_FORMAT_RANKS;
     out->step = p[0].step;

@@ -1,18 +1,22 @@
 /* list.c -- ckpt_list(): the retained checkpoints of a run, newest step
- * first (the resume order). */
+ * first (the resume order); where HEAD is damaged, those its manifests
+ * show. */
 #include <string.h>
 
 #include "ctx.h"
+#include "headscan.h"
 #include "runload.h"
 
 ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
 {
     struct ckpt_head h;
     bool exists;
+    unsigned scanned;
     ckpt_status st;
     if (!ctx || !fn)
         return CKPT_E_INVAL;
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
+    /* a damaged HEAD: the checkpoints the manifests show (headscan.h) */
+    st = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, NULL);
     if (st || !exists)
         return st;
     for (size_t i = 0; i < h.n; i++) {

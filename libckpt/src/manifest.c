@@ -334,9 +334,12 @@ ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manif
         }
         m->nonce = (uint32_t)nonce;
     } else if (m->world_size != 1) {
-        ckpt__seterr(err, "format %u manifest of %u ranks: only format 4 has ranks",
-                     m->version, m->world_size);
-        st = CKPT_E_UNSUPPORTED; /* as older readers refused it */
+        /* Damage, not a newer format: this reader knows every format up to
+         * 4, and only format 4 has ranks. (Readers before format 4 said
+         * "unsupported" here; taken as "newer", that made every later
+         * save refuse to commit over a checkpoint that was only damaged.) */
+        ckpt__seterr(err, "format %u manifest of %u ranks: only format 4 has ranks", m->version,
+                     m->world_size);
         goto out;
     }
     {

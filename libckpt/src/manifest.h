@@ -55,6 +55,9 @@ struct ckpt_mitem {
     int replicated;
     uint64_t digest;
     size_t first;
+    /* A global checkpoint's `others` (globalckpt.h): the rank whose part
+     * holds the item. Not stored: set when the parts are composed. */
+    unsigned part;
 };
 
 struct ckpt_manifest {

@@ -13,6 +13,7 @@
 #include "ctx.h"
 #include "events.h"
 #include "globalckpt.h"
+#include "headscan.h"
 #include "pool.h"
 #include "ranks.h"
 #include "restore.h"
@@ -456,7 +457,10 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
     ckpt__flight_wait(&ctx->flight);
     ckpt__idset_init(&bad_ids);
     ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_RESTORE, want);
-    hst = ckpt__read_head(ctx, &h, NULL, &exists);
+    {
+        unsigned scanned; /* a damaged HEAD: what the manifests show (headscan.h) */
+        hst = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, NULL);
+    }
     if (hst)
         memset(&h, 0, sizeof h);
     bad_keys = calloc(h.n + 1, sizeof *bad_keys);

@@ -17,6 +17,7 @@
 #include "damaged.h"
 #include "deliver.h"
 #include "fetch.h"
+#include "headscan.h"
 #include "pool.h"
 #include "runload.h"
 #include "restore.h"
@@ -376,27 +377,45 @@ ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry
  * checkpoint would not fare better, and
  * nothing is reported damaged that is not. A context holding a lease epoch
  * (ckptrun run/recover, a trainer under it) then marks the checkpoints it
- * found damaged in HEAD (ckpt__mark_damaged). */
+ * found damaged in HEAD (ckpt__mark_damaged).
+ *
+ * What is missing may only be gone: another writer's retention removes
+ * checkpoints after HEAD was read. One HEAD (read again) no longer names
+ * is skipped as gone, not reported or marked as damaged.
+ *
+ * The program's protected items that do not fit a checkpoint (sizes,
+ * names: CKPT_E_SIZE, CKPT_E_MISMATCH) are told apart by the older
+ * checkpoints: when every one disagrees, the program changed and nothing
+ * is restored (the newest one's reason); when an older one fits, the
+ * newer ones lie about their items (a manifest damaged consistently with
+ * its own chunk list: a hostile or broken store) and the restore falls
+ * back to it, saying so. Those are not marked damaged: another build of
+ * the program may fit them, and retention pushes them out as the run goes
+ * on. A damaged HEAD is replaced by what the manifests show (headscan.h). */
 static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const char *dir,
                                   uint64_t *restored, unsigned view, bool any_world)
 {
     struct ckpt_head h;
     bool exists;
-    ckpt_status st, last = CKPT_E_NOENT;
-    size_t start = 0, nbad = 0;
-    char **bad_keys = NULL;
+    unsigned scanned;
+    ckpt_status st, last = CKPT_E_NOENT, shape_st = CKPT_OK;
+    size_t start = 0, nbad = 0, ngone = 0, nshape = 0;
+    char **bad_keys = NULL, shape_msg[CKPT_ERR_MAX] = "";
     struct ckpt_idset bad_ids;
     int tried_all = 1;
 
     ckpt__flight_wait(&ctx->flight);
     ckpt__idset_init(&bad_ids);
     ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_RESTORE, want);
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
+    st = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, NULL);
     if (st)
         return st;
     if (!exists || h.n == 0) {
-        ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint in %s", ctx->run,
-                          ctx->store_url);
+        ckpt__set_ctx_err(ctx, "run %s has no committed checkpoint in %s%s", ctx->run,
+                          ctx->store_url,
+                          scanned & CKPT_HEAD_SCANNED ? " (its HEAD is damaged, and no "
+                                                        "manifest holds one)"
+                                                      : "");
         ckpt__head_free(&h);
         return CKPT_E_NOENT;
     }
@@ -416,28 +435,61 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
         return CKPT_E_NOMEM;
     }
     for (size_t i = start; i < h.n; i++) {
+        const struct ckpt_head_entry *e = &h.entries[i];
         bool shape;
-        st = ckpt__restore_try(ctx, &h.entries[i], view, any_world, dir, &bad_ids, &shape);
-        if (shape) {
-            tried_all = 0;
-            break;
-        }
+        st = ckpt__restore_try(ctx, e, view, any_world, dir, &bad_ids, &shape);
         if (st == CKPT_OK) {
             if (restored)
-                *restored = h.entries[i].step;
+                *restored = e->step;
             if (i != start)
                 ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore",
                           "restored step %" PRIu64 " instead of the newer step %" PRIu64
-                          ", which %s", h.entries[i].step, h.entries[start].step,
-                          nbad ? "is damaged" : "this version cannot read");
+                          ", which %s",
+                          e->step, h.entries[start].step,
+                          nshape  ? "holds items of other sizes or names than this program's "
+                                    "while this older one fits: its manifest is taken as damaged"
+                          : nbad  ? "is damaged"
+                          : ngone ? "was removed (retention) while the restore read it"
+                                  : "this version cannot read");
             break;
+        }
+        if (shape) {
+            /* the program changed, or this manifest lies: older ones say */
+            if (!nshape++) {
+                shape_st = st;
+                snprintf(shape_msg, sizeof shape_msg, "%s", ctx->errmsg);
+            }
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "%s", ctx->errmsg);
+            if (want != CKPT_STEP_LATEST) {
+                tried_all = 0;
+                break;
+            }
+            continue;
+        }
+        if (st == CKPT_E_CORRUPT && !ckpt__head_retains(ctx, e->manifest)) {
+            ckpt__log(&ctx->log, CKPT_LOG_INFO, "restore",
+                      "step %" PRIu64 " was removed from "
+                      "the run (retention after a newer commit) while the restore read it: "
+                      "gone, not damaged",
+                      e->step);
+            ngone++;
+            if (want != CKPT_STEP_LATEST) {
+                ckpt__set_ctx_err(ctx,
+                                  "checkpoint step %" PRIu64 " of run %s was removed (by "
+                                  "retention after a newer commit) while it was read",
+                                  e->step, ctx->run);
+                st = CKPT_E_NOENT;
+                tried_all = 0;
+                break;
+            }
+            continue;
         }
         last = st;
         ckpt__log(&ctx->log, st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED ? CKPT_LOG_WARN
                                                                              : CKPT_LOG_ERROR,
                   "restore", "%s", ctx->errmsg);
         if (st == CKPT_E_CORRUPT)
-            bad_keys[nbad++] = h.entries[i].manifest;
+            bad_keys[nbad++] = e->manifest;
         if ((st != CKPT_E_CORRUPT && st != CKPT_E_UNSUPPORTED) || want != CKPT_STEP_LATEST) {
             tried_all = 0;
             break; /* store down, disk full...: trying older data will not help */
@@ -446,8 +498,21 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "falling back to step %" PRIu64,
                       h.entries[i + 1].step);
     }
-    if (st != CKPT_OK && last != CKPT_E_NOENT)
-        st = last;
+    if (st != CKPT_OK && tried_all) {
+        if (nshape) {
+            /* no checkpoint fits: the program's items changed */
+            st = shape_st;
+            ckpt__set_ctx_err(ctx, "%s", shape_msg);
+        } else if (last != CKPT_E_NOENT) {
+            st = last;
+        } else if (ngone) {
+            ckpt__set_ctx_err(ctx,
+                              "the checkpoints of run %s were removed (by retention "
+                              "after newer commits) while the restore read them",
+                              ctx->run);
+            st = CKPT_E_NOENT;
+        }
+    }
     /* what was found damaged is never used again: not for dedup, and (by
      * the lease holder) not for resuming */
     if (bad_ids.n)

@@ -5,6 +5,7 @@
 
 #include "ctx.h"
 #include "globalckpt.h"
+#include "headscan.h"
 #include "runload.h"
 
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag, bool *exists)
@@ -26,8 +27,9 @@ ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *eta
     st = ckpt__head_decode(buf, len, h, err);
     free(buf);
     if (st) {
+        /* logged by whoever decides what it means (headscan.h: most
+         * readers go on from the manifests) */
         ckpt__set_ctx_err(ctx, "%s is damaged: %s", key, err);
-        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "restore", "%s is damaged: %s", key, err);
         return st;
     }
     *exists = true;
@@ -106,12 +108,16 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 {
     struct ckpt_run_load ld;
     ckpt_status st;
+    unsigned scanned = 0;
 
     memset(&ld, 0, sizeof ld);
     ckpt__dedup_init(&ld.idx);
-    st = ckpt__read_head(ctx, &ld.head, ld.etag, &ld.exists);
+    st = ckpt__read_head_or_scan(ctx, &ld.head, ld.etag, &ld.exists, &scanned, NULL);
     if (st)
         goto out;
+    /* a manifest of a newer format among them: do not write over it */
+    ld.newer = (scanned & CKPT_HEAD_NEWER) != 0;
+    ld.scanned = (scanned & CKPT_HEAD_SCANNED) != 0;
     if (ids && ld.head.ngc && (st = ckpt__read_gc_records(ctx, &ld.head, &ld.gcv)) != CKPT_OK)
         goto out;
     ld.retained = calloc(ld.head.n ? ld.head.n : 1, sizeof *ld.retained);
@@ -144,8 +150,12 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "%s", ctx->errmsg);
             continue;
         }
+        /* Over a HEAD rebuilt from the manifests, the gc records in force
+         * are unknown: a chunk one of them is deleting would be trusted.
+         * Dedup against nothing until HEAD is written again (one save
+         * uploads everything). */
         if (ckpt__manifest_objects(&m, &ld.retained[i]) != 0 ||
-            ckpt__dedup_put_manifest(&ld.idx, &m) != 0)
+            (!(scanned & CKPT_HEAD_SCANNED) && ckpt__dedup_put_manifest(&ld.idx, &m) != 0))
             st = CKPT_E_NOMEM;
         ckpt__manifest_free(&m);
         if (st)

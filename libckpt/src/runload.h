@@ -16,7 +16,9 @@
 struct ckpt_ctx;
 
 /* Read HEAD into h (*exists false, h empty, when the run has none); etag
- * may be NULL. */
+ * may be NULL. A HEAD that exists but does not decode is CKPT_E_CORRUPT
+ * ("RUN/HEAD is damaged: ..."), etag then the damaged one's: most callers
+ * read the manifests instead (ckpt__read_head_or_scan, headscan.h). */
 ckpt_status ckpt__read_head(struct ckpt_ctx *ctx, struct ckpt_head *h, char *etag,
                             bool *exists);
 /* A manifest, or (a commit record's key) the global checkpoint it commits
@@ -39,7 +41,10 @@ ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *
 
 /* Read HEAD (and, with ids, the retained and damaged manifests' objects and
  * the gc records HEAD names) into ctx's run state, whole or not at all;
- * either way the state is `loaded`. Called without its mu held. */
+ * either way the state is `loaded`. A damaged HEAD is replaced by the
+ * manifests' view (headscan.h), against which nothing is deduplicated; the
+ * next commit writes HEAD over the damaged one. Called without its mu
+ * held. */
 ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids);
 
 #endif

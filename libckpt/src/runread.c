@@ -26,7 +26,9 @@ ckpt_status ckpt__read_one_manifest(struct ckpt_ctx *ctx, const char *rel,
     }
     st = ckpt__manifest_decode(buf, len, m, err);
     free(buf);
-    if (st)
+    if (st == CKPT_E_UNSUPPORTED) /* newer, not damaged: the reason says "upgrade" */
+        ckpt__set_ctx_err(ctx, "manifest %s: %s", key, err);
+    else if (st)
         ckpt__set_ctx_err(ctx, "manifest %s is damaged: %s", key, err);
     return st;
 }

@@ -50,6 +50,7 @@ void ckpt__run_install(struct ckpt_run *rs, struct ckpt_run_load *ld, bool ok)
         rs->gcv = ld->gcv;
         rs->newer = ld->newer;
         rs->have_head = ld->exists;
+        rs->head_scanned = ld->scanned;
         rs->load_ok = true;
         snprintf(rs->head_etag, sizeof rs->head_etag, "%s", ld->etag);
     } else {
@@ -172,6 +173,7 @@ int ckpt__run_adopt(struct ckpt_run *rs, struct ckpt_head *nh, const size_t *src
     memset(nh, 0, sizeof *nh);
     rs->retained_ids = retained;
     rs->have_head = true;
+    rs->head_scanned = false;
     snprintf(rs->head_etag, sizeof rs->head_etag, "%s", etag);
     /* best effort: a chunk left out of the index is only written again */
     (void)ckpt__dedup_put_manifest(&rs->idx, m);

@@ -31,6 +31,8 @@ struct ckpt_run {
     bool loaded;                   /* a load ended (well or not): savers may proceed */
     bool load_ok;                  /* the last load read HEAD (or learned there is none) */
     bool have_head;
+    bool head_scanned; /* HEAD is damaged: `head` is its manifests' view
+                          (headscan.h), head_etag the damaged one's */
     char head_etag[CKPT_ETAG_MAX];
     struct ckpt_head head;
     /* objects of the retained manifests, parallel to head.entries */
@@ -61,6 +63,7 @@ struct ckpt_run_load {
     struct ckpt_gc_victims gcv;
     struct ckpt_dedup idx;
     bool newer;
+    bool scanned; /* head is the manifests' view (headscan.h) */
 };
 /* The end of a load: when `ok`, what it read (taken) becomes the state,
  * else it is freed and the state stays; savers may proceed either way. */

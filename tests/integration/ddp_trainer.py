@@ -6,6 +6,14 @@ rank 0 writes the marker trainer_state.json last, after a barrier (so the
 entry is complete -- `--complete-marker trainer_state.json` -- only once
 every shard is in place). Run it with torchrun; test_torchrun.py drives it.
 
+With --hf-order it saves as HF Trainer really does: rank 0 writes the
+marker first, then every rank its shard in place (torch.save to the final
+name, no rename), then the checkpoints beyond --keep are deleted
+(save_total_limit); with --each-node every node's local rank 0 writes the
+marker and rotates in that node's own CKPT_DIR (save_on_each_node), and
+each rank's shard goes to its own node's directory. --no-saved leaves
+ckpt_helper.saved() out (an unmodified trainer).
+
 A request (ckpt_helper.requested(): SIGUSR1 with --signal SIGUSR1, or a
 request over the socket, or a SIGTERM/SIGINT the helper took as a stop) on
 any rank becomes a save on every rank: the ranks agree each step with an
@@ -22,6 +30,7 @@ import ckpt_helper  # noqa: E402  (first: the helper takes its signals at import
 import argparse  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
+import shutil  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
@@ -48,12 +57,39 @@ def newest(ckdir):
     return best
 
 
+def hf_save(args, ckdir, d, step, rank, world, writer, model, opt):
+    """As HF Trainer: the marker (trainer_state.json) first, then each rank's
+    shard written in place, then rotation. No temporary names: an entry is
+    complete only once every rank is done with it."""
+    if writer:
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, MARKER), "w") as f:
+            json.dump({"global_step": step, "world_size": world}, f)
+    dist.barrier()  # the marker is there before any shard
+    torch.save({"step": step, "rank": rank, "model": model.state_dict(),
+                "opt": opt.state_dict()}, os.path.join(d, "rank-%d.pt" % rank))
+    dist.barrier()
+    if writer:
+        if args.keep:
+            have = sorted(int(m.group(1)) for n in os.listdir(ckdir)
+                          for m in [re.fullmatch(r"checkpoint-(\d+)", n)] if m)
+            for s in have[:-args.keep]:
+                shutil.rmtree(os.path.join(ckdir, "checkpoint-%d" % s), ignore_errors=True)
+        if rank == 0 and not args.no_saved:
+            ckpt_helper.saved(d, step)
+        print("trainer: rank %d saved step %d" % (rank, step), file=sys.stderr, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--every", type=int, default=100000)
     ap.add_argument("--out", required=True)
     ap.add_argument("--sleep-ms", type=float, default=10)
+    ap.add_argument("--hf-order", action="store_true", help="marker first, shards in place")
+    ap.add_argument("--keep", type=int, default=0, help="save_total_limit (0: keep all)")
+    ap.add_argument("--each-node", action="store_true", help="save_on_each_node")
+    ap.add_argument("--no-saved", action="store_true", help="never call ckpt_helper.saved()")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -69,6 +105,8 @@ def main():
     # its own shard of it.
     found = torch.tensor([newest(ckdir) or 0 if rank == 0 else 0])
     dist.broadcast(found, 0)
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    writer = local == 0 if args.each_node else rank == 0  # marker, rotation
     step = int(found.item())
     if step:
         st = torch.load(os.path.join(ckdir, "checkpoint-%d" % step, "rank-%d.pt" % rank))
@@ -92,6 +130,9 @@ def main():
         if not want.item():
             continue
         d = os.path.join(ckdir, "checkpoint-%d" % step)
+        if args.hf_order:
+            hf_save(args, ckdir, d, step, rank, world, writer, model, opt)
+            continue
         os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, "rank-%d.pt.tmp" % rank)
         torch.save({"step": step, "rank": rank, "model": model.state_dict(),
@@ -101,7 +142,8 @@ def main():
         if rank == 0:
             with open(os.path.join(d, MARKER), "w") as f:
                 json.dump({"global_step": step, "world_size": world}, f)
-            ckpt_helper.saved(d, step)
+            if not args.no_saved:
+                ckpt_helper.saved(d, step)
             print("trainer: saved step %d" % step, file=sys.stderr, flush=True)
         dist.barrier()
 

@@ -2,7 +2,7 @@
 # test_doctor.sh -- `ckptrun doctor` against loopback mocks.
 #
 #   test_doctor.sh CKPTRUN SOURCE_DIR CASE
-#   CASE: providers | badcreds | slow | changed | disk
+#   CASE: providers | badcreds | slow | changed | disk | prereqs | prereqs_s3 | prereqs_azure
 #
 # providers  each provider through tests/tools/metadata_mock.py with a fake
 #            DMI directory (CKPT_DMI_DIR), plus --notice forced, no provider
@@ -17,6 +17,17 @@
 # disk       a 1 MiB tmpfs mounted in a private mount namespace (skipped with
 #            a message when that is not allowed), and the documented
 #            CKPT_DOCTOR_DISK_FREE override: the disk line fails
+# prereqs   every failing prerequisite of the store, driving the real
+#           binary: its store path a regular file, an unreadable directory and
+#           a read-only one (as an unprivileged user through setpriv when
+#           root; skipped with a message where that cannot work); then
+#           (prereqs_s3) no credentials, a wrong secret, a closed loopback
+#           port and a missing bucket on tests/tools/mock_s3.py, and
+#           (prereqs_azure) a wrong account key and a missing container on
+#           Azurite, which verifies SharedKey signatures. Each: exit 1 and
+#           no crash, the right fail line with what to do, every check that
+#           needs it `skip` naming it (JSON "prerequisite"), the summary
+#           printed, valid JSON.
 # Loopback only. Exit 77 (ctest: skipped) when python3 is missing.
 set -u
 
@@ -88,6 +99,45 @@ doctor() { # doctor EXPECTED_RC ARGS... (output in $TMP/out)
     [ "$rc" = "$want" ] || { cat "$TMP/err"; fail "doctor $* exited $rc, expected $want"; }
 }
 
+# prereq NAME FAILED WHAT ARGS...: doctor must exit 1 (not crash) with a
+# `fail` line for check FAILED whose advice contains WHAT, every check that
+# needs the store skipped naming FAILED, in JSON and in the human form
+# (which ends with the summary). Runs doctor through $AS (e.g. setpriv).
+prereq() {
+    local name=$1 failed=$2 what=$3; shift 3
+    local deps="upload download estimate-full estimate-incremental lost-work"
+    [ "$failed" = store ] && deps="store-rw conditional $deps"
+    [ "$failed" = store-rw ] && deps="conditional $deps"
+    $AS "$CKPTRUN" doctor --store "$STORE" --run dtest --json --state-bytes 16MiB \
+        --budget 20s --interval 10m "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ $rc = 1 ] || { cat "$TMP/err"; fail "$name: doctor --json exited $rc, expected 1"; }
+    jcheck "not j['ok'] and c['$failed']['status'] == 'fail'"
+    jcheck "'$what' in c['$failed']['advice']"
+    for dep in $deps; do
+        jcheck "c['$dep']['status'] == 'skip' and c['$dep']['prerequisite'] == '$failed'"
+        jcheck "c['$dep']['message'] == 'not run: $failed failed'"
+    done
+    # the checks that do not need the store still ran
+    jcheck "c['codec']['status'] == 'ok' and c['state']['status'] == 'ok'"
+    jcheck "sum(1 for x in j['checks'] if x['status'] == 'fail') == 1"
+    $AS "$CKPTRUN" doctor --store "$STORE" --run dtest --state-bytes 16MiB --budget 20s \
+        --interval 10m "$@" >"$TMP/human" 2>&1
+    rc=$?
+    [ $rc = 1 ] || { cat "$TMP/human"; fail "$name: doctor exited $rc, expected 1"; }
+    grep -q "^fail  $failed " "$TMP/human" || { cat "$TMP/human"; fail "$name: no fail line"; }
+    grep -q "^      .*-> .*$what" "$TMP/human" || { cat "$TMP/human"; fail "$name: no advice"; }
+    grep -q "^skip  upload  *not run: $failed failed" "$TMP/human" ||
+        { cat "$TMP/human"; fail "$name: upload not skipped"; }
+    grep -q "^skip  lost-work  *not run: $failed failed" "$TMP/human" ||
+        { cat "$TMP/human"; fail "$name: lost-work not skipped"; }
+    grep -q "^doctor: [0-9]* ok, [0-9]* warn, 1 fail, [0-9]* skipped in .*fix the fail lines" \
+        "$TMP/human" || { cat "$TMP/human"; fail "$name: no summary"; }
+    echo "$name: $(grep "^fail  $failed " "$TMP/human" | tr -s " " | cut -c1-150)"
+    echo "    $(echo $deps | wc -w) checks skipped naming it, exit 1"
+}
+AS=""
+
 case $CASE in
 providers)
     export AWS_EC2_METADATA_DISABLED=false   # only loopback mocks are named below
@@ -128,6 +178,12 @@ providers)
     CKPT_DMI_DIR="$TMP/nodmi" doctor 0 --notice gcp --metadata-url "http://127.0.0.1:$PORT" \
         --state-bytes 16MiB --budget 20s
     jcheck "j['provider'] == 'gcp' and 'forced by --notice' in c['provider']['message']"
+    # A provider DMI never names (Volcano Engine): forced, probed, its window.
+    start "$TMP/md-volc" "$PY" "$SRC/tests/tools/metadata_mock.py" --provider volcengine
+    CKPT_DMI_DIR="$TMP/nodmi" doctor 0 --notice volcengine --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 16MiB --budget 20s
+    jcheck "j['provider'] == 'volcengine' and c['metadata']['status'] == 'ok'"
+    jcheck "j['estimate']['window_s'] == 300 and 'Volcano Engine' in c['window']['message']"
     CKPT_DMI_DIR="$TMP/nodmi" doctor 1 --notice aws --metadata-url "http://127.0.0.1:9" \
         --state-bytes 16MiB --budget 20s
     jcheck "c['metadata']['status'] == 'fail' and 'unreachable' in c['metadata']['message']"
@@ -323,6 +379,99 @@ disk)
     # Nothing left behind in the file store (probe objects and their dirs).
     [ -z "$(ls -A "$TMP/store" 2>/dev/null)" ] || fail "left in the store: $(find "$TMP/store")"
     ;;
+prereqs)
+    dmi "$TMP/dmi" "QEMU"
+    export CKPT_DMI_DIR="$TMP/dmi"
+    # The store's path is a regular file.
+    : >"$TMP/afile"
+    STORE="file://$TMP/afile"
+    prereq "store path is a file" store "must be a directory"
+    # An unreadable directory and a read-only one: as an unprivileged user
+    # (root reads and writes everything), or as ourselves when not root.
+    chmod 711 "$TMP"
+    mkdir -p "$TMP/pub/locked" "$TMP/pub/ro"
+    chmod 755 "$TMP/pub" "$TMP/pub/ro"
+    chmod 700 "$TMP/pub/locked"
+    if [ "$(id -u)" = 0 ]; then
+        if setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null &&
+            setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$CKPTRUN"; then
+            AS="setpriv --reuid=65534 --regid=65534 --clear-groups"
+        else
+            echo "SKIPPED: unreadable/read-only directory cases: cannot run as uid 65534 here" \
+                "(setpriv missing, or $CKPTRUN not reachable for that user)"
+            exit 0
+        fi
+    else
+        chmod 000 "$TMP/pub/locked"
+        chmod 555 "$TMP/pub/ro"
+    fi
+    STORE="file://$TMP/pub/locked"
+    prereq "unreadable directory" store "cannot create files there" --dir "$TMP/pub/ck"
+    STORE="file://$TMP/pub/ro"
+    prereq "read-only directory" store-rw "cannot create files there" --dir "$TMP/pub/ck"
+    AS=""
+    ;;
+
+prereqs_s3)
+    dmi "$TMP/dmi" "QEMU"
+    export CKPT_DMI_DIR="$TMP/dmi"
+    start "$TMP/s3" "$PY" "$SRC/tests/tools/mock_s3.py" --bucket ckpt-test \
+        --access-key MOCKAK --secret-key 'mock/secret+key'
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" AWS_REGION=us-east-1
+    STORE="s3://ckpt-test/doc"
+    # No credentials anywhere (environment, files, instance role).
+    prereq "no credentials" store "fix the credentials"
+    export AWS_ACCESS_KEY_ID=MOCKAK
+    AWS_SECRET_ACCESS_KEY=wrongsecret prereq "wrong secret" store-rw "fix the credentials"
+    grep -q wrongsecret "$TMP/out" "$TMP/human" && fail "the secret key was printed"
+    export AWS_SECRET_ACCESS_KEY='mock/secret+key'
+    # A closed loopback port: bound, then released.
+    closed=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    AWS_ENDPOINT_URL="http://127.0.0.1:$closed" prereq "unreachable endpoint" store-rw \
+        "does not answer"
+    jcheck "j['elapsed_ms'] < 20000"
+    STORE="s3://no-such-bucket/doc"
+    prereq "missing bucket" store-rw "bucket/container name"
+    ;;
+
+prereqs_azure)
+    NPM="$SRC/tests/npm/node_modules"
+    if ! command -v node >/dev/null 2>&1 || [ ! -d "$NPM/azurite" ]; then
+        echo "node or tests/npm/node_modules/azurite missing: skipped"
+        exit 77
+    fi
+    dmi "$TMP/dmi" "QEMU"
+    export CKPT_DMI_DIR="$TMP/dmi"
+    aport=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    mkdir -p "$TMP/azdata"
+    node "$NPM/azurite/dist/src/blob/main.js" --blobHost 127.0.0.1 --blobPort "$aport" \
+        -l "$TMP/azdata" --skipApiVersionCheck --disableTelemetry --silent \
+        >"$TMP/az.log" 2>&1 &
+    PIDS="$PIDS $!"
+    for _ in $(seq 100); do
+        "$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),1)' \
+            "$aport" 2>/dev/null && break
+        sleep 0.1
+    done
+    # The well-known Azurite development account (public, local only).
+    key=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==
+    cs() { echo "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$1;BlobEndpoint=http://127.0.0.1:$aport/devstoreaccount1;"; }
+    # The container exists (made through a first doctor that works).
+    STORE="az://ckpt-test/doc"
+    AZURE_STORAGE_CONNECTION_STRING=$(cs "$key") CKPT_AZ_CREATE_CONTAINER=1 \
+        doctor 0 --state-bytes 16MiB --budget 20s --interval 10m
+    jcheck "c['store-rw']['status'] == 'ok'"
+    # A wrong key: Azurite verifies SharedKey signatures and refuses it.
+    wrong=$(printf 'wrong-key-wrong-key-wrong-key-wrong-key-wrong-key-wrong-key!!' | base64 -w0)
+    AZURE_STORAGE_CONNECTION_STRING=$(cs "$wrong") prereq "wrong account key" store-rw \
+        "fix the credentials"
+    grep -q "$wrong" "$TMP/out" "$TMP/human" && fail "the key was printed"
+    # A container that does not exist.
+    STORE="az://no-such-container/doc"
+    AZURE_STORAGE_CONNECTION_STRING=$(cs "$key") prereq "missing container" store-rw \
+        "bucket/container name"
+    ;;
+
 *)
     echo "unknown case $CASE"; exit 64 ;;
 esac

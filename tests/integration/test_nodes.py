@@ -19,6 +19,11 @@ CPU; only global rank 0 writes checkpoint-N/, as HF does), one store.
      and the run ends with the bytes of one never interrupted.
   4. A different node count on restore: the documented error (exit 78,
      "written by 2 node(s)").
+  5. (test_whole_node_stop_fast_hf_writer, ctest ckptrun_nodes_stop) an
+     unmodified trainer saving on each node as HF does, every ~0.8 s, and a
+     SIGTERM to one node's ckptrun, whose torchrun dies of it at once: the
+     checkpoints complete before the stop make one global step, both nodes
+     exit 75, a new generation resumes it on both.
 
 Needs /usr/bin/python3 with torch and /usr/bin/torchrun; exits 77 (skip)
 without them.
@@ -41,6 +46,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
 CKPTRUN = os.path.join(BIN, "ckptrun")
 TRAINER = os.path.join(REPO, "examples", "python", "ddp_train.py")
+DDP_TRAINER = os.path.join(HERE, "ddp_trainer.py")  # HF's order of writes
 MOCK = os.path.join(REPO, "tests", "tools", "metadata_mock.py")
 TORCHRUN = "/usr/bin/torchrun"
 PY = "/usr/bin/python3"
@@ -246,6 +252,64 @@ class Nodes(unittest.TestCase):
         step = self.stopped(procs, 0)
         self.assertIn("stop from node 1 (SIGTERM)", procs[0].text())
         self.assertEqual(self.newest(), step)
+
+    def test_whole_node_stop_fast_hf_writer(self):
+        """Issue 26, item 6: save-on-each-node, unmodified (no helper, no
+        --signal): every node's local rank 0 writes checkpoint-N/'s marker,
+        then each rank its shard, in its node's CKPT_DIR, the two newest
+        kept, every ~0.8 s. SIGTERM to node 1's ckptrun: its torchrun dies
+        of it at once, node 0's ranks of the broken gloo connection. The
+        entries complete before the stop count on both nodes: one global
+        step, both exit 75, and a new generation resumes it on both."""
+        hf = ["--hf-order", "--keep", "2", "--each-node", "--no-saved", "--every", "20"]
+
+        def start(tag, job, port, sleep_ms):
+            procs = []
+            for node in (0, 1):
+                env, work = self.env(node, tag)
+                cmd = ["env", "-u", "CKPT_SOCKET", TORCHRUN, "--nnodes", "2", "--node_rank",
+                       str(node), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                       "--master_port", str(port), "--redirects", "1", "--tee", "1",
+                       DDP_TRAINER, "--steps", "2000", "--out", os.path.join(self.tmp, "o"),
+                       "--sleep-ms", str(sleep_ms)] + hf
+                p = Proc(["--nnodes", "2", "--node-rank", str(node), "--job-id", job,
+                          "--complete-marker", "trainer_state.json", "--grace", "20s", "--"] +
+                         cmd, env, work)
+                self.procs.append(p)
+                procs.append(p)
+            return procs
+
+        procs = start("hf", "hf1", free_port(), 30)
+        for p in procs:
+            p.wait_line(r"trainer: rank \d start at step 0 ", timeout=150)
+        # parts and global steps come while the trainer saves
+        procs[0].wait_line(r" global-commit step=\d+ nodes=2", timeout=60)
+        deadline = time.monotonic() + 60
+        while len(re.findall(r" global-commit step=", procs[0].text())) < 3:
+            self.assertLess(time.monotonic(), deadline, procs[0].text())
+            time.sleep(0.1)
+        procs[1].p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(150)
+        text = "\n---- node 0:\n%s\n---- node 1:\n%s" % (procs[0].text(), procs[1].text())
+        for p in procs:
+            self.assertEqual(p.p.returncode, 75, text)
+            self.assertIn("final committed=true", p.text(), text)
+        newest = self.newest()
+        self.assertIsNotNone(newest)
+        for p in procs:
+            self.assertIn(" global-commit step=%d nodes=2" % newest, p.text(), text)
+
+        # a new generation resumes the newest global step on both nodes (each
+        # rank loads its shard from its own node's restored checkpoint-N/)
+        procs = start("hf-resume", "hf2", free_port(), 30)
+        for node, p in enumerate(procs):
+            for r in (2 * node, 2 * node + 1):
+                p.wait_line(r"trainer: rank %d start at step %d " % (r, newest), timeout=150)
+        procs[0].wait_line(r" global-commit step=\d+ nodes=2", timeout=60)
+        procs[0].p.send_signal(signal.SIGTERM)
+        for p in procs:
+            self.assertEqual(p.wait(150), 75, p.text())
 
     def test_options(self):
         env, work = self.env(0, "opts")

@@ -13,12 +13,16 @@ through ckpt_helper.
   4. SIGKILL of ckptrun: no process of the tree survives 2 s.
   5. A fresh HOME and CKPT_DIR resume from the store and end byte-identical
      to an uninterrupted run.
+FastWriter (ctest ckptrun_torchrun_fast): an unmodified trainer saving as
+HF Trainer does every ~0.7 s, the two newest kept, gets commits while it
+runs, each one whole and resumable (issue 26, item 5).
 Each step runs on a fresh machine (HOME, CKPT_DIR) with the same store, so
 every start resumes from the previous one's checkpoint.
 
 Needs /usr/bin/python3 with torch and /usr/bin/torchrun (Debian's, which
 wants `--redirects 1 --tee 1` with Python 3.11); exits 77 (skip) without.
 """
+import json
 import os
 import re
 import shutil
@@ -130,6 +134,71 @@ class Torchrun(Case):
         self.assertRegex(err, r"trainer: rank 0 start at step %d " % last)
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref)
+
+
+class FastWriter(Case):
+    """Issue 26, item 5: an unmodified 2-rank DDP trainer saving as HF Trainer
+    does (the marker trainer_state.json first, then each rank's shard in
+    place, the two newest checkpoint-N/ kept) every ~0.7 s. Each checkpoint
+    lives about 1.5 s, shorter than the marker's quiet time: before, nothing
+    was committed until the job exited. Every checkpoint committed while it
+    runs must be complete (both shards of its step) and resume."""
+
+    ARGS = ("--hf-order", "--keep", "2", "--no-saved", "--every", "20", "--sleep-ms", "30")
+
+    def job(self, *extra):
+        out = os.path.join(self.work, "out")
+        # no CKPT_SOCKET: the trainer does not even import-connect the helper
+        return ["env", "-u", "CKPT_SOCKET"] + launcher("--out", out, *self.ARGS) + list(extra)
+
+    def shards_ok(self, d, step):
+        import torch
+        names = sorted(os.listdir(d))
+        self.assertEqual(names, ["checkpoint-%d" % step], d)
+        c = os.path.join(d, names[0])
+        self.assertEqual(sorted(os.listdir(c)), ["rank-0.pt", "rank-1.pt", "trainer_state.json"])
+        with open(os.path.join(c, "trainer_state.json")) as f:
+            self.assertEqual(json.load(f)["global_step"], step)
+        for r in (0, 1):
+            st = torch.load(os.path.join(c, "rank-%d.pt" % r))
+            self.assertEqual((st["step"], st["rank"]), (step, r))
+
+    def test_fast_hf_writer_is_committed_while_it_runs(self):
+        p = self.start(["--complete-marker", "trainer_state.json", "--grace", "20s", "--"] +
+                       self.job())
+        p.wait_line(r"trainer: rank 0 start at step 0 ", timeout=120)
+        t0 = time.monotonic()
+        # commits come while the trainer saves, each ~2 s at most after its save
+        deadline = t0 + 60
+        while len(re.findall(r" commit step=\d+ files=3 ", p.text())) < 4:
+            self.assertLess(time.monotonic(), deadline, p.text())
+            self.assertIsNone(p.p.poll(), p.text())
+            time.sleep(0.1)
+        saves = len(re.findall(r"trainer: rank 0 saved step", p.text()))
+        commits = [int(s) for s in re.findall(r" commit step=(\d+) files=3 ", p.text())]
+        print("fast writer: %d saves, %d commits in %.1f s" % (saves, len(commits),
+              time.monotonic() - t0), file=sys.stderr)
+        self.assertEqual(commits, sorted(set(commits)), p.text())  # each a newer one
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(120), 75, p.text())
+        self.assertNotIn("commit-failed", p.text())
+        infos = json.loads(self.ckptrun("ls", "--json")[1])
+        self.assertTrue(infos, p.text())
+        for i in infos:  # every retained checkpoint whole: its step's shards
+            d = tempfile.mkdtemp(dir=self.tmp)
+            rc, _, err = self.ckptrun("restore", "--step", str(i["step"]), d)
+            self.assertEqual(rc, 0, err)
+            self.shards_ok(d, i["step"])
+        newest = max(i["step"] for i in infos)
+        # a fresh machine resumes the newest and runs on
+        self.fresh("resume")
+        p = self.start(["--complete-marker", "trainer_state.json", "--grace", "20s", "--"] +
+                       self.job())
+        p.wait_line(r"trainer: rank 0 start at step %d " % newest, timeout=120)
+        p.wait_line(r"trainer: rank 1 start at step %d " % newest, timeout=60)
+        p.wait_line(r" commit step=\d+ files=3 ", timeout=60)
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(120), 75, p.text())
 
 
 if __name__ == "__main__":

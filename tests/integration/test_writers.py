@@ -246,6 +246,47 @@ class ReproHF(WriterCase):
         self.assertEqual(self.check_every_checkpoint(check_hf(self), err), 20)
 
 
+class ReproFastHF(WriterCase):
+    # HF's order (marker, then the other rank's shard) every 0.5 s, the two
+    # newest kept: each checkpoint-N/ lives about a second, less than the
+    # marker's quiet time (2 s). Before: nothing committed while it ran.
+    ARGS = ("hf", "--every", "10", "--sleep-ms", "50", "--limit", "2", "--rank-delay-ms", "20")
+
+    def test_fast_saves_are_committed_while_they_come(self):
+        p = self.start(["--complete-marker", "trainer_state.json", "--grace", "10s", "--"] +
+                       self.writer(*self.ARGS, "--steps", "400"))
+        for _ in range(3):
+            n = len(self.commits(p))
+            deadline = time.monotonic() + 30
+            while len(self.commits(p)) <= n and time.monotonic() < deadline:
+                time.sleep(0.05)
+        during = self.commits(p)
+        self.assertGreaterEqual(len(during), 3, p.text())
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertNotIn("commit-failed", p.text())
+        self.assertIn("final committed=true", p.text())
+        self.check_every_checkpoint(check_hf(self), p.text())
+
+    def test_launcher_dying_of_the_stop_keeps_complete_entries(self):
+        # A launcher that neither handles nor forwards SIGTERM dies of it at
+        # once with its writers (no --signal, no helper: the child is
+        # stopped at once). The entries complete before the stop are the
+        # final checkpoint. Before: none was complete yet (quiet time), the
+        # child died, nothing counted: exit 74.
+        launcher = ("import subprocess, sys\n"
+                    "sys.exit(subprocess.Popen(sys.argv[1:]).wait())\n")
+        p = self.start(["--complete-marker", "trainer_state.json", "--grace", "10s", "--",
+                        PY, "-c", launcher] + self.writer(*self.ARGS, "--steps", "400"))
+        p.wait_line(r"writer: saved checkpoint-30", timeout=60)
+        saved = [int(s) for s in re.findall(r"writer: saved checkpoint-(\d+)", p.text())]
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertIn("final committed=true", p.text())
+        newest = self.check_every_checkpoint(check_hf(self), p.text())
+        self.assertGreaterEqual(newest, max(saved), p.text())
+
+
 class Lightning(WriterCase):
     ARGS = ("lightning", "--steps", "200", "--every", "20", "--top-k", "2",
             "--write-ms", "30", "--sleep-ms", "12")
@@ -440,6 +481,91 @@ class ReproFlat(WriterCase):
         d = self.restored(first[0])
         self.assertEqual(sorted(os.listdir(d)), ["config.json", "model_10.pt", "optim_10.pt"],
                          p.text())
+
+
+SAVED_TRAINER = r"""
+import json, os, sys, time
+sys.path.insert(0, %(helper)r)
+import ckpt_helper
+d = ckpt_helper.checkpoint_dir()
+os.makedirs(d, exist_ok=True)
+path = os.path.join(d, "last.pt")
+step = 0
+if os.path.exists(path):
+    with open(path) as f:
+        step = json.load(f)["step"]
+print("trainer: start at step %%d restored_step=%%s CKPT_STEP=%%s" %% (
+    step, ckpt_helper.restored_step(), os.environ.get("CKPT_STEP")), file=sys.stderr, flush=True)
+while step < %(steps)d:
+    step += 1
+    time.sleep(0.01)
+    if ckpt_helper.requested() or step %% 20 == 0:
+        with open(path + ".tmp", "w") as f:
+            json.dump({"step": step}, f)
+        os.rename(path + ".tmp", path)
+        ckpt_helper.saved(path, step)
+        print("trainer: saved step %%d" %% step, file=sys.stderr, flush=True)
+"""
+
+
+class TrainerSteps(WriterCase):
+    """Issue 26, item 3: the store's steps are the trainer's. A trainer saving
+    checkpoints/last.pt every 20 steps (and at a stop) and reporting each with
+    ckpt_helper.saved(path, step). Before: ls showed 1, 2, 3, ... and a resume
+    at training step N had CKPT_STEP and restored_step() say the count."""
+
+    def trainer(self, steps):
+        helper = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python")
+        return [PY, "-c", SAVED_TRAINER % {"helper": helper, "steps": steps}]
+
+    def test_saved_steps_are_the_store_steps(self):
+        p = self.start(["--grace", "10s", "--"] + self.trainer(100000))
+        p.wait_line(r" commit step=[1-9]\d*0 ", timeout=60)
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        saved = [int(x) for x in re.findall(r"trainer: saved step (\d+)", p.text())]
+        stop_step = saved[-1]
+        commits = [int(x) for x in re.findall(r" commit step=(\d+) ", p.text())]
+        self.assertEqual(commits[-1], stop_step, p.text())
+        for c in commits:  # every commit at a step the trainer saved
+            self.assertIn(c, saved, p.text())
+        steps = sorted(i["step"] for i in self.infos())
+        self.assertEqual(steps[-1], stop_step, p.text())
+        rc, out, err = self.ckptrun("ls")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("*", out)  # no counted step
+        # a new machine resumes at the trainer's step, and is told it
+        self.fresh("b")
+        p = self.start(["--grace", "10s", "--"] + self.trainer(stop_step + 20))
+        p.wait_line(r"trainer: start at step %d restored_step=%d CKPT_STEP=%d$" %
+                    (stop_step, stop_step, stop_step), timeout=60)
+        self.assertEqual(p.wait(60), 0, p.text())
+        self.assertEqual(max(i["step"] for i in self.infos()), stop_step + 20)
+
+    def test_counted_steps_are_marked(self):
+        # no saved(), no number in the name: the counter, marked in ls
+        script = ("import os\n"
+                  "open(os.path.join(os.environ['CKPT_DIR'], 'state.bin'), 'w').write('x')\n"
+                  "import time; time.sleep(1)\n")
+        rc, _, err = self.ckptrun("--settle", "300ms", "--", PY, "-c", script)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([i.get("step_from") for i in self.infos()], ["counter"], err)
+        rc, out, err = self.ckptrun("ls")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"(?m)^1\* ")
+        self.assertIn("counted by ckptrun", out)
+
+    def test_a_step_below_the_runs_newest_is_kept_and_said(self):
+        src = os.path.join(self.tmp, "a")
+        with open(src, "w") as f:
+            f.write("a")
+        rc, _, err = self.ckptrun("save", "--step", "500", src)
+        self.assertEqual(rc, 0, err)
+        rc, _, err = self.ckptrun("--", *self.trainer(20))
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"last\.pt is step 20 \(saved\(\)\), below step 500 .*level=warn"
+                         r"|level=warn.*last\.pt is step 20 \(saved\(\)\), below step 500")
+        self.assertEqual(sorted(i["step"] for i in self.infos()), [20, 500], err)
 
 
 class ReproCounter(WriterCase):

@@ -199,7 +199,7 @@ static void test_items(void **state)
         if (!strcmp(s.names[i], "model/w")) {
             assert_int_equal(s.size[i], sizeof w);
             assert_int_equal(s.elem[i], 4);
-            assert_int_equal(s.kind[i], CKPT_KIND_MEMORY);
+            assert_int_equal(s.kind[i], CKPT_KIND_REGION);
         } else if (!strcmp(s.names[i], "model/h")) {
             assert_int_equal(s.size[i], sizeof h);
             assert_int_equal(s.elem[i], 2);

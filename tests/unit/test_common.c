@@ -63,8 +63,67 @@ static void test_codec(void **state)
     assert_string_equal(ckpt_codec_name(CKPT_CODEC_ZSTD), "zstd");
     assert_string_equal(ckpt_codec_name(CKPT_CODEC_NONE), "none");
     assert_string_equal(ckpt_codec_name(CKPT_CODEC_DEFAULT), "default");
+    assert_string_equal(ckpt_codec_name((ckpt_codec)4), "?");
+    assert_string_equal(ckpt_codec_name((ckpt_codec)-1), "?");
+    assert_int_equal(ckpt_parse_codec("lz4:3", &c, &lv), -1); /* no levels */
+    assert_int_equal(ckpt_parse_codec("none:1", &c, &lv), -1);
+    assert_int_equal(ckpt_parse_codec("zstdx", &c, &lv), -1);
+    assert_int_equal(ckpt_parse_codec("zst", &c, &lv), -1);
+    assert_int_equal(ckpt_parse_codec(NULL, &c, &lv), -1);
 }
 
+/* CKPT_CODEC_MAP: every row is a public value with its bounds, parsed and
+ * named from the map; the texts ckptrun prints come from it too. */
+static void test_codec_map(void **state)
+{
+    const struct ckpt_codec_spec *sp;
+    size_t i, n = 0;
+    (void)state;
+    for (i = 0; (sp = ckpt_codec_at(i)); i++, n++) {
+        ckpt_codec c = CKPT_CODEC_DEFAULT;
+        int lv = -1;
+        char spec[32];
+        assert_ptr_equal(ckpt_codec_spec(sp->id), sp);
+        assert_string_equal(ckpt_codec_name(sp->id), sp->name);
+        assert_int_equal(ckpt_parse_codec(sp->name, &c, &lv), 0);
+        assert_int_equal(c, sp->id);
+        assert_int_equal(lv, 0);
+        if (sp->has_levels) {
+            assert_true(sp->level_min >= 1 && sp->level_min <= sp->level_default &&
+                        sp->level_default <= sp->level_max);
+            for (int l = sp->level_min - 1; l <= sp->level_max + 1; l++) {
+                snprintf(spec, sizeof spec, "%s:%d", sp->name, l);
+                assert_int_equal(ckpt_parse_codec(spec, &c, &lv) == 0,
+                                 l >= sp->level_min && l <= sp->level_max);
+            }
+        } else {
+            assert_int_equal(sp->level_max, 0);
+        }
+        assert_non_null(strstr(CKPT_CODEC_RULE, sp->name));
+        assert_non_null(strstr(CKPT_CODEC_FORMS, sp->name));
+        assert_non_null(strstr(CKPT_CODEC_WORDS, sp->name));
+    }
+    assert_int_equal(n, 3);
+    /* the public values did not move (ABI) and nothing else has a row */
+    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_NONE)->id, 1);
+    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_ZSTD)->id, 2);
+    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_LZ4)->id, 3);
+    assert_null(ckpt_codec_spec(CKPT_CODEC_DEFAULT));
+    assert_null(ckpt_codec_spec((ckpt_codec)4));
+    assert_null(ckpt_codec_spec((ckpt_codec)255));
+    /* zstd's levels stop where its ultra levels begin */
+    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_ZSTD)->level_max, 19);
+    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_ZSTD)->level_default, 1);
+    /* speed classes: what a stop short of time falls back to */
+    assert_int_equal(ckpt_codec_of_speed(CKPT_SPEED_COPY)->id, CKPT_CODEC_NONE);
+    assert_int_equal(ckpt_codec_of_speed(CKPT_SPEED_FAST)->id, CKPT_CODEC_LZ4);
+    assert_int_equal(ckpt_codec_of_speed(CKPT_SPEED_DENSE)->id, CKPT_CODEC_ZSTD);
+    assert_null(ckpt_codec_of_speed((enum ckpt_codec_speed)7));
+    /* the literals --help, the completions and the messages use */
+    assert_string_equal(CKPT_CODEC_RULE, "zstd[:1-19], lz4, none");
+    assert_string_equal(CKPT_CODEC_FORMS, " zstd[:1-19] lz4 none");
+    assert_string_equal(CKPT_CODEC_WORDS, "zstd zstd:1 zstd:19 lz4 none");
+}
 
 static void test_signal(void **state)
 {
@@ -212,10 +271,11 @@ static void test_thread_start(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration), cmocka_unit_test(test_codec),
-        cmocka_unit_test(test_signal),   cmocka_unit_test(test_names),
-        cmocka_unit_test(test_formats),  cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_clock),    cmocka_unit_test(test_thread_start),
+        cmocka_unit_test(test_duration),     cmocka_unit_test(test_codec),
+        cmocka_unit_test(test_codec_map),    cmocka_unit_test(test_signal),
+        cmocka_unit_test(test_names),        cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_sizes),        cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_thread_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -539,6 +539,8 @@ static ckpt_status read_fixture(const char *name, char *buf, size_t cap, size_t 
     const char *src = getenv("CKPT_SRC");
     char path[1024];
     FILE *f;
+    /* *n is the caller's to read whatever happens: no size is 0 bytes */
+    *n = 0;
     snprintf(path, sizeof path, "%s/tests/fuzz/corpus/manifest/%s", src, name);
     f = fopen(path, "rb");
     if (!f)

@@ -141,6 +141,61 @@ static void test_bad_urls(void **state)
     }
 }
 
+/* The scheme table: every row of CKPT_STORE_SCHEME_MAP, in order, and the
+ * forms ckptrun validates and prints with it. */
+static void test_schemes(void **state)
+{
+    static const char *const rows[][2] = {
+#define ROW_(name, form, backend, what) { #name, form },
+        CKPT_STORE_SCHEME_MAP(ROW_)
+#undef ROW_
+    };
+    const struct ckpt_store_scheme *s;
+    char forms[256], err[CKPT_ERR_MAX];
+    struct ckpt_store *st;
+    size_t i, n = sizeof rows / sizeof rows[0];
+    (void)state;
+    for (i = 0; (s = ckpt_store_scheme_at(i)); i++) {
+        assert_true(i < n);
+        assert_string_equal(s->name, rows[i][0]);
+        assert_string_equal(s->form, rows[i][1]);
+        assert_non_null(s->description);
+        /* each form names its own scheme and is itself a valid URL */
+        assert_ptr_equal(ckpt_store_scheme_known(s->form), s);
+        assert_non_null(strstr(ckpt_store_url_forms(forms, sizeof forms), s->form));
+    }
+    assert_int_equal(i, n);
+    assert_true(n >= 4);
+    assert_string_equal(ckpt_store_url_forms(forms, sizeof forms),
+                        "file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or "
+                        "az://container/prefix");
+    /* the file backend is always built and reads no S3 settings; s3 and gs
+     * share them */
+    assert_true(ckpt_store_scheme_known("file:///x")->flags & CKPT_SCHEME_BUILT);
+    assert_false(ckpt_store_scheme_known("file:///x")->flags & CKPT_SCHEME_S3_SETTINGS);
+    assert_true(ckpt_store_scheme_known("s3://b/p")->flags & CKPT_SCHEME_S3_SETTINGS);
+    assert_true(ckpt_store_scheme_known("gs://b")->flags & CKPT_SCHEME_S3_SETTINGS);
+    assert_false(ckpt_store_scheme_known("az://c/p")->flags & CKPT_SCHEME_S3_SETTINGS);
+    assert_string_equal(ckpt_store_scheme_known("az://c/p")->name, "az");
+    /* the form alone: what ckptrun refuses before contacting anything */
+    assert_null(ckpt_store_scheme_known(NULL));
+    assert_null(ckpt_store_scheme_known(""));
+    assert_null(ckpt_store_scheme_known("file://relative"));
+    assert_null(ckpt_store_scheme_known("file://"));
+    assert_null(ckpt_store_scheme_known("s3://"));
+    assert_null(ckpt_store_scheme_known("s3:///bucket"));
+    assert_null(ckpt_store_scheme_known("s3:/bucket"));
+    assert_null(ckpt_store_scheme_known("S3://bucket"));
+    assert_null(ckpt_store_scheme_known("s3x://bucket"));
+    assert_null(ckpt_store_scheme_known("ftp://host/x"));
+    assert_null(ckpt_store_scheme_known("/abs/path"));
+    /* the open's own message lists the same forms */
+    assert_int_equal(ckpt_store_open("nope://x", NULL, &st, err), CKPT_E_CONFIG);
+    assert_non_null(strstr(err, forms));
+    /* truncation keeps a terminated string */
+    assert_string_equal(ckpt_store_url_forms(forms, 8), "file://");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_conditional),
         cmocka_unit_test(test_create_race),
         cmocka_unit_test(test_bad_urls),
+        cmocka_unit_test(test_schemes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

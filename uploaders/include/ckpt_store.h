@@ -181,6 +181,56 @@ static inline int ckpt_store_can(const struct ckpt_store *st, unsigned caps)
     return (st->caps.flags & caps) == caps;
 }
 
+/* ---- URL schemes ------------------------------------------------------------
+ * The schemes a store is opened from, one row each:
+ *   X(name, form, backend, description)
+ * `name` is what comes before "://"; `form` is how a URL of the scheme is
+ * written in messages and help texts; `backend` is the backend that serves it
+ * (FILE, S3 for the S3 dialect, AZURE), and rows of one backend share its
+ * settings (CKPT_S3_* for S3). ckpt_store_open's dispatch, the table below
+ * (ckpt_store_scheme_at) and every list of schemes ckptrun prints come from
+ * this map: a new scheme is one row here plus, for a new backend, its open
+ * function in uploaders/store.c. Since 0.4.0. */
+#define CKPT_STORE_SCHEME_MAP(X)                                                        \
+    X(file, "file:///abs/path", FILE, "a directory: local disk, NFS, a mounted volume") \
+    X(s3, "s3://bucket/prefix", S3, "Amazon S3 or an S3-compatible service")            \
+    X(gs, "gs://bucket/prefix", S3, "Google Cloud Storage (XML API, HMAC keys)")        \
+    X(az, "az://container/prefix", AZURE, "Azure Blob Storage")
+
+/* The forms as one string literal, each after a space (" file:///abs/path
+ * s3://bucket/prefix ..."), for texts that must be constant (a static table
+ * of help texts). */
+#define CKPT_STORE_FORM_WORD_(name, form, backend, what) " " form
+#define CKPT_STORE_URL_FORMS CKPT_STORE_SCHEME_MAP(CKPT_STORE_FORM_WORD_)
+
+/* One row of the map, as the library built it. */
+struct ckpt_store_scheme {
+    const char *name;          /* "s3" */
+    const char *form;          /* "s3://bucket/prefix" */
+    const char *description;   /* "Amazon S3 or an S3-compatible service" */
+    unsigned flags;            /* CKPT_SCHEME_* */
+};
+enum {
+    CKPT_SCHEME_BUILT = 1u << 0,      /* its backend is compiled into this build */
+    CKPT_SCHEME_S3_SETTINGS = 1u << 1 /* it reads CKPT_S3_* (storage class, SSE) */
+};
+
+/* Row `i` of the scheme table, in the map's order; NULL past the end.
+ * Thread-safe. Since 0.4.0. */
+CKPT_API const struct ckpt_store_scheme *ckpt_store_scheme_at(size_t i);
+/* The row of `url`'s scheme when the URL has a form ckpt_store_open accepts
+ * before contacting anything: "file://" then an absolute path, any other
+ * scheme's "name://" then a bucket or container name (non-empty, not
+ * starting with '/'). A scheme compiled out of this build is still known
+ * (its flags lack CKPT_SCHEME_BUILT; opening it gives CKPT_E_UNSUPPORTED).
+ * Touches nothing. Thread-safe. Since 0.4.0.
+ * @return the row, or NULL (NULL url, unknown scheme, malformed). */
+CKPT_API const struct ckpt_store_scheme *ckpt_store_scheme_known(const char *url);
+/* Every form for a message: "file:///abs/path, s3://bucket/prefix,
+ * gs://bucket/prefix or az://container/prefix", into buf (`len` bytes,
+ * truncated to fit). Thread-safe. Since 0.4.0. @return buf. */
+CKPT_API char *ckpt_store_url_forms(char *buf, size_t len);
+
 /* Options for opening a store (all optional: zero-initialise, then set what
  * you need). Zero/NULL fields come from the environment, then defaults:
  * CKPT_CONNECTIONS, CKPT_MAX_RATE (bytes/s, "50M"), CKPT_RETRY_BUDGET_MS,
@@ -202,8 +252,8 @@ struct ckpt_store_config {
     uint64_t retry_budget_ms;
 };
 
-/* Open the store named by `url` (file:///abs, s3://bucket/prefix,
- * gs://bucket/prefix, az://container/prefix). `url` NULL or "" = the default
+/* Open the store named by `url` (a scheme of CKPT_STORE_SCHEME_MAP:
+ * file:///abs, s3://bucket/prefix, ...). `url` NULL or "" = the default
  * file store (ckpt_store_default_url). `cfg` may be NULL. On CKPT_OK *out is
  * the new handle (close it with ckpt_store_close); otherwise *out is NULL and
  * `err` (may be NULL) says why. Thread-safe.

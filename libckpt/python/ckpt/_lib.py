@@ -88,7 +88,8 @@ class ItemInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("size", c_u64), ("kind", ctypes.c_int),
                 ("elem_size", ctypes.c_uint), ("replicated", ctypes.c_int),
                 ("target", ctypes.c_char_p), ("step", c_u64), ("world_size", ctypes.c_uint),
-                ("reserved", c_u64 * 4)]
+                ("part", ctypes.c_uint), ("mode", ctypes.c_uint32), ("stored_bytes", c_u64),
+                ("chunks", c_u64), ("reserved", c_u64 * 4)]
 
 
 LIST_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_vp, ctypes.POINTER(Info))
