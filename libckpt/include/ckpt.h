@@ -741,7 +741,8 @@ CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
  * How ranks agree: through the job's own engine, never a service of
  * libckpt's. With world_size > 1 the program passes a `collective` (an
  * all-reduce of 64-bit integers and a barrier: ckpt_mpi.h adapts an MPI
- * communicator in a few lines; the Python helper uses torch.distributed).
+ * communicator in a few lines; the Python package, `import ckpt`, adapts
+ * torch.distributed: docs/python.md).
  * libckpt links no MPI. Collectives run only on the thread that calls the
  * collective functions below (MPI_THREAD_FUNNELED suffices), never on a
  * library thread; every rank must call them in the same order:
