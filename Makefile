@@ -1,7 +1,9 @@
 # Thin wrapper over CMake. `make demo` and `make test` install what is
-# missing first (see scripts/deps.sh), then build in build/. Everything a
-# target writes stays inside the build directories (configure logs too), so
-# `git status` is clean after any of them.
+# missing of what they need first (scripts/deps.sh: the demo set is the
+# compiler, cmake and the libraries; the test set adds cmocka, torch, SLURM,
+# Open MPI, Node.js...), then build in build/. Everything a target writes
+# stays inside the build directories (configure logs too), so `git status`
+# is clean after any of them.
 BUILD   ?= build
 ASAN    ?= build-asan
 TSAN    ?= build-tsan
@@ -15,8 +17,8 @@ PREFIX  ?=
 # `make test` and `make bench`.
 DEMO_TARGETS = ckptrun c_trainer
 
-.PHONY: all deps configure build demo test test-fast test-asan test-tsan test-peers stress bench \
-	build-clang build-nostores install clean
+.PHONY: all deps deps-demo deps-test deps-bench configure build demo test test-fast test-asan test-tsan \
+	test-peers stress bench build-clang build-nostores build-release install clean
 
 # $(call configure_in,DIR,FLAGS): (re)configure DIR; its log stays inside it.
 configure_in = mkdir -p $(1) && \
@@ -24,8 +26,19 @@ configure_in = mkdir -p $(1) && \
 
 all: build
 
+# Every package set (demo, tests, benchmarks, CI's clang); each job below
+# asks only for its own.
 deps:
-	@bash scripts/deps.sh
+	@bash scripts/deps.sh --all
+
+deps-demo:
+	@bash scripts/deps.sh --demo
+
+deps-test:
+	@bash scripts/deps.sh --test
+
+deps-bench:
+	@bash scripts/deps.sh --test --bench
 
 # Configure once per build directory; its log stays inside it.
 configure:
@@ -35,7 +48,7 @@ configure:
 build: configure
 	@MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS)
 
-demo: deps configure
+demo: deps-demo configure
 	@MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS)
 	@bash examples/demo.sh $(BUILD)
 
@@ -48,22 +61,24 @@ test-peers:
 	fi
 
 # Every test, then the whole suite again under AddressSanitizer + UBSan.
-# The long randomized trials (label `stress`) run with `make stress`.
-test: deps build test-peers
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE stress
+# The long randomized trials (label `stress`) run with `make stress`. A
+# build without the tests (no cmocka) is a failure, not an empty pass.
+CTEST = ctest --output-on-failure --no-tests=error -j $(JOBS)
+test: deps-test build test-peers
+	@cd $(BUILD) && $(CTEST) -LE stress
 	@$(MAKE) --no-print-directory test-asan
 
 test-fast: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE stress
+	@cd $(BUILD) && $(CTEST) -LE stress
 
-stress: deps build
-	@cd $(BUILD) && ctest --output-on-failure -L stress
+stress: deps-test build
+	@cd $(BUILD) && $(CTEST) -L stress
 
 test-asan:
 	@$(call configure_in,$(ASAN),-DCKPT_SANITIZE=address -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@MAKEFLAGS=--no-print-directory cmake --build $(ASAN) -j $(JOBS)
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -j $(JOBS) -LE 'nosan|stress'
+		$(CTEST) -LE 'nosan|stress'
 
 # The tests that run libckpt's threads (label `threads`) under
 # ThreadSanitizer; only they are built. TSAN_OPTIONS (suppressions:
@@ -71,10 +86,12 @@ test-asan:
 test-tsan:
 	@$(call configure_in,$(TSAN),-DCKPT_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@MAKEFLAGS=--no-print-directory cmake --build $(TSAN) -j $(JOBS) --target threads_tests
-	@cd $(TSAN) && ctest --output-on-failure -j $(JOBS) -L threads
+	@cd $(TSAN) && $(CTEST) -L threads
 
-# Compile-only builds for CI (.ci/run): everything with clang, and a build
-# with the object stores (and CUDA) compiled out. Warnings are errors in both.
+# Compile-only builds for CI (.ci/run): everything with clang, a build
+# with the object stores (and CUDA) compiled out, and a Release build (-O3:
+# gcc's flow warnings, such as maybe-uninitialized, differ from -O2's).
+# Warnings are errors in all three.
 build-clang:
 	@$(call configure_in,build-clang,-DCMAKE_C_COMPILER=clang -DCKPT_WERROR=ON)
 	@MAKEFLAGS=--no-print-directory cmake --build build-clang -j $(JOBS)
@@ -83,14 +100,20 @@ build-nostores:
 	@$(call configure_in,build-nostores,-DCKPT_WITH_S3=OFF -DCKPT_WITH_AZURE=OFF -DCKPT_WITH_CUDA=OFF -DCKPT_WERROR=ON)
 	@MAKEFLAGS=--no-print-directory cmake --build build-nostores -j $(JOBS)
 
-bench: deps build test-peers
-	@bash scripts/deps.sh --bench
+build-release:
+	@$(call configure_in,build-release,-DCMAKE_BUILD_TYPE=Release -DCKPT_WERROR=ON)
+	@MAKEFLAGS=--no-print-directory cmake --build build-release -j $(JOBS)
+
+bench: deps-bench build test-peers
 	@bash bench/run.sh $(BUILD)
 
 # ckptrun, the libraries, ckpt.h, ckpt.pc, the CMake package, the manual
-# page and the bash/zsh completions.
-install: build
+# page and the bash/zsh completions: only what is installed is built
+# (target `installable`, CMakeLists.txt), not the tests, fuzzers, benchmarks
+# or examples.
+install: configure
+	@MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS) --target installable
 	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN) build-clang build-nostores
+	rm -rf $(BUILD) $(ASAN) $(TSAN) build-clang build-nostores build-release

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "ckpt_common.h"
 #include "ckpt_store.h"
+#include "notice.h"
 #include "parse.h"
 
 #include <stdlib.h>
@@ -97,9 +98,9 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "Without a run: the store's runs, one line each: RUN, STATE (the\n"
         "record's; stale: running, but no live runner holds the lease), NEWEST\n"
         "STEP (committed), UPDATED (the newest object's time) and SIZE (every\n"
-        "object of the run). Costs one listing of the store, then two small\n"
-        "reads per run (RUN, HEAD; three for a running one: LEASE), --connections\n"
-        "at a time.\n"
+        "object of the run). Costs one listing of the store, then per run a\n"
+        "read of HEAD and of RUN (and of LEASE when RUN says running),\n"
+        "--connections runs at a time.\n"
         "\n"
         "With a run selected (--run or CKPT_RUN): one line per committed\n"
         "checkpoint, newest first: step, commit time, items, raw bytes, stored\n"
@@ -208,8 +209,8 @@ const struct cli_opt cli_opts[] = {
       "an entry is complete once a file matching GLOB in it has been closed and "
       "no process writes in it any more (e.g. trainer_state.json)", NULL },
     { "notice", 0, "P", O_NOTICE, SUP | CMDBIT(CMD_DOCTOR), "CKPT_NOTICE", "auto",
-      "where preemption notices come from: auto, aws, gcp, azure, aliyun, tencent or none",
-      "auto aws gcp azure aliyun tencent none" },
+      "where preemption notices come from: auto (the provider DMI names), none, or a "
+      "provider:" NOTICE_PROVIDER_NAMES, NOTICE_MODES },
     { "metadata-url", 0, "URL", O_METADATA_URL, SUP | CMDBIT(CMD_DOCTOR), NULL, NULL,
       "replaces the scheme, host and port of the metadata service", NULL },
     { "preload", 0, NULL, O_PRELOAD, SUP, NULL, NULL,
@@ -273,99 +274,6 @@ int cli_cmd_find(const char *s)
         if (strcmp(s, cli_cmds[i].name) == 0)
             return i;
     return -1;
-}
-
-const char *cli_suggest(const char *word)
-{
-    /* Words other tools use for the same thing (rclone, restic, git). */
-    static const struct { const char *word, *is; } alias[] = {
-        { "list", "ls" }, { "snapshots", "ls" }, { "version", "--version" },
-        { "help", "--help" }, { "check", "verify" }, { "fsck", "verify" },
-        { "prune", "gc" }, { "forget", "gc" }, { "backup", "save" }, { "push", "save" },
-        { "commit", "save" }, { "get", "restore" }, { "pull", "restore" },
-        { "info", "status" }, { "stat", "status" }, { "resume", "recover" },
-        { "supervise", "run" }, { "exec", "run" },
-    };
-    const char *names[CMD__COUNT];
-    size_t best;
-
-    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
-        if (strcmp(word, alias[i].word) == 0)
-            return alias[i].is;
-    for (int i = 0; i < CMD__COUNT; i++)
-        names[i] = cli_cmds[i].name;
-    return suggest_closest(word, names, CMD__COUNT, &best, 1) ? names[best] : NULL;
-}
-
-/* Append the options at idx[0..n) to buf: "--a, --b or --c", or with
- * `more` (others left out) "--a, --b, --c, ...". */
-static void join_opts(char *buf, size_t size, const size_t *idx, size_t n, int more)
-{
-    size_t len = strlen(buf);
-    for (size_t i = 0; i < n && len < size; i++) {
-        snprintf(buf + len, size - len, "%s--%s",
-                 i == 0 ? "" : i + 1 == n && !more ? " or " : ", ", cli_opts[idx[i]].name);
-        len += strlen(buf + len);
-    }
-    if (more && len < size)
-        snprintf(buf + len, size - len, ", ...");
-}
-
-int cli_suggest_option(const char *arg, int cmd, char *buf, size_t size)
-{
-    const char *names[sizeof cli_opts / sizeof cli_opts[0]];
-    size_t idx[3], n = 0, wl, dashes = strspn(arg, "-");
-    int pass;
-    char word[80];
-
-    buf[0] = '\0';
-    wl = strcspn(arg + dashes, "=");
-    if (dashes == 0 || dashes > 2 || wl == 0 || wl >= sizeof word)
-        return 0;
-    memcpy(word, arg + dashes, wl);
-    word[wl] = '\0';
-    if (dashes == 2) {
-        /* getopt_long takes an unambiguous prefix: one it refused is either
-         * a prefix of several options or no option at all */
-        size_t all = 0;
-        for (size_t i = 0; i < cli_nopts; i++)
-            if (strncmp(cli_opts[i].name, word, wl) == 0 && (cli_opts[i].cmds & CMDBIT(cmd)) &&
-                all++ < 3)
-                idx[n++] = i;
-        if (all > 1) {
-            snprintf(buf, size, "it could be ");
-            join_opts(buf, size, idx, n, all > n);
-            return 2;
-        }
-        n = 0;
-    }
-    /* the options of this command first, then any (getopt accepts them all) */
-    for (pass = 0; pass < 2 && n == 0; pass++) {
-        for (size_t i = 0; i < cli_nopts; i++)
-            names[i] = pass == 1 || (cli_opts[i].cmds & CMDBIT(cmd)) ? cli_opts[i].name : NULL;
-        n = suggest_closest(word, names, cli_nopts, idx, 3);
-        /* a single dash before a whole long option's name ("-store") */
-        for (size_t i = 0; i < cli_nopts && dashes == 1 && n == 0; i++)
-            if (names[i] && strcmp(names[i], word) == 0)
-                idx[n++] = i;
-    }
-    if (n == 0 || (dashes == 1 && wl < 2))
-        return 0;
-    snprintf(buf, size, "did you mean ");
-    join_opts(buf, size, idx, n, 0);
-    strncat(buf, "?", size - strlen(buf) - 1);
-    if (pass == 2) {
-        /* an option of other commands: say which takes it */
-        int c = 0;
-        while (c < CMD__COUNT && !(cli_opts[idx[0]].cmds & CMDBIT(c)))
-            c++;
-        if (c < CMD__COUNT && strlen(buf) < size)
-            snprintf(buf + strlen(buf), size - strlen(buf), " (an option of ckptrun %s)",
-                     cli_cmds[c].name);
-    }
-    if (dashes == 1)
-        strncat(buf, " (long options take two dashes)", size - strlen(buf) - 1);
-    return 1;
 }
 
 const struct option *cli_long_options(void)

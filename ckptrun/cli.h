@@ -6,7 +6,8 @@
  *   - `ckptrun --help` and `ckptrun COMMAND --help` (cli_help),
  *   - the manual page and the bash and zsh completions, which the build
  *     generates by running the freshly built ckptrun in a hidden mode
- *     (`ckptrun __generate man|bash|zsh`, cli_generate) and installs.
+ *     (`ckptrun __generate man|bash|zsh`, cli_generate) and installs;
+ *   - what a mistyped subcommand or option resembles (cli_suggest.c).
  * Adding an option is one row in cli.c's table (and one case in main.c).
  */
 #ifndef CKPTRUN_CLI_H

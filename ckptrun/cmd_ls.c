@@ -40,7 +40,7 @@ static void runs_print(const struct runs *r)
         if (s->have_step)
             snprintf(step, sizeof step, "%" PRIu64, s->step);
         else
-            snprintf(step, sizeof step, "%s", s->error != CKPT_OK && s->has_head ? "?" : "-");
+            snprintf(step, sizeof step, "%s", s->head_bad ? "?" : "-");
         printf("%-*s  %-9s  %11s  %-12s  %10s\n", w, s->name, s->state, step,
                s->newest_ms > 0 ? ago(s->newest_ms, now, upd, sizeof upd) : "?",
                ckpt_fmt_bytes(s->bytes, size, sizeof size));

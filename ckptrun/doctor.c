@@ -77,7 +77,9 @@ int cmd_doctor(struct opts *o)
     check_throughput(d);
     check_estimate(d, ej);
 
-    if (d->st && d->prefix[0]) {
+    /* only where something was written: a store that refused the first
+     * write would spend the rest of the budget refusing the listing too */
+    if (d->st && d->prefix[0] && d->sent) {
         clean_prefix(d, d->prefix);
         if (strncmp(o->store, "file://", 7) == 0) {
             /* The file backend deletes files, not the directories their

@@ -1,6 +1,7 @@
 /* doctor_disk.c -- disk and disk-survival: room for a checkpoint in CKPT_DIR, and whether it outlives the instance (doctor.h). */
 #include "doctor.h"
 #include "runlog.h"
+#include "notice.h"
 #include "opts.h"
 #include "parse.h"
 
@@ -77,13 +78,24 @@ static void nvme_model(const char *src, char *model, size_t cap)
     model[r > 0 ? r : 0] = '\0';
 }
 
+/* What `mnt` is when the provider names it a disk lost with the VM (its
+ * table entry's hints), else NULL. */
+static const char *temp_mount(const char *provider, const char *mnt)
+{
+    const struct notice_hints *h = notice_hints(provider);
+    for (size_t i = 0; h && h->temp_mounts && h->temp_mounts[i]; i++)
+        if (strcmp(mnt, h->temp_mounts[i]) == 0)
+            return h->temp_what;
+    return NULL;
+}
+
 void check_disk(struct doctor *d)
 {
     char path[PATH_MAX], real[PATH_MAX], mnt[PATH_MAX] = "?", type[64] = "?", src[PATH_MAX] = "";
     char b1[32], b2[32], model[128];
     struct statvfs vs;
     uint64_t avail, need = d->state_bytes;
-    const char *ov = getenv("CKPT_DOCTOR_DISK_FREE");
+    const char *ov = getenv("CKPT_DOCTOR_DISK_FREE"), *temp;
     char *slash;
 
     /* CKPT_DIR may not exist yet (ckptrun creates it): use its nearest
@@ -142,11 +154,9 @@ void check_disk(struct doctor *d)
         doctor_add(d, "disk-survival", V_OK, NULL,
             "%s is instance-store NVMe (%s): lost when the instance stops; only the store "
             "survives", mnt, model);
-    else if (strcmp(d->provider, "azure") == 0 &&
-             (strcmp(mnt, "/mnt") == 0 || strcmp(mnt, "/mnt/resource") == 0))
-        doctor_add(d, "disk-survival", V_OK, NULL,
-            "%s is Azure's temporary resource disk: lost when the VM is deallocated; only the "
-            "store survives", mnt);
+    else if ((temp = temp_mount(d->provider, mnt)))
+        doctor_add(d, "disk-survival", V_OK, NULL, "%s is %s; only the store survives", mnt,
+            temp);
     else
         doctor_add(d, "disk-survival", V_OK, NULL,
             "cannot tell whether %s (%s%s%s) outlives the instance: count on the store only",

@@ -1,4 +1,6 @@
-/* doctor_notice.c -- provider, metadata, imds-token and window: where the notice comes from and how long it gives (doctor.h). */
+/* doctor_notice.c -- provider, metadata, imds-token and window: where the notice comes from
+ * and how long it gives (doctor.h); what is said of each provider is its table entry's
+ * hints (notice.h). */
 #include "doctor.h"
 #include "runlog.h"
 #include "notice.h"
@@ -16,6 +18,7 @@ static void probe_provider(struct doctor *d, const char *forced)
     struct opts *o = d->o;
     struct notice_config nc = NOTICE_CONFIG_INIT;
     struct notice_probe_result r;
+    const struct notice_hints *h;
     long tmo = doctor_left_ms(d) / 10;
 
     nc.provider = o->notice ? o->notice : "auto";
@@ -27,34 +30,31 @@ static void probe_provider(struct doctor *d, const char *forced)
     if (tmo < 300)
         tmo = 300;
     if (notice_probe(&nc, tmo, &r) != 0) {
-        doctor_add(d, "provider", V_FAIL, "use --notice auto|aws|gcp|azure|aliyun|tencent|none",
+        doctor_add(d, "provider", V_FAIL, "use --notice with one of: " NOTICE_MODES,
             "unknown provider '%s'", nc.provider);
         d->provider = "none";
         doctor_skip(d, "metadata", "provider");
         return;
     }
     d->provider = r.provider;
-    if (strcmp(r.provider, "none") == 0) {
+    if (!(h = notice_hints(r.provider))) {
         if (forced)
             doctor_add(d, "provider", V_OK, NULL, "none (%s): no metadata notice is polled", r.how);
         else
             doctor_add(d, "provider", V_WARN,
                 "on a cloud VM whose DMI is hidden (some containers), force the provider with "
-                "--notice aws|gcp|azure|aliyun|tencent",
+                "--notice (one of" NOTICE_PROVIDER_NAMES ")",
                 "none detected (%s): no metadata notice will arrive", r.how);
         doctor_add(d, "metadata", V_SKIP, NULL, "not contacted: no provider");
         return;
     }
     doctor_add(d, "provider", V_OK, NULL, "%s (%s)", r.provider, r.how);
     if (!r.reachable) {
-        int azure_slow = strcmp(r.provider, "azure") == 0 && strstr(r.detail, "imed out");
-        doctor_add(d, "metadata", azure_slow ? V_WARN : V_FAIL,
-            azure_slow ? "Azure's first Scheduled Events call can take up to 2 minutes while "
-                         "the service starts; ckptrun keeps polling: run doctor again in a minute"
-            : strcmp(r.provider, "aws") == 0
-                ? "no notice will arrive: check that instance metadata is enabled; in a "
-                  "container the IMDSv2 PUT needs a hop limit of 2 (modify-instance-metadata-"
-                  "options --http-put-response-hop-limit 2); or point --metadata-url at it"
+        /* a service that starts on first use answers its first call late */
+        int slow = h->slow_start && strstr(r.detail, "imed out");
+        doctor_add(d, "metadata", slow ? V_WARN : V_FAIL,
+            slow ? h->slow_start
+            : h->unreachable ? h->unreachable
                 : "no notice will arrive: check the metadata service is reachable from here "
                   "(network namespace, firewall), or point --metadata-url at it",
             "%s unreachable: %s", r.base[0] ? r.base : "metadata service", r.detail);
@@ -71,24 +71,16 @@ static void probe_provider(struct doctor *d, const char *forced)
             "metadata proxy in between",
             "%s answered HTTP %ld to the notice path", r.base, r.status);
     }
-    if (strcmp(r.provider, "aws") == 0 || strcmp(r.provider, "aliyun") == 0) {
-        int aws = r.provider[1] == 'w';
+    if (h->token_what) {
         if (!r.reachable && r.token != 1)
             doctor_add(d, "imds-token", V_SKIP, NULL, "not judged: the endpoint is unreachable");
         else if (r.token == 1)
-            doctor_add(d, "imds-token", V_OK, NULL, "%s token obtained",
-                aws ? "IMDSv2 session" : "hardened-mode metadata");
+            doctor_add(d, "imds-token", V_OK, NULL, "%s token obtained", h->token_what);
         else if (r.token == 0)
-            doctor_add(d, "imds-token", V_WARN,
-                aws ? "IMDSv2 is off here: ckptrun falls back to IMDSv1, which works; enable "
-                      "IMDSv2 (http-tokens required) when you can"
-                    : "ckptrun uses plain requests, which work in normal mode",
+            doctor_add(d, "imds-token", V_WARN, h->token_refused,
                 "token PUT refused (HTTP %ld): using token-less requests", r.token_status);
         else
-            doctor_add(d, "imds-token", aws ? V_FAIL : V_WARN,
-                aws ? "without a token the notice cannot be read where IMDSv2 is required; in "
-                      "a container raise the PUT hop limit to 2"
-                    : "only needed in hardened mode",
+            doctor_add(d, "imds-token", h->token_required ? V_FAIL : V_WARN, h->token_failed,
                 "token PUT failed (%s)",
                 r.token_status ? "bad reply" : r.detail[0] ? r.detail : "no reply");
     }
@@ -101,25 +93,16 @@ static void check_window(struct doctor *d)
     struct opts *o = d->o;
     const char *k8s = getenv("KUBERNETES_SERVICE_HOST");
     const char *slurm = getenv("SLURM_JOB_ID");
+    const struct notice_hints *h = notice_hints(d->provider);
     char b1[32], b2[32];
     int64_t w = 0;
 
     d->window_src[0] = '\0';
-    if (strcmp(d->provider, "aws") == 0)
-        w = 120000, d->poll_ms = 2000,
-        snprintf(d->window_src, sizeof d->window_src, "AWS spot notice");
-    else if (strcmp(d->provider, "gcp") == 0)
-        w = 30000, d->poll_ms = 500, /* long-poll: the notice arrives at once */
-        snprintf(d->window_src, sizeof d->window_src, "GCP preemption");
-    else if (strcmp(d->provider, "azure") == 0)
-        w = 30000, d->poll_ms = 1000,
-        snprintf(d->window_src, sizeof d->window_src, "Azure Preempt event");
-    else if (strcmp(d->provider, "aliyun") == 0)
-        w = 300000, d->poll_ms = 5000,
-        snprintf(d->window_src, sizeof d->window_src, "Alibaba spot notice");
-    else if (strcmp(d->provider, "tencent") == 0)
-        w = 120000, d->poll_ms = 5000,
-        snprintf(d->window_src, sizeof d->window_src, "Tencent spot notice");
+    if (h) {
+        w = h->window_ms;
+        d->poll_ms = h->detect_ms;
+        snprintf(d->window_src, sizeof d->window_src, "%s", h->window_src);
+    }
     if (k8s && *k8s && (w == 0 || (int64_t)o->grace_ms < w)) {
         w = (int64_t)o->grace_ms, d->poll_ms = 0;
         snprintf(d->window_src, sizeof d->window_src, "Kubernetes grace (--grace)");
@@ -150,14 +133,8 @@ static void check_window(struct doctor *d)
             "%s: %s between the scheduler's signal and the kill (match sbatch "
             "--signal=B:USR1@SECONDS)", d->window_src, b1);
     } else {
-        const char *note = strcmp(d->provider, "aws") == 0
-                               ? "2 minutes, best effort (as little as 39 s has been seen)"
-                           : strcmp(d->provider, "gcp") == 0 ? "30 s from notice to power-off"
-                           : strcmp(d->provider, "azure") == 0
-                               ? "at least 30 s (NotBefore of the event)"
-                           : strcmp(d->provider, "aliyun") == 0 ? "about 5 minutes"
-                                                                : "about 2 minutes (unconfirmed)";
-        doctor_add(d, "window", V_OK, NULL, "%s: %s; estimates below use %s", d->window_src, note, b1);
+        doctor_add(d, "window", V_OK, NULL, "%s: %s; estimates below use %s", d->window_src,
+                   h ? h->window_note : "", b1);
     }
 }
 
@@ -174,6 +151,7 @@ void check_notice(struct doctor *d)
                    "rebuild with libcurl for cloud notices, and rely on --interval meanwhile, "
                    DOCTOR_REACH,
                    "this build has no cloud-notice support (no libcurl)");
+        doctor_skip(d, "metadata", "provider");
     }
     check_window(d);
 }

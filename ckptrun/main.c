@@ -85,8 +85,7 @@ static int set_defaults_from_env(struct opts *o)
         goto out;
     }
     if (o->notice && *o->notice && !notice_mode_valid(o->notice)) {
-        log_error("CKPT_NOTICE='%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
-                  o->notice);
+        log_error("CKPT_NOTICE='%s' is not one of %s", o->notice, NOTICE_MODES);
         rc = EXIT_CONFIG;
         goto out;
     }
@@ -130,6 +129,7 @@ static int store_url_ok(const char *what, const char *u)
     char forms[256], hint[4400];
     if (ckpt_store_scheme_known(u))
         return 1;
+    /* with what it was probably meant to be (a relative file:// path) */
     log_error("%s'%s' is not a store URL (%s)%s", what, u,
               ckpt_store_url_forms(forms, sizeof forms), store_url_hint(u, hint, sizeof hint));
     return 0;
@@ -378,8 +378,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_NOTICE:
             if (!notice_mode_valid(optarg)) {
-                log_error("--notice '%s' is not auto, aws, gcp, azure, aliyun, tencent or none",
-                          optarg);
+                log_error("--notice '%s' is not one of %s", optarg, NOTICE_MODES);
                 rc = EXIT_USAGE;
                 goto out;
             }

@@ -1,64 +1,87 @@
 /*
- * notice.c -- the poller's life: provider detection, threads, the
- * acknowledgement of Azure events (notice.h; its insides: notice_int.h).
+ * notice.c -- the poller's life: the provider (by name or DMI), its base
+ * URL and watches from its table entry, threads, stop, and the
+ * acknowledgement its entry may define (notice.h; insides: notice_int.h).
  *
  * Never blocking the caller: notice_start() reads DMI files and starts
  * threads; all network work is on those threads, and long requests are
- * aborted on stop (ckpt_http_cancel).
+ * aborted on stop (notice_http_cancel).
  */
 #include "notice_int.h"
-#include "ckpt_http.h"
-#include "ckpt_http.h"
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
-
-#define ACK_TIMEOUT_MS 5000
 
 static void *thread_main(void *arg)
 {
     struct nwatch *w = arg;
-    w->run(w);
+    const struct notice_provider *pv = w->p->prov;
+    (pv->run ? pv->run : notice_poll_paths)(w);
     return NULL;
 }
 
-int notice_available(void)
+int notice_base_of(const char *url, char *out, size_t cap)
 {
-    return 1;
+    const char *a;
+    size_t n;
+    if (strncmp(url, "http://", 7) == 0)
+        a = url + 7;
+    else if (strncmp(url, "https://", 8) == 0)
+        a = url + 8;
+    else
+        return -1;
+    n = strcspn(a, "/?#");
+    if (n == 0 || (size_t)(a - url) + n >= cap || memchr(a, '@', n) || a[n - 1] == ':')
+        return -1; /* no host, no credentials in a metadata URL, no empty port */
+    {
+        /* Only host[:port] characters: the result is pasted into URLs. */
+        size_t i;
+        for (i = 0; i < n; i++)
+            if (!((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'z') ||
+                  (a[i] >= 'A' && a[i] <= 'Z') || strchr(".-:[]", a[i])))
+                return -1;
+    }
+    memcpy(out, url, (size_t)(a - url) + n);
+    out[(a - url) + n] = '\0';
+    return 0;
 }
 
-/* The provider's watches (none for "none"). @return 0, or -1 (logged). */
+/* The provider's own base, or the one its variable names (when valid). */
+static void default_base(const struct notice_provider *pv, char *out, size_t cap)
+{
+    const char *e = pv->base_env ? getenv(pv->base_env) : NULL;
+    if (!e || !*e || notice_base_of(e, out, cap))
+        snprintf(out, cap, "%s", pv->base);
+}
+
+/* The provider's watches. @return 0, or -1 (logged). */
 static int plan_watches(struct notice_poller *p, const struct notice_config *cfg)
 {
-    const char *prov = p->provider;
+    const struct notice_provider *pv = p->prov;
+    int r;
 
-    if (strcmp(prov, "aws") == 0) {
-        p->imds = ckpt_imds_shared(cfg->metadata_url ? p->base : NULL);
-        if (!p->imds) {
-            notice_log(p, CKPT_LOG_INFO, "aws: instance metadata disabled: not polling");
-            p->provider = "none";
-            return 0;
-        }
-        p->w[p->nw++].run = notice_run_aws;
+    if (!p->base[0])
+        default_base(pv, p->base, sizeof p->base);
+    if (pv->state_size && !(p->state = calloc(1, pv->state_size)))
+        return -1;
+    if (pv->start && (r = pv->start(p, cfg)) != 0) {
+        if (r < 0)
+            return -1;
+        p->provider = "none"; /* it says there is nothing to poll here */
+        p->prov = NULL;
         return 0;
     }
-    if (!(p->http = notice_http_new()))
+    /* HTTP for the shared fetch and for any hook that may use it; a
+     * provider that fetches through its own client (AWS: the IMDS client)
+     * needs none, and none is started (a client has a thread). */
+    if ((!pv->fetch || pv->run || pv->before_round || pv->ack) && !(p->http = notice_http_new()))
         return -1;
-    if (!p->base[0])
-        snprintf(p->base, sizeof p->base, "%s", notice_default_base(prov));
-    if (strcmp(prov, "gcp") == 0) {
-        p->w[p->nw].run = notice_run_gcp;
-        p->w[p->nw++].path = "instance/preempted";
-        p->w[p->nw].run = notice_run_gcp;
-        p->w[p->nw++].path = "instance/maintenance-event";
-    } else if (strcmp(prov, "azure") == 0) {
-        p->w[p->nw++].run = notice_run_azure;
-    } else {
-        p->w[p->nw++].run = notice_run_plain;
-    }
+    p->nw = pv->watch_per_path ? (int)pv->npaths : 1;
+    for (int i = 0; i < p->nw; i++)
+        p->w[i].path = (unsigned)i;
     return 0;
 }
 
@@ -73,16 +96,30 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
         return -1;
     *out = NULL;
     prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
-    if (strcmp(prov, "auto") == 0)
+    if (!notice_mode_valid(prov))
+        return -1;
+    if (!notice_available()) {
+        /* Nothing to poll with: as on a machine with no known vendor. */
+        if (strcmp(prov, "auto") != 0 && strcmp(prov, "none") != 0 && cfg->log_fn) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "%s: cloud notices need libcurl, which this build lacks: "
+                     "not polling (rely on --interval and signals)",
+                     prov);
+            cfg->log_fn(cfg->log_user, CKPT_LOG_WARN, "notice", msg);
+        }
+        prov = "none";
+    } else if (strcmp(prov, "auto") == 0) {
         prov = notice_detect(cfg->dmi_dir ? cfg->dmi_dir : "/sys/class/dmi/id", cfg->log_fn,
                              cfg->log_user, NULL, 0);
-    if (!(prov = notice_provider_name(prov)))
-        return -1;
+    }
+    prov = notice_provider_name(prov);
 
     p = calloc(1, sizeof *p);
     if (!p)
         return -1;
     p->provider = prov;
+    p->prov = notice_provider_find(prov);
     p->cb = cfg->cb;
     p->user = cfg->user;
     p->log_fn = cfg->log_fn;
@@ -96,7 +133,7 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
     pthread_cond_init(&p->cv, &ca);
     pthread_condattr_destroy(&ca);
 
-    if (strcmp(prov, "none") == 0) {
+    if (!p->prov) { /* "none" */
         ret = 0;
         goto out;
     }
@@ -107,8 +144,7 @@ int notice_start(const struct notice_config *cfg, struct notice_poller **out)
     if (plan_watches(p, cfg) != 0)
         goto out;
     if (p->nw)
-        notice_log(p, CKPT_LOG_INFO, "%s: polling %s for preemption notices", prov,
-             p->base[0] ? p->base : "instance metadata");
+        notice_log(p, CKPT_LOG_INFO, "%s: polling %s for preemption notices", p->provider, p->base);
     for (i = 0; i < p->nw; i++) {
         p->w[i].p = p;
         if (pthread_create(&p->w[i].th, NULL, thread_main, &p->w[i]) != 0)
@@ -132,44 +168,13 @@ const char *notice_provider(const struct notice_poller *p)
 
 int notice_ack(struct notice_poller *p, const char *event_id)
 {
-    int ret = -1;
-    cJSON *root = NULL, *arr, *obj;
-    char *body = NULL, url[BASE_MAX + 128];
-    static const char *const hdrs[] = {"Metadata: true", "Content-Type: application/json", NULL};
-    struct notice_reply r = {0};
-
-    if (!p || strcmp(p->provider, "azure") != 0)
-        return p ? 0 : -1;
+    if (!p)
+        return -1;
+    if (!p->prov || !p->prov->ack)
+        return 0; /* nothing to acknowledge there */
     if (!event_id || !*event_id)
         return -1;
-    /* Built with cJSON so any character in the id is escaped properly. */
-    root = cJSON_CreateObject();
-    arr = root ? cJSON_AddArrayToObject(root, "StartRequests") : NULL;
-    obj = arr ? cJSON_CreateObject() : NULL;
-    if (!obj)
-        goto out;
-    cJSON_AddItemToArray(arr, obj);
-    if (!cJSON_AddStringToObject(obj, "EventId", event_id))
-        goto out;
-    body = cJSON_PrintUnformatted(root);
-    if (!body)
-        goto out;
-    snprintf(url, sizeof url, "%s/metadata/scheduledevents?api-version=2020-07-01", p->base);
-    if (notice_http(p->http, "POST", url, hdrs, body, ACK_TIMEOUT_MS, BODY_MAX_SMALL, &r)) {
-        notice_log(p, CKPT_LOG_WARN, "azure: acknowledging %s failed: %s", event_id, r.err);
-        goto out;
-    }
-    if (r.status < 200 || r.status > 299) {
-        notice_log(p, CKPT_LOG_WARN, "azure: acknowledging %s: HTTP %ld", event_id, r.status);
-        goto out;
-    }
-    notice_log(p, CKPT_LOG_INFO, "azure: acknowledged event %s", event_id);
-    ret = 0;
-out:
-    free(r.body);
-    cJSON_free(body);
-    cJSON_Delete(root);
-    return ret;
+    return p->prov->ack(p, event_id);
 }
 
 void notice_stop(struct notice_poller *p)
@@ -181,11 +186,12 @@ void notice_stop(struct notice_poller *p)
     atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    ckpt_http_cancel(p->http); /* a long poll in flight ends now */
+    notice_http_cancel(p->http); /* a long poll in flight ends now */
     for (i = 0; i < p->nw; i++)
         if (p->w[i].started)
             pthread_join(p->w[i].th, NULL);
-    ckpt_http_free(p->http);
+    notice_http_free(p->http);
+    free(p->state);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->deliver_mu);

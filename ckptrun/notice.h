@@ -6,18 +6,12 @@
  * thread(s) and calls back once per notice. It never blocks the caller on the
  * network: notice_start() only reads DMI files and starts threads.
  *
- * Providers and what they report (details in docs/notices.md):
- *   aws     spot/instance-action (terminate, stop), legacy
- *           spot/termination-time -> NOTICE_TERMINATE;
- *           events/recommendations/rebalance -> NOTICE_REBALANCE (no deadline)
- *   gcp     instance/preempted == TRUE -> NOTICE_TERMINATE, deadline now+30 s;
- *           instance/maintenance-event == TERMINATE_ON_HOST_MAINTENANCE ->
- *           NOTICE_MAINTENANCE, deadline now+60 s
- *   azure   Scheduled Events Preempt/Terminate -> NOTICE_TERMINATE,
- *           Reboot/Redeploy -> NOTICE_MAINTENANCE; deadline = NotBefore, or
- *           now+30 s when NotBefore is blank; ev->id = EventId (see notice_ack)
- *   aliyun  instance/spot/termination-time -> NOTICE_TERMINATE
- *   tencent spot/termination-time (UTC+8 local time) -> NOTICE_TERMINATE
+ * Providers are a table (NOTICE_PROVIDER_LIST below; one file each,
+ * ckptrun/notice_<name>.c, implementing notice_provider.h). What each one
+ * polls, how its replies map to notices (NOTICE_TERMINATE: the instance goes
+ * away; NOTICE_REBALANCE: an early warning without a deadline;
+ * NOTICE_MAINTENANCE: host maintenance) and their deadlines, and how to add
+ * one: docs/notices.md.
  *
  * Guarantees: NOTICE_TERMINATE is delivered at most once per poller, from
  * whichever path or event reports it first, however long it keeps being
@@ -32,11 +26,13 @@
  * notice_ack() (an acknowledgement is a network call). notice_provider() and
  * notice_ack() may be called from any other thread while the poller runs.
  *
- * Builds: with libcurl, notice.c and its files poll over the shared HTTP
- * transport (http.h); without it, notice_none.c implements this header and
- * polls nothing (notice_available() says 0; a forced provider is warned
- * about). In ckptrun, notice_glue.c hands notices to the supervisor's
- * queue (notice_queue.h); this header does not depend on the supervisor.
+ * Builds: the poller's requests go through one transport file: notice_net.c
+ * over the shared HTTP transport (http.h) with libcurl; without it
+ * notice_none.c, whose transport has nothing to poll with (notice_available()
+ * says 0; a forced provider is warned about and nothing is polled). The
+ * table, the reply parsers and the probe's answers exist in both. In
+ * ckptrun, notice_glue.c hands notices to the supervisor's queue
+ * (notice_queue.h); this header does not depend on the supervisor.
  */
 #ifndef CKPT_NOTICE_H
 #define CKPT_NOTICE_H
@@ -46,6 +42,20 @@
 #include "ckpt.h"
 
 struct notice_poller;
+
+/* The providers, one word each, in the order DMI detection tries them: the
+ * table. notice_table.c builds the table of struct notice_provider from it
+ * (each word names `notice_<word>`, defined in ckptrun/notice_<word>.c),
+ * and every list users read (--notice's help, completions and messages,
+ * doctor's advice) comes from it. Adding a provider is one word here plus
+ * its file (docs/notices.md, "Adding a provider"). */
+#define NOTICE_PROVIDER_LIST(X) X(aws) X(gcp) X(azure) X(aliyun) X(tencent) X(volcengine)
+
+/* " aws gcp azure ...": every provider, each after a space (a literal). */
+#define NOTICE_WORD_(name) " " #name
+#define NOTICE_PROVIDER_NAMES NOTICE_PROVIDER_LIST(NOTICE_WORD_)
+/* What --notice and CKPT_NOTICE take: "auto aws gcp ... none". */
+#define NOTICE_MODES "auto" NOTICE_PROVIDER_NAMES " none"
 
 enum notice_kind {
     NOTICE_TERMINATE = 0,  /* the instance goes away at the deadline: checkpoint and stop */
@@ -65,7 +75,7 @@ struct notice_event {
 typedef void (*notice_cb)(void *user, const struct notice_event *ev);
 
 struct notice_config {
-    const char *provider;     /* "auto" (NULL), "aws", "gcp", "azure", "aliyun", "tencent", "none" */
+    const char *provider;     /* one of NOTICE_MODES ("auto" when NULL) */
     const char *metadata_url; /* NULL: the provider's own address; else "scheme://host[:port]"
                                  replacing it (any path in it is ignored; provider paths kept).
                                  For aws, NULL honours AWS_EC2_METADATA_SERVICE_ENDPOINT. */
@@ -74,15 +84,37 @@ struct notice_config {
     void *user;
     ckpt_log_fn log_fn;       /* NULL: silent */
     void *log_user;
-    long poll_interval_ms;    /* 0: provider default (aws 2000, azure 1000, aliyun/tencent 5000);
-                                 gcp long-polls and uses this only to pace retries */
+    long poll_interval_ms;    /* 0: the provider's own (docs/notices.md); a provider that
+                                 long-polls (gcp) uses this only to pace retries */
     long reserved[4];         /* zero */
 };
 #define NOTICE_CONFIG_INIT {0}
 
-/* 1 when `mode` is what --notice takes: auto, aws, gcp, azure, aliyun,
- * tencent or none. */
+/* 1 when `mode` is what --notice takes: a word of NOTICE_MODES. */
 int notice_mode_valid(const char *mode);
+
+/* What `ckptrun doctor` says about a provider, from its table entry. */
+struct notice_hints {
+    long window_ms;                 /* the warning it documents (the window doctor judges by) */
+    long detect_ms;                 /* how late a notice may be seen (its poll interval;
+                                       a long poll sees it at once) */
+    const char *window_src;         /* what the window is: "AWS spot notice" */
+    const char *window_note;        /* how sure: "2 minutes, best effort (...)" */
+    const char *unreachable;        /* advice when its endpoint does not answer (NULL: generic) */
+    const char *slow_start;         /* advice when the first request times out because the
+                                       service starts on first use (NULL: a failure) */
+    const char *token_what;         /* its session token ("IMDSv2 session"); NULL: none */
+    const char *token_refused;      /* advice when the token PUT is refused (403/404/405) */
+    const char *token_failed;       /* advice when it fails otherwise */
+    int token_required;             /* 1: a failed token is a failure, 0: a warning */
+    const char *const *temp_mounts; /* mount points lost with the VM (doctor's disk
+                                       check), NULL-terminated; NULL: none known */
+    const char *temp_what;          /* what such a mount is, and when it is lost */
+};
+
+/* @return the hints of the provider named `provider`, NULL for "none" or
+ * an unknown name. */
+const struct notice_hints *notice_hints(const char *provider);
 
 /* 1 when this build polls cloud metadata (it has libcurl), else 0. */
 int notice_available(void);
@@ -118,22 +150,27 @@ struct notice_probe_result {
     int reachable;           /* 1: the notice path answered with HTTP (any status) */
     long status;             /* HTTP status of the notice path */
     long latency_ms;         /* of the notice-path request */
-    int token;               /* aws/aliyun token PUT: 1 obtained, 0 refused with
-                                403/404/405 (IMDSv1 fallback), -1 failed, -2 n/a */
+    int token;               /* the provider's session token PUT (aws, aliyun): 1
+                                obtained, 0 refused with 403/404/405 (requests
+                                without one), -1 failed, -2 n/a */
     long token_status;       /* HTTP status of the token PUT (0: no reply) */
     int pending;             /* 1: a notice is being served right now */
     char detail[256];        /* what failed, or the notice path's body summary */
 };
 
 /* Detects the provider as notice_start() would (DMI only for "auto") and,
- * unless it resolves to "none", sends the provider's token PUT (aws, aliyun)
- * and one GET of its notice path, each with `timeout_ms`. Touches no
- * network when the provider is "none". Blocking; no thread, no callback.
+ * unless it resolves to "none", sends the provider's token PUT (when it has
+ * a session token) and one GET of its first path, each with `timeout_ms`.
+ * Touches no network when the provider is "none". Blocking; no thread, no
+ * callback.
  * @return 0 (see *r, also for an unreachable endpoint), -1 on bad arguments. */
 int notice_probe(const struct notice_config *cfg, long timeout_ms,
                  struct notice_probe_result *r);
 
 /* ---- reply parsers, exposed for unit tests and the fuzz target ----------- */
+/* (Each is defined in its provider's file. A provider added later reaches
+ * its tests through the table: notice_provider_find(name)->paths[i].parse,
+ * notice_provider.h.) */
 
 /* Strict time parsers. @return 0 and *ms (Unix ms), or -1. */
 int notice_parse_iso8601(const char *s, size_t len, int64_t *ms);  /* 2017-09-18T08:22:00Z,

@@ -11,7 +11,7 @@
 #define CKPTRUN_NOTICE_GLUE_H
 
 struct ckptrun_notice_cfg {
-    const char *mode;          /* --notice: auto|aws|gcp|azure|aliyun|tencent|none */
+    const char *mode;          /* --notice: a word of NOTICE_MODES (notice.h) */
     const char *metadata_url;  /* --metadata-url or NULL */
     int verbosity;             /* -1 quiet, 0, 1 verbose */
 };

@@ -1,28 +1,40 @@
-/* notice_net.c -- HTTP, provider detection and metadata addresses for the
- * poller and the probe (notice_int.h). */
+/* notice_net.c -- the poller's and the probe's transport (notice_int.h):
+ * HTTP on the shared client (http.h) and the shared IMDSv2 client, in a
+ * build with libcurl (notice_none.c otherwise). */
 #include "notice_int.h"
 #include "ckpt_http.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #define MAX_HDRS 8
+
+int notice_available(void)
+{
+    return 1;
+}
 
 struct ckpt_http *notice_http_new(void)
 {
     /* Metadata never goes through a proxy (DESIGN.md §3); a handful of
      * requests at once at most (GCP's two long polls, an acknowledgement). */
-    struct ckpt_http_opts o = { .max_handles = 4, .connect_timeout_ms = CONNECT_MS,
-                                .no_proxy = 1 };
+    struct ckpt_http_opts o = { .max_handles = 4, .connect_timeout_ms = CONNECT_MS, .no_proxy = 1 };
     return ckpt_http_new(&o);
 }
 
 /* The ETag of a reply, kept only if it is a plain token: it goes back into
  * a URL. */
+void notice_http_cancel(struct ckpt_http *h)
+{
+    ckpt_http_cancel(h);
+}
+
+void notice_http_free(struct ckpt_http *h)
+{
+    ckpt_http_free(h);
+}
+
 static void plain_etag(const struct ckpt_http_resp *resp, char *out, size_t n)
 {
     char v[160];
@@ -38,9 +50,8 @@ static void plain_etag(const struct ckpt_http_resp *resp, char *out, size_t n)
     memcpy(out, v, i + 1);
 }
 
-int notice_http(struct ckpt_http *h, const char *method, const char *url,
-                const char *const *hdrs, const char *body, long timeout_ms, size_t max,
-                struct notice_reply *r)
+int notice_http(struct ckpt_http *h, const char *method, const char *url, const char *const *hdrs,
+                const char *body, long timeout_ms, size_t max, struct notice_reply *r)
 {
     const char *hv[MAX_HDRS];
     struct ckpt_http_req req;
@@ -67,6 +78,7 @@ int notice_http(struct ckpt_http *h, const char *method, const char *url,
          * logs a failing condition once, until it changes */
         snprintf(r->err, sizeof r->err, "%s",
                  resp.curl_code ? ckpt_http_reason(resp.curl_code) : ckpt_strerror(st));
+        r->unreachable = st == CKPT_E_UNREACHABLE;
         goto out;
     }
     if (resp.body_overflow) {
@@ -87,95 +99,28 @@ out:
     return ret;
 }
 
-static void read_dmi(const char *dir, const char *name, char *out, size_t cap)
+struct ckpt_imds *notice_imds(const char *base)
 {
-    char path[512];
-    int fd;
-    ssize_t n;
-    out[0] = '\0';
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    n = read(fd, out, cap - 1);
-    close(fd);
-    /* sysfs values end in a newline; keep one clean line for matching/logs */
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\r'))
-        n--;
-    out[n > 0 ? n : 0] = '\0';
+    return ckpt_imds_shared(base);
 }
 
-const char *notice_detect(const char *dir, ckpt_log_fn log_fn, void *log_user, char *how,
-                          size_t how_cap)
+int notice_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size_t max,
+                    struct notice_reply *r)
 {
-    char vendor[256], product[256], bios[256], biosver[256], asset[256], msg[512];
-    const char *prov = "none";
+    char err[512] = "", *body = NULL;
+    size_t len = 0;
+    long code = 0;
+    ckpt_status st = ckpt_imds_get(m, path, timeout_ms, max, &body, &len, &code, err);
 
-    read_dmi(dir, "sys_vendor", vendor, sizeof vendor);
-    read_dmi(dir, "product_name", product, sizeof product);
-    read_dmi(dir, "bios_vendor", bios, sizeof bios);
-    read_dmi(dir, "bios_version", biosver, sizeof biosver);
-    read_dmi(dir, "chassis_asset_tag", asset, sizeof asset);
-    if (strcasestr(vendor, "Amazon") || strcasestr(bios, "Amazon") ||
-        strcasestr(biosver, "amazon")) /* older Xen instances say Xen, bios "x.amazon" */
-        prov = "aws";
-    else if (strcasestr(vendor, "Google") || strcasestr(product, "Google"))
-        prov = "gcp";
-    else if (strcasestr(vendor, "Microsoft Corporation") &&
-             (strstr(asset, "7783-7084-3265-9085-8269-3286-77") ||
-              strcasestr(product, "Virtual Machine")))
-        prov = "azure"; /* Hyper-V guest; Azure's fixed asset tag when present */
-    else if (strcasestr(vendor, "Alibaba") || strcasestr(product, "Alibaba Cloud"))
-        prov = "aliyun";
-    else if (strcasestr(vendor, "Tencent") || strcasestr(product, "Tencent"))
-        prov = "tencent";
-    if (how) {
-        if (!vendor[0] && !product[0])
-            snprintf(how, how_cap, "no DMI information in %.120s", dir);
-        else if (strcmp(prov, "none") == 0)
-            snprintf(how, how_cap, "DMI sys_vendor \"%.60s\" product \"%.60s\": no known provider",
-                     vendor, product);
-        else
-            snprintf(how, how_cap, "DMI sys_vendor \"%.60s\" product \"%.60s\"", vendor, product);
-    }
-    if (log_fn) {
-        snprintf(msg, sizeof msg, "auto: DMI vendor \"%.60s\" product \"%.60s\" -> %s",
-                 vendor, product, prov);
-        log_fn(log_user, CKPT_LOG_DEBUG, "notice", msg);
-    }
-    return prov;
-}
-
-int notice_base_of(const char *url, char *out, size_t cap)
-{
-    const char *a;
-    size_t n;
-    if (strncmp(url, "http://", 7) == 0)
-        a = url + 7;
-    else if (strncmp(url, "https://", 8) == 0)
-        a = url + 8;
-    else
+    memset(r, 0, sizeof *r);
+    if (st != CKPT_OK) {
+        free(body);
+        snprintf(r->err, sizeof r->err, "%s", err[0] ? err : "request failed");
+        r->unreachable = st == CKPT_E_UNREACHABLE;
         return -1;
-    n = strcspn(a, "/?#");
-    if (n == 0 || (size_t)(a - url) + n >= cap || memchr(a, '@', n) || a[n - 1] == ':')
-        return -1; /* no host, no credentials in a metadata URL, no empty port */
-    {
-        /* Only host[:port] characters: the result is pasted into URLs. */
-        size_t i;
-        for (i = 0; i < n; i++)
-            if (!((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'z') ||
-                  (a[i] >= 'A' && a[i] <= 'Z') || strchr(".-:[]", a[i])))
-                return -1;
     }
-    memcpy(out, url, (size_t)(a - url) + n);
-    out[(a - url) + n] = '\0';
+    r->status = code;
+    r->body = body;
+    r->len = len;
     return 0;
-}
-
-const char *notice_default_base(const char *provider)
-{
-    return strcmp(provider, "gcp") == 0      ? "http://metadata.google.internal"
-           : strcmp(provider, "aliyun") == 0 ? "http://100.100.100.200"
-           : strcmp(provider, "tencent") == 0 ? "http://metadata.tencentyun.com"
-                                              : "http://169.254.169.254"; /* aws, azure */
 }

@@ -1,79 +1,57 @@
 /*
- * notice_none.c -- notice.h in a build without libcurl: cloud notices need
- * libcurl, so nothing is polled. The reply parsers (notice_parse.c) are
- * there all the same. A provider asked for by name is told once that this
- * build cannot poll it; `auto` finds nothing to poll, as on a machine with
- * no known vendor.
+ * notice_none.c -- the poller's transport in a build without libcurl
+ * (notice_int.h): nothing to poll with. notice_available() says so, and
+ * notice_start() and notice_probe() then poll nothing: a provider asked for
+ * by name is told once that this build cannot poll it, and `auto` finds
+ * nothing to poll, as on a machine with no known vendor. The table, the
+ * reply parsers and doctor's hints are there all the same.
  */
-#include "notice.h"
+#include "notice_int.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-struct notice_poller {
-    const char *provider;     /* always "none" */
-};
+#define NO_CURL "cloud notices need libcurl, which this build lacks"
 
 int notice_available(void)
 {
     return 0;
 }
 
-int notice_start(const struct notice_config *cfg, struct notice_poller **out)
+struct ckpt_http *notice_http_new(void)
 {
-    const char *prov;
-    struct notice_poller *p;
-
-    if (!cfg || !out)
-        return -1;
-    *out = NULL;
-    prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
-    if (!notice_mode_valid(prov) || !(p = calloc(1, sizeof *p)))
-        return -1;
-    p->provider = "none";
-    if (strcmp(prov, "auto") != 0 && strcmp(prov, "none") != 0 && cfg->log_fn) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "%s: cloud notices need libcurl, which this build lacks: "
-                 "not polling (rely on --interval and signals)", prov);
-        cfg->log_fn(cfg->log_user, CKPT_LOG_WARN, "notice", msg);
-    }
-    *out = p;
-    return 0;
+    return NULL;
 }
 
-const char *notice_provider(const struct notice_poller *p)
+void notice_http_cancel(struct ckpt_http *h)
 {
-    (void)p;
-    return "none";
+    (void)h;
 }
 
-int notice_ack(struct notice_poller *p, const char *event_id)
+void notice_http_free(struct ckpt_http *h)
 {
-    (void)event_id;
-    return p ? 0 : -1;
+    (void)h;
 }
 
-void notice_stop(struct notice_poller *p)
+int notice_http(struct ckpt_http *h, const char *method, const char *url, const char *const *hdrs,
+                const char *body, long timeout_ms, size_t max, struct notice_reply *r)
 {
-    free(p);
-}
-
-int notice_probe(const struct notice_config *cfg, long timeout_ms,
-                 struct notice_probe_result *r)
-{
-    const char *prov;
-
-    (void)timeout_ms;
-    if (!cfg || !r)
-        return -1;
+    (void)h, (void)method, (void)url, (void)hdrs, (void)body, (void)timeout_ms, (void)max;
     memset(r, 0, sizeof *r);
-    prov = cfg->provider && *cfg->provider ? cfg->provider : "auto";
-    if (!notice_mode_valid(prov))
-        return -1;
-    r->provider = "none";
-    r->token = -2;
-    snprintf(r->how, sizeof r->how, "this build has no cloud-notice support (no libcurl)");
-    snprintf(r->detail, sizeof r->detail, "cloud notices need libcurl");
-    return 0;
+    snprintf(r->err, sizeof r->err, NO_CURL);
+    r->unreachable = 1;
+    return -1;
+}
+
+struct ckpt_imds *notice_imds(const char *base)
+{
+    (void)base;
+    return NULL;
+}
+
+int notice_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size_t max,
+                    struct notice_reply *r)
+{
+    (void)m;
+    return notice_http(NULL, "GET", path, NULL, NULL, timeout_ms, max, r);
 }

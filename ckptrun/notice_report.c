@@ -102,15 +102,19 @@ out:
     pthread_mutex_unlock(&p->deliver_mu);
 }
 
-void notice_handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len)
+void notice_result(struct nwatch *w, int slot, int r, struct notice_event *ev)
 {
-    struct notice_event ev;
-    int r = parse(body, len, ckpt_now_ms(), &ev);
     if (r < 0) {
-        notice_cond_fail(w, slot, "%s", ev.detail);
+        notice_cond_fail(w, slot, "%s", ev->detail);
         return;
     }
     notice_cond_ok(w, slot);
     if (r > 0)
-        notice_deliver(w->p, &ev);
+        notice_deliver(w->p, ev);
+}
+
+void notice_handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len)
+{
+    struct notice_event ev;
+    notice_result(w, slot, parse(body, len, ckpt_now_ms(), &ev), &ev);
 }

@@ -127,9 +127,11 @@ char *store_url_hint(const char *url, char *buf, size_t n)
     if (path[0] == '~' && (path[1] == '/' || !path[1]) && home && home[0] == '/')
         snprintf(buf, n, "; %s (the shell does not expand ~ there): did you mean file://%s%s?",
                  what, home, path + 1);
-    else if (getcwd(cwd, sizeof cwd))
+    else if (getcwd(cwd, sizeof cwd)) {
+        const char *rest = strcmp(path, ".") == 0 ? "" : path;
         snprintf(buf, n, "; %s: did you mean file://%s%s%s?", what, cwd,
-                 strcmp(cwd, "/") == 0 ? "" : "/", strcmp(path, ".") == 0 ? "" : path);
+                 rest[0] && strcmp(cwd, "/") != 0 ? "/" : "", rest);
+    }
 out:
     return buf;
 }

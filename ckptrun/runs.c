@@ -162,6 +162,7 @@ static void describe(struct ckpt_store *st, struct run_sum *s)
             s->step = h.step;
             s->checkpoints = h.checkpoints;
         } else if (c != CKPT_E_NOENT) {
+            s->head_bad = 1;
             set_error(s, c, "HEAD", err);
         }
     }

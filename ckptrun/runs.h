@@ -30,6 +30,7 @@ struct run_sum {
     const char *state;         /* RUN's state ("running", ...), "stale" (running but no
                                   live lease), "unknown" (no RUN), "?" (unreadable) */
     int have_step;             /* HEAD names a committed checkpoint */
+    int head_bad;              /* HEAD there but unreadable (damaged, newer, store error) */
     uint64_t step;             /* HEAD's newest step */
     unsigned checkpoints;      /* retained (HEAD) */
     ckpt_status error;         /* CKPT_OK, or what reading RUN/HEAD/LEASE met */

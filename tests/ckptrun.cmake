@@ -10,7 +10,8 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
 add_executable(test_ckptrun_parse ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_parse.c
-  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c)
+  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c
+  ${CMAKE_SOURCE_DIR}/ckptrun/cli_suggest.c)
 target_include_directories(test_ckptrun_parse PRIVATE ${CMAKE_SOURCE_DIR}/ckptrun)
 target_link_libraries(test_ckptrun_parse PRIVATE ckpt_internal PkgConfig::CMOCKA)
 add_test(NAME test_ckptrun_parse COMMAND test_ckptrun_parse)
@@ -27,6 +28,19 @@ target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m
 add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names the package
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
+
+# What `run` says so that nothing is lost in silence (cmocka): the
+# watcher's watch_uncommitted() through the fault seam (unit/fault_store.h),
+# the event history's failed commits, the RUN record's added fields, the
+# resume command's words through /bin/sh.
+file(GLOB _watch_src ${_cr}/watch*.c)
+add_executable(test_sup_report ${CMAKE_CURRENT_LIST_DIR}/unit/test_sup_report.c
+  ${CMAKE_CURRENT_LIST_DIR}/unit/fault_store.c ${_watch_src} ${_cr}/commit_files.c
+  ${_cr}/record.c ${_cr}/runlog.c ${_cr}/parse.c ${_cr}/history.c ${_cr}/resume_cmd.c)
+target_include_directories(test_sup_report PRIVATE ${_cr} ${CMAKE_CURRENT_LIST_DIR}/unit)
+target_link_libraries(test_sup_report PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+add_test(NAME test_sup_report COMMAND test_sup_report)
+set_tests_properties(test_sup_report PROPERTIES LABELS unit TIMEOUT 120)
 
 # The directory watch (when an entry is complete, at which step it is
 # committed) on a real directory and file:// store, and the control
@@ -80,10 +94,13 @@ set_tests_properties(ckptrun_writers_torch PROPERTIES LABELS "integration;nosan"
 # The command line as a user meets it: tests/integration/test_cli.py.
 #   cli_integration  subcommands, progress (under script(1)), --json, errors,
 #                    colour, status, shared rules, plain-http warning, failing
-#                    fast on a dead store (file:// and mock_s3.py, loopback)
+#                    fast on a dead store, ls's tables, "did you mean" (file://,
+#                    mock_s3.py and s3rver, loopback)
 #   cli_build        the generated manual page and completions, cmake --install,
-#                    pkg-config, make targets leaving the tree clean (nosan:
-#                    it builds and links outside the sanitizer build)
+#                    pkg-config, make targets leaving the tree clean, package
+#                    sets, a demo-set build where make install builds only what
+#                    it installs (nosan: it builds and links outside the
+#                    sanitizer build)
 add_test(NAME cli_integration
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/integration/test_cli.py)
 set_tests_properties(cli_integration PROPERTIES LABELS integration TIMEOUT 400

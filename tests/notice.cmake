@@ -38,12 +38,22 @@ else()
   message(STATUS "ckpt: cmocka not found: test_notice not built")
 endif()
 
-# integration: one test per provider, each with its own mock server
+# integration: one test per provider, each with its own mock server. The
+# providers are read from the table (NOTICE_PROVIDER_LIST in notice.h): a
+# new provider gets its integration_notice_<name> here, and notice_itest
+# fails until it has a test for it.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_nt}/../ckptrun/notice.h)
+file(STRINGS ${_nt}/../ckptrun/notice.h _nl REGEX "^#define NOTICE_PROVIDER_LIST\\(X\\)")
+string(REGEX MATCHALL "X\\(([a-z0-9_]+)\\)" _nl "${_nl}")
+string(REGEX REPLACE "X\\(([a-z0-9_]+)\\)" "\\1" CKPT_NOTICE_PROVIDERS "${_nl}")
+if(NOT CKPT_NOTICE_PROVIDERS)
+  message(FATAL_ERROR "tests/notice.cmake: no provider found in NOTICE_PROVIDER_LIST")
+endif()
 find_program(CKPT_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
 add_executable(notice_itest ${_nt}/integration/notice_itest.c)
 target_link_libraries(notice_itest PRIVATE ckpt_notice)
 if(CKPT_PYTHON3)
-  foreach(p imds aws gcp azure aliyun tencent)
+  foreach(p imds ${CKPT_NOTICE_PROVIDERS})
     add_test(NAME integration_notice_${p}
              COMMAND notice_itest ${_nt}/tools/metadata_mock.py ${p})
     set_tests_properties(integration_notice_${p} PROPERTIES LABELS integration TIMEOUT 180)

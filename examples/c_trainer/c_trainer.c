@@ -8,7 +8,7 @@
  * final weights are byte-identical to an uninterrupted run's.
  *
  *   c_trainer --steps N --every K --out FILE [--store URL] [--run NAME]
- *             [--hidden H] [--input D] [--batch B] [--sleep-ms MS] [--quiet]
+ *             [--hidden H] [--input D] [--batch B] [--sleep-ms MS] [--bf16] [--quiet]
  *
  * Store and run come from --store/--run or CKPT_STORE/CKPT_RUN. Under
  * ckptrun it also saves whenever ckptrun asks (ckpt_should_save()).
@@ -36,6 +36,9 @@ struct model {
     float *w1, *b1, *w2, *b2;     /* d*h, h, h*NOUT, NOUT */
     float *m, *v;                 /* Adam moments over all parameters */
     float *teacher;               /* fixed, derived from the seed: not state */
+    uint16_t *w16;                /* --bf16: the parameters rounded to bf16, as a
+                                     mixed-precision model holds them beside
+                                     its fp32 master copy (NULL without) */
     size_t nparam;
     uint64_t rng[2];
     struct meta meta;
@@ -87,6 +90,16 @@ static int model_init(struct model *md, size_t d, size_t h, size_t b)
     md->meta.hidden = (uint32_t)h;
     md->meta.batch = (uint32_t)b;
     return 0;
+}
+
+/* The bf16 copy of the parameters (round to nearest even). */
+static void to_bf16(struct model *md)
+{
+    for (size_t i = 0; i < md->nparam; i++) {
+        uint32_t u;
+        memcpy(&u, &md->w1[i], 4);
+        md->w16[i] = (uint16_t)((u + 0x7fff + (u >> 16 & 1)) >> 16);
+    }
 }
 
 /* One step of Adam on a batch drawn from the RNG; returns the loss. */
@@ -163,6 +176,8 @@ static float train_step(struct model *md, float *x, float *hid, float *gh, float
         }
     }
     md->meta.step = t;
+    if (md->w16)
+        to_bf16(md);
     return loss / (float)md->b;
 }
 
@@ -200,6 +215,8 @@ static void usage(FILE *to)
             "  --hidden H      hidden width (default 4096; state = ~12*D*H bytes)\n"
             "  --batch B       batch size (default 4)\n"
             "  --sleep-ms MS   sleep after every step (tests use it to slow down)\n"
+            "  --bf16          also keep (and checkpoint) a bf16 copy of the parameters,\n"
+            "                  as mixed-precision training does: state = ~14*D*H bytes\n"
             "  --quiet         print only the summary\n");
 }
 
@@ -215,7 +232,7 @@ int main(int argc, char **argv)
 {
     uint64_t steps = 0, every = 0, d = 256, h = 4096, b = 4, sleep_ms = 0, restored = 0;
     const char *out = NULL;
-    int quiet = 0, rc = 1, have_steps = 0;
+    int quiet = 0, rc = 1, have_steps = 0, bf16 = 0;
     struct ckpt_config cfg = CKPT_CONFIG_INIT;
     struct ckpt_ctx *ctx = NULL;
     struct model md = { 0 };
@@ -230,6 +247,9 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
+            continue;
+        } else if (!strcmp(a, "--bf16")) {
+            bf16 = 1;
             continue;
         }
         if (!v) {
@@ -272,6 +292,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "c_trainer: out of memory\n");
         return 1;
     }
+    if (bf16) {
+        md.w16 = malloc(md.nparam * sizeof *md.w16);
+        if (!md.w16) {
+            fprintf(stderr, "c_trainer: out of memory\n");
+            goto out;
+        }
+        to_bf16(&md);
+    }
     x = malloc(d * sizeof *x);
     hid = malloc(h * sizeof *hid);
     gh = malloc(h * sizeof *gh);
@@ -289,6 +317,8 @@ int main(int argc, char **argv)
     if ((st = ckpt_protect_ex(ctx, "params", md.w1, md.nparam * sizeof(float), CKPT_ELEM_F32)) ||
         (st = ckpt_protect_ex(ctx, "adam_m", md.m, md.nparam * sizeof(float), CKPT_ELEM_F32)) ||
         (st = ckpt_protect_ex(ctx, "adam_v", md.v, md.nparam * sizeof(float), CKPT_ELEM_F32)) ||
+        (md.w16 && (st = ckpt_protect_ex(ctx, "params_bf16", md.w16,
+                                         md.nparam * sizeof *md.w16, CKPT_ELEM_F16))) ||
         (st = ckpt_protect(ctx, "rng", md.rng, sizeof md.rng)) ||
         (st = ckpt_protect(ctx, "meta", &md.meta, sizeof md.meta))) {
         fprintf(stderr, "c_trainer: protect: %s\n", ckpt_strerror(st));
@@ -346,5 +376,6 @@ out:
     free(md.m);
     free(md.v);
     free(md.teacher);
+    free(md.w16);
     return rc;
 }

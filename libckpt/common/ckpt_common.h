@@ -147,8 +147,8 @@ const struct ckpt_codec_spec *ckpt_codec_of_speed(enum ckpt_codec_speed speed);
 #define CKPT_CODEC_WORD_(name, ID, lv, lo, hi, dflt, speed) \
     " " #name CKPT_CODEC_WORDS_##lv(name, lo, hi)
 #define CKPT_CODEC_FORMS CKPT_CODEC_MAP(CKPT_CODEC_FORM_)
-#define CKPT_CODEC_WORDS (CKPT_CODEC_MAP(CKPT_CODEC_WORD_) + 1)
-#define CKPT_CODEC_RULE (CKPT_CODEC_MAP(CKPT_CODEC_RULE_) + 2)
+#define CKPT_CODEC_WORDS (&CKPT_CODEC_MAP(CKPT_CODEC_WORD_)[1])
+#define CKPT_CODEC_RULE (&CKPT_CODEC_MAP(CKPT_CODEC_RULE_)[2])
 
 /* "zstd", "zstd:LEVEL", "lz4", "none" (a row's name, with ":LEVEL" in its
  * range for a codec that has levels): *codec and *level (0 = the codec's

@@ -476,7 +476,14 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * restore instead: an older checkpoint would not fare better. Sizes are checked for every item before anything is written: a size
  * difference returns CKPT_E_SIZE with nothing overwritten. Every protected
  * name must exist in the checkpoint (else CKPT_E_MISMATCH, nothing written);
- * stored items not protected are ignored. Protected files are replaced as
+ * stored items not protected are ignored. When the newest checkpoint
+ * disagrees with the protected items but an older one fits, the newer
+ * one's manifest is taken as damaged (warn) and the older one restored;
+ * CKPT_E_SIZE / CKPT_E_MISMATCH (the newest one's reason) mean that every
+ * checkpoint disagrees: the program changed. A checkpoint another writer's
+ * retention removed meanwhile is skipped, not reported as damaged. A
+ * damaged HEAD is replaced by the run's manifests (docs/FORMAT.md, "A
+ * damaged HEAD"; logged as a warning). Protected files are replaced as
  * ckpt_restore_dir() writes its files (renamed into place once verified;
  * fsynced first only with `restore_sync`).
  * A multi-rank checkpoint restores this rank's part with the replicated
@@ -502,6 +509,12 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
 /* Snapshot every protected item at `step` and return; the snapshot is then
  * compressed, written and committed in the background. When it returns, the
  * program may modify its regions freely.
+ * A stop's save (ckptrun asked for it to stop the job, or SIGTERM/SIGINT
+ * was taken as a stop: docs/CONTROL.md), one rank, returns only once that
+ * save is committed or failed: nothing the program computes after it is
+ * kept, so its CPU goes to compressing and sending instead, and the
+ * compression starts on the regions copied first while the copy goes on.
+ * The outcome is still reported by ckpt_wait().
  * If a previous save is still persisting: with CKPT_BUSY_WAIT (default) this
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.
@@ -567,8 +580,10 @@ typedef int (*ckpt_list_fn)(void *user, const struct ckpt_info *info);
  * (highest step first; checkpoints marked damaged are not listed), on the
  * calling thread; fn returns nonzero to stop. A checkpoint whose manifest
  * cannot be read is still listed, with time_ms -1 (see struct ckpt_info).
- * @return CKPT_OK (also for a run with none), store errors, CKPT_E_CORRUPT
- *         (HEAD damaged). */
+ * A damaged HEAD is replaced by the checkpoints the run's manifests show
+ * (docs/FORMAT.md, "A damaged HEAD"; logged as a warning).
+ * @return CKPT_OK (also for a run with none), store errors (also while
+ *         reading the manifests of a damaged HEAD). */
 CKPT_API ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user);
 
 /* What a run's HEAD object says (docs/FORMAT.md, "HEAD"), for a tool that
@@ -628,7 +643,11 @@ CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
  * found); the first in ckpt_errmsg(). Its verdict is restore's: a manifest
  * restore refuses (a newer format, a damaged part) fails verify too. A
  * multi-rank checkpoint is checked whole: every rank's part, and a
- * replicated item whose parts disagree fails (CKPT_E_CORRUPT).
+ * replicated item whose parts disagree fails (CKPT_E_CORRUPT). A checkpoint
+ * another writer's retention removed while verify read it is gone, not
+ * damaged: skipped (CKPT_E_NOENT when it was the one `step` asked for). A
+ * damaged HEAD is CKPT_E_CORRUPT, after the checkpoints the run's manifests
+ * show are checked (the message says whether they are intact).
  * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_UNSUPPORTED, CKPT_E_NOENT, store
  *         errors. */
 CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);
@@ -669,9 +688,12 @@ CKPT_API ckpt_status ckpt_gc_ex(struct ckpt_ctx *ctx, unsigned keep, uint64_t mi
  * conditional write, so that every writer that read HEAD before -- a runner
  * that lost its lease -- has its next commit refused (CKPT_E_FENCED). A run
  * without a HEAD gets an empty one, which stale writers cannot overwrite
- * either. Used by `ckptrun run/recover` right after taking the lease.
+ * either. Used by `ckptrun run/recover` right after taking the lease. A
+ * damaged HEAD is rewritten from the run's manifests (docs/FORMAT.md, "A
+ * damaged HEAD"), conditionally on the damaged one.
  * @return CKPT_OK, CKPT_E_PRECONDITION (HEAD changed meanwhile: retry),
- *         CKPT_E_CORRUPT (HEAD damaged), store errors. */
+ *         CKPT_E_UNSUPPORTED (HEAD damaged, and a manifest of a newer
+ *         format among them: upgrade), store errors. */
 CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
 
 /* Mark the committed checkpoints at `steps` damaged: they leave the resume

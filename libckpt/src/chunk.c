@@ -291,6 +291,9 @@ out:
         ckpt__progress_add(&ctx->progress.bytes_done, j->len);
         ckpt__progress_add(&ctx->progress.chunks_done, 1);
     }
+    pthread_mutex_lock(&sv->mu);
+    sv->raw_left -= j->len < sv->raw_left ? j->len : sv->raw_left;
+    pthread_mutex_unlock(&sv->mu);
     if (is_file) {
         size_t left;
         pthread_mutex_lock(&sv->mu);

@@ -190,9 +190,11 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
     ctx->nitems++;
     if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size && !it->no_stage) {
         /* a private stage for the region, mapped and touched now so the
-         * first save stalls only for its copy */
-        it->stage = ckpt__arena_new(ctx->chunk_bytes,
-                                    (size + ctx->chunk_bytes - 1) / ctx->chunk_bytes);
+         * first save stalls only for its copy. Exactly its size (one
+         * block: only its base is used): in whole chunks, the many small
+         * regions of a framework's state (a 4-byte `step` per parameter)
+         * each took a chunk, and a 6 MiB tensor 8 MiB */
+        it->stage = ckpt__arena_new(size, 1);
         if (!it->stage)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
                       "cannot reserve %zu MiB of staging for %s now; saves will use "

@@ -209,6 +209,15 @@ static ckpt_status read_kept(struct gc *g)
     struct ckpt_ctx *ctx = g->ctx;
     struct ckpt_head *h = &g->h;
     ckpt_status st = ckpt__read_head(ctx, h, g->etag, &g->exists);
+    if (st == CKPT_E_CORRUPT) {
+        /* gc never guesses what a kept checkpoint uses: not from the
+         * manifests either (headscan.h: the gc records in force are lost) */
+        char why[CKPT_ERR_MAX];
+        snprintf(why, sizeof why, "%s", ctx->errmsg);
+        ckpt__set_ctx_err(ctx, "%s: gc deletes nothing until HEAD is rewritten (the next save, "
+                          "or ckptrun run/recover taking the lease, rewrites it from the "
+                          "run's manifests)", why);
+    }
     if (st)
         return st;
     g->ids = calloc(h->n ? h->n : 1, sizeof *g->ids);

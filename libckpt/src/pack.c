@@ -1,6 +1,7 @@
 /* pack.c -- packs: the save's open pack, uploads (pack.h). Chunks are added
  * to a pack while it holds less than pack_bytes (so a pack is pack_bytes
- * plus at most one chunk object: 4 chunks of 8 MiB in a 32 MiB pack); at
+ * plus at most one chunk object: 4 chunks of 8 MiB in a 32 MiB pack), or,
+ * at the end of a save, less than its share of what is left (seal_at); at
  * most pack_inflight + 1 buffers exist (the open one and those uploading). */
 #include <errno.h>
 #include <stdio.h>
@@ -79,6 +80,25 @@ static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
     return st;
 }
 
+/* The size at which the open pack (`open` bytes) is sealed (sv->mu held):
+ * pack_bytes, except at the end of a save. There the stored bytes still to
+ * come -- the open pack, and the raw bytes of the chunks not yet through
+ * the stage (`self` of them are the chunk just appended) at the ratio seen
+ * so far -- are spread over the uploads that run at once, so the last
+ * packs leave together on as many connections rather than one after the
+ * other on one: a connection capped at 40 MB/s takes 0.8 s over a 32 MiB
+ * pack that four of them send in 0.2 s, and on a store across a link
+ * those last seconds are the commit's. A pack holds one chunk at least. */
+static size_t seal_at(const struct ckpt_ctx *ctx, const struct ckpt_save *sv, size_t open,
+                      size_t self)
+{
+    double raw = (double)(sv->raw_left > self ? sv->raw_left - self : 0);
+    double ratio = sv->packed_raw ? (double)sv->packed_stored / (double)sv->packed_raw : 1.0;
+    double share = ((double)open + raw * ratio) / (double)(ctx->pack_inflight ? ctx->pack_inflight
+                                                                             : 1);
+    return share < (double)ctx->pack_bytes ? (size_t)share : ctx->pack_bytes;
+}
+
 /* The worker whose chunk fills the open pack (pack_bytes or more) seals it
  * and uploads it at once, so a pack leaves as soon as it is complete. */
 ckpt_status ckpt__pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const void *hdr,
@@ -114,7 +134,9 @@ ckpt_status ckpt__pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
             ref->pack = b->slot + 1;
             ref->off = b->len;
             b->len += len;
-            if (b->len >= ctx->pack_bytes) {
+            sv->packed_raw += ref->raw_len;
+            sv->packed_stored += len;
+            if (b->len >= seal_at(ctx, sv, b->len, ref->raw_len)) {
                 full = b; /* sealed: ours to upload */
                 sv->open = NULL;
             }

@@ -50,6 +50,10 @@ struct ckpt_save {
     ckpt_status st;             /* the first failure (mu) */
     char err[CKPT_ERR_MAX];
     uint64_t raw_bytes, new_bytes; /* (mu) */
+    /* where the chunk stage stands (mu), for sealing the last packs
+     * (pack.c): raw bytes of the chunks whose job has not ended, and the
+     * raw and stored bytes of the chunks put into packs so far */
+    uint64_t raw_left, packed_raw, packed_stored;
 };
 
 /* A save of `nitems` items at `step`: manifest items, paths and file

@@ -240,6 +240,11 @@ void ckpt__signals_stop_requested(void)
     atomic_store(&g_stop_req, 1);
 }
 
+int ckpt__signals_stop_pending(void)
+{
+    return atomic_load(&g_stop_req) || ckpt__signals_taken();
+}
+
 void ckpt__signals_test_clock(ckpt__signals_clock_fn now_ms)
 {
     atomic_store(&g_clock, now_ms);

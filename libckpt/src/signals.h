@@ -17,6 +17,9 @@ int ckpt__signals_take(int *sig, long long *when_ms);
 int ckpt__signals_taken(void);      /* a signal was already taken as a stop */
 void ckpt__signals_stopping(void);  /* ckptrun said `stopping` */
 void ckpt__signals_stop_requested(void); /* ckptrun asked for the stop's save */
+/* A stop is under way in this process (ckptrun asked for the stop's save,
+ * or a signal was taken as a stop): the next save is the last one kept. */
+int ckpt__signals_stop_pending(void);
 
 /* For tests only: the monotonic clock (ms) the handler reads to tell a
  * repeat within the 0.5 s window from a second signal, so a test moves time

@@ -11,6 +11,7 @@
 #include "gpu.h"
 #include "pool.h"
 #include "save.h"
+#include "signals.h"
 #include "snapshot.h"
 #include "staging.h"
 
@@ -111,6 +112,7 @@ static ckpt_status shape(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t *tot
         sv->lo[i] = 0;
         sv->hi[i] = mi->nchunks;
         sv->raw_bytes += mi->size;
+        sv->raw_left += mi->size;
         *total_chunks += mi->nchunks;
     }
     if (spread_replicated(ctx, sv) != CKPT_OK)
@@ -158,8 +160,14 @@ static ckpt_status stage_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv,
     return st;
 }
 
-/* Copy every region into staging and queue a chunk job per chunk. */
-static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv)
+/* A stop's save copies a region in pieces of this many bytes (still large
+ * enough for memcpy's streaming stores), each piece's chunk jobs queued as
+ * soon as it is copied. */
+#define STOP_PIECE (64u << 20)
+
+/* Copy every region into staging and queue a chunk job per chunk. `piece`:
+ * chunks copied at once (SIZE_MAX: a whole region). */
+static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece)
 {
     struct ckpt_item *it;
     ckpt_status st = CKPT_OK;
@@ -169,13 +177,20 @@ static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv)
          * read again may change its item */
         const uint64_t size = sv->m.items[i].size;
         const size_t nchunks = sv->m.items[i].nchunks;
-        /* One copy of the whole region: large enough for memcpy's streaming
-         * stores, where chunk-sized copies would read every destination
-         * line first and take up to twice as long. */
-        if (it->stage)
-            memcpy(it->stage->base, it->ptr, it->size);
         for (size_t c = 0; c < nchunks && !st; c++) {
-            struct ckpt_chunk_job *j = calloc(1, sizeof *j);
+            struct ckpt_chunk_job *j;
+            if (it->stage && c % piece == 0) {
+                /* One copy of the whole region (or of a stop's piece):
+                 * large enough for memcpy's streaming stores, where
+                 * chunk-sized copies would read every destination line
+                 * first and take up to twice as long. */
+                uint64_t from = (uint64_t)c * ctx->chunk_bytes;
+                uint64_t to = piece >= nchunks - c ? it->size
+                                                   : from + (uint64_t)piece * ctx->chunk_bytes;
+                memcpy((uint8_t *)it->stage->base + from, (const uint8_t *)it->ptr + from,
+                       (size_t)(to - from));
+            }
+            j = calloc(1, sizeof *j);
             if (!j) {
                 st = CKPT_E_NOMEM;
                 break;
@@ -210,7 +225,13 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     struct ckpt_save *sv;
     ckpt_status st, prev;
     size_t total_chunks;
-    int hold = !ctx->staging_max;
+    /* A stop's save is the last one kept: what the trainer computes after
+     * it is lost anyway, so its stall does not matter, the time to a
+     * commit does. Its chunk jobs start while the copy goes on, so the
+     * link is busy from the first piece on (a 1 GiB copy is ~0.3 s of an
+     * idle link otherwise). */
+    int stop = ckpt__signals_stop_pending();
+    int hold = !ctx->staging_max && !stop;
     ckpt_codec codec;
 
     if (!ctx->items && ctx->world_size < 2) /* a rank may have nothing: an empty part */
@@ -249,7 +270,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
 
     if (hold)
         ckpt__pool_hold(ctx->pool, 1);
-    st = copy(ctx, sv);
+    st = copy(ctx, sv, stop ? STOP_PIECE / ctx->chunk_bytes : SIZE_MAX);
     if (st)
         ckpt__save_fail(sv, st, "snapshot failed: %s", ckpt_strerror(st));
     if (hold)
@@ -264,6 +285,14 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     if (st) {
         ckpt__flight_wait(&ctx->flight);
         return st;
+    }
+    if (stop && ctx->world_size < 2) {
+        /* The last save kept: the training thread would only compute what
+         * is thrown away, with a core the compression and the uploads
+         * need. It waits for the commit (ckpt_wait reports how it ended;
+         * the stop's deadline bounds the store's retries). Ranks go on: a
+         * global commit may need their next collective. */
+        ckpt__flight_settle(&ctx->flight);
     }
     return CKPT_OK;
 }

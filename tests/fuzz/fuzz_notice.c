@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "notice.h"
+#include "notice_provider.h"
 
 #define NOW_MS 1505722800000LL /* fixed clock: results must not depend on the run */
 
@@ -45,11 +46,30 @@ static int time_tc(const char *s, size_t n, int64_t now, struct notice_event *ev
     return notice_parse_tencent(s, n, &ms) == 0 ? 0 : -1;
 }
 
-static const parser parsers[] = {
-    notice_parse_aws_action,   notice_parse_aws_termtime,    notice_parse_aws_rebalance,
-    notice_parse_gcp_preempted, notice_parse_gcp_maintenance, notice_parse_azure,
-    notice_parse_aliyun,       notice_parse_tencent_reply,   time_iso,
-    time_rfc,                  time_tc,
+/* Providers added after the first five are reached through the table. */
+static int volcengine(const char *s, size_t n, int64_t now, struct notice_event *ev)
+{
+    return notice_provider_find("volcengine")->paths[0].parse(s, n, now, ev);
+}
+
+/* Indexed by the input's first byte: new entries go at the end, so every
+ * corpus file keeps its parser. */
+static const struct {
+    parser fn;
+    int reply; /* a reply parser: *ev is checked too */
+} parsers[] = {
+    { notice_parse_aws_action, 1 },
+    { notice_parse_aws_termtime, 1 },
+    { notice_parse_aws_rebalance, 1 },
+    { notice_parse_gcp_preempted, 1 },
+    { notice_parse_gcp_maintenance, 1 },
+    { notice_parse_azure, 1 },
+    { notice_parse_aliyun, 1 },
+    { notice_parse_tencent_reply, 1 },
+    { time_iso, 0 },
+    { time_rfc, 0 },
+    { time_tc, 0 },
+    { volcengine, 1 }, /* 11 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -69,10 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(copy, data + 1, size - 1);
     memset(&ev, 0x5a, sizeof ev);
-    r = parsers[which](copy, size - 1, NOW_MS, &ev);
+    r = parsers[which].fn(copy, size - 1, NOW_MS, &ev);
     if (r < -1 || r > 1)
         abort();
-    if (which < 8) {
+    if (parsers[which].reply) {
         if (!memchr(ev.detail, 0, sizeof ev.detail) || !memchr(ev.id, 0, sizeof ev.id))
             abort();
         if (r == 1 && ev.deadline_ms == 0 && ev.kind != NOTICE_REBALANCE)

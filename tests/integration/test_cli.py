@@ -2,8 +2,10 @@
 """The command line as a user meets it: mistyped subcommands, progress and result lines, --json,
 consistent answers for missing runs, one-line errors with a level, colour
 only on a terminal, the status dashboard, the shared rules, plain-http
-warnings and failing fast on a dead store; with --build, the generated
-manual page and completions, installation and the Makefile's hygiene.
+warnings and failing fast on a dead store, `ls` as a table of runs and the
+items of a checkpoint, "did you mean" for options, run names and relative
+file:// stores; with --build, the generated manual page and completions,
+installation, the Makefile's hygiene and the package sets of scripts/deps.sh.
 
 Run:  /usr/bin/python3 tests/integration/test_cli.py [-v] [--build] [TestName...]
 Binaries from $CKPT_BIN (ctest sets it), else ./build/bin; the build tree
@@ -824,6 +826,7 @@ class DidYouMean(Case):
         os.makedirs(sub)
         for url, want in (("file://data/ckpt", "file://%s/data/ckpt" % sub),
                           ("file://./data", "file://%s/data" % sub),
+                          ("file://.", "file://%s" % sub),
                           ("file:/abs/ckpt", "file:///abs/ckpt"),
                           ("/abs/ckpt", "file:///abs/ckpt"),
                           ("ckpt", "file://%s/ckpt" % sub)):
@@ -939,6 +942,78 @@ class Build(unittest.TestCase):
                                                         "man1", "ckptrun.1")))
         finally:
             shutil.rmtree(prefix, ignore_errors=True)
+
+    def deps(self, *sets):
+        return subprocess.run(["bash", os.path.join(REPO, "scripts", "deps.sh")] +
+                              list(sets) + ["--list"], capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    def test_package_sets(self):
+        # 26.11: `make demo` asks for the demo set only, which has none of
+        # the tests' heavy packages; `make test` for the test set, `make
+        # deps` for all of them
+        heavy = {"python3-torch", "slurm-wlm", "munge", "openmpi-bin", "libopenmpi-dev",
+                 "nodejs", "npm", "libcmocka-dev"}
+        demo, test, full = self.deps("--demo"), self.deps("--test"), self.deps("--all")
+        self.assertFalse(heavy & set(demo), demo)
+        self.assertTrue({"cmake", "pkg-config", "libzstd-dev", "libcurl4-openssl-dev"} <=
+                        set(demo), demo)
+        self.assertTrue(heavy | set(demo) <= set(test), test)
+        self.assertTrue(set(test) | {"awscli", "time", "clang"} <= set(full), full)
+        self.assertEqual(self.deps(), test)  # the default
+        for target, want in (("demo", "scripts/deps.sh --demo"), ("test", "scripts/deps.sh --test"),
+                             ("deps", "scripts/deps.sh --all")):
+            r = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True)
+            self.assertIn(want, r.stdout, target)
+            if target == "demo":
+                self.assertNotIn("--test", r.stdout)
+        r = subprocess.run(["bash", os.path.join(REPO, "scripts", "deps.sh"), "--tset"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 64, r.stderr)
+
+    @unittest.skipUnless(shutil.which("dpkg"), "needs dpkg: the demo set's pkg-config files")
+    def test_demo_set_configures_and_install_builds_only_what_it_installs(self):
+        # The demo's build sees only the demo set's libraries (pkg-config
+        # limited to their .pc files, MPI and CUDA not looked for: neither
+        # is in the set); then `make install` in that fresh build directory
+        # builds what it installs and nothing else.
+        tmp = tempfile.mkdtemp(prefix="ckpt-demo-")
+        try:
+            pc = os.path.join(tmp, "pc")
+            os.makedirs(pc)
+            for p in self.deps("--demo"):
+                files = subprocess.run(["dpkg", "-L", p], capture_output=True,
+                                       text=True).stdout.split()
+                for f in files:
+                    if f.endswith(".pc") and os.path.exists(f):
+                        dst = os.path.join(pc, os.path.basename(f))
+                        if not os.path.exists(dst):
+                            os.symlink(f, dst)
+            self.assertTrue(os.path.exists(os.path.join(pc, "libzstd.pc")), os.listdir(pc))
+            build, prefix = os.path.join(tmp, "b"), os.path.join(tmp, "prefix")
+            env = dict(os.environ, PKG_CONFIG_LIBDIR=pc)
+            r = subprocess.run(["make", "-C", REPO, "install", "BUILD=" + build, "PREFIX=" + prefix,
+                                "CMAKE_FLAGS=-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON "
+                                "-DCKPT_WITH_CUDA=OFF"], env=env, capture_output=True,
+                               text=True, timeout=900)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            log = open(os.path.join(build, "configure.log")).read()
+            self.assertIn("cmocka (libcmocka-dev) missing: tests not built", log)
+            self.assertEqual(sorted(os.listdir(os.path.join(build, "bin"))), ["ckptrun"])
+            self.assertFalse(os.path.exists(os.path.join(build, "tests")))
+            for f in ("bin/ckptrun", "include/ckpt.h", "share/man/man1/ckptrun.1"):
+                self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
+            self.assertTrue([f for _, _, fs in os.walk(prefix) for f in fs
+                             if f.startswith("libckpt_preload")])
+            # the demo's other program builds from the same set
+            r = subprocess.run(["cmake", "--build", build, "--target", "c_trainer"], env=env,
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            # ctest there refuses to pass with no tests (make test's ctest)
+            r = subprocess.run(["ctest", "--no-tests=error"], cwd=build, capture_output=True)
+            self.assertNotEqual(r.returncode, 0)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     @unittest.skipUnless(os.path.isdir(os.path.join(REPO, ".git")) or
                          os.path.isfile(os.path.join(REPO, ".git")), "not a git checkout")

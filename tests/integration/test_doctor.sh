@@ -178,6 +178,12 @@ providers)
     CKPT_DMI_DIR="$TMP/nodmi" doctor 0 --notice gcp --metadata-url "http://127.0.0.1:$PORT" \
         --state-bytes 16MiB --budget 20s
     jcheck "j['provider'] == 'gcp' and 'forced by --notice' in c['provider']['message']"
+    # A provider DMI never names (Volcano Engine): forced, probed, its window.
+    start "$TMP/md-volc" "$PY" "$SRC/tests/tools/metadata_mock.py" --provider volcengine
+    CKPT_DMI_DIR="$TMP/nodmi" doctor 0 --notice volcengine --metadata-url "http://127.0.0.1:$PORT" \
+        --state-bytes 16MiB --budget 20s
+    jcheck "j['provider'] == 'volcengine' and c['metadata']['status'] == 'ok'"
+    jcheck "j['estimate']['window_s'] == 300 and 'Volcano Engine' in c['window']['message']"
     CKPT_DMI_DIR="$TMP/nodmi" doctor 1 --notice aws --metadata-url "http://127.0.0.1:9" \
         --state-bytes 16MiB --budget 20s
     jcheck "c['metadata']['status'] == 'fail' and 'unreachable' in c['metadata']['message']"

@@ -88,9 +88,9 @@ class Case(tc.Case):
     def writer(self, n, size, gap, code=0):
         return [PY, self.script("writer.py", WRITER), str(n), str(size), str(gap), str(code)]
 
-    def last_line(self, err):
+    def last_line(self, err, command="run"):
         lines = [l for l in err.splitlines() if l.strip()]
-        self.assertRegex(lines[-1], r"^ckptrun: run: ", err)
+        self.assertRegex(lines[-1], r"^ckptrun: %s: " % command, err)
         return lines[-1]
 
     def resume_words(self, line):
@@ -327,8 +327,8 @@ class LastLine(Case):
         self.assertRegex(r.stderr, r"trainer: start at step [1-9]\d* resumed=1")
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref)
-        self.assertRegex(self.last_line(r.stderr), r"job completed, exit 0: newest committed step "
-                                                   r"400$")
+        self.assertRegex(self.last_line(r.stderr, "recover"), r"job completed, exit 0: newest "
+                                                              r"committed step 400$")
 
     def test_words_are_quoted_and_failed_and_user_stop_lines(self):
         odd = ["a b", "it's", "$HOME", "*", ""]

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Loopback mock of the cloud metadata services ckpt polls for notices.
 
-Usage: metadata_mock.py --provider aws|gcp|azure|aliyun|tencent [--port N]
+Usage: metadata_mock.py --provider NAME [--port N]
+
+NAME is a provider of ckptrun's table (ckptrun/notice.h) that has a
+serve_NAME method below: adding a provider here is adding that method.
 
 Binds 127.0.0.1 (port 0 by default) and prints "PORT <n>" on stdout, then
 serves one provider's paths with that provider's headers and error replies
@@ -11,11 +14,14 @@ Control endpoints (any method):
   /_mock/notice?kind=terminate|stop|hibernate|rebalance|maintenance&in=SECONDS
       switch a notice on; `in` is the deadline from now (azure: in=blank gives
       a blank NotBefore; &vm=NAME lists another VM in Resources;
-      aws: &legacy=only serves only spot/termination-time)
+      aws: &legacy=only serves only spot/termination-time;
+      volcengine: &fmt=isoz|iso|space|epoch|epochms|offset|quoted, the form
+      of the time, isoz by default)
   /_mock/clear                         no notice, no hostile mode
   /_mock/hostile?mode=garbage|huge|badjson|500|slow|pasttime|badtime|wrongtype|off
   /_mock/config?token=required|optional|v1only|forbidden|error500&ttl_cap=S&revoke=1
-      aws/aliyun token behaviour; revoke=1 invalidates every issued token
+      aws/aliyun token behaviour; revoke=1 invalidates every issued token;
+      &none=404|empty: volcengine's answer while there is no notice
   /_mock/state                         JSON: counters, acks, tokens issued
 
 Standard library only; run with /usr/bin/python3.
@@ -43,6 +49,7 @@ S = {
     "acks": [],
     "version": 0,       # bumps on every change (GCP ETags, Azure incarnation)
     "event_id": "602d9444-d2cd-49c7-8624-8643e7171297",
+    "none_reply": "404",  # volcengine without a notice: 404 or an empty 200
 }
 
 
@@ -122,6 +129,7 @@ class Handler(BaseHTTPRequestHandler):
                     "deadline": None if inn == "blank" else time.time() + float(inn),
                     "vm": q.get("vm"),
                     "legacy": q.get("legacy"),
+                    "fmt": q.get("fmt", "isoz"),
                     "set_at": time.time(),
                 }
                 S["version"] += 1
@@ -140,6 +148,8 @@ class Handler(BaseHTTPRequestHandler):
                     S["ttl_cap"] = int(q["ttl_cap"]) if q["ttl_cap"] else None
                 if q.get("revoke"):
                     S["tokens"].clear()
+                if "none" in q:
+                    S["none_reply"] = q["none"]
             elif what != "state":
                 return self.reply(404, "unknown control\n")
             LOCK.notify_all()
@@ -377,10 +387,45 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, tencent_time(n["deadline"]))
         return self.reply(404, "Not Found\n")
 
+    # ---- Volcano Engine ---------------------------------------------------
+    # Documented: the release time in UTC when release is near. Not
+    # documented: the answer without a notice and the time's exact form, so
+    # the mock serves each form ckptrun accepts (&fmt=) and either answer.
+    def serve_volcengine(self, method, path, q, body):
+        if path != "/latest/spot_instance_termination_time":
+            return self.reply(404, "Not Found\n")
+        with LOCK:
+            count("volcengine_gets")
+        if self.hostile(None, iso(PAST)):
+            return
+        n = S["notice"]
+        if n and n["kind"] == "terminate":
+            return self.reply(200, volc_time(n["deadline"], n["fmt"]))
+        if S["none_reply"] == "empty":
+            return self.reply(200, "")
+        return self.reply(404, "Not Found\n")
+
+
+def volc_time(t, fmt):
+    if fmt == "epoch":
+        return "%d" % t
+    if fmt == "epochms":
+        return "%d" % (t * 1000)
+    if fmt == "offset":  # the same instant as China Standard Time, with its offset
+        return time.strftime("%Y-%m-%dT%H:%M:%S+08:00", time.gmtime(t + 8 * 3600))
+    if fmt == "space":
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+    if fmt == "iso":
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+    if fmt == "quoted":
+        return '"%s"' % iso(t)
+    return iso(t)  # isoz
+
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--provider", required=True, choices=["aws", "gcp", "azure", "aliyun", "tencent"])
+    ap.add_argument("--provider", required=True,
+                    choices=sorted(m[len("serve_"):] for m in dir(Handler) if m.startswith("serve_")))
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     S["provider"] = a.provider

@@ -1,9 +1,10 @@
 /*
  * notice_probe.c -- run the notice poller by hand and print what it sees.
  *
- *   notice_probe [-p auto|aws|gcp|azure|aliyun|tencent|none] [-u METADATA_URL]
+ *   notice_probe [-p MODE] [-u METADATA_URL]
  *                [-d DMI_DIR] [-i POLL_MS] [-t SECONDS] [-a] [-q]
  *
+ * MODE is a word of NOTICE_MODES (notice.h): auto, a provider, or none.
  * Prints one line per notice ("notice KIND PROVIDER deadline_in_ms=N id=... detail")
  * and, without -q, the poller's log on stderr. -a acknowledges each notice
  * that has an id (Azure). Exits after -t seconds (default: until SIGINT) with

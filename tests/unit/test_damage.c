@@ -425,6 +425,7 @@ static void test_damaged_head_readable_and_rewritten(void **state)
         /* gc acts on HEAD alone: it deletes nothing */
         assert_int_equal(ckpt_gc(r, 1, 0, &deleted), CKPT_E_CORRUPT);
         assert_int_equal(deleted, 0);
+        assert_non_null(strstr(ckpt_errmsg(r), "gc deletes nothing until HEAD is rewritten"));
         ckpt_close(r);
         /* the next save commits, over the damaged HEAD */
         w = open_ctx(run, 0);

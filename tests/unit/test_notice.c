@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "notice.h"
+#include "notice_int.h"
 
 #define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
 #define S(x) x, strlen(x)
@@ -257,6 +258,82 @@ static void aliyun_tencent(void **state)
     assert_int_equal(notice_parse_tencent_reply(S("garbage"), T0, &ev), -1);
 }
 
+/* Volcano Engine: the time's form is not documented, so any parseable one
+ * counts (UTC without a zone); an empty reply is no notice. Reached through
+ * the table, as a provider's parser is. */
+static void volcengine(void **state)
+{
+    static const struct {
+        const char *body;
+        int64_t at; /* the deadline, T0 + at */
+    } ok[] = {
+        { "2017-09-18T08:22:00Z", 0 },      { "2017-09-18T08:22:00", 0 }, /* no zone: UTC */
+        { "2017-09-18 08:22:00", 0 },       { "2017-09-18t08:22:00z", 0 },
+        { "2017-09-18T08:22", 0 },          { "2017-09-18T08:22:00.250", 250 },
+        { "2017-09-18T08:22:00,5Z", 500 },  { "2017-09-18T08:22:00.123456789Z", 123 },
+        { "2017-09-18T16:22:00+08:00", 0 }, { "2017-09-18T16:22:00+0800", 0 },
+        { "2017-09-18T16:22:00+08", 0 },    { "2017-09-18T03:22:00-05:00", 0 },
+        { "2017-09-18 08:22:00 UTC", 0 },   { "2017-09-18 08:22:00 GMT", 0 },
+        { "2017-09-18 08:22:00UTC", 0 },    { "1505722920", 0 },    /* Unix seconds */
+        { "1505722920.75", 750 },           { "1505722920000", 0 }, /* Unix milliseconds */
+        { "\"2017-09-18T08:22:00Z\"", 0 },  { "  2017-09-18 08:22:00\r\n", 0 },
+    };
+    static const char *const bad[] = {
+        "soon",
+        "2017-09-18",
+        "2017-09-18T08",
+        "2017-13-18T08:22:00Z",
+        "2017-09-31 08:22:00",
+        "2017-09-18T08:22:00+08:",
+        "2017-09-18T08:22:00+24:00",
+        "2017-09-18T08:22:00 EST",
+        "2017-09-18T08:22:00.Z",
+        "2017-09-18T08:22:00ZZ",
+        "2017/09/18 08:22:00",
+        "150572292000000",
+        "12345678901234",
+        "1505722920.",
+        "1505722920x",
+        "-1505722920",
+        "null",
+        "{\"time\": \"2017-09-18T08:22:00Z\"}",
+        "\"\"",
+        "253402300800",
+    };
+    const struct notice_provider *pv = notice_provider_find("volcengine");
+    notice_parser parse;
+    struct notice_event ev;
+    size_t i;
+    (void)state;
+    assert_non_null(pv);
+    assert_null(pv->dmi_match); /* never by DMI until its vendor string is known */
+    assert_int_equal(pv->hints.window_ms, 300000);
+    assert_string_equal(pv->paths[0].path, "/latest/spot_instance_termination_time");
+    parse = pv->paths[0].parse;
+    for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (parse(S(ok[i].body), T0 - 300000, &ev) != 1)
+            fail_msg("refused \"%s\": %s", ok[i].body, ev.detail);
+        assert_int_equal(ev.kind, NOTICE_TERMINATE);
+        if (ev.deadline_ms != T0 + ok[i].at)
+            fail_msg("\"%s\": deadline off by %lld ms", ok[i].body,
+                     (long long)(ev.deadline_ms - T0 - ok[i].at));
+        assert_non_null(strstr(ev.detail, "spot_instance_termination_time"));
+    }
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (parse(S(bad[i]), T0 - 300000, &ev) != -1)
+            fail_msg("accepted \"%s\"", bad[i]);
+        assert_true(ev.detail[0] != '\0'); /* a reason for the log */
+    }
+    /* no notice: an empty answer, whitespace, no body */
+    assert_int_equal(parse(S(""), T0, &ev), 0);
+    assert_int_equal(parse(S(" \n"), T0, &ev), 0);
+    assert_int_equal(parse(NULL, 0, T0, &ev), 0);
+    /* a lingering time is stale: never a notice */
+    assert_int_equal(parse(S("2017-09-18T08:22:00Z"), T0 + 121000, &ev), -1);
+    assert_int_equal(parse(S("2017-09-18T08:22:00Z"), T0 + 60000, &ev), 1);
+    assert_int_equal(parse(S("1505722920"), T0 + 3600000, &ev), -1);
+}
+
 static void binary_garbage(void **state)
 {
     /* Random bytes through every parser: no crash, never a notice. */
@@ -278,6 +355,11 @@ static void binary_garbage(void **state)
         }
         for (k = 0; k < 8; k++)
             assert_true(parsers[k](buf, n, T0, &ev) <= 0 || k == 3 || k == 4);
+        /* and every path of every provider of the table */
+        for (k = 0; notice_providers[k]; k++)
+            for (unsigned q = 0; q < notice_providers[k]->npaths; q++)
+                assert_true(notice_providers[k]->paths[q].parse(buf, n, T0, &ev) <= 0 ||
+                            !strcmp(notice_providers[k]->name, "gcp"));
     }
 }
 
@@ -330,6 +412,9 @@ static void detection(void **state)
     assert_string_equal(detect_with("Microsoft Corporation\n", "Virtual Machine\n"), "azure");
     assert_string_equal(detect_with("Alibaba Cloud\n", "Alibaba Cloud ECS\n"), "aliyun");
     assert_string_equal(detect_with("Tencent Cloud\n", "CVM\n"), "tencent");
+    /* Volcano Engine is never detected: its vendor string is not known */
+    assert_string_equal(detect_with("Volcano Engine\n", "ECS\n"), "none");
+    assert_string_equal(detect_with("Volcengine\n", "volcengine ecs\n"), "none");
     assert_string_equal(detect_with("Dell Inc.\n", "PowerEdge R750\n"), "none");
     assert_string_equal(detect_with("QEMU\n", "Standard PC (Q35 + ICH9, 2009)\n"), "none");
     /* no DMI at all */
@@ -347,6 +432,68 @@ static void detection(void **state)
         unlink(path);
         rmdir(dmi);
     }
+}
+
+/* The provider table: one entry per word of NOTICE_PROVIDER_LIST, in its
+ * order, each complete enough for the shared poller, the probe and doctor;
+ * every list users read comes from it. */
+static void table(void **state)
+{
+    static const char *const words[] = {
+#define W_(name) #name,
+        NOTICE_PROVIDER_LIST(W_)
+#undef W_
+    };
+    size_t n = sizeof words / sizeof words[0], i;
+    char modes[256] = "auto";
+    (void)state;
+    for (i = 0; notice_providers[i]; i++) {
+        const struct notice_provider *pv = notice_providers[i];
+        char base[256];
+        assert_true(i < n);
+        assert_string_equal(pv->name, words[i]);
+        assert_ptr_equal(notice_provider_find(words[i]), pv);
+        assert_true(notice_mode_valid(pv->name));
+        assert_ptr_equal(notice_hints(pv->name), &pv->hints);
+        assert_non_null(pv->title);
+        /* its own address is one --metadata-url could name */
+        assert_int_equal(notice_base_of(pv->base, base, sizeof base), 0);
+        assert_string_equal(base, pv->base);
+        assert_true(pv->npaths >= 1 && pv->npaths <= NOTICE_PATHS_MAX);
+        for (unsigned k = 0; k < pv->npaths; k++) {
+            assert_true(pv->paths[k].path[0] == '/');
+            assert_non_null(pv->paths[k].label);
+            assert_non_null(pv->paths[k].parse);
+        }
+        assert_true(pv->poll_ms > 0 && pv->timeout_ms > 0 && pv->body_max >= 1024);
+        assert_true(!pv->watch_per_path || pv->run); /* a watch per path runs its own loop */
+        assert_true(pv->hints.window_ms > 0 && pv->hints.detect_ms > 0);
+        assert_non_null(pv->hints.window_src);
+        assert_non_null(pv->hints.window_note);
+        if (pv->token) {
+            assert_non_null(pv->hints.token_what);
+            assert_non_null(pv->hints.token_refused);
+            assert_non_null(pv->hints.token_failed);
+        }
+        assert_true(!pv->hints.temp_mounts || pv->hints.temp_what);
+        snprintf(modes + strlen(modes), sizeof modes - strlen(modes), " %s", pv->name);
+    }
+    assert_int_equal(i, n);
+    strncat(modes, " none", sizeof modes - strlen(modes) - 1);
+    assert_string_equal(modes, NOTICE_MODES);
+    assert_true(notice_mode_valid("auto"));
+    assert_true(notice_mode_valid("none"));
+    assert_false(notice_mode_valid("oracle"));
+    assert_false(notice_mode_valid("AWS"));
+    assert_false(notice_mode_valid(""));
+    assert_false(notice_mode_valid(NULL));
+    assert_null(notice_provider_find("none"));
+    assert_null(notice_provider_find("auto"));
+    assert_null(notice_hints("none"));
+    assert_null(notice_hints(NULL));
+    /* doctor's disk check: Azure's resource disk, and nothing elsewhere */
+    assert_string_equal(notice_hints("azure")->temp_mounts[1], "/mnt/resource");
+    assert_null(notice_hints("aws")->temp_mounts);
 }
 
 static void bad_config(void **state)
@@ -397,7 +544,8 @@ int main(void)
         cmocka_unit_test(aws_rebalance),  cmocka_unit_test(gcp),
         cmocka_unit_test(azure),          cmocka_unit_test(aliyun_tencent),
         cmocka_unit_test(binary_garbage), cmocka_unit_test(detection),
-        cmocka_unit_test(bad_config),
+        cmocka_unit_test(bad_config),     cmocka_unit_test(table),
+        cmocka_unit_test(volcengine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -190,7 +190,7 @@ static inline int ckpt_store_can(const struct ckpt_store *st, unsigned caps)
  * settings (CKPT_S3_* for S3). ckpt_store_open's dispatch, the table below
  * (ckpt_store_scheme_at) and every list of schemes ckptrun prints come from
  * this map: a new scheme is one row here plus, for a new backend, its open
- * function in uploaders/store.c. Since 0.3.0. */
+ * function in uploaders/store.c. Since 0.4.0. */
 #define CKPT_STORE_SCHEME_MAP(X)                                                        \
     X(file, "file:///abs/path", FILE, "a directory: local disk, NFS, a mounted volume") \
     X(s3, "s3://bucket/prefix", S3, "Amazon S3 or an S3-compatible service")            \
@@ -216,19 +216,19 @@ enum {
 };
 
 /* Row `i` of the scheme table, in the map's order; NULL past the end.
- * Thread-safe. Since 0.3.0. */
+ * Thread-safe. Since 0.4.0. */
 CKPT_API const struct ckpt_store_scheme *ckpt_store_scheme_at(size_t i);
 /* The row of `url`'s scheme when the URL has a form ckpt_store_open accepts
  * before contacting anything: "file://" then an absolute path, any other
  * scheme's "name://" then a bucket or container name (non-empty, not
  * starting with '/'). A scheme compiled out of this build is still known
  * (its flags lack CKPT_SCHEME_BUILT; opening it gives CKPT_E_UNSUPPORTED).
- * Touches nothing. Thread-safe. Since 0.3.0.
+ * Touches nothing. Thread-safe. Since 0.4.0.
  * @return the row, or NULL (NULL url, unknown scheme, malformed). */
 CKPT_API const struct ckpt_store_scheme *ckpt_store_scheme_known(const char *url);
 /* Every form for a message: "file:///abs/path, s3://bucket/prefix,
  * gs://bucket/prefix or az://container/prefix", into buf (`len` bytes,
- * truncated to fit). Thread-safe. Since 0.3.0. @return buf. */
+ * truncated to fit). Thread-safe. Since 0.4.0. @return buf. */
 CKPT_API char *ckpt_store_url_forms(char *buf, size_t len);
 
 /* Options for opening a store (all optional: zero-initialise, then set what

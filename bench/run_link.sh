@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Notice -> durable, restore and recover on an emulated cloud link, against
+# curl and aws s3 cp over the same link in the same run; and doctor's
+# estimate of it. One table per profile of bench/link_profiles.
+#
+# The link (tests/tools/link.sh): s3rver in a network namespace behind a
+# veth pair shaped by tc tbf (total rate) and tests/tools/linkproxy (round
+# trip, cap per connection), on 127.0.0.1. Needs root: skipped (with the
+# reason) otherwise.
+#
+# Per profile, BENCH_LINK_ROUNDS rounds (default 2), the tools alternating
+# inside each round:
+#  1. ckptrun run (--notice aws, the metadata mock on loopback) of
+#     examples/c_trainer --bf16 with a BENCH_LINK_MB (1024) MiB state
+#     (fp32 master weights, bf16 weights, two fp32 Adam moments); once it
+#     has trained a few steps the mock raises a notice; notice -> durable is
+#     from ckptrun's `notice` log line to its `commit` line (HEAD durable).
+#  2. the stored objects (the checkpoint's packs) uploaded by 8 parallel
+#     `curl -T` (curl -Z --parallel-max 8): R, the rate the link gives them;
+#  3. `aws s3 cp` of the raw state (one file, the items end to end);
+#  4. `ckptrun restore` of the checkpoint, and `ckptrun recover` of the run
+#     (the trainer restores itself and exits: lease, start and restore);
+#  5. the stored objects downloaded by 8 parallel `curl -o`.
+# Then `ckptrun doctor` with the state's size and this link, once.
+# Each figure is the median of its rounds.
+set -euo pipefail
+build=$(cd "${1:-build}" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+bin="$build/bin"
+export CKPT_BUILD="$build"
+# shellcheck source=../tests/tools/link.sh
+source "$src/tests/tools/link.sh"
+mb=${BENCH_LINK_MB:-1024}
+rounds=${BENCH_LINK_ROUNDS:-2}
+only=${BENCH_LINK_PROFILES:-}
+warmup=${BENCH_LINK_WARMUP:-3}
+if ! link_check; then
+  echo "link bench: skipped: $LINK_WHY"; exit 0
+fi
+for t in /usr/bin/time "$build/tests/linkproxy" "$bin/c_trainer" "$bin/ckptrun"; do
+  [[ -x "$t" ]] || { echo "link bench: $t missing: skipped"; exit 0; }
+done
+aws_bin=/usr/bin/aws
+[[ -x "$aws_bin" ]] || aws_bin=$(command -v aws || true)
+
+top=$(mktemp -d)
+mock_pid=""
+cleanup() {
+  link_down
+  [[ -n "$mock_pid" ]] && kill "$mock_pid" 2> /dev/null
+  wait 2> /dev/null
+  rm -rf "$top"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+export HOME="$top/home" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_REGION=us-east-1
+export CKPT_S3_CONDITIONAL=0   # s3rver ignores conditional writes (SPEC.md)
+export PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$HOME"
+
+# The metadata service is local on a real instance: the mock stays on
+# loopback, off the link.
+/usr/bin/python3 "$src/tests/tools/metadata_mock.py" --provider aws > "$top/mock.out" 2>&1 &
+mock_pid=$!
+for _ in $(seq 100); do
+  mport=$(awk '/^PORT/{print $2}' "$top/mock.out")
+  [[ -n "$mport" ]] && break
+  sleep 0.05
+done
+mock() { curl -s --noproxy '*' -X POST "http://127.0.0.1:$mport/_mock/$1" > /dev/null; }
+
+# c_trainer --bf16 holds 14 bytes per parameter, (input + 17) x hidden + 16
+# parameters at input 256.
+hidden=$(( (mb << 20) / 14 / 273 ))
+curl_s3=(curl -sf --noproxy '*' --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER
+         -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+
+# measure FILE CMD...: appends "wall_ms cpu_ms rss_kb" to FILE.
+measure() {
+  local f=$1; shift
+  /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" > "$work/cmd.log" 2>&1 ||
+    { tail -20 "$work/cmd.log"; echo "link bench: $* failed"; return 1; }
+  awk '{printf "%d %d %d\n", $1 * 1000, ($2 + $3) * 1000, $4}' "$work/time" >> "$f"
+}
+# median FILE FIELD
+median() { awk -v f="$2" '{print $f}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# One stop on a notice: appends "notice_to_durable_ms raw stored step" to $work/n2d.
+notice_round() {
+  local run=$1 log="$work/$1.log" t
+  (cd "$work" && exec "$bin/ckptrun" run --log-json --store s3://bench/ckpt --run "$run" \
+     --notice aws --metadata-url "http://127.0.0.1:$mport" --grace 300s -- \
+     "$bin/c_trainer" --steps 100000000 --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
+     --out "$work/out.bin") > "$work/$run.out" 2> "$log" &
+  local pid=$!
+  for _ in $(seq 1200); do
+    grep -q '"event":"connect"' "$log" && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.05
+  done
+  # a few steps, so the Adam moments are dense as in a real run
+  sleep "$warmup"
+  mock "notice?kind=terminate&in=120"
+  t=0; wait "$pid" || t=$?
+  mock clear
+  [[ $t == 75 ]] || { tail -20 "$log"; echo "link bench: ckptrun exit $t, want 75"; return 1; }
+  /usr/bin/python3 - "$log" >> "$work/n2d" << 'EOF'
+import datetime, json, sys
+t = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    e = json.loads(line)
+    ts = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+    if e["event"] == "notice" and "notice" not in t:
+        t["notice"] = ts
+    if e["event"] == "commit" and "notice" in t and "commit" not in t:
+        t["commit"], t["raw"], t["stored"], t["step"] = ts, e["bytes"], e["stored"], e["step"]
+print(round((t["commit"] - t["notice"]) * 1000), t["raw"], t["stored"], t["step"])
+EOF
+}
+
+# The stored objects of a run: its packs, as s3rver keeps them.
+objects() { find "$LINK_DATA/bench/ckpt/$1/packs" -name '*._S3rver_object' | sort; }
+
+mbs() { echo "scale=1; $1 / 1000 / $2" | bc; } # bytes ms -> MB/s
+fmt_s() { echo "scale=2; $1 / 1000" | bc; }
+
+profile() {
+  local name=$1 rate=$2 rtt=$3 crate=$4 r
+  work="$top/$name"
+  mkdir -p "$work"
+  link_up "$name" "$rate" "$rtt" "$crate" "$work/link" || { echo "link bench: $LINK_WHY"; return 1; }
+  export AWS_ENDPOINT_URL="$LINK_ENDPOINT"
+  local t0_proxy; t0_proxy=$(link_proxy_cpu)
+  for r in $(seq "$rounds"); do
+    local run="n$r" step objs=() up=() down=() f k
+    notice_round "$run"
+    step=$(tail -1 "$work/n2d" | cut -d' ' -f4)
+    mapfile -t objs < <(objects "$run")
+    k=0
+    for f in "${objs[@]}"; do
+      up+=(-T "$f" "$LINK_ENDPOINT/bench/curl$r/o$k")
+      down+=(-o "$work/dl/o$k" "$LINK_ENDPOINT/bench/curl$r/o$k")
+      k=$((k + 1))
+    done
+    echo $(( $(stat -c %s "${objs[@]}" | paste -sd+ | bc) )) >> "$work/stored_objs"
+    measure "$work/curl_up" "${curl_s3[@]}" -Z --parallel-max 8 "${up[@]}"
+    rm -rf "$work/rest"
+    measure "$work/restore" "$bin/ckptrun" restore --store s3://bench/ckpt --run "$run" -q \
+      "$work/rest"
+    if [[ $r == 1 ]]; then # the raw state, one file: what aws s3 cp sends
+      cat "$work/rest"/* > "$work/state.bin"
+    fi
+    rm -rf "$work/rest"
+    if [[ -n "$aws_bin" ]]; then
+      measure "$work/aws_up" env AWS_EC2_METADATA_DISABLED=true "$aws_bin" --endpoint-url "$LINK_ENDPOINT" s3 cp --only-show-errors \
+        "$work/state.bin" "s3://bench/aws/s$r"
+    fi
+    measure "$work/recover" "$bin/ckptrun" recover --store s3://bench/ckpt --run "$run" \
+      --notice none -q -- "$bin/c_trainer" --steps "$step" --every 0 --quiet --bf16 --batch 1 \
+      --hidden "$hidden" --out "$work/rec.bin"
+    mkdir -p "$work/dl"
+    measure "$work/curl_down" "${curl_s3[@]}" -Z --parallel-max 8 "${down[@]}"
+    rm -rf "$work/dl" "$work/rec.bin"
+  done
+  local proxy_cpu; proxy_cpu=$(echo "$(link_proxy_cpu) - $t0_proxy" | bc)
+  # doctor: the same state size, this link, no notice pending
+  "$bin/ckptrun" doctor --store s3://bench/doc --run d --state-bytes "$(cut -d' ' -f2 "$work/n2d" | head -1)" \
+    --notice aws --metadata-url "http://127.0.0.1:$mport" --budget 60s --json \
+    > "$work/doctor.json" 2> "$work/doctor.log" || true
+  report "$name" "$rate" "$rtt" "$crate" "$proxy_cpu"
+  link_down
+}
+
+report() {
+  local name=$1 rate=$2 rtt=$3 crate=$4 proxy_cpu=$5
+  local n2d raw stored objs up dn aws rest rec est bound1 bound2
+  n2d=$(median "$work/n2d" 1); raw=$(median "$work/n2d" 2); stored=$(median "$work/n2d" 3)
+  objs=$(median "$work/stored_objs" 1)
+  up=$(median "$work/curl_up" 1); dn=$(median "$work/curl_down" 1)
+  rest=$(median "$work/restore" 1); rec=$(median "$work/recover" 1)
+  # targets: <= 1.1 x stored / R + 0.5 s, R = objs / up
+  bound1=$(echo "1.1 * $stored * $up / $objs + 500" | bc)
+  echo
+  echo "link bench, profile $name: $rate total, ${rtt} ms RTT, per connection $( [[ $crate == 0 ]] && echo 'no cap' || echo "$(( crate / 1000000 )) MB/s" );" \
+    "state $(( raw / 1000000 )) MB (c_trainer --bf16), stored $(( stored / 1000000 )) MB" \
+    "($(echo "scale=3; $stored / $raw" | bc)), median of $rounds rounds; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '| %-44s | %-16s | %-44s | %-7s | %-22s |\n' measure ckpt peer ratio target
+  printf '|----------------------------------------------|------------------|----------------------------------------------|---------|------------------------|\n'
+  printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' "notice -> durable (HEAD), C trainer" "$(fmt_s "$n2d")" \
+    "1.1 x stored / R + 0.5 s = $(fmt_s "$bound1") s (R $(mbs "$objs" "$up") MB/s)" \
+    "$(echo "scale=3; $bound1 / $n2d" | bc)" "<= 1.1 x stored/R + 0.5s"
+  if [[ -s "$work/aws_up" ]]; then
+    aws=$(median "$work/aws_up" 1)
+    bound2=$(echo "1.1 * $stored * $aws / $raw" | bc)
+    printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' "notice -> durable vs aws s3 cp of the raw state" \
+      "$(fmt_s "$n2d")" "1.1 x stored/raw x $(fmt_s "$aws") s = $(fmt_s "$bound2") s" \
+      "$(echo "scale=3; $bound2 / $n2d" | bc)" "<= 1.1 x stored/raw x aws"
+  fi
+  printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun restore (stored bytes)" "$(mbs "$stored" "$rest")" \
+    "8 x curl -o of the stored objects: $(mbs "$objs" "$dn") MB/s" \
+    "$(echo "scale=3; ($stored / $rest) / ($objs / $dn)" | bc)" ">= 0.95x"
+  printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun recover (lease, start, restore)" "$(mbs "$stored" "$rec")" \
+    "8 x curl -o of the stored objects: $(mbs "$objs" "$dn") MB/s" \
+    "$(echo "scale=3; ($stored / $rec) / ($objs / $dn)" | bc)" ">= 0.95x"
+  est=$(/usr/bin/python3 -c 'import json,sys
+try: print(int(json.load(open(sys.argv[1]))["estimate"]["full_s"] * 1000))
+except Exception: print(0)' "$work/doctor.json")
+  if [[ $est -gt 0 ]]; then
+    printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' "doctor's estimate of notice -> durable" "$(fmt_s "$est")" \
+      "measured: $(fmt_s "$n2d") s" "$(echo "scale=3; $est / $n2d" | bc)" "0.75x - 1.25x"
+  else
+    echo "doctor gave no estimate: $(tail -3 "$work/doctor.log")"
+  fi
+  echo "linkproxy: $proxy_cpu CPU s for the whole profile (not the bottleneck while well under one core)"
+  echo "each round (wall ms, client CPU ms, peak RSS KiB):"
+  for f in n2d curl_up aws_up restore recover curl_down; do
+    [[ -f "$work/$f" ]] && echo "  $f: $(tr '\n' ';' < "$work/$f")"
+  done
+  return 0
+}
+
+while read -r name rate rtt crate _; do
+  [[ -z "$name" || $name == \#* ]] && continue
+  [[ -n "$only" && " $only " != *" $name "* ]] && continue
+  profile "$name" "$rate" "$rtt" "$crate"
+done < "$src/bench/link_profiles"
+
