@@ -68,7 +68,7 @@ static void put(const char *rel, const char *text)
 {
     char p[1024];
     FILE *f;
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    assert_true((size_t)snprintf(p, sizeof p, "%s/%s", g_dir, rel) < sizeof p);
     assert_non_null(f = fopen(p, "w"));
     fputs(text, f);
     assert_int_equal(fclose(f), 0);
@@ -77,7 +77,7 @@ static void put(const char *rel, const char *text)
 static void sub(const char *rel)
 {
     char p[1024];
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    assert_true((size_t)snprintf(p, sizeof p, "%s/%s", g_dir, rel) < sizeof p);
     assert_int_equal(mkdir(p, 0700), 0);
 }
 
@@ -88,7 +88,7 @@ static void put_renamed(const char *rel, const char *text)
     snprintf(tmp, sizeof tmp, "%s.tmp", rel);
     put(tmp, text);
     snprintf(tmp, sizeof tmp, "%s/%s.tmp", g_dir, rel);
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    assert_true((size_t)snprintf(p, sizeof p, "%s/%s", g_dir, rel) < sizeof p);
     assert_int_equal(rename(tmp, p), 0);
 }
 
@@ -150,7 +150,7 @@ static pid_t hold_open(const char *rel, int *ctl)
     char c;
     pid_t pid;
 
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    assert_true((size_t)snprintf(p, sizeof p, "%s/%s", g_dir, rel) < sizeof p);
     assert_int_equal(pipe(fds), 0);
     assert_int_equal(pipe(ready), 0);
     pid = fork();
