@@ -6,12 +6,15 @@ bytes a parameter over 32 layers, --mb MiB in all.
 
     link_trainer.py --build BUILD --mb MB [--steps N]
 
-Each step is an AdamW update of every tensor from a fixed pseudo-gradient
-(so a step costs what an optimizer step costs, and the moments stay dense);
-at ckpt.requested() (ckptrun's notice) it saves the state, as a trainer
-does. It resumes from ckpt.load() and stops after --steps steps (recover:
-the step it resumed from), printing "resumed from step N" or "starting
-fresh" first.
+The moments start as a trained optimizer's (exp_avg N(0, 1e-3), exp_avg_sq
+U(0, 1e-6)); each step is the AdamW update of one layer, from a fixed
+pseudo-gradient, in turn -- a step of ~1/32 of the state, as short as a
+GPU trainer's host thread keeps it, so a notice waits ~0.1 s for the step
+in progress, not the seconds a CPU update of 1 GiB takes (that wait is the
+trainer's, not ckpt's). At ckpt.requested() (ckptrun's notice) it saves
+the state, as a trainer does. It resumes from ckpt.load() and stops after
+--steps steps (recover: the step it resumed from), printing "resumed from
+step N" or "starting fresh" first.
 """
 import argparse
 import os
@@ -40,22 +43,24 @@ else:
     for i in range(LAYERS):
         model["layers.%d.weight" % i] = torch.empty(params // 1024, 1024).normal_(
             0, 0.02, generator=g).to(torch.bfloat16)
-        ostate[i] = {"exp_avg": torch.zeros(params // 1024, 1024),
-                     "exp_avg_sq": torch.zeros(params // 1024, 1024)}
+        ostate[i] = {"exp_avg": torch.empty(params // 1024, 1024).normal_(0, 1e-3, generator=g),
+                     "exp_avg_sq": torch.empty(params // 1024, 1024).uniform_(0, 1e-6,
+                                                                              generator=g)}
     state = {"model": model, "optim": {"state": ostate}, "step": 0}
     step = 0
     print("link_trainer: starting fresh", flush=True)
-grad = torch.empty(params // 1024, 1024).normal_(0, 1e-3, generator=torch.Generator().manual_seed(1))
+grad = torch.empty(params // 1024, 1024).normal_(0, 1e-3,
+                                                 generator=torch.Generator().manual_seed(1))
 while step < args.steps:
     step += 1
-    for i in range(LAYERS):
-        w = state["model"]["layers.%d.weight" % i]
-        s = state["optim"]["state"][i]
-        g = grad * (1.0 + 0.01 * i)
-        s["exp_avg"].mul_(0.9).add_(g, alpha=0.1)
-        s["exp_avg_sq"].mul_(0.999).addcmul_(g, g, value=0.001)
-        upd = s["exp_avg"] / (s["exp_avg_sq"].sqrt() + 1e-8)
-        w.copy_((w.float() * (1 - 1e-6) - 1e-4 * upd).to(torch.bfloat16))
+    i = step % LAYERS
+    w = state["model"]["layers.%d.weight" % i]
+    s = state["optim"]["state"][i]
+    g = grad * (1.0 + 0.01 * i)
+    s["exp_avg"].mul_(0.9).add_(g, alpha=0.1)
+    s["exp_avg_sq"].mul_(0.999).addcmul_(g, g, value=0.001)
+    upd = s["exp_avg"] / (s["exp_avg_sq"].sqrt() + 1e-8)
+    w.copy_((w.float() * (1 - 1e-6) - 1e-4 * upd).to(torch.bfloat16))
     state["step"] = step
     if ckpt.requested():
         ckpt.save(step, state)

@@ -57,7 +57,7 @@ cleanup() {
     kill "$mock_pid" 2> /dev/null || true
   fi
   wait 2> /dev/null || true
-  rm -rf "$top"
+  if [[ -n "${BENCH_LINK_KEEP:-}" ]]; then echo "link bench: kept $top"; else rm -rf "$top"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -97,7 +97,8 @@ median() { awk -v f="$2" '{print $f}' "$1" | sort -n | awk '{a[NR]=$1} END {prin
 
 # One stop on a notice: RUN OUT TRAINER...: ckptrun runs the trainer until
 # it trains, a notice comes; appends "notice_to_durable_ms raw stored step
-# request_to_saving_ms" to OUT.
+# wait_ms" to OUT, wait_ms: from ckptrun's request to the trainer's save
+# (the step in progress).
 notice_round() {
   local run=$1 out=$2 log="$work/$1.log" t
   shift 2
@@ -129,9 +130,27 @@ for line in open(sys.argv[1]):
             t[k] = ts
     if e["event"] == "commit" and "notice" in t and "commit" not in t:
         t["commit"], t["raw"], t["stored"], t["step"] = ts, e["bytes"], e["stored"], e["step"]
+        t["save"] = e["seconds"]  # libckpt's: from the snapshot's start to the commit
+if "commit" not in t:
+    sys.exit("no commit after the notice in " + sys.argv[1])
 print(round((t["commit"] - t["notice"]) * 1000), t["raw"], t["stored"], t["step"],
-      round((t["saving"] - t["request"]) * 1000))
+      max(0, round((t["commit"] - t.get("request", t["notice"]) - t["save"]) * 1000)))
 EOF
+}
+
+# The trainer's step, no store in the way (a file:// store in $top): 4
+# steps less 1, over 3; doctor's input for the wait a notice has.
+trainer_times() {
+  local a b t0
+  for n in 1 4; do
+    t0=$(date +%s%N)
+    "$bin/c_trainer" --steps "$n" --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
+      --store "file://$top/init" --run "s$n" --out "$top/init.bin" > /dev/null
+    [[ $n == 1 ]] && a=$(( ($(date +%s%N) - t0) / 1000000 )) || b=$(( ($(date +%s%N) - t0) / 1000000 ))
+  done
+  step_ms=$(( (b - a) / 3 ))
+  (( step_ms > 0 )) || step_ms=1
+  rm -rf "$top/init" "$top/init.bin"
 }
 
 # The stored objects of a run: its packs, as s3rver keeps them.
@@ -148,7 +167,7 @@ profile() {
   export AWS_ENDPOINT_URL="$LINK_ENDPOINT"
   local t0_proxy; t0_proxy=$(link_proxy_cpu)
   for r in $(seq "$rounds"); do
-    local run="n$r" step objs=() up=() down=() f k
+    local run="n$r" step objs=() up=() down=() f k t
     notice_round "$run" "$work/n2d" "$bin/c_trainer" --steps 100000000 --every 0 --quiet \
       --bf16 --batch 1 --hidden "$hidden" --out "$work/out.bin"
     step=$(tail -1 "$work/n2d" | cut -d' ' -f4)
@@ -172,9 +191,16 @@ profile() {
       measure "$work/aws_up" env AWS_EC2_METADATA_DISABLED=true "$aws_bin" --endpoint-url "$LINK_ENDPOINT" s3 cp --only-show-errors \
         "$work/state.bin" "s3://bench/aws/s$r"
     fi
-    measure "$work/recover" "$bin/ckptrun" recover --store s3://bench/ckpt --run "$run" \
-      --notice none -q -- "$bin/c_trainer" --steps "$step" --every 0 --quiet --bf16 --batch 1 \
-      --hidden "$hidden" --out "$work/rec.bin"
+    # recover: from the trainer's connection (its libckpt context is open:
+    # then protect, restore) to its resume; the lease and the trainer's
+    # own start (its model) come before
+    t=$(/usr/bin/python3 "$src/bench/linetime.py" '"event":"connect"' "resumed from" -- \
+      "$bin/ckptrun" recover --log-json --store s3://bench/ckpt --run "$run" --notice none -- \
+      "$bin/c_trainer" --steps "$step" --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
+      --out "$work/rec.bin")
+    set -- $t
+    (( $1 > 0 && $2 > $1 )) || { echo "link bench: recover did not resume ($t)"; return 1; }
+    echo "$(( $2 - $1 )) $1" >> "$work/recover"
     mkdir -p "$work/dl"
     measure "$work/curl_down" "${curl_s3[@]}" -Z --parallel-max 8 "${down[@]}"
     rm -rf "$work/dl" "$work/rec.bin"
@@ -184,10 +210,19 @@ profile() {
     fi
   done
   local proxy_cpu; proxy_cpu=$(echo "$(link_proxy_cpu) - $t0_proxy" | bc)
-  # doctor: the same state size, this link, no notice pending
-  "$bin/ckptrun" doctor --store s3://bench/doc --run d --state-bytes "$(cut -d' ' -f2 "$work/n2d" | head -1)" \
-    --notice aws --metadata-url "http://127.0.0.1:$mport" --budget 60s --json \
+  # doctor: the same state size, this link, no notice pending; its inputs
+  # the probes cannot know: R (the rate the link gave 8 uploads of these
+  # objects) and the trainer's step
+  local rbps; rbps=$(( $(median "$work/stored_objs" 1) * 1000 / $(median "$work/curl_up" 1) ))
+  CKPT_DOCTOR_UPLOAD_RATE="${rbps}B" CKPT_DOCTOR_STEP="${step_ms}ms" \
+    "$bin/ckptrun" doctor --store s3://bench/doc --run d \
+    --state-bytes "$(cut -d' ' -f2 "$work/n2d" | head -1)" --notice aws \
+    --metadata-url "http://127.0.0.1:$mport" --budget 60s --json \
     > "$work/doctor.json" 2> "$work/doctor.log" || true
+  CKPT_DOCTOR_STEP="${step_ms}ms" "$bin/ckptrun" doctor --store s3://bench/doc --run d \
+    --state-bytes "$(cut -d' ' -f2 "$work/n2d" | head -1)" --notice aws \
+    --metadata-url "http://127.0.0.1:$mport" --budget 60s --json \
+    > "$work/doctor_probe.json" 2> "$work/doctor_probe.log" || true
   report "$name" "$rate" "$rtt" "$crate" "$proxy_cpu"
   link_down
 }
@@ -229,19 +264,30 @@ report() {
   printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun restore (stored bytes)" "$(mbs "$stored" "$rest")" \
     "8 x curl -o of the stored objects: $(mbs "$objs" "$dn") MB/s" \
     "$(echo "scale=3; ($stored / $rest) / ($objs / $dn)" | bc)" ">= 0.95x"
-  printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun recover (lease, start, restore)" "$(mbs "$stored" "$rec")" \
+  printf '| %-44s | %8s MB/s | %-44s | %6.3fx | %-22s |\n' "ckptrun recover (in the trainer)" "$(mbs "$stored" "$rec")" \
     "8 x curl -o of the stored objects: $(mbs "$objs" "$dn") MB/s" \
     "$(echo "scale=3; ($stored / $rec) / ($objs / $dn)" | bc)" ">= 0.95x"
-  est=$(/usr/bin/python3 -c 'import json,sys
-try: print(int(json.load(open(sys.argv[1]))["estimate"]["full_s"] * 1000))
-except Exception: print(0)' "$work/doctor.json")
-  if [[ $est -gt 0 ]]; then
-    printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' "doctor's estimate of notice -> durable" "$(fmt_s "$est")" \
-      "measured: $(fmt_s "$n2d") s" "$(echo "scale=3; $est / $n2d" | bc)" "0.75x - 1.25x"
-  else
-    echo "doctor gave no estimate: $(tail -3 "$work/doctor.log")"
-  fi
-  echo "notice -> durable, C trainer: $(fmt_s "$(median "$work/n2d" 5)") s of it from ckptrun's request to the trainer's save (the step in progress, the copy)"
+  # doctor's estimate counts the notice's detection too (AWS: 2 s of
+  # polling); the measure starts at ckptrun's notice line, after it
+  local f what
+  for f in doctor doctor_probe; do
+    [[ $f == doctor ]] && what="doctor, upload rate R, step given" ||
+      what="doctor, upload rate probed, step given"
+    est=$(/usr/bin/python3 -c 'import json,sys
+try:
+    e = json.load(open(sys.argv[1]))["estimate"]
+    print(int((e["full_s"] - e.get("notice_poll_s", 0)) * 1000))
+except Exception: print(0)' "$work/$f.json")
+    if [[ $est -gt 0 ]]; then
+      printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' "$what" "$(fmt_s "$est")" \
+        "measured notice -> durable: $(fmt_s "$n2d") s" "$(echo "scale=3; $est / $n2d" | bc)" \
+        "0.75x - 1.25x"
+    else
+      echo "$what: no estimate: $(tail -3 "$work/$f.log")"
+    fi
+  done
+  echo "notice -> durable, C trainer: $(fmt_s "$(median "$work/n2d" 5)") s of it waiting for the step in progress (a step: $(fmt_s "$step_ms") s)"
+  echo "recover: from the trainer's libckpt connection (protect, restore) to its resume; before it $(fmt_s "$(median "$work/recover" 2)") s of lease and the trainer's own start"
   echo "linkproxy: $proxy_cpu CPU s for the whole profile (not the bottleneck while well under one core)"
   echo "each round (wall ms, client CPU ms, peak RSS KiB):"
   for f in n2d n2d_py curl_up aws_up restore recover curl_down; do
@@ -250,6 +296,7 @@ except Exception: print(0)' "$work/doctor.json")
   return 0
 }
 
+trainer_times
 while read -r name rate rtt crate _; do
   [[ -z "$name" || $name == \#* ]] && continue
   [[ -n "$only" && " $only " != *" $name "* ]] && continue

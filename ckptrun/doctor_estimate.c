@@ -3,24 +3,71 @@
 #include "runlog.h"
 #include "opts.h"
 #include "parse.h"
+#include "ckpt_store.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct est {
     double total_s, cpu_s, net_s;
 };
 
+/* What the probes cannot know, when the user knows it (docs/doctor.md, "The
+ * estimate"): the trainer's step, for which a notice waits (half of one on
+ * average), and the upload rate this link sustains, measured otherwise
+ * (32 MiB of probe objects in four requests underestimate a fast link:
+ * each request's fixed cost weighs on 8 MiB what a save spreads over a
+ * 32 MiB pack). Read once; 0 when unset or not a duration / size. */
+static double env_step_s(void)
+{
+    const char *v = getenv("CKPT_DOCTOR_STEP");
+    uint64_t ms = 0;
+    return v && *v && ckpt_parse_duration_ms(v, &ms) == 0 ? (double)ms / 1000.0 : 0;
+}
+
+static double env_upload_bps(void)
+{
+    const char *v = getenv("CKPT_DOCTOR_UPLOAD_RATE");
+    uint64_t b = 0;
+    return v && *v && ckpt_parse_size(v, &b, NULL) == 0 ? (double)b : 0;
+}
+
+/* Raw bytes the workers compress at once before the first upload can
+ * leave: 8 workers x 8 MiB chunks on an object store (the first pack is
+ * sealed when its chunks are in, and the workers' first chunks end
+ * together), two 4 MiB chunks on a local store; and the raw bytes whose
+ * upload follows the last compression: one chunk (the last packs are
+ * sealed small and leave together). */
+#define FILL_PACKS (64.0 * 1048576)
+#define FILL_LOCAL (8.0 * 1048576)
+#define LAST_PACKS (8.0 * 1048576)
+#define LAST_LOCAL (4.0 * 1048576)
+
 static void estimate(const struct doctor *d, const struct meas *m, double changed,
                      struct est *e)
 {
     double scale = (double)d->state_bytes / (double)d->sample_bytes;
+    double bytes = changed * (double)d->state_bytes, first, last, body;
+    int packs = d->st && ckpt_store_can(d->st, CKPT_STORE_PACKS);
     /* CPU: snapshot + hash of everything, compression of what changed. */
     e->cpu_s = scale * (m->t_same_s + changed * (m->t_full_s - m->t_same_s));
-    e->net_s = changed * (double)d->state_bytes * m->ratio / d->up_bps;
-    /* Compression and upload overlap (bounded queue between them); then
-     * manifest, HEAD and the run record: a few requests in a row. */
-    e->total_s = (double)d->poll_ms / 1000.0 + (e->cpu_s > e->net_s ? e->cpu_s : e->net_s) +
+    e->net_s = bytes * m->ratio / d->up_bps;
+    /* Compression and upload overlap: the slower one sets the pace, plus
+     * the other's share that cannot overlap -- the first chunks, before
+     * any upload can start, or the last chunk's upload, after the last
+     * compression. */
+    first = packs ? FILL_PACKS : FILL_LOCAL;
+    last = packs ? LAST_PACKS : LAST_LOCAL;
+    if (bytes <= 0)
+        body = e->cpu_s;
+    else if (e->cpu_s >= e->net_s)
+        body = e->cpu_s + e->net_s * (last < bytes ? last : bytes) / bytes;
+    else
+        body = e->net_s + e->cpu_s * (first < bytes ? first : bytes) / bytes;
+    /* Detection, the step in progress, then manifest, HEAD and the run
+     * record: a few requests in a row. */
+    e->total_s = (double)d->poll_ms / 1000.0 + env_step_s() / 2.0 + body +
                  4.0 * d->rtt_ms / 1000.0;
 }
 
@@ -108,6 +155,13 @@ void check_estimate(struct doctor *d, cJSON *ej)
     enum verdict vf, vi;
     int small = d->changed_known && d->changed <= CHANGED_SMALL, final_ok;
 
+    if (env_upload_bps() > 0) {
+        /* the rate this link sustains, measured otherwise, over the probe's */
+        d->up_bps = env_upload_bps();
+        cJSON_AddStringToObject(ej, "upload_source", "CKPT_DOCTOR_UPLOAD_RATE");
+    }
+    if (env_step_s() > 0)
+        cJSON_AddNumberToObject(ej, "step_s", env_step_s());
     if (!d->codec_ok || d->up_bps <= 0 || !d->sample_bytes) {
         const struct doctor_check *up = doctor_find(d, "upload");
         if (d->codec_ok && up && (up->v == V_FAIL || (up->v == V_SKIP && up->prereq[0]))) {

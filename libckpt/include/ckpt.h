@@ -41,10 +41,23 @@
  * ------
  * ckpt_save() copies every protected host region into a staging pool of
  * chunk-sized blocks and returns; worker threads then compress and write.
- * Peak memory = staging (the total size of the protected regions, reserved
- * and touched by ckpt_protect() and kept until ckpt_close(), so the save's
- * copy never page-faults; or at most `staging_max_bytes`) + workers x 3 x
- * chunk_bytes (read, filter and compression buffers).
+ * Beyond the protected regions themselves, a context holds at most:
+ *   staging  the total size of the protected regions (reserved and touched
+ *            by ckpt_protect() and kept until ckpt_close(), so the save's
+ *            copy never page-faults), or at most `staging_max_bytes`;
+ *   the pool, bounded by the settings, not by the state:
+ *            per worker a filter and an output buffer of a chunk, a read
+ *            buffer of a chunk touched only for protected files, and
+ *            zstd's contexts (~2 MiB at level 1): about 3 x chunk_bytes;
+ *            on object stores (packs) pack_inflight + 1 pack buffers of
+ *            pack_bytes + chunk_bytes (pack_inflight = workers / 2); a
+ *            restore's worker also keeps one range buffer of a chunk
+ *            object (8 MiB + 48 by default).
+ * So a save's peak resident memory less the protected state is at most the
+ * state (its staged copy) plus the pool: 2 x 3 x 4 MiB = 24 MiB on file://
+ * with two workers; 8 x 3 x 8 MiB + 5 x 40 MiB = ~400 MiB on an object
+ * store with the default 8 connections (`bench/ckpt_bench.c` measures it).
+ * The pool is allocated as it is first used and kept for the next save.
  * With a cap, ckpt_save() blocks while the pool is full, until workers free
  * blocks; the stall then grows, memory does not.
  * Device regions are staged in host memory the same way (they count in

@@ -16,6 +16,7 @@
 #include "restore.h"
 #include "runload.h"
 #include "runstate.h"
+#include "signals.h"
 #include "snapshot.h"
 
 /* Detail of the calling thread's last failed ckpt_open(): the context is
@@ -159,6 +160,7 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
                             size_t size, unsigned elem, const char *path, unsigned flags)
 {
     struct ckpt_item *it;
+    int stopping;
     if (!ctx || !ckpt__name_valid(name) ||
         (!ptr && size && kind != CKPT_ITEM_FILE && kind != CKPT_ITEM_LINK))
         return CKPT_E_INVAL;
@@ -188,7 +190,12 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
         ctx->items = it;
     ctx->items_tail = it;
     ctx->nitems++;
-    if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size && !it->no_stage) {
+    /* Once a stop is under way, the save that answers it reads host
+     * regions in place (snapshot.h): nothing to reserve and touch for a
+     * region protected now (the Python binding protects at its first
+     * save), which would cost the stop seconds of page faults per GiB. */
+    stopping = ckpt__signals_stop_pending() && ctx->world_size < 2;
+    if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size && !it->no_stage && !stopping) {
         /* a private stage for the region, mapped and touched now so the
          * first save stalls only for its copy. Exactly its size (one
          * block: only its base is used): in whole chunks, the many small
@@ -200,7 +207,7 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
                       "cannot reserve %zu MiB of staging for %s now; saves will use "
                       "shared blocks", size >> 20, name);
     }
-    if (kind != CKPT_ITEM_FILE) {
+    if (kind != CKPT_ITEM_FILE && !stopping) {
         /* shared staging blocks for the regions without a stage of their
          * own, reserved now for the same reason */
         size_t blocks = 0;

@@ -166,8 +166,10 @@ static ckpt_status stage_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv,
 #define STOP_PIECE (64u << 20)
 
 /* Copy every region into staging and queue a chunk job per chunk. `piece`:
- * chunks copied at once (SIZE_MAX: a whole region). */
-static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece)
+ * chunks copied at once (SIZE_MAX: a whole region). `direct`: host regions
+ * are not copied, their chunk jobs read them in place (a stop's save whose
+ * caller waits for the commit, so nothing changes them meanwhile). */
+static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece, int direct)
 {
     struct ckpt_item *it;
     ckpt_status st = CKPT_OK;
@@ -179,7 +181,8 @@ static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece
         const size_t nchunks = sv->m.items[i].nchunks;
         for (size_t c = 0; c < nchunks && !st; c++) {
             struct ckpt_chunk_job *j;
-            if (it->stage && c % piece == 0) {
+            int in_place = direct && it->kind == CKPT_ITEM_MEM;
+            if (it->stage && !in_place && c % piece == 0) {
                 /* One copy of the whole region (or of a stop's piece):
                  * large enough for memcpy's streaming stores, where
                  * chunk-sized copies would read every destination line
@@ -202,7 +205,10 @@ static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece
             j->len = (size_t)(size - j->off < ctx->chunk_bytes ? size - j->off
                                                                : ctx->chunk_bytes);
             j->hash_only = c < sv->lo[i] || c >= sv->hi[i];
-            st = stage_chunk(ctx, sv, it, j);
+            if (in_place)
+                j->raw = (const uint8_t *)it->ptr + j->off;
+            else
+                st = stage_chunk(ctx, sv, it, j);
             if (st) {
                 free(j);
                 break;
@@ -232,6 +238,11 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
      * idle link otherwise). */
     int stop = ckpt__signals_stop_pending();
     int hold = !ctx->staging_max && !stop;
+    /* One rank's stop save waits for its commit (below): its host regions
+     * cannot change meanwhile, so they are read in place, not copied --
+     * no copy to wait for, no staging to touch (a region protected for
+     * this save has none: ckpt.c). */
+    int direct = stop && ctx->world_size < 2;
     ckpt_codec codec;
 
     if (!ctx->items && ctx->world_size < 2) /* a rank may have nothing: an empty part */
@@ -270,7 +281,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
 
     if (hold)
         ckpt__pool_hold(ctx->pool, 1);
-    st = copy(ctx, sv, stop ? STOP_PIECE / ctx->chunk_bytes : SIZE_MAX);
+    st = copy(ctx, sv, stop ? STOP_PIECE / ctx->chunk_bytes : SIZE_MAX, direct);
     if (st)
         ckpt__save_fail(sv, st, "snapshot failed: %s", ckpt_strerror(st));
     if (hold)
@@ -286,7 +297,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
         ckpt__flight_wait(&ctx->flight);
         return st;
     }
-    if (stop && ctx->world_size < 2) {
+    if (direct) {
         /* The last save kept: the training thread would only compute what
          * is thrown away, with a core the compression and the uploads
          * need. It waits for the commit (ckpt_wait reports how it ended;

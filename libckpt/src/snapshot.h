@@ -5,7 +5,11 @@
  * held back until the copy is done, so workers do not compete with the
  * caller's memcpy for cores and memory bandwidth: the stall is one memcpy.
  * With a cap, jobs run as they are queued and the caller blocks only for
- * free blocks. */
+ * free blocks. A stop's save (signals.h: ckptrun asked for it, or a signal
+ * was taken as one) is the last one kept, so the time to its commit
+ * counts, not the stall: regions are copied in 64 MiB pieces whose jobs
+ * start at once, and (one rank) the caller waits for the commit, leaving
+ * the cores to the workers. */
 #ifndef CKPT_SNAPSHOT_H
 #define CKPT_SNAPSHOT_H
 

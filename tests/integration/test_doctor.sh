@@ -305,8 +305,18 @@ slow)
     jcheck "c['estimate-full']['status'] == 'warn' and c['estimate-incremental']['status'] == 'ok'"
     jcheck "j['estimate']['changed'] == 0.02 and j['estimate']['fits_final']"
     jcheck "c['lost-work']['status'] == 'ok' and 'almost nothing' in c['lost-work']['message']"
+    # The rate this link sustains, measured otherwise, replaces the probe's
+    # (2 MB/s here): the same 2 GiB fit; the trainer's step adds half of it.
+    CKPT_DOCTOR_UPLOAD_RATE=1G CKPT_DMI_DIR="$TMP/dmi" doctor 0 \
+        --metadata-url "http://127.0.0.1:$PORT" --state-bytes 2GiB --budget 15s --interval 10m
+    jcheck "j['estimate']['upload_source'] == 'CKPT_DOCTOR_UPLOAD_RATE'"
+    jcheck "j['estimate']['upload_bps'] == 1073741824 and j['estimate']['fits_full']"
+    base=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["estimate"]["full_s"])' "$TMP/out")
+    CKPT_DOCTOR_STEP=40s CKPT_DOCTOR_UPLOAD_RATE=1G CKPT_DMI_DIR="$TMP/dmi" doctor 0 \
+        --metadata-url "http://127.0.0.1:$PORT" --state-bytes 2GiB --budget 15s --interval 10m
+    jcheck "j['estimate']['step_s'] == 40 and 15 < j['estimate']['full_s'] - $base < 25"
     echo "slow store: estimate fails (${ms} ms, inside the budget); smaller state: full fails," \
-        "--changed 2%: warn, lost work stated"
+        "--changed 2%: warn, lost work stated; a rate measured otherwise and a step given count"
     ;;
 
 changed)

@@ -8,6 +8,7 @@
 #include "ctx.h"
 #include "fault_store.h"
 #include "signals.h"
+#include "staging.h"
 
 static struct ckpt_ctx *open_run(const char *run, size_t chunk, unsigned workers)
 {
@@ -155,8 +156,10 @@ static double mono_s(void)
 /* A stop's save (here: ckptrun's stop request, as control.c records it)
  * returns only once committed: with HEAD's write held back 600 ms, a
  * plain save returns at once and lists nothing yet, a stop's save takes
- * the 600 ms and its step is listed as soon as it returns. Last in the
- * file: a stop is for the rest of the process. */
+ * the 600 ms and its step is listed as soon as it returns. It reads host
+ * regions in place: one protected once the stop is under way gets no
+ * staging (none reserved, none touched), and what it commits restores.
+ * Last in the file: a stop is for the rest of the process. */
 static int list_first(void *u, const struct ckpt_info *i)
 {
     uint64_t *step = u;
@@ -198,6 +201,38 @@ static void test_stop_save_commits(void **state)
     assert_int_equal(listed, 2);
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
     ckpt_close(ctx);
+
+    /* protected during the stop: no stage, read in place */
+    {
+        uint8_t *late = malloc(n), *want = malloc(n), *want2 = malloc(n);
+        uint64_t step = 0;
+        fill_random(late, n, 5);
+        memcpy(want, late, n);
+        memcpy(want2, buf, n);
+        ctx = open_run("stop2", 256u << 10, 2);
+        assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+        assert_int_equal(ckpt_protect(ctx, "late", late, n), CKPT_OK);
+        assert_null(ctx->items->stage);
+        assert_null(ctx->items->next->stage);
+        assert_int_equal(ckpt__staging_blocks(&ctx->staging), 0);
+        assert_int_equal(ckpt_save(ctx, 3), CKPT_OK);
+        assert_int_equal(ckpt__staging_blocks(&ctx->staging), 0);
+        assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+        ckpt_close(ctx);
+        ctx = open_run("stop2", 0, 2);
+        memset(late, 0, n);
+        memset(buf, 0, n);
+        assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+        assert_int_equal(ckpt_protect(ctx, "late", late, n), CKPT_OK);
+        assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+        assert_int_equal(step, 3);
+        assert_memory_equal(late, want, n);
+        assert_memory_equal(buf, want2, n);
+        ckpt_close(ctx);
+        free(late);
+        free(want);
+        free(want2);
+    }
     free(buf);
 }
 
