@@ -488,7 +488,10 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * fsynced first only with `restore_sync`).
  * A multi-rank checkpoint restores this rank's part with the replicated
  * items; with a collective every rank restores the same step, falling back
- * together ("Ranks"). One of another world size than this job's stops the
+ * together ("Ranks"): past a step damaged on any rank, and past one whose
+ * items do not fit some rank's while an older one fits every rank (the
+ * ranks agree that every rank's items fit before any rank writes, so
+ * CKPT_E_SIZE / CKPT_E_MISMATCH leave every rank's items untouched). One of another world size than this job's stops the
  * restore with CKPT_E_WORLD (naming both sizes), unless every protected
  * item is replicated; ckpt_restore_part() reads any part.
  * @step receives the step restored (may be NULL).
@@ -706,10 +709,14 @@ CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
  * ckpt_restore_dir(CKPT_STEP_LATEST) do this themselves in a context with
  * a lease epoch (`epoch`, CKPT_EPOCH: ckptrun run/recover and a trainer
  * under them). Later commits, above the restored step or not, are
- * retained and resume normally. A conditional HEAD write, retried.
+ * retained and resume normally. A conditional HEAD write, retried. A
+ * damaged HEAD is rewritten from the run's manifests with the marks, as
+ * ckpt_fence rewrites it (docs/FORMAT.md, "A damaged HEAD").
  * @return CKPT_OK, CKPT_E_INVAL (no epoch: only the lease holder marks),
  *         CKPT_E_FENCED (another runner holds the lease), CKPT_E_NOENT (no
- *         HEAD), CKPT_E_PRECONDITION (HEAD kept changing), store errors. */
+ *         HEAD), CKPT_E_PRECONDITION (HEAD kept changing),
+ *         CKPT_E_UNSUPPORTED (HEAD is damaged and a manifest of a newer
+ *         format is among the run's: upgrade), store errors. */
 CKPT_API ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *steps, size_t n);
 
 /* Request a checkpoint from inside the program (as ckptrun's requests do):
@@ -831,7 +838,8 @@ struct ckpt_part_info {
 typedef int (*ckpt_part_fn)(void *user, const struct ckpt_part_info *part);
 /* Call fn for every durable part of a step above the newest committed one
  * (parts of steps not committed yet), in step order then rank order; fn
- * returns nonzero to stop. Not collective.
+ * returns nonzero to stop. Not collective. A damaged HEAD: above the newest
+ * step the run's manifests show (docs/FORMAT.md, "A damaged HEAD").
  * @return CKPT_OK, store errors, CKPT_E_NOMEM. */
 CKPT_API ckpt_status ckpt_pending(struct ckpt_ctx *ctx, ckpt_part_fn fn, void *user);
 

@@ -313,22 +313,21 @@ static int all_replicated(const struct ckpt_ctx *ctx)
     return any;
 }
 
-ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
-                              unsigned view, bool any_world, const char *dir,
-                              struct ckpt_idset *bad, bool *shape)
+ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                                unsigned view, bool any_world, const char *dir,
+                                struct ckpt_manifest *m, bool *shape)
 {
-    struct ckpt_manifest m;
-    char err[CKPT_ERR_MAX] = "";
     ckpt_status st;
     unsigned world;
 
     *shape = false;
-    st = ckpt__read_manifest_view(ctx, e->manifest, view, &m);
-    if (st == CKPT_OK && m.world_size != 1 && !m.nparts) {
-        ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
-                               "without its commit record: this version cannot restore it",
-                          m.step, m.world_size);
-        ckpt__manifest_free(&m);
+    st = ckpt__read_manifest_view(ctx, e->manifest, view, m);
+    if (st == CKPT_OK && m->world_size != 1 && !m->nparts) {
+        ckpt__set_ctx_err(ctx,
+                          "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
+                          "without its commit record: this version cannot restore it",
+                          m->step, m->world_size);
+        ckpt__manifest_free(m);
         st = CKPT_E_UNSUPPORTED;
     }
     if (st == CKPT_E_NOENT) {
@@ -338,31 +337,50 @@ ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry
     }
     if (st)
         return st;
-    world = m.world_size ? m.world_size : 1;
+    world = m->world_size ? m->world_size : 1;
     if (any_world && view >= world) {
-        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u",
-                          m.step, world, world == 1 ? "" : "s", view);
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u", m->step,
+                          world, world == 1 ? "" : "s", view);
         st = CKPT_E_NOENT;
     } else if (!any_world && world != ctx->world_size && (dir || !all_replicated(ctx))) {
-        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " was written by %u rank%s; this "
-                               "job has %u: resume it with %u ranks, protect only replicated "
-                               "items, or read parts with ckpt_restore_part()",
-                          m.step, world, world == 1 ? "" : "s", ctx->world_size, world);
+        ckpt__set_ctx_err(ctx,
+                          "checkpoint step %" PRIu64 " was written by %u rank%s; this "
+                          "job has %u: resume it with %u ranks, protect only replicated "
+                          "items, or read parts with ckpt_restore_part()",
+                          m->step, world, world == 1 ? "" : "s", ctx->world_size, world);
         st = CKPT_E_WORLD;
     }
     if (st == CKPT_OK && !dir) {
-        st = check_shape(ctx, &m);
+        st = check_shape(ctx, m);
         *shape = st != CKPT_OK; /* the program's shape is wrong, not the data */
     }
-    if (st == CKPT_OK) {
-        st = restore_one(ctx, &m, dir, bad, err);
-        if (st == CKPT_E_CORRUPT)
-            ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m.step, err);
-        else if (st)
-            ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)",
-                              m.step, dir ? "into " : "into the protected items",
-                              dir ? dir : "", err, ckpt_strerror(st));
-    }
+    if (st)
+        ckpt__manifest_free(m);
+    return st;
+}
+
+ckpt_status ckpt__restore_write(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                                const char *dir, struct ckpt_idset *bad)
+{
+    char err[CKPT_ERR_MAX] = "";
+    ckpt_status st = restore_one(ctx, m, dir, bad, err);
+    if (st == CKPT_E_CORRUPT)
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m->step, err);
+    else if (st)
+        ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)", m->step,
+                          dir ? "into " : "into the protected items", dir ? dir : "", err,
+                          ckpt_strerror(st));
+    return st;
+}
+
+ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e, unsigned view,
+                              bool any_world, const char *dir, struct ckpt_idset *bad, bool *shape)
+{
+    struct ckpt_manifest m;
+    ckpt_status st = ckpt__restore_check(ctx, e, view, any_world, dir, &m, shape);
+    if (st)
+        return st;
+    st = ckpt__restore_write(ctx, &m, dir, bad);
     ckpt__manifest_free(&m);
     return st;
 }

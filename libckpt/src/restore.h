@@ -10,6 +10,7 @@
 #include "ckpt.h"
 #include "head.h"
 #include "idset.h"
+#include "manifest.h"
 
 struct ckpt_ctx;
 
@@ -24,6 +25,16 @@ struct ckpt_ctx;
 ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
                               unsigned view, bool any_world, const char *dir,
                               struct ckpt_idset *bad, bool *shape);
+/* ckpt__restore_try in two halves, for the ranks of a collective restore,
+ * which agree that every rank's items fit before any rank writes (ranks.c).
+ * The check reads the manifest into *m (the caller frees it; nothing is
+ * left there on an error) and refuses as ckpt__restore_try does, nothing
+ * written; the write restores *m as ckpt__restore_try would. */
+ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                                unsigned view, bool any_world, const char *dir,
+                                struct ckpt_manifest *m, bool *shape);
+ckpt_status ckpt__restore_write(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                                const char *dir, struct ckpt_idset *bad);
 /* Mark the checkpoints of `keys` damaged in HEAD (logged when it fails;
  * the context's message is kept). */
 void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n);
