@@ -15,7 +15,8 @@
  * commit that failed (74), the child gone before the commit (entries
  * complete before the stop count: 75; a failed one: 74), a user's Ctrl-C
  * (130, no SIGKILL), a request that reaches nobody, SIGUSR1's lead time,
- * scancel under SLURM, a lost lease, a stop after the child ended. */
+ * scancel under SLURM, a lost lease, a stop after the child ended; and the
+ * other decision by time, the warning for a CKPT_DIR without checkpoints. */
 #include <signal.h>
 #include "test_util.h"
 #include "commit_files.h"
@@ -964,6 +965,57 @@ static void test_stop_after_the_child_ended(void **state)
     assert_string_equal(st, "completed");
 }
 
+/* ---- CKPT_DIR without a checkpoint (sup_report.h) ------------------------------------- */
+
+/* The idle warning: once, at the threshold after the newest sign of a
+ * checkpoint (the start, a commit); a commit in flight or an entry waiting
+ * for one defers it; twice --interval when that is longer; never during a
+ * stop. */
+static void test_idle_warning(void **state)
+{
+    struct sup *s = sup_new();
+    int64_t limit = NO_CKPT_WARN_MS;
+    (void)state;
+
+    assert_int_equal(sup_next_due(s), T0 + limit);
+    assert_false(run_until(s, T0 + 600000));
+    entry_result(s, 3, T0 + 590000, CKPT_OK); /* activity: the clock starts again */
+    assert_false(run_until(s, T0 + 600000 + limit - 1));
+    assert_false(s->rep.no_ckpt_told);
+    W.busy = 1; /* something complete is being committed: not idle */
+    assert_false(run_until(s, T0 + 600000 + limit));
+    assert_false(s->rep.no_ckpt_told);
+    assert_int_equal(sup_next_due(s), T0 + 600000 + 2 * limit);
+    W.busy = 0;
+    W.uncommitted = 1; /* ... or waits for a commit */
+    assert_false(run_until(s, T0 + 600000 + 2 * limit));
+    assert_false(s->rep.no_ckpt_told);
+    W.uncommitted = 0;
+    assert_false(run_until(s, T0 + 600000 + 3 * limit));
+    assert_true(s->rep.no_ckpt_told);
+    assert_int_equal(sup_next_due(s), -1); /* said once */
+    teardown(NULL);
+
+    s = sup_new();
+    g_o.interval_ms = 20 * 60 * 1000; /* requests unanswered twice: 40 min */
+    assert_int_equal(sup_report_init(s), 0);
+    sup_report_started(s);
+    assert_false(run_until(s, T0 + 40 * 60 * 1000 - 1));
+    assert_false(s->rep.no_ckpt_told);
+    assert_false(run_until(s, T0 + 40 * 60 * 1000));
+    assert_true(s->rep.no_ckpt_told);
+    teardown(NULL);
+
+    s = sup_new();
+    s->rep.no_ckpt_ms = 10000; /* CKPT_WARN_NO_CHECKPOINT=10s */
+    lib_connects(s);
+    sup_on_signal(s, SIGTERM);
+    assert_int_equal(sup_next_due(s), T0 + 20000); /* the end of the checkpoint's time */
+    assert_false(run_until(s, T0 + 29999));
+    assert_int_equal(sup_next_due(s), T0 + 30000); /* the stop's, not the warning's */
+    assert_false(s->rep.no_ckpt_told);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -983,6 +1035,7 @@ int main(void)
         cmocka_unit_test_teardown(test_request_reaches_nobody, teardown),
         cmocka_unit_test_teardown(test_lease_lost, teardown),
         cmocka_unit_test_teardown(test_stop_after_the_child_ended, teardown),
+        cmocka_unit_test_teardown(test_idle_warning, teardown),
     };
     unsetenv("SLURM_JOB_ID");
     unsetenv("CKPT_WARN_NO_CHECKPOINT");
