@@ -919,6 +919,58 @@ static void test_request_reaches_nobody(void **state)
     assert_int_equal(outcome(s, &st), EXIT_STOPPED_OK); /* step 3 counts */
 }
 
+/* The channel of the run's other requests: --signal to the processes
+ * that handle it until a libckpt client connects, then the socket only --
+ * and no signal after it disconnected (it closed its context; the signal
+ * could kill it). SIGUSR2 and a rebalance notice ask too, and the run goes
+ * on; the rebalance notice is answered at once. */
+static void test_request_channels(void **state)
+{
+    struct sup *s = sup_new();
+    struct queued_notice *n;
+    (void)state;
+
+    g_o.sig = SIGUSR1;
+    g_o.interval_ms = 60000;
+    s->next_periodic = T0 + 60000;
+    W.handlers = 1;
+    assert_false(run_until(s, T0 + 60000));
+    assert_int_equal(W.req_signals, 1);
+    assert_int_equal(W.req_sig, SIGUSR1);
+    assert_int_equal(W.nreq, 0);
+    lib_connects(s);
+    assert_false(run_until(s, T0 + 120000));
+    assert_int_equal(W.req_signals, 1);
+    assert_int_equal(W.nreq, 1);
+    assert_string_equal(W.req_reason, "periodic");
+    assert_int_equal(W.req_kinds, CTL_KIND_LIB | CTL_KIND_FILES);
+    W.lib = 0;
+    W.reached = 0;
+    ctl_msg(s, CTL_GONE, 0);
+    assert_false(run_until(s, T0 + 180000));
+    assert_int_equal(W.req_signals, 1); /* not after a libckpt client went away */
+    assert_int_equal(W.nreq, 1);
+    assert_int_equal(s->rep.unreachable, 0); /* --signal was given: not "no way" */
+
+    lib_connects(s); /* another process of the job */
+    sup_on_signal(s, SIGUSR2);
+    assert_int_equal(s->stop.phase, P_RUN);
+    assert_int_equal(W.nreq, 2);
+    assert_string_equal(W.req_reason, "manual");
+    n = calloc(1, sizeof *n);
+    assert_non_null(n);
+    n->kind = CKPTRUN_NOTICE_REBALANCE;
+    n->ack = on_ack;
+    snprintf(n->provider, sizeof n->provider, "aws");
+    sup_on_notice(s, n);
+    assert_int_equal(s->stop.phase, P_RUN);
+    assert_int_equal(W.nreq, 3);
+    assert_string_equal(W.req_reason, "rebalance");
+    assert_int_equal(W.acks, 1);
+    assert_false(W.ack_ok);
+    assert_int_equal(s->preemptions, 0);
+}
+
 /* ---- the rest of the machine ---------------------------------------------------------------- */
 
 /* The lease is lost: nothing more is committed, the child is stopped now
@@ -1033,6 +1085,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ctrl_c_is_the_users_stop, teardown),
         cmocka_unit_test_teardown(test_slurm_scancel_and_warning, teardown),
         cmocka_unit_test_teardown(test_request_reaches_nobody, teardown),
+        cmocka_unit_test_teardown(test_request_channels, teardown),
         cmocka_unit_test_teardown(test_lease_lost, teardown),
         cmocka_unit_test_teardown(test_stop_after_the_child_ended, teardown),
         cmocka_unit_test_teardown(test_idle_warning, teardown),
