@@ -809,6 +809,40 @@ static void test_child_gone_commit_failed_or_late(void **state)
     assert_non_null(strstr(s->rep.final_why, "still in flight at the deadline"));
 }
 
+/* A child that ends during the stop, before any answer, of the stop's own
+ * signal: it died of SIGTERM, or the whole job got it and it exited by
+ * itself. Either is the stop's consequence: state preempted, 74 (nothing
+ * committed), not its own code and state failed. */
+static void test_child_ends_of_the_stops_signal(void **state)
+{
+    struct sup *s = sup_new();
+    const char *st;
+    (void)state;
+
+    g_o.sig = SIGUSR1;
+    W.handlers = 1;
+    sup_on_signal(s, SIGTERM);
+    assert_int_equal(s->stop.via, CH_SIGNAL);
+    move_to(T0 + 500);
+    child_exits(s, KILLED(SIGTERM)); /* not ours: we sent only the request */
+    assert_int_equal(W.nsent, 0);
+    assert_int_equal(s->stop.phase, P_CKPT);
+    assert_true(run_until(s, T0 + 500));
+    assert_int_equal(outcome(s, &st), EXIT_STOPPED_LOST);
+    assert_string_equal(st, "preempted");
+    teardown(NULL);
+
+    s = sup_new();
+    W.helpers = 1;
+    W.sig_files = 1;
+    group_signal(s, SIGTERM);
+    assert_int_equal(s->stop.via, CH_FILES);
+    child_exits(s, EXITED(1));
+    assert_true(run_until(s, T0));
+    assert_int_equal(outcome(s, &st), EXIT_STOPPED_LOST);
+    assert_string_equal(st, "preempted");
+}
+
 /* ---- the user's stop ------------------------------------------------------------------- */
 
 /* Ctrl-C on ckptrun: forwarded to the job, the run is stopped by its user:
@@ -1082,6 +1116,7 @@ int main(void)
         cmocka_unit_test_teardown(test_entry_commit_failed_exits_74, teardown),
         cmocka_unit_test_teardown(test_child_gone_before_the_commit, teardown),
         cmocka_unit_test_teardown(test_child_gone_commit_failed_or_late, teardown),
+        cmocka_unit_test_teardown(test_child_ends_of_the_stops_signal, teardown),
         cmocka_unit_test_teardown(test_ctrl_c_is_the_users_stop, teardown),
         cmocka_unit_test_teardown(test_slurm_scancel_and_warning, teardown),
         cmocka_unit_test_teardown(test_request_reaches_nobody, teardown),
