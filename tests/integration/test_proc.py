@@ -602,8 +602,8 @@ class Reason(Case):
         out = os.path.join(self.work, "out")
         p = self.start(["--signal", "USR1", "--lead", "10s", "--"] +
                        self.trainer("--steps", "100000", "--out", out, "--sleep-ms", "4"))
-        p.wait_line(r"trainer: start at step 0")
-        time.sleep(0.3)
+        p.wait_line(r"trainer: start at step 0")  # its handlers are in place
+        p.wait_line(r" connect pid=\d+ kind=helper")
         p.p.send_signal(sig)
         self.assertEqual(p.wait(), 75, p.text())
         ex = self.events("exit")

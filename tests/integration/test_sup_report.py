@@ -220,11 +220,35 @@ class FailingStore(Case):
         self.assertIn("the child wrote no checkpoint", err)
 
 
+# A trainer that writes nothing into CKPT_DIR (with ARG, into ARG/ every
+# 0.25 s) until the file GO exists, then exits 0: it runs as long as the
+# test needs to see what ckptrun says of it.
+UNTIL = r'''
+import os, sys, time
+go, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+print("trainer up", file=sys.stderr, flush=True)
+end = time.monotonic() + 30
+while not os.path.exists(go) and time.monotonic() < end:
+    if out:
+        os.makedirs(out, exist_ok=True)
+        open(os.path.join(out, "model.pt"), "wb").write(os.urandom(1000))
+    time.sleep(0.25 if out else 0.02)
+'''
+
+
 class Unprotected(Case):
+    def until(self, *out):
+        """The UNTIL trainer's command, and its GO file."""
+        go = os.path.join(self.tmp, "go")
+        return [PY, self.script("until.py", UNTIL), go] + list(out), go
+
     def test_interval_with_no_way_to_reach_the_trainer_warns_once(self):
-        p = self.start(["--interval", "500ms", "--", PY, "-c",
-                        "import time, sys\nprint('trainer up', file=sys.stderr, flush=True)\n"
-                        "time.sleep(2.5)"])
+        # Watched until two ticks reached nobody (-v shows each request; the
+        # ticks' timing and the count are test_stop's).
+        cmd, go = self.until()
+        p = self.start(["-v", "--interval", "300ms", "--"] + cmd)
+        p.wait_count(r" request reason=periodic via=none", 2)
+        open(go, "w").close()
         self.assertEqual(p.wait(), 0, p.text())
         text = p.text()
         warn = p.wait_line(r"request level=warn msg=\"the periodic checkpoint request reached "
@@ -236,15 +260,14 @@ class Unprotected(Case):
         self.assertRegex(self.last_line(text), r"; no checkpoint request could reach the trainer "
                                                r"\([2-9] tried\)")
         # a trainer that saves on --signal: no such warning
-        rc, _, err = self.ckptrun("--signal", "USR1", "--interval", "700ms", "--settle", "5s",
-                                  "--", *self.trainer("--steps", "150", "--every", "100000",
-                                                      "--mode", "signal", "--out",
-                                                      os.path.join(self.work, "out"),
-                                                      "--sleep-ms", "10"))
-        self.assertEqual(rc, 0, err)
-        self.assertIn("request reason=periodic via=SIGUSR1", err)
-        self.assertNotIn("reached nobody", err)
-        self.assertNotIn("no checkpoint request could reach", err)
+        p = self.start(["--signal", "USR1", "--interval", "300ms", "--settle", "5s", "--"] +
+                       self.trainer("--steps", "100000", "--every", "100000", "--mode", "signal",
+                                    "--out", os.path.join(self.work, "out"), "--sleep-ms", "10"))
+        p.wait_line(r" request reason=periodic via=SIGUSR1")
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertNotIn("reached nobody", p.text())
+        self.assertNotIn("no checkpoint request could reach", p.text())
 
     def test_stop_reaching_nobody_says_why_nothing_committed(self):
         p = self.start(["--", PY, "-c", "import time, sys\nprint('up', file=sys.stderr, "
@@ -263,18 +286,19 @@ class Unprotected(Case):
 
     def test_ckpt_dir_without_an_entry_warns_once(self):
         # the trainer writes into out/ while CKPT_DIR is ck/
+        # (said once, and when: test_stop; here, what it says)
         env = dict(self.env, CKPT_WARN_NO_CHECKPOINT="1s")
-        p = tc.Proc(["--", PY, "-c", "import os, time\nos.makedirs('out', exist_ok=True)\n"
-                     "for i in range(12):\n  open('out/model.pt', 'wb').write(os.urandom(1000))\n"
-                     "  time.sleep(0.25)"], env, self.work)
-        self.assertEqual(p.wait(), 0, p.text())
+        cmd, go = self.until(os.path.join(self.work, "out"))
+        p = tc.Proc(["--"] + cmd, env, self.work)
         line = p.wait_line(r"watch level=warn msg=\"no checkpoint for 1\.0s: nothing complete "
                            r"appeared in %s since the child started" %
                            re.escape(self.env["CKPT_DIR"]))
+        open(go, "w").close()
+        self.assertEqual(p.wait(), 0, p.text())
         self.assertIn("point --dir (CKPT_DIR) there", line)
         self.assertEqual(p.count(r"no checkpoint for"), 1, p.text())
-        # the same limit with a trainer saving every 0.3 s: nothing said
-        rc, _, err = self.ckptrun("--", *self.writer(8, 1000, 0.3), env=env)
+        # the same limit with a trainer saving every 0.3 s for longer: nothing said
+        rc, _, err = self.ckptrun("--", *self.writer(5, 1000, 0.3), env=env)
         self.assertEqual(rc, 0, err)
         self.assertNotIn("no checkpoint for", err)
         self.assertNotIn("no new checkpoint for", err)
