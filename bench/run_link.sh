@@ -42,13 +42,21 @@ for t in /usr/bin/time "$build/tests/linkproxy" "$bin/c_trainer" "$bin/ckptrun";
 done
 aws_bin=/usr/bin/aws
 [[ -x "$aws_bin" ]] || aws_bin=$(command -v aws || true)
+# the Python package's trainer (import ckpt), with Debian's torch
+py=/usr/bin/python3
+if [[ ! -d "$build/python/ckpt" ]] || ! "$py" -c 'import torch' 2> /dev/null; then
+  echo "link bench: no import ckpt ($build/python) or no torch: the Python trainer's rows skipped"
+  py=""
+fi
 
 top=$(mktemp -d)
 mock_pid=""
 cleanup() {
   link_down
-  [[ -n "$mock_pid" ]] && kill "$mock_pid" 2> /dev/null
-  wait 2> /dev/null
+  if [[ -n "$mock_pid" ]]; then
+    kill "$mock_pid" 2> /dev/null || true
+  fi
+  wait 2> /dev/null || true
   rm -rf "$top"
 }
 trap cleanup EXIT
@@ -87,16 +95,18 @@ measure() {
 # median FILE FIELD
 median() { awk -v f="$2" '{print $f}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# One stop on a notice: appends "notice_to_durable_ms raw stored step" to $work/n2d.
+# One stop on a notice: RUN OUT TRAINER...: ckptrun runs the trainer until
+# it trains, a notice comes; appends "notice_to_durable_ms raw stored step
+# request_to_saving_ms" to OUT.
 notice_round() {
-  local run=$1 log="$work/$1.log" t
+  local run=$1 out=$2 log="$work/$1.log" t
+  shift 2
   (cd "$work" && exec "$bin/ckptrun" run --log-json --store s3://bench/ckpt --run "$run" \
-     --notice aws --metadata-url "http://127.0.0.1:$mport" --grace 300s -- \
-     "$bin/c_trainer" --steps 100000000 --every 0 --quiet --bf16 --batch 1 --hidden "$hidden" \
-     --out "$work/out.bin") > "$work/$run.out" 2> "$log" &
+     --notice aws --metadata-url "http://127.0.0.1:$mport" --grace 300s -- "$@") \
+    > "$work/$run.out" 2> "$log" &
   local pid=$!
-  for _ in $(seq 1200); do
-    grep -q '"event":"connect"' "$log" && break
+  for _ in $(seq 2400); do # the state is made, training goes on
+    grep -qE 'starting fresh|resumed from' "$work/$run.out" && break
     kill -0 "$pid" 2> /dev/null || break
     sleep 0.05
   done
@@ -106,7 +116,7 @@ notice_round() {
   t=0; wait "$pid" || t=$?
   mock clear
   [[ $t == 75 ]] || { tail -20 "$log"; echo "link bench: ckptrun exit $t, want 75"; return 1; }
-  /usr/bin/python3 - "$log" >> "$work/n2d" << 'EOF'
+  /usr/bin/python3 - "$log" >> "$out" << 'EOF'
 import datetime, json, sys
 t = {}
 for line in open(sys.argv[1]):
@@ -114,11 +124,13 @@ for line in open(sys.argv[1]):
         continue
     e = json.loads(line)
     ts = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
-    if e["event"] == "notice" and "notice" not in t:
-        t["notice"] = ts
+    for k in ("notice", "request", "saving"):
+        if e["event"] == k and k not in t:
+            t[k] = ts
     if e["event"] == "commit" and "notice" in t and "commit" not in t:
         t["commit"], t["raw"], t["stored"], t["step"] = ts, e["bytes"], e["stored"], e["step"]
-print(round((t["commit"] - t["notice"]) * 1000), t["raw"], t["stored"], t["step"])
+print(round((t["commit"] - t["notice"]) * 1000), t["raw"], t["stored"], t["step"],
+      round((t["saving"] - t["request"]) * 1000))
 EOF
 }
 
@@ -137,7 +149,8 @@ profile() {
   local t0_proxy; t0_proxy=$(link_proxy_cpu)
   for r in $(seq "$rounds"); do
     local run="n$r" step objs=() up=() down=() f k
-    notice_round "$run"
+    notice_round "$run" "$work/n2d" "$bin/c_trainer" --steps 100000000 --every 0 --quiet \
+      --bf16 --batch 1 --hidden "$hidden" --out "$work/out.bin"
     step=$(tail -1 "$work/n2d" | cut -d' ' -f4)
     mapfile -t objs < <(objects "$run")
     k=0
@@ -165,6 +178,10 @@ profile() {
     mkdir -p "$work/dl"
     measure "$work/curl_down" "${curl_s3[@]}" -Z --parallel-max 8 "${down[@]}"
     rm -rf "$work/dl" "$work/rec.bin"
+    if [[ -n "$py" ]]; then
+      notice_round "p$r" "$work/n2d_py" "$py" "$src/bench/link_trainer.py" --build "$build" \
+        --mb "$mb"
+    fi
   done
   local proxy_cpu; proxy_cpu=$(echo "$(link_proxy_cpu) - $t0_proxy" | bc)
   # doctor: the same state size, this link, no notice pending
@@ -193,6 +210,15 @@ report() {
   printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' "notice -> durable (HEAD), C trainer" "$(fmt_s "$n2d")" \
     "1.1 x stored / R + 0.5 s = $(fmt_s "$bound1") s (R $(mbs "$objs" "$up") MB/s)" \
     "$(echo "scale=3; $bound1 / $n2d" | bc)" "<= 1.1 x stored/R + 0.5s"
+  if [[ -s "$work/n2d_py" ]]; then
+    local pn pstored
+    pn=$(median "$work/n2d_py" 1); pstored=$(median "$work/n2d_py" 3)
+    local pbound; pbound=$(echo "1.1 * $pstored * $up / $objs + 500" | bc)
+    printf '| %-44s | %13s s | %-44s | %6.3fx | %-22s |\n' \
+      "notice -> durable, Python (import ckpt)" "$(fmt_s "$pn")" \
+      "1.1 x $(( pstored / 1000000 )) MB / R + 0.5 s = $(fmt_s "$pbound") s" \
+      "$(echo "scale=3; $pbound / $pn" | bc)" "<= 1.1 x stored/R + 0.5s"
+  fi
   if [[ -s "$work/aws_up" ]]; then
     aws=$(median "$work/aws_up" 1)
     bound2=$(echo "1.1 * $stored * $aws / $raw" | bc)
@@ -215,9 +241,10 @@ except Exception: print(0)' "$work/doctor.json")
   else
     echo "doctor gave no estimate: $(tail -3 "$work/doctor.log")"
   fi
+  echo "notice -> durable, C trainer: $(fmt_s "$(median "$work/n2d" 5)") s of it from ckptrun's request to the trainer's save (the step in progress, the copy)"
   echo "linkproxy: $proxy_cpu CPU s for the whole profile (not the bottleneck while well under one core)"
   echo "each round (wall ms, client CPU ms, peak RSS KiB):"
-  for f in n2d curl_up aws_up restore recover curl_down; do
+  for f in n2d n2d_py curl_up aws_up restore recover curl_down; do
     [[ -f "$work/$f" ]] && echo "  $f: $(tr '\n' ';' < "$work/$f")"
   done
   return 0

@@ -53,8 +53,11 @@ const struct cli_cmd cli_cmds[CMD__COUNT] = {
         "Exit: the child's code when it ends by itself (128+N on signal N; 0 marks\n"
         "the run completed), 130/143 stopped by its user (Ctrl-C, scancel), 75\n"
         "stopped with the final checkpoint committed, 74\n"
-        "stopped without it or lease lost, 78 also when another runner holds the\n"
-        "lease, 64 bad command line, 69 store unreachable.\n" },
+        "stopped without it or lease lost, or the child exited 0 with its newest\n"
+        "checkpoint still not in the store (state uncommitted), 78 also when\n"
+        "another runner holds the lease, 64 bad command line, 69 store\n"
+        "unreachable. The last line says the outcome, the newest committed step\n"
+        "and the command that resumes the run.\n" },
     [CMD_RECOVER] = { "recover", "[OPTIONS] -- COMMAND [ARG...]",
         "cron/systemd entry point on a new instance",
         "Cron/systemd entry point, safe to start every minute: exits 0 at once when\n"

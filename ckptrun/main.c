@@ -240,6 +240,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
     uint64_t n;
 
     o->cmd_id = CMD_RUN;
+    if (argc == 1) {
+        /* A bare `ckptrun` is someone finding out what it does: the usage,
+         * on stderr since nothing ran (exit 64, as for no command). */
+        cli_help(stderr, -1, CKPT_VERSION_FULL);
+        rc = EXIT_USAGE;
+        goto out;
+    }
     if (argc > 1 && strcmp(argv[1], "__generate") == 0) {
         /* hidden build step: the man page and completions (cli.h) */
         FILE *f = argc == 4 ? fopen(argv[3], "w") : stdout;

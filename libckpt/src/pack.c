@@ -83,16 +83,15 @@ static ckpt_status pack_upload(struct ckpt_ctx *ctx, struct ckpt_save *sv,
 /* The size at which the open pack (`open` bytes) is sealed (sv->mu held):
  * pack_bytes, except at the end of a save. There the stored bytes still to
  * come -- the open pack, and the raw bytes of the chunks not yet through
- * the stage (`self` of them are the chunk just appended) at the ratio seen
- * so far -- are spread over the uploads that run at once, so the last
- * packs leave together on as many connections rather than one after the
- * other on one: a connection capped at 40 MB/s takes 0.8 s over a 32 MiB
- * pack that four of them send in 0.2 s, and on a store across a link
- * those last seconds are the commit's. A pack holds one chunk at least. */
-static size_t seal_at(const struct ckpt_ctx *ctx, const struct ckpt_save *sv, size_t open,
-                      size_t self)
+ * the stage at the ratio seen so far -- are spread over the uploads that
+ * run at once, so the last packs leave together on as many connections
+ * rather than one after the other on one: a connection capped at 40 MB/s
+ * takes 0.8 s over a 32 MiB pack that four of them send in 0.2 s, and on
+ * a store across a link those last seconds are the commit's. A pack holds
+ * one chunk at least. */
+static size_t seal_at(const struct ckpt_ctx *ctx, const struct ckpt_save *sv, size_t open)
 {
-    double raw = (double)(sv->raw_left > self ? sv->raw_left - self : 0);
+    double raw = (double)sv->raw_left;
     double ratio = sv->packed_raw ? (double)sv->packed_stored / (double)sv->packed_raw : 1.0;
     double share = ((double)open + raw * ratio) / (double)(ctx->pack_inflight ? ctx->pack_inflight
                                                                              : 1);
@@ -136,7 +135,8 @@ ckpt_status ckpt__pack_append(struct ckpt_ctx *ctx, struct ckpt_save *sv, const 
             b->len += len;
             sv->packed_raw += ref->raw_len;
             sv->packed_stored += len;
-            if (b->len >= seal_at(ctx, sv, b->len, ref->raw_len)) {
+            sv->raw_left -= ref->raw_len < sv->raw_left ? ref->raw_len : sv->raw_left;
+            if (b->len >= seal_at(ctx, sv, b->len)) {
                 full = b; /* sealed: ours to upload */
                 sv->open = NULL;
             }

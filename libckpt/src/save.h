@@ -51,8 +51,9 @@ struct ckpt_save {
     char err[CKPT_ERR_MAX];
     uint64_t raw_bytes, new_bytes; /* (mu) */
     /* where the chunk stage stands (mu), for sealing the last packs
-     * (pack.c): raw bytes of the chunks whose job has not ended, and the
-     * raw and stored bytes of the chunks put into packs so far */
+     * (pack.c): raw bytes of the chunks neither put into a pack nor done
+     * otherwise (known, hashed only, failed), and the raw and stored bytes
+     * of the chunks put into packs so far */
     uint64_t raw_left, packed_raw, packed_stored;
 };
 

@@ -318,11 +318,13 @@ elif [ "$MODE" = flip ]; then
     # older step was used. Twice: 20 chunks of 1 MiB in packs of 4 MiB (4
     # chunks each: 5 packs, one range GET each, 5 fetched again),
     # then each chunk its own object (CKPT_PACK_BYTES=0: 20 fetched again).
+    # The save uploads one pack at a time (2 connections), so none of them
+    # is sealed early to spread the end of the save over several uploads.
     mkdir -p "$TMP/in"
     head -c 20971520 /dev/urandom >"$TMP/in/data.bin"
     for packs in 4M:5 0:20; do
         run="flip${packs%%:*}"
-        CKPT_CHUNK_BYTES=1048576 CKPT_PACK_BYTES=${packs%%:*} "$CONF" save --store "$URL" \
+        CKPT_CONNECTIONS=2 CKPT_CHUNK_BYTES=1048576 CKPT_PACK_BYTES=${packs%%:*} "$CONF" save --store "$URL" \
             --run "$run" --step 3 "$TMP/in/data.bin" >"$TMP/save.log" 2>&1 ||
             { echo "save failed"; cat "$TMP/save.log"; rc=1; break; }
         # the reader's chunk size (and pack size) is its own

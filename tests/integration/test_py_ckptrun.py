@@ -73,7 +73,7 @@ class PyCase(Case):
 
     def final_step(self, p):
         text = p.text()
-        saved = [int(s) for s in re.findall(r"trainer: rank 0 saved step (\d+)", text)]
+        saved = [int(s) for s in re.findall(r"trainer: rank 0 saving step (\d+)", text)]
         self.assertTrue(saved, text)
         self.assertIn("final committed=true step=%d" % saved[-1], text)
         return saved[-1]

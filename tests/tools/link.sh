@@ -113,16 +113,22 @@ link_proxy_cpu() {
 }
 
 link_down() {
+  # every step may fail (already gone) without stopping the others, also
+  # under `set -e` (a process killed by SIGTERM is waited for as 143)
   if [[ -n "$LINK_PROXY_PID" ]]; then
-    kill "$LINK_PROXY_PID" 2> /dev/null
-    wait "$LINK_PROXY_PID" 2> /dev/null
+    kill "$LINK_PROXY_PID" 2> /dev/null || true
+    wait "$LINK_PROXY_PID" 2> /dev/null || true
   fi
   if [[ -n "$LINK_S3_PID" ]]; then
-    kill "$LINK_S3_PID" 2> /dev/null
-    wait "$LINK_S3_PID" 2> /dev/null
+    kill "$LINK_S3_PID" 2> /dev/null || true
+    wait "$LINK_S3_PID" 2> /dev/null || true
   fi
-  [[ -n "$LINK_NS" ]] && ip netns del "$LINK_NS" 2> /dev/null
-  [[ -n "$LINK_HOST_IF" ]] && ip link del "$LINK_HOST_IF" 2> /dev/null
+  if [[ -n "$LINK_NS" ]]; then
+    ip netns del "$LINK_NS" 2> /dev/null || true
+  fi
+  if [[ -n "$LINK_HOST_IF" ]]; then
+    ip link del "$LINK_HOST_IF" 2> /dev/null || true
+  fi
   LINK_NS="" LINK_HOST_IF="" LINK_PROXY_PID="" LINK_S3_PID="" LINK_ENDPOINT="" LINK_PORT=""
   return 0
 }

@@ -90,13 +90,16 @@ def _errmsg(ctx):
 
 # ---------------------------------------------------------------- the context
 
-def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None, timeout=None):
+def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None,
+         staging_max_bytes=None, timeout=None):
     """Open the context now, on `store` (a URL: file:///path, s3://bucket/prefix,
     az://container/prefix) and `run`. Optional: without it the first call
     opens one from the CKPT_* variables. `keep`: committed checkpoints
-    retained; `workers`, `chunk_bytes`: libckpt's (0 or None: its
-    defaults); `timeout`: a datetime.timedelta for ckpt's own gloo group in
-    a multi-rank job (default: torch.distributed's). Raises CkptError when
+    retained; `workers`, `chunk_bytes`, `staging_max_bytes`: libckpt's
+    (ckpt.h; 0 or None: its defaults; a staging cap bounds memory, and a
+    save then stalls while the pool drains); `timeout`: a datetime.timedelta
+    for ckpt's own gloo group in a multi-rank job (default:
+    torch.distributed's). Raises CkptError when
     the store cannot be opened (CKPT_E_UNREACHABLE, CKPT_E_AUTH,
     CKPT_E_CONFIG), RuntimeError when a context is already open."""
     with _lock:
@@ -105,7 +108,7 @@ def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None, tim
                                "other ckpt call (or ckpt.close() first)")
         _opts.clear()
         _opts.update(store=store, run=run, keep=keep, workers=workers, chunk_bytes=chunk_bytes,
-                     timeout=timeout)
+                     staging_max_bytes=staging_max_bytes, timeout=timeout)
         _context()
 
 
@@ -127,7 +130,7 @@ def _context():
     for field in ("store", "run"):
         if _opts.get(field):
             setattr(cfg, field, os.fsencode(_opts[field]))
-    for field in ("keep", "workers", "chunk_bytes"):
+    for field in ("keep", "workers", "chunk_bytes", "staging_max_bytes"):
         if _opts.get(field):
             setattr(cfg, field, int(_opts[field]))
     rank, size, initialised = _dist.world()

@@ -54,29 +54,47 @@ class Region:
         return (self.ptr, self.nbytes, self.elem, self.replicated, self.device is not None)
 
 
-def _segment(key, path):
-    """The item-name segment of a dict key or sequence index."""
+def _segment(key, where):
+    """The item-name segment of a dict key or sequence index; where() names
+    the place, for the error."""
     if isinstance(key, bool) or not isinstance(key, (str, int)):
         raise ValueError("ckpt.save: key %r (%s) at %r cannot be part of an item name: "
                          "tensors, arrays and bytes must sit under str or int keys"
-                         % (key, type(key).__name__, "/".join(path) or "<state>"))
+                         % (key, type(key).__name__, where()))
     seg = str(key)
     if not seg or seg in (".", "..") or "/" in seg or "\0" in seg:
         raise ValueError("ckpt.save: key %r at %r cannot be an item name segment (empty, "
-                         "'.', '..', or containing '/' or NUL)" % (key, "/".join(path) or
-                                                                  "<state>"))
+                         "'.', '..', or containing '/' or NUL)" % (key, where()))
     return seg
 
 
-def _elem_hint(kind, dtype):
+def _hints():
     from . import _lib as L
+    return ({"bfloat16": L.ELEM_F16, "float16": L.ELEM_F16, "float32": L.ELEM_F32,
+             "int16": L.ELEM_E2, "int32": L.ELEM_E4},
+            {"f2": L.ELEM_F16, "f4": L.ELEM_F32, "i2": L.ELEM_E2, "u2": L.ELEM_E2,
+             "i4": L.ELEM_E4, "u4": L.ELEM_E4}, L.ELEM_BYTES)
+
+
+_TORCH_HINT, _NUMPY_HINT, _BYTES_HINT = _hints()
+
+
+def _elem_hint(kind, dtype):
+    """The element hint (byte grouping) of a dtype."""
     if kind == "torch":
-        name = str(dtype).replace("torch.", "")
-        return {"bfloat16": L.ELEM_F16, "float16": L.ELEM_F16, "float32": L.ELEM_F32,
-                "int16": L.ELEM_E2, "int32": L.ELEM_E4}.get(name, L.ELEM_BYTES)
+        return _TORCH_HINT.get(_dtype_name(dtype), _BYTES_HINT)
     name = dtype.str[1:] if dtype.fields is None else ""
-    return {"f2": L.ELEM_F16, "f4": L.ELEM_F32, "i2": L.ELEM_E2, "u2": L.ELEM_E2,
-            "i4": L.ELEM_E4, "u4": L.ELEM_E4}.get(name, L.ELEM_BYTES)
+    return _NUMPY_HINT.get(name, _BYTES_HINT)
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    n = _DTYPE_NAMES.get(dtype)
+    if n is None:
+        n = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return n
 
 
 def _span(sizes, strides, itemsize):
@@ -144,7 +162,7 @@ class Flattener:
                 raise TypeError("ckpt.save: with replicated= keys, the state must be a dict")
             trees, entries = [], []
             for k, v in state.items():
-                seg = [_Lazy(k, [])]
+                seg = [_Lazy(k, ())]
                 if k in self.replicated:
                     entries.append([self.key_node(k), {"rep": len(trees)}])
                     trees.append(self.node(v, seg, True))
@@ -288,7 +306,7 @@ class Flattener:
                              "quantization parameters" % name)
         if t.is_conj() or t.is_neg():
             t = t.resolve_conj().resolve_neg()  # a lazy view: its bytes are not its values
-        node = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+        node = {"dtype": _dtype_name(t.dtype), "shape": list(t.shape),
                 "stride": list(t.stride()), "device": str(t.device)}
         if type(t) is torch.nn.Parameter:
             node["param"] = True
@@ -329,21 +347,32 @@ class Flattener:
             self.regions[g.name] = Region(
                 g.name, g.lo, g.hi - g.lo, _elem_hint("torch", g.dtype), rep,
                 g.device if cuda else None, "torch",
-                {"kind": "torch", "dtype": str(g.dtype).replace("torch.", ""),
+                {"kind": "torch", "dtype": _dtype_name(g.dtype),
                  "nbytes": g.hi - g.lo, "device": str(g.device)}, g.tensor)
 
 
 class _Lazy:
-    """A path segment made into an item name only when a region needs it:
-    keys of other types are fine where no tensor lies below."""
-    __slots__ = ("key", "path")
+    """A path segment made into an item name only when a region needs it
+    (keys of other types are fine where no tensor lies below), once."""
+    __slots__ = ("key", "path", "seg")
 
     def __init__(self, key, path):
-        self.key, self.path = key, path
+        self.key, self.path, self.seg = key, path, None
 
     def segment(self):
-        return _segment(self.key, [p.segment() if isinstance(p, _Lazy) else p
-                                   for p in self.path])
+        if self.seg is None:
+            self.seg = _segment(self.key, lambda: _path_text(self.path))
+        return self.seg
+
+
+def _path_text(path):
+    out = []
+    for p in path:
+        if isinstance(p, _Lazy):
+            out.append(p.seg if p.seg is not None else str(p.key))
+        else:
+            out.append(p)
+    return "/".join(out) or "<state>"
 
 
 def _descr(np, dtype):
