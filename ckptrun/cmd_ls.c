@@ -38,7 +38,8 @@ static void runs_print(const struct runs *r)
     for (size_t i = 0; i < r->n; i++) {
         const struct run_sum *s = &r->v[i];
         if (s->have_step)
-            snprintf(step, sizeof step, "%" PRIu64, s->step);
+            /* '!': HEAD is damaged, the step is its manifests' (the warning says so) */
+            snprintf(step, sizeof step, "%" PRIu64 "%s", s->step, s->head_damaged ? "!" : "");
         else
             snprintf(step, sizeof step, "%s", s->head_bad ? "?" : "-");
         printf("%-*s  %-9s  %11s  %-12s  %10s\n", w, s->name, s->state, step,
@@ -64,6 +65,8 @@ static cJSON *runs_json(const struct runs *r)
         else
             cJSON_AddNullToObject(o, "newest_step");
         cJSON_AddNumberToObject(o, "checkpoints", s->checkpoints);
+        if (s->head_damaged) /* newest_step, checkpoints: what its manifests show */
+            cJSON_AddTrueToObject(o, "head_damaged");
         if (s->newest_ms > 0)
             cJSON_AddNumberToObject(o, "updated_ms", (double)s->newest_ms);
         else

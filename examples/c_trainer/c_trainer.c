@@ -12,6 +12,12 @@
  *
  * Store and run come from --store/--run or CKPT_STORE/CKPT_RUN. Under
  * ckptrun it also saves whenever ckptrun asks (ckpt_should_save()).
+ *
+ * Exit status: 0 trained, and its last save (if any) committed; 74 trained
+ * and wrote --out, but its last save did not commit (the store holds an
+ * older step: as ckptrun's 74, a run that must not be taken as complete,
+ * and a restart resumes from what was committed); 64 usage; 69/78 the
+ * store could not be opened; 1 anything else.
  */
 #include <errno.h>
 #include <math.h>
@@ -218,6 +224,7 @@ static void usage(FILE *to)
             "  --bf16          also keep (and checkpoint) a bf16 copy of the parameters,\n"
             "                  as mixed-precision training does: state = ~14*D*H bytes\n"
             "  --quiet         print only the summary\n");
+    fputs("exit: 0 done; 74 done, but the last checkpoint was not committed\n", to);
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -237,7 +244,7 @@ int main(int argc, char **argv)
     struct ckpt_ctx *ctx = NULL;
     struct model md = { 0 };
     float *x = NULL, *hid = NULL, *gh = NULL, *grad = NULL;
-    ckpt_status st;
+    ckpt_status st, saved = CKPT_OK; /* saved: the last ckpt_save's own outcome */
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -344,7 +351,7 @@ int main(int argc, char **argv)
         if (!quiet && (md.meta.step % 50 == 0 || md.meta.step == steps))
             printf("c_trainer: step %llu loss %.4f\n", (unsigned long long)md.meta.step, loss);
         if ((every && md.meta.step % every == 0) || ckpt_should_save(ctx)) {
-            st = ckpt_save(ctx, md.meta.step);
+            st = saved = ckpt_save(ctx, md.meta.step);
             if (st)
                 fprintf(stderr, "c_trainer: save at step %llu failed: %s\n",
                         (unsigned long long)md.meta.step, ckpt_strerror(st));
@@ -355,17 +362,20 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    st = ckpt_wait(ctx);
+    /* the last save's outcome: refused at once, or its commit */
+    st = saved ? saved : ckpt_wait(ctx);
     if (st)
-        fprintf(stderr, "c_trainer: last checkpoint not committed: %s: %s\n", ckpt_strerror(st),
-                ckpt_errmsg(ctx));
+        fprintf(stderr, "c_trainer: last checkpoint not committed: %s: %s (exit 74)\n",
+                ckpt_strerror(st), ckpt_errmsg(ctx));
     if (write_out(out, &md)) {
         fprintf(stderr, "c_trainer: cannot write %s: %s\n", out, strerror(errno));
         goto out;
     }
     printf("c_trainer: done, %llu steps, parameters in %s\n", (unsigned long long)md.meta.step,
            out);
-    rc = 0;
+    /* never success when the final checkpoint is not in the store: a script
+     * that deletes the instance on exit 0 would lose the work */
+    rc = st ? 74 : 0;
 out:
     ckpt_close(ctx);
     free(x);

@@ -18,6 +18,11 @@
  * Store and run come from --store/--run or CKPT_STORE/CKPT_RUN. Kernels run
  * on the trainer's own non-blocking stream and ckpt_save() is called without
  * synchronizing it first: libckpt's snapshot orders after all submitted work.
+ *
+ * Exit status as c_trainer's: 0 trained, its last save (if any) committed;
+ * 74 trained and wrote --out, but its last save did not commit (never
+ * success when the final checkpoint is not in the store); 64 usage; 69/78
+ * the store could not be opened; 77 no usable device; 1 anything else.
  */
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -225,7 +230,8 @@ static void usage(FILE *to)
             "  --batch B       batch size (default 32)\n"
             "  --sleep-ms MS   sleep after every step (tests use it to slow down)\n"
             "  --quiet         print only the summary\n"
-            "  --check-device  exit 0 if a CUDA device is usable, else print why and exit 77\n");
+            "  --check-device  exit 0 if a CUDA device is usable, else print why and exit 77\n"
+            "exit: 0 done; 74 done, but the last checkpoint was not committed\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -263,7 +269,7 @@ int main(int argc, char **argv)
     float *w = NULL, *m = NULL, *v = NULL, *grad = NULL, *teacher = NULL, *x = NULL;
     float *hid = NULL, *gh = NULL, *dlog = NULL, *loss = NULL;
     cudaStream_t stream = NULL;
-    ckpt_status st;
+    ckpt_status st, saved = CKPT_OK; /* saved: the last ckpt_save's own outcome */
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -418,7 +424,7 @@ int main(int argc, char **argv)
         }
         /* no stream synchronize here: ckpt_save() orders after our kernels */
         if ((every && meta.step % every == 0) || ckpt_should_save(ctx)) {
-            st = ckpt_save(ctx, meta.step);
+            st = saved = ckpt_save(ctx, meta.step);
             if (st)
                 fprintf(stderr, "cuda_trainer: save at step %llu failed: %s: %s\n",
                         (unsigned long long)meta.step, ckpt_strerror(st), ckpt_errmsg(ctx));
@@ -430,9 +436,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     CU(cudaStreamSynchronize(stream));
-    st = ckpt_wait(ctx);
+    /* the last save's outcome: refused at once, or its commit */
+    st = saved ? saved : ckpt_wait(ctx);
     if (st)
-        fprintf(stderr, "cuda_trainer: last checkpoint not committed: %s: %s\n",
+        fprintf(stderr, "cuda_trainer: last checkpoint not committed: %s: %s (exit 74)\n",
                 ckpt_strerror(st), ckpt_errmsg(ctx));
     CU(cudaMemcpy(hw, w, nparam * sizeof(float), cudaMemcpyDeviceToHost));
     if (write_out(out, hw, nparam)) {
@@ -441,7 +448,7 @@ int main(int argc, char **argv)
     }
     printf("cuda_trainer: done, %llu steps, parameters in %s\n", (unsigned long long)meta.step,
            out);
-    rc = 0;
+    rc = st ? 74 : 0; /* a script that deletes the instance on 0 would lose the work */
 out:
     ckpt_close(ctx);
     if (stream)

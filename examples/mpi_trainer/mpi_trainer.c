@@ -23,6 +23,10 @@
  * It calls ckpt_should_save() every step (collective: a request from
  * ckptrun reaching any rank saves the same step on all), ckpt_save() and
  * ckpt_restore() on every rank, ckpt_wait() before writing --out.
+ * Exit status: 0 trained, and the last global step saved (if any) was
+ * committed; 74 trained and wrote --out, but that step was not committed
+ * (ckpt_wait's outcome, the same on every rank: never success when the
+ * final checkpoint is not in the store); 64 usage; 1 anything else.
  * Test hook: --stall-rank R --stall-step S makes rank R stop forever (in a
  * pause()) right after its ckpt_save(S) returned: its part is in flight,
  * the global commit of S cannot happen (every rank must report its part
@@ -297,7 +301,8 @@ static void usage(FILE *to)
                 "  --reshard       resume a checkpoint of another number of ranks: the\n"
                 "                  replicated state from it, rank r's own state from its\n"
                 "                  part r (a fresh one where it had no rank r)\n"
-                "  --quiet         print only the summary\n");
+                "  --quiet         print only the summary\n"
+                "exit: 0 done; 74 done, but the last checkpoint was not committed\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -576,8 +581,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     st = ckpt_wait(ctx); /* collective: the global outcome on every rank */
     if (st)
-        fprintf(stderr, "mpi_trainer: rank %d: last checkpoint not committed: %s: %s\n", rank,
-                ckpt_strerror(st), ckpt_errmsg(ctx));
+        fprintf(stderr, "mpi_trainer: rank %d: last checkpoint not committed: %s: %s (exit 74)\n",
+                rank, ckpt_strerror(st), ckpt_errmsg(ctx));
     /* the replicated state must be the same bytes on every rank */
     h[0] = fnv(0xcbf29ce484222325ull, md.w1, md.nparam * sizeof(float));
     h[0] = fnv(h[0], md.m, md.nparam * sizeof(float));
@@ -597,7 +602,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             printf("mpi_trainer: done, %llu steps on %d ranks, state in %s\n",
                    (unsigned long long)md.meta.step, world, a.out);
-        rc = 0;
+        rc = st ? 74 : 0; /* a script that deletes the instance on 0 would lose the work */
     }
     ckpt_close(ctx); /* collective */
     ckpt_mpi_free(&mpi);

@@ -471,8 +471,9 @@ static ckpt_status agree_verdict(struct ckpt_ctx *ctx, ckpt_status st, bool shap
     return reduce(ctx, v, 4, CKPT_REDUCE_MAX, "ckpt_restore");
 }
 
-/* The newest step a shape disagreement was found at: its status, agreed,
- * and this rank's own message when the disagreement was its own. */
+/* The newest step a shape disagreement was found at: its status and rank,
+ * agreed (the highest status, then the highest rank, of those whose items
+ * did not fit), and this rank's own message when it is that rank. */
 struct shape_seen {
     size_t n;            /* steps with one */
     uint64_t step, info; /* the newest one: step, (status << 32 | rank + 1) */
@@ -615,8 +616,10 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
             if (!sh.n++) {
                 sh.step = bound;
                 sh.info = v[2];
-                sh.own = shape;
-                if (shape)
+                /* every rank returns the agreed rank's status; that
+                 * rank, its own message */
+                sh.own = shape && (v[2] & 0xffffffffu) == ctx->rank + 1u;
+                if (sh.own)
                     snprintf(sh.msg, sizeof sh.msg, "%s", ctx->errmsg);
             }
             if (want != CKPT_STEP_LATEST) {

@@ -614,15 +614,21 @@ class Listing(Case):
         newest = max(os.path.getmtime(os.path.join(r, f))
                      for r, _, fs in os.walk(os.path.join(self.store_dir, "alpha")) for f in fs)
         self.assertLess(abs(js["alpha"]["updated_ms"] - newest * 1000), 2)
-        # a damaged HEAD: that run says why, the others are listed
+        # a damaged HEAD: that run says why, with the newest step its
+        # manifests show marked '!' (it was '?'); the others are listed
         with open(os.path.join(self.store_dir, "beta", "HEAD"), "r+b") as f:
             f.seek(20)
             f.write(b"XX")
         rc, out, err = self.ckptrun("ls", env=env)
         self.assertEqual(rc, 0, err)
-        self.assertEqual({r["RUN"]: r["NEWEST STEP"] for r in table(out)[1]}["beta"], "?")
-        self.assertRegex(err, r"level=warn .*run beta: HEAD: .*integrity")
+        self.assertEqual({r["RUN"]: r["NEWEST STEP"] for r in table(out)[1]}["beta"], "12!")
+        self.assertRegex(err, r"level=warn .*run beta: beta/HEAD is damaged: .*read from its "
+                         r"manifests instead .*'!' marks the newest step")
         self.assertEqual(len(self.lines(err)), 1, err)
+        rc, out, err = self.ckptrun("ls", "--json", env=env)
+        beta = {j["run"]: j for j in json.loads(out)}["beta"]
+        self.assertEqual((beta["newest_step"], beta["checkpoints"], beta["head_damaged"]),
+                         (12, 2, True))
 
     def test_items_of_a_checkpoint(self):
         d = self.src("checkpoint-4", 150000)
