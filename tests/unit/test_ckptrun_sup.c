@@ -114,28 +114,56 @@ static int woken_within_10s(void)
     return rc;
 }
 
-static void test_renewer_loses_a_taken_lease(void **state)
-{
+/* Two runners of one run on the file store under one fake clock: a holds
+ * the lease (a long TTL: its renewer renews only when asked); b takes the
+ * run over when takeover() moves the clock past a's expiry. */
+struct two_runners {
     struct ckpt_store *st;
     struct lease *a, *b;
+    struct fake_clock fc;
+    struct lease_clock clock;
+};
+
+static void two_runners_open(struct two_runners *t, const char *run)
+{
     struct lease_info other;
-    struct renewer rn;
-    struct fake_clock fc = { (int64_t)time(NULL) * 1000 };
-    struct lease_clock clock = { fake_now, fake_sleep, &fc };
-    char url[700], err[CKPT_ERR_MAX], why[800];
-    (void)state;
+    char url[700], err[CKPT_ERR_MAX];
+    t->fc.now = (int64_t)time(NULL) * 1000;
+    t->clock = (struct lease_clock){ fake_now, fake_sleep, &t->fc };
     snprintf(url, sizeof url, "file://%s", g_dir);
-    assert_int_equal(ckpt_store_open(url, NULL, &st, err), CKPT_OK);
-    /* a long TTL: the renewer renews only when asked */
-    assert_int_equal(lease_open(st, "r", 600000, &clock, &a), CKPT_OK);
-    assert_int_equal(lease_open(st, "r", 600000, &clock, &b), CKPT_OK);
-    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    assert_int_equal(ckpt_store_open(url, NULL, &t->st, err), CKPT_OK);
+    assert_int_equal(lease_open(t->st, run, 600000, &t->clock, &t->a), CKPT_OK);
+    assert_int_equal(lease_open(t->st, run, 600000, &t->clock, &t->b), CKPT_OK);
+    assert_int_equal(lease_acquire(t->a, &other, err), CKPT_OK);
+}
+
+static void takeover(struct two_runners *t)
+{
+    struct lease_info other;
+    char err[CKPT_ERR_MAX];
+    t->fc.now += 600000 + LEASE_SKEW_MS + 1;
+    assert_int_equal(lease_acquire(t->b, &other, err), CKPT_OK);
+}
+
+static void two_runners_close(struct two_runners *t)
+{
+    lease_close(t->a);
+    lease_close(t->b);
+    ckpt_store_close(t->st);
+}
+
+static void test_renewer_loses_a_taken_lease(void **state)
+{
+    struct two_runners t;
+    struct renewer rn;
+    char why[800];
+    (void)state;
+    two_runners_open(&t, "r");
     memset(&rn, 0, sizeof rn);
-    assert_int_equal(renewer_start(&rn, a, wake), 0);
+    assert_int_equal(renewer_start(&rn, t.a, wake), 0);
     assert_false(renewer_lost(&rn, why, sizeof why));
     /* another runner takes the run over once a's lease has expired */
-    fc.now += 600000 + LEASE_SKEW_MS + 1;
-    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    takeover(&t);
     /* a commit refused as fenced asks for a renewal now: it is refused */
     renewer_kick(&rn);
     assert_true(woken_within_10s());
@@ -143,9 +171,7 @@ static void test_renewer_loses_a_taken_lease(void **state)
     assert_non_null(strstr(why, "taken over"));
     renewer_stop(&rn);
     assert_false(renewer_lost(&rn, why, sizeof why)); /* stopped: the caller's again */
-    lease_close(a);
-    lease_close(b);
-    ckpt_store_close(st);
+    two_runners_close(&t);
 }
 
 /* A request to renew made as soon as the renewer is started -- before its
@@ -155,22 +181,13 @@ static void test_renewer_loses_a_taken_lease(void **state)
  * before the request is made. */
 static void test_renewer_kicked_at_start(void **state)
 {
-    struct ckpt_store *st;
-    struct lease *a, *b;
-    struct lease_info other;
+    struct two_runners t;
     struct renewer rn;
-    struct fake_clock fc = { (int64_t)time(NULL) * 1000 };
-    struct lease_clock clock = { fake_now, fake_sleep, &fc };
-    char url[700], err[CKPT_ERR_MAX], why[800];
+    char why[800];
     cpu_set_t all, one;
     (void)state;
-    snprintf(url, sizeof url, "file://%s", g_dir);
-    assert_int_equal(ckpt_store_open(url, NULL, &st, err), CKPT_OK);
-    assert_int_equal(lease_open(st, "k", 600000, &clock, &a), CKPT_OK);
-    assert_int_equal(lease_open(st, "k", 600000, &clock, &b), CKPT_OK);
-    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
-    fc.now += 600000 + LEASE_SKEW_MS + 1;
-    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    two_runners_open(&t, "k");
+    takeover(&t);
     assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
     CPU_ZERO(&one);
     for (int c = 0; c < CPU_SETSIZE; c++)
@@ -180,15 +197,13 @@ static void test_renewer_kicked_at_start(void **state)
         }
     assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
     memset(&rn, 0, sizeof rn);
-    assert_int_equal(renewer_start(&rn, a, wake), 0);
+    assert_int_equal(renewer_start(&rn, t.a, wake), 0);
     renewer_kick(&rn);
     assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
     assert_true(woken_within_10s());
     assert_true(renewer_lost(&rn, why, sizeof why));
     renewer_stop(&rn);
-    lease_close(a);
-    lease_close(b);
-    ckpt_store_close(st);
+    two_runners_close(&t);
 }
 
 /* ---- the child's environment -------------------------------------------------- */
