@@ -1,8 +1,9 @@
 /* sup_seam.c -- the real seam (sup_seam.h): the system's clocks, and the
- * functions of child.h, ctlserver.h and watch.h themselves. */
+ * functions of child.h, ctlserver.h, watch.h and nodesync.h themselves. */
 #include "sup_seam.h"
 #include "child.h"
 #include "ctlserver.h"
+#include "nodesync.h"
 #include "watch.h"
 #include "ckpt_common.h"
 
@@ -35,7 +36,12 @@ const struct sup_seam sup_seam_system = {
     .watch_set_settle = watch_set_settle,
     .watch_next_codec = watch_next_codec,
     .watch_busy = watch_busy,
+    .watch_has_step = watch_has_step,
     .watch_child_exit = watch_child_exit,
     .watch_note_step = watch_note_step,
     .watch_uncommitted = watch_uncommitted,
+    .nodes_view = nodesync_view,
+    .nodes_post_stop = nodesync_post_stop,
+    .nodes_write_empty = nodesync_write_empty,
+    .nodes_fast = nodesync_fast,
 };

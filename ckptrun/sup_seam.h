@@ -1,9 +1,10 @@
 /*
  * sup_seam.h -- where the supervisor's decisions meet the world: the clocks
  * they read and what they do to the job's processes, the control socket's
- * clients and the directory watch. The stop state machine (stop.c), the
- * event handlers (sup_events.c), checkpoint requests (request.c) and the
- * report (sup_report.c) reach these through `s->seam` (sup.h), never
+ * clients, the directory watch and the other nodes of a job. The stop
+ * state machine (stop.c), the event handlers (sup_events.c), checkpoint
+ * requests (request.c), the report (sup_report.c) and a node's part of a
+ * job (sup_nodes.c) reach these through `s->seam` (sup.h), never
  * directly, and the loop (supervise.c) reads its time there too (it sets
  * up, polls and closes the real modules itself), so that a test replaces
  * them: a clock
@@ -14,8 +15,9 @@
  * as data (sup_events.h); only reading the descriptors stays outside.
  *
  * sup_seam_system is the real one: each member is the function of child.h,
- * ctlserver.h or watch.h of the same name (so what ckptrun does is what it
- * did before the seam), and the clocks are ckpt_mono_ms/ckpt_now_ms.
+ * ctlserver.h or watch.h of the same name, or nodesync.h's for nodes_*
+ * (so what ckptrun does is what it did before the seam), and the clocks
+ * are ckpt_mono_ms/ckpt_now_ms.
  *
  * The same rule as lease.h's `struct lease_clock` (STYLE.md 16): code that
  * decides by time reads the time here. Both clocks come from the same seam
@@ -34,6 +36,8 @@
 struct child;
 struct commit_print;
 struct ctl;
+struct nodesync;
+struct nodesync_view;
 struct watch;
 
 /* The supervisor's time. mono_ms: monotonic ms (deadlines, ages, the
@@ -69,12 +73,19 @@ struct sup_seam {
     void (*watch_set_settle)(struct watch *w, uint64_t settle_ms);
     void (*watch_next_codec)(struct watch *w, ckpt_codec codec);
     int (*watch_busy)(struct watch *w);
+    int (*watch_has_step)(const struct watch *w, uint64_t step);
     void (*watch_child_exit)(struct watch *w, int code);
     void (*watch_note_step)(struct watch *w, uint64_t step);
     int (*watch_uncommitted)(struct watch *w, int retry,
                              void (*fn)(void *user, const char *name, uint64_t step,
                                         const struct commit_print *print),
                              void *user);
+
+    /* The other nodes of a job, through the store (nodesync.h). */
+    void (*nodes_view)(struct nodesync *ns, struct nodesync_view *v);
+    void (*nodes_post_stop)(struct nodesync *ns, const char *reason, int64_t deadline_ms, int user);
+    void (*nodes_write_empty)(struct nodesync *ns, uint64_t step);
+    void (*nodes_fast)(struct nodesync *ns, int on);
 };
 
 extern const struct sup_seam sup_seam_system;

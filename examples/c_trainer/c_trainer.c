@@ -324,8 +324,8 @@ int main(int argc, char **argv)
     if ((st = ckpt_protect_ex(ctx, "params", md.w1, md.nparam * sizeof(float), CKPT_ELEM_F32)) ||
         (st = ckpt_protect_ex(ctx, "adam_m", md.m, md.nparam * sizeof(float), CKPT_ELEM_F32)) ||
         (st = ckpt_protect_ex(ctx, "adam_v", md.v, md.nparam * sizeof(float), CKPT_ELEM_F32)) ||
-        (md.w16 && (st = ckpt_protect_ex(ctx, "params_bf16", md.w16,
-                                         md.nparam * sizeof *md.w16, CKPT_ELEM_F16))) ||
+        (md.w16 && (st = ckpt_protect_ex(ctx, "params_bf16", md.w16, md.nparam * sizeof *md.w16,
+                                         CKPT_ELEM_F16))) ||
         (st = ckpt_protect(ctx, "rng", md.rng, sizeof md.rng)) ||
         (st = ckpt_protect(ctx, "meta", &md.meta, sizeof md.meta))) {
         fprintf(stderr, "c_trainer: protect: %s\n", ckpt_strerror(st));

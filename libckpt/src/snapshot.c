@@ -188,8 +188,8 @@ static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece
                  * chunk-sized copies would read every destination line
                  * first and take up to twice as long. */
                 uint64_t from = (uint64_t)c * ctx->chunk_bytes;
-                uint64_t to = piece >= nchunks - c ? it->size
-                                                   : from + (uint64_t)piece * ctx->chunk_bytes;
+                uint64_t to =
+                    piece >= nchunks - c ? it->size : from + (uint64_t)piece * ctx->chunk_bytes;
                 memcpy((uint8_t *)it->stage->base + from, (const uint8_t *)it->ptr + from,
                        (size_t)(to - from));
             }

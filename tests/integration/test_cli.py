@@ -175,6 +175,31 @@ class Subcommands(Case):
             self.assertIn("did you mean `ckptrun %s`" % hint, line)
             self.nothing_created()
 
+    def test_operands_are_checked_before_anything(self):
+        """Every administration command checks its operands the same way
+        (ckptrun/cmd_open.c), says what it got, and opens nothing."""
+        d = self.src("c", 100)
+        for args, want in ((["ls", "x"], "ls takes no arguments (got 'x'; see ckptrun ls --help)"),
+                           (["status", "x"], "status takes no arguments (got 'x'; see ckptrun "
+                                             "status --help)"),
+                           (["gc", "x"], "gc takes no arguments (got 'x'; see ckptrun gc --help)"),
+                           (["verify", "7"], "verify takes no arguments (got '7'; use --step N; "
+                                             "see ckptrun verify --help)"),
+                           (["restore"], "restore needs exactly one DIR (see ckptrun restore "
+                                         "--help)"),
+                           (["restore", "a", "b"], "restore needs exactly one DIR (got 2; see "
+                                                   "ckptrun restore --help)"),
+                           (["save", "--step", "1"], "save needs at least one PATH (see ckptrun "
+                                                     "save --help)"),
+                           (["save", d], "save needs --step N"),
+                           (["save", "--step", "1", d, os.path.join(self.tmp, "nope")],
+                            "nope: No such file or directory"),
+                           (["ls", "--step", "1", "--run", ""], "ls --step needs the run")):
+            rc, out, err = self.ckptrun(*args)
+            self.assertEqual(rc, 64, (args, err))
+            self.assertIn(want, self.one_error(err), args)
+            self.nothing_created()
+
     def test_programs_still_run(self):
         # a program on PATH, a path to one, and anything after -- or run
         rc, _, err = self.ckptrun("true", "--dir", os.path.join(self.tmp, "ck"))
