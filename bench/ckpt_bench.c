@@ -318,21 +318,21 @@ int main(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "zstd -q -f -T2 -1 '%s/all.bin' -o '%s/all.zst'", dir, dir);
         z[r] = run_cmd(cmd, &zc[r]);
         snprintf(run, sizeof run, "full%d", r);
-        sv[r] = full_save(url, run, CKPT_CODEC_ZSTD, workers, bf, n_bf, fp, n_fp, tx, n_tx,
-                          &svc[r], &peak);
+        sv[r] = full_save(url, run, CKPT_CODEC_ZSTD, workers, bf, n_bf, fp, n_fp, tx, n_tx, &svc[r],
+                          &peak);
         peak_max = peak > peak_max ? peak : peak_max;
         /* the same, made durable as a checkpoint is (fsync of the output) */
         sync();
         snprintf(cmd, sizeof cmd,
-                 "zstd -q -f -T2 -1 '%s/all.bin' -o '%s/all.zst' && sync '%s/all.zst'", dir,
-                 dir, dir);
+                 "zstd -q -f -T2 -1 '%s/all.bin' -o '%s/all.zst' && sync '%s/all.zst'", dir, dir,
+                 dir);
         zs[r] = run_cmd(cmd, NULL);
         sync();
         snprintf(cmd, sizeof cmd, "lz4 -q -f -1 '%s/all.bin' '%s/all.lz4'", dir, dir);
         l4[r] = run_cmd(cmd, &l4c[r]);
         snprintf(run, sizeof run, "lz4-%d", r);
-        sl[r] = full_save(url, run, CKPT_CODEC_LZ4, workers, bf, n_bf, fp, n_fp, tx, n_tx,
-                          &slc[r], NULL);
+        sl[r] = full_save(url, run, CKPT_CODEC_LZ4, workers, bf, n_bf, fp, n_fp, tx, n_tx, &slc[r],
+                          NULL);
     }
     fprintf(stderr, "bench: save rounds (s): ckpt");
     for (int r = 0; r < rounds; r++)
@@ -422,8 +422,9 @@ int main(int argc, char **argv)
     double pool = (double)workers * 3 * (4u << 20);
 
     printf("\nckpt bench: %.0f MB of inputs (bf16 %.0f MB, fp32 %.0f MB, text %.0f MB), "
-           "%u workers, %ld CPUs, median of %d rounds; load: ", mbytes, n_bf / 1e6, n_fp / 1e6,
-           n_tx / 1e6, workers, sysconf(_SC_NPROCESSORS_ONLN), rounds);
+           "%u workers, %ld CPUs, median of %d rounds; load: ",
+           mbytes, n_bf / 1e6, n_fp / 1e6, n_tx / 1e6, workers, sysconf(_SC_NPROCESSORS_ONLN),
+           rounds);
     {
         FILE *la = fopen("/proc/loadavg", "r");
         char l[128] = "?";
@@ -465,7 +466,8 @@ int main(int argc, char **argv)
            "of the whole save (ckpt: hashing, compression, writes, commit). Peak RSS: the "
            "process's high-water mark while a fresh context protects the inputs, saves and "
            "commits, above what it held before (the inputs themselves); the pool is %u "
-           "workers x 3 chunk buffers of 4 MiB.\n", workers);
+           "workers x 3 chunk buffers of 4 MiB.\n",
+           workers);
     if (!getenv("CKPT_BENCH_KEEP")) {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0)

@@ -67,8 +67,7 @@ static void estimate(const struct doctor *d, const struct meas *m, double change
         body = e->net_s + e->cpu_s * (first < bytes ? first : bytes) / bytes;
     /* Detection, the step in progress, then manifest, HEAD and the run
      * record: a few requests in a row. */
-    e->total_s = (double)d->poll_ms / 1000.0 + env_step_s() / 2.0 + body +
-                 4.0 * d->rtt_ms / 1000.0;
+    e->total_s = (double)d->poll_ms / 1000.0 + env_step_s() / 2.0 + body + 4.0 * d->rtt_ms / 1000.0;
 }
 
 static void advise(const struct doctor *d, const struct est *e, char *out, size_t cap)

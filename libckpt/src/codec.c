@@ -216,15 +216,15 @@ static size_t compress_into(struct ckpt_codec_ws *ws, ckpt_codec codec, int leve
  * and Adam moments: the exponent plane 8-10% smaller than at the level's
  * own parameters, compressed 2.5-3x faster (at level 3 and 9 the level's
  * matches make it larger still). Other codecs as they are. */
-static size_t compress_plane(struct ckpt_codec_ws *ws, ckpt_codec codec, int level,
-                             uint8_t *dst, size_t cap, const uint8_t *src, size_t len)
+static size_t compress_plane(struct ckpt_codec_ws *ws, ckpt_codec codec, int level, uint8_t *dst,
+                             size_t cap, const uint8_t *src, size_t len)
 {
     size_t r;
     if (codec != CKPT_CODEC_ZSTD)
         return compress_into(ws, codec, level, dst, cap, src, len);
     ZSTD_CCtx_reset(ws->cctx, ZSTD_reset_parameters);
-    if (ZSTD_isError(ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_compressionLevel,
-                                            level ? level : 1)) ||
+    if (ZSTD_isError(
+            ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_compressionLevel, level ? level : 1)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_hashLog, 6)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(ws->cctx, ZSTD_c_minMatch, 7)))
         return compress_into(ws, codec, level, dst, cap, src, len);

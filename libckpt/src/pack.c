@@ -93,8 +93,8 @@ static size_t seal_at(const struct ckpt_ctx *ctx, const struct ckpt_save *sv, si
 {
     double raw = (double)sv->raw_left;
     double ratio = sv->packed_raw ? (double)sv->packed_stored / (double)sv->packed_raw : 1.0;
-    double share = ((double)open + raw * ratio) / (double)(ctx->pack_inflight ? ctx->pack_inflight
-                                                                             : 1);
+    double share =
+        ((double)open + raw * ratio) / (double)(ctx->pack_inflight ? ctx->pack_inflight : 1);
     return share < (double)ctx->pack_bytes ? (size_t)share : ctx->pack_bytes;
 }
 

@@ -443,31 +443,38 @@ static const struct ckpt_head_entry *at_step(const struct ckpt_head *h, uint64_t
 /* A rank's verdict on a step of a collective restore, agreed by MAX: */
 enum {
     FIT = 0,     /* its part fits (phase 1), or was restored (phase 2) */
-    DAMAGED = 1, /* its part or a chunk is damaged: fall back together */
-    SHAPE = 2,   /* its items do not fit the part (sizes, names): the program
+    SKIP = 1,    /* not of the kind ckpt_restore_alloc's caller restores:
+                    passed over together, neither damaged nor a misfit */
+    DAMAGED = 2, /* its part or a chunk is damaged: fall back together */
+    SHAPE = 3,   /* its items do not fit the part (sizes, names): the program
                     changed, or the manifest lies -- older steps tell */
-    STOP = 3     /* an error older data would not cure: stop together */
+    STOP = 4     /* an error older data would not cure: stop together */
 };
 
-static uint64_t verdict(ckpt_status st, bool shape)
+static uint64_t verdict(ckpt_status st, enum ckpt__misfit why)
 {
     return st == CKPT_OK                                      ? FIT
-           : shape                                            ? SHAPE
+           : why == CKPT__SKIP                                ? SKIP
+           : why == CKPT__SHAPE                               ? SHAPE
            : st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED ? DAMAGED
                                                               : STOP;
 }
 
 /* One agreement on a step: v = [verdict, stop (status << 32 | rank + 1),
  * shape (the same), anyone found damage], MAX over the ranks. */
-static ckpt_status agree_verdict(struct ckpt_ctx *ctx, ckpt_status st, bool shape, uint64_t v[4])
+static ckpt_status agree_verdict(struct ckpt_ctx *ctx, ckpt_status st, enum ckpt__misfit why,
+                                 uint64_t v[4])
 {
-    v[0] = verdict(st, shape);
+    v[0] = verdict(st, why);
     v[1] = v[0] == STOP ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
     v[2] = v[0] == SHAPE ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
     v[3] = v[0] == DAMAGED;
     if (st)
-        ckpt__log(&ctx->log, v[0] == STOP ? CKPT_LOG_ERROR : CKPT_LOG_WARN, "restore", "%s",
-                  ctx->errmsg);
+        ckpt__log(&ctx->log,
+                  v[0] == STOP   ? CKPT_LOG_ERROR
+                  : v[0] == SKIP ? CKPT_LOG_DEBUG
+                                 : CKPT_LOG_WARN,
+                  "restore", "%s", ctx->errmsg);
     return reduce(ctx, v, 4, CKPT_REDUCE_MAX, "ckpt_restore");
 }
 
@@ -506,7 +513,7 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
     const char **bad_keys = NULL;
     size_t nbad = 0;
     uint64_t bound = UINT64_MAX, newest = 0, v[4];
-    bool first = true;
+    bool first = true, renew = false;
 
     st = settle(ctx, false);
     if (st)
@@ -528,7 +535,8 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
                                           : first                    ? at_step(&h, want)
                                                                      : NULL;
         struct ckpt_manifest m;
-        bool shape = false, have_m = false;
+        enum ckpt__misfit why = CKPT__FIT;
+        bool have_m = false;
         ckpt_status own;
         /* each rank proposes its newest candidate; the smallest wins (a
          * rank that has none, or could not read HEAD, stops everyone) */
@@ -562,25 +570,25 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
                               "in the HEAD this rank read", v[0] - 1);
             st = CKPT_E_CORRUPT;
         } else {
-            st = ckpt__restore_check(ctx, e, ctx->rank, false, NULL, &m, &shape);
+            st = ckpt__restore_check(ctx, e, ctx->rank, false, NULL, &m, &why);
             have_m = st == CKPT_OK;
         }
         bound = v[0] - 1;
-        if (first)
+        if (first || renew)
             newest = bound;
-        first = false;
+        first = renew = false;
         /* Phase 1: every rank's part read and its items fit, before any
          * rank writes -- a step some rank's items do not fit leaves every
          * rank's memory as it was. Phase 2: the restore itself. */
         own = st;
-        if ((st = agree_verdict(ctx, own, shape, v)) != CKPT_OK) {
+        if ((st = agree_verdict(ctx, own, why, v)) != CKPT_OK) {
             if (have_m)
                 ckpt__manifest_free(&m);
             break;
         }
         if (v[0] == FIT) {
             own = ckpt__restore_write(ctx, &m, NULL, &bad_ids);
-            if ((st = agree_verdict(ctx, own, false, v)) != CKPT_OK) {
+            if ((st = agree_verdict(ctx, own, CKPT__FIT, v)) != CKPT_OK) {
                 ckpt__manifest_free(&m);
                 break;
             }
@@ -591,25 +599,39 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
             if (step)
                 *step = bound;
             if (bound != newest)
-                ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore",
-                          "restored step %" PRIu64 " instead of the newer step %" PRIu64
-                          ", which %s",
-                          bound, newest,
-                          sh.n && sh.step == newest
-                              ? "holds items of other sizes or names than this program's "
-                                "while this older one fits: its manifest is taken as damaged"
-                              : "does not restore on every rank");
+                ckpt__restore_fell_back(
+                    ctx,
+                    "restored step %" PRIu64 " instead of the newer step %" PRIu64 ", which %s",
+                    bound, newest,
+                    sh.n && sh.step == newest
+                        ? "holds items of other sizes or names than this program's "
+                          "while this older one fits: its manifest is taken as damaged"
+                        : "does not restore on every rank");
             break;
         }
         if (v[0] == STOP) {
             /* this rank's own error, or the one that stopped another */
-            st = verdict(own, shape) == STOP ? own : (ckpt_status)(v[1] >> 32);
-            if (verdict(own, shape) != STOP)
+            st = verdict(own, why) == STOP ? own : (ckpt_status)(v[1] >> 32);
+            if (verdict(own, why) != STOP)
                 ckpt__set_ctx_err(ctx,
                                   "restore of step %" PRIu64 " stopped on rank %u: "
                                   "%s",
                                   bound, (unsigned)(v[1] & 0xffffffffu) - 1, ckpt_strerror(st));
             break;
+        }
+        if (v[0] == SKIP) {
+            /* passed over as if HEAD did not name it */
+            if (want != CKPT_STEP_LATEST) {
+                if (!own)
+                    ckpt__set_ctx_err(ctx,
+                                      "step %" PRIu64 " is not of the kind the caller "
+                                      "restores on another rank",
+                                      bound);
+                st = CKPT_E_NOENT;
+                break;
+            }
+            renew = bound == newest; /* "instead of the newer step": one not passed over */
+            continue;
         }
         if (v[0] == SHAPE) {
             /* Not marked damaged: another build of the program may fit it. */
@@ -618,7 +640,7 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
                 sh.info = v[2];
                 /* every rank returns the agreed rank's status; that
                  * rank, its own message */
-                sh.own = shape && (v[2] & 0xffffffffu) == ctx->rank + 1u;
+                sh.own = why == CKPT__SHAPE && (v[2] & 0xffffffffu) == ctx->rank + 1u;
                 if (sh.own)
                     snprintf(sh.msg, sizeof sh.msg, "%s", ctx->errmsg);
             }

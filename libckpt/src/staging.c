@@ -3,9 +3,21 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "pool.h"
 #include "staging.h"
 
-struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n)
+int ckpt__populate(void *base, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    return len && madvise(base, len, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
+#else
+    (void)base;
+    (void)len;
+    return -1;
+#endif
+}
+
+static struct ckpt_arena *arena_map(size_t chunk, size_t n, int touch)
 {
     struct ckpt_arena *a = calloc(1, sizeof *a);
     if (!a)
@@ -23,10 +35,62 @@ struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n)
 #ifdef MADV_HUGEPAGE
     madvise(a->base, a->len, MADV_HUGEPAGE);
 #endif
-    memset(a->base, 0, a->len);
+    /* faulted in without a pass of writes where the kernel can */
+    if (touch && ckpt__populate(a->base, a->len) != 0)
+        memset(a->base, 0, a->len);
     for (size_t i = 0; i < n; i++) {
         a->blocks[i].data = (uint8_t *)a->base + i * chunk;
         a->blocks[i].next = i + 1 < n ? &a->blocks[i + 1] : NULL;
+    }
+    return a;
+}
+
+struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n)
+{
+    return arena_map(chunk, n, 1);
+}
+
+/* A pool job: fault in a mapping (its address and length, copied: the
+ * arena may be freed first, and populating what is no longer mapped, or
+ * mapped anew, writes nothing). */
+struct touch {
+    void *base;
+    size_t len;
+};
+
+static void touch_job(void *arg, struct ckpt_codec_ws *ws)
+{
+    struct touch *t = arg;
+    (void)ws;
+    (void)ckpt__populate(t->base, t->len);
+    free(t);
+}
+
+struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckpt_pool *pool)
+{
+    struct ckpt_arena *a = arena_map(chunk, n, 0);
+    struct touch *t;
+    size_t head;
+    if (!a)
+        return NULL;
+    /* the first 2 MiB now: whether the kernel can fault in without writing */
+    head = a->len < (2u << 20) ? a->len : (2u << 20);
+    if (ckpt__populate(a->base, head) != 0) {
+        /* it cannot: a save copying into the stage would race a memset of
+         * it in the background, so the memset is now */
+        memset(a->base, 0, a->len);
+        return a;
+    }
+    if (a->len == head)
+        return a;
+    t = malloc(sizeof *t);
+    if (t) {
+        t->base = (uint8_t *)a->base + head;
+        t->len = a->len - head;
+    }
+    if (!t || ckpt__pool_submit(pool, touch_job, t) != CKPT_OK) {
+        free(t);
+        (void)ckpt__populate((uint8_t *)a->base + head, a->len - head); /* now, then */
     }
     return a;
 }

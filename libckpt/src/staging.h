@@ -29,6 +29,16 @@ struct ckpt_arena {        /* one mapping holding many blocks */
 
 /* A mapping of n chunk-sized blocks, asked for huge pages and touched. */
 struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n);
+/* The same, touched by a job of `pool` (where the kernel can fault pages
+ * in without writing them, MADV_POPULATE_WRITE: a save copying into the
+ * arena meanwhile loses nothing; else touched now). For ckpt_protect: a
+ * restore that follows (a recover: network-bound) overlaps the touching
+ * of a state-sized stage instead of waiting for it. */
+struct ckpt_pool;
+struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckpt_pool *pool);
+/* Fault in [base, base + len) writable without writing it. -1 where the
+ * kernel cannot (before Linux 5.14). */
+int ckpt__populate(void *base, size_t len);
 void ckpt__arena_free(struct ckpt_arena *a); /* NULL-safe */
 
 /* The shared blocks (training thread takes, workers give back). */

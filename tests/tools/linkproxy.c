@@ -201,8 +201,8 @@ static void write_stats(void)
     snprintf(tmp, sizeof tmp, "%s.tmp", stats_path);
     f = fopen(tmp, "w");
     if (f) {
-        fprintf(f, "connections %llu up %llu down %llu\n", atomic_load(&n_conn),
-                atomic_load(&n_up), atomic_load(&n_down));
+        fprintf(f, "connections %llu up %llu down %llu\n", atomic_load(&n_conn), atomic_load(&n_up),
+                atomic_load(&n_down));
         if (fclose(f) == 0)
             rename(tmp, stats_path);
     }
