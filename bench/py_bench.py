@@ -146,10 +146,20 @@ def store_bytes(store, run, step=None):
 rows = []
 
 
-def row(what, mine, peer, peer_name, target, unit="s"):
+def row(what, mine, peer, peer_name, target, unit="s", cpu=None):
+    """cpu: (ckpt's CPU seconds, the peer's), all threads, where they say
+    more than the wall clock on a shared machine."""
     ratio = mine / peer if peer else float("nan")
     ok = "yes" if ratio <= target else "NO"
-    rows.append((what, mine, peer, peer_name, ratio, target, ok, unit))
+    rows.append((what, mine, peer, peer_name, ratio, target, ok, unit, cpu))
+
+
+def cpu_of(fn, reps, before=None):
+    """(best wall seconds, mean CPU seconds of this process) of fn."""
+    c0 = os.times()
+    wall = best(fn, reps, before)
+    c1 = os.times()
+    return wall, (c1.user + c1.system - c0.user - c0.system) / reps
 
 
 def fmt(v, unit):
@@ -201,14 +211,10 @@ def main():
         store = "file://" + os.path.join(tmp, "store")
         tfile = os.path.join(tmp, "state.pt")
 
-        # ---- the memory-copy floor
-        dst = [torch.empty_like(t) for t in tensors(state)]
-        floor = best(lambda i: [d.copy_(t) for d, t in zip(dst, tensors(state))], args.reps)
-        del dst
-
         # ---- torch.save (to the page cache), + fsync
         t_save = best(lambda i: torch.save(state, tfile), args.reps)
-        t_save_sync = best(lambda i: (torch.save(state, tfile), fsync_path(tfile)), args.reps)
+        t_save_sync, sync_cpu = cpu_of(lambda i: (torch.save(state, tfile), fsync_path(tfile)),
+                                       args.reps)
         file_bytes = os.path.getsize(tfile)
         z = subprocess.run("zstd -1 -c -q '%s' | wc -c" % tfile, shell=True, capture_output=True,
                            text=True, check=True)
@@ -217,6 +223,9 @@ def main():
         # ---- ckpt: the first save allocates the staging copy (measured),
         # then stall and save-to-committed, every chunk new each time
         ckpt.init(store=store, run="bench")
+        dst = [torch.empty_like(t) for t in tensors(state)]  # the floor's buffers
+        for d in dst:
+            d.zero_()
         gc.collect()
         reset_peak()
         r0, _ = rss()
@@ -224,11 +233,26 @@ def main():
         ckpt.wait()
         r1, _ = rss()
         staging = r1 - r0
-        stall = best(lambda i: ckpt.save(10 + i, state), args.reps,
-                     before=lambda i: (ckpt.wait(), perturb(state, i + 1)))
+        # the stall and the memory-copy floor in turns, so both meet the same
+        # machine (page cache writeback of the last commit, other load)
+        floors = []
+
+        def floor_then_wait(i):
+            ckpt.wait()
+            perturb(state, i + 1)
+            t0 = time.perf_counter()
+            for d, t in zip(dst, tensors(state)):
+                d.copy_(t)
+            floors.append(time.perf_counter() - t0)
+        stall = best(lambda i: ckpt.save(10 + i, state), args.reps, before=floor_then_wait)
+        floor = min(floors)
+        del dst
         ckpt.wait()
+        cpu0 = os.times()
         committed = best(lambda i: (ckpt.save(100 + i, state), ckpt.wait()), args.reps,
                          before=lambda i: perturb(state, 100 + i))
+        cpu1 = os.times()
+        save_cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / args.reps
         _, peak = rss()
         save_peak = peak - r0  # the staging copy, the pool's buffers, Python's own
         pool = min(os.cpu_count() or 1, 8) * 3 * 4 * MIB  # file://: workers x 3 x chunk
@@ -254,14 +278,20 @@ def main():
         for t in (0, 1):
             got = ckpt.load()  # warm: the store's files in the page cache
             del got
-        gc.collect()
-        reset_peak()
-        r_before, _ = rss()
+        cpu0 = os.times()
         t_load = best(lambda i: ckpt.load(), args.reps)
-        _, peak = rss()
-        load_peak = peak - r_before
+        cpu1 = os.times()
+        load_cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / args.reps
+        # what a load adds, in a process of its own (here freed memory is reused)
+        probe = ("import sys, torch; sys.path.insert(0, %r); import ckpt\n"
+                 "def st():\n    d = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+                 "    return int(d['VmRSS'].split()[0]) * 1024, int(d['VmHWM'].split()[0]) * 1024\n"
+                 "ckpt.init(store=%r, run='bytes'); r0, _ = st(); s = ckpt.load(); _, p = st()\n"
+                 "print(p - r0)\n" % (os.path.join(BUILD, "python"), store))
+        load_peak = int(subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                                       text=True, check=True).stdout.split()[-1])
         torch.load(tfile)
-        t_tload = best(lambda i: torch.load(tfile), args.reps)
+        t_tload, tload_cpu = cpu_of(lambda i: torch.load(tfile), args.reps)
         ckpt.close()
 
         # ---- s3rver
@@ -286,28 +316,36 @@ def main():
         row("stall of ckpt.save", stall, floor, "copy into preallocated tensors", 1.2)
         row("stall of ckpt.save", stall, t_save, "torch.save to a local file", 0.2)
         row("save to committed, file:// local disk", committed, t_save_sync,
-            "torch.save + fsync", 1.2)
+            "torch.save + fsync", 1.2, cpu=(save_cpu, sync_cpu))
         if s3:
             row("save to committed, s3rver", s3[0], s3[1], "torch.save + aws s3 cp", 1.0)
         row("stored bytes", stored, zstd_bytes, "zstd -1 of torch.save's file", 0.93, "B")
         row("stored bytes", stored, file_bytes, "torch.save's file", 0.85, "B")
         row("new bytes after a 1% update", new2, stored, "the full checkpoint", 0.05, "B")
-        row("ckpt.load to tensors", t_load, t_tload, "torch.load of the local file", 1.0)
+        row("ckpt.load to tensors", t_load, t_tload, "torch.load of the local file", 1.0,
+            cpu=(load_cpu, tload_cpu))
         row("memory saves add (peak)", save_peak, size, "the state (+ pool %.0f MiB)" % (
             pool / MIB), (size + pool) / size, "B")
-        row("memory a load adds (peak)", load_peak, size, "the state", 1.05, "B")
+        row("memory a load adds (peak)", load_peak, size, "the state (+ pool)", (size + pool) / size,
+            "B")
         w = max(len(r[0]) for r in rows)
         wp = max(len(r[3]) for r in rows)
         print()
-        print("%-*s  %12s  %12s  %-*s  %6s  %6s  %s" % (w, "measure", "ckpt", "peer", wp, "peer is",
-                                                       "ratio", "target", "met"))
-        for what, mine, p, pn, ratio, target, ok, unit in rows:
-            print("%-*s  %12s  %12s  %-*s  %6.3f  %6.2f  %s" % (
-                w, what, fmt(mine, unit), fmt(p, unit), wp, pn, ratio, target, ok))
+        print("%-*s  %12s  %12s  %-*s  %6s  %6s  %-3s  %s" % (
+            w, "measure", "ckpt", "peer", wp, "peer is", "ratio", "target", "met",
+            "CPU s ckpt/peer"))
+        for what, mine, p, pn, ratio, target, ok, unit, cpu in rows:
+            print("%-*s  %12s  %12s  %-*s  %6.3f  %6.2f  %-3s  %s" % (
+                w, what, fmt(mine, unit), fmt(p, unit), wp, pn, ratio, target, ok,
+                "%.2f/%.2f" % cpu if cpu else ""))
         print()
         print("staging libckpt keeps per context (the private copy a save stalls for): "
               "%.1f MiB = %.2fx the state; memory-copy floor %.0f MiB/s; ckpt stall %.0f MiB/s"
               % (staging / MIB, staging / size, size / floor / MIB, size / stall / MIB))
+        print("CPU seconds (user+sys, all threads) per ckpt save to committed: %.2f; per "
+              "ckpt.load: %.2f; %d CPUs, load average %s" % (
+                  save_cpu, load_cpu, os.cpu_count(), " ".join("%.1f" % x for x in
+                                                             os.getloadavg())))
     finally:
         ckpt.close()
         if peer is not None:

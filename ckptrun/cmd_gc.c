@@ -1,5 +1,6 @@
 /* cmd_gc.c -- `ckptrun gc --keep N`: retention, and chunks no checkpoint references. */
 #include "ckptrun.h"
+#include "cmd_open.h"
 #include "cmds.h"
 #include "runlog.h"
 #include "parse.h"
@@ -90,6 +91,10 @@ static ckpt_status run_usage(struct record *rec, const char *run, struct usage *
     return st->ops->list(st, prefix, usage_cb, u, err);
 }
 
+static const struct cmd_form gc_form = { .name = "gc",
+                                         .takes = TAKES_NOTHING,
+                                         .flags = CMD_EXISTING_STORE };
+
 int cmd_gc(struct opts *o)
 {
     struct ckpt_ctx *ctx = NULL;
@@ -104,17 +109,7 @@ int cmd_gc(struct opts *o)
     ckpt_status st;
     int rc = 0;
 
-    if (o->nargs) {
-        log_error("gc takes no arguments (see ckptrun gc --help)");
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    if (file_store_missing(o)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
-    log_lib_hold();
-    if ((rc = open_ctx(o, &ctx)) != 0)
+    if ((rc = cmd_open(o, &gc_form, NULL, &ctx)) != 0)
         goto out;
     if (record_open(o->store, o->run, &rec, err) == CKPT_OK)
         have_usage = run_usage(rec, o->run, &before) == CKPT_OK;
@@ -178,10 +173,9 @@ int cmd_gc(struct opts *o)
         cJSON_Delete(f);
     }
 out:
-    log_lib_release(NULL);
     cJSON_Delete(show.list);
     free(kept.v);
     record_close(rec);
-    ckpt_close(ctx);
+    cmd_close(ctx);
     return rc;
 }

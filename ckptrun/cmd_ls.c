@@ -1,6 +1,7 @@
 /* cmd_ls.c -- `ckptrun ls`: the runs of a store as a table, the checkpoints
  * of a run, or the items of one checkpoint (docs/ckptrun.md, "ls"). */
 #include "ckptrun.h"
+#include "cmd_open.h"
 #include "cmds.h"
 #include "runlog.h"
 #include "parse.h"
@@ -38,7 +39,8 @@ static void runs_print(const struct runs *r)
     for (size_t i = 0; i < r->n; i++) {
         const struct run_sum *s = &r->v[i];
         if (s->have_step)
-            snprintf(step, sizeof step, "%" PRIu64, s->step);
+            /* '!': HEAD is damaged, the step is its manifests' (the warning says so) */
+            snprintf(step, sizeof step, "%" PRIu64 "%s", s->step, s->head_damaged ? "!" : "");
         else
             snprintf(step, sizeof step, "%s", s->head_bad ? "?" : "-");
         printf("%-*s  %-9s  %11s  %-12s  %10s\n", w, s->name, s->state, step,
@@ -64,6 +66,8 @@ static cJSON *runs_json(const struct runs *r)
         else
             cJSON_AddNullToObject(o, "newest_step");
         cJSON_AddNumberToObject(o, "checkpoints", s->checkpoints);
+        if (s->head_damaged) /* newest_step, checkpoints: what its manifests show */
+            cJSON_AddTrueToObject(o, "head_damaged");
         if (s->newest_ms > 0)
             cJSON_AddNumberToObject(o, "updated_ms", (double)s->newest_ms);
         else
@@ -189,19 +193,15 @@ static int ls_json_cb(void *user, const struct ckpt_info *i)
 }
 
 /* "run R not found in S" (with the names it resembles), or the store's
- * error. @return the exit code. */
+ * error. @return the exit code, 0 when the run exists. */
 static int run_missing(const struct opts *o)
 {
-    char hint[512];
-    int e = run_exists(o);
-    if (e < 0)
-        return -e;
-    if (e == 0) {
-        log_error("ls: run %s not found in %s%s (ckptrun ls without --run lists the runs)", o->run,
-                  o->store, run_not_found_hint(o, hint, sizeof hint));
-        return EXIT_FAIL;
-    }
-    return 0;
+    char why[CKPT_ERR_MAX + 200];
+    int rc = cmd_run_missing(o, why, sizeof why);
+
+    if (why[0])
+        log_error("ls: %s (ckptrun ls without --run lists the runs)", why);
+    return rc;
 }
 
 static int ls_checkpoints(const struct opts *o, struct ckpt_ctx *ctx)
@@ -415,35 +415,33 @@ out:
     return rc;
 }
 
+static int ls_check(const struct opts *o, void *arg)
+{
+    (void)arg;
+    if (o->step_set && !o->run) {
+        log_error("ls --step needs the run: --run NAME or CKPT_RUN");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static const struct cmd_form ls_form = {
+    .name = "ls", .takes = TAKES_NOTHING, .flags = CMD_EXISTING_STORE, .check = ls_check
+};
+
 int cmd_ls(struct opts *o)
 {
     struct ckpt_ctx *ctx = NULL;
-    int rc = 0;
+    int rc;
 
-    if (o->nargs) {
-        log_error("ls takes no arguments (got '%s'; see ckptrun ls --help)", o->args[0]);
-        rc = EXIT_USAGE;
+    /* without a run: the store's runs, read without a context */
+    if ((rc = cmd_open(o, &ls_form, NULL, o->run ? &ctx : NULL)) != 0)
         goto out;
-    }
-    if (o->step_set && !o->run) {
-        log_error("ls --step needs the run: --run NAME or CKPT_RUN");
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    if (file_store_missing(o)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
-    log_lib_hold();
-    if (!o->run) {
+    if (!o->run)
         rc = ls_runs(o);
-        goto out;
-    }
-    if ((rc = open_ctx(o, &ctx)) != 0)
-        goto out;
-    rc = o->step_set ? ls_items(o, ctx) : ls_checkpoints(o, ctx);
+    else
+        rc = o->step_set ? ls_items(o, ctx) : ls_checkpoints(o, ctx);
 out:
-    log_lib_release(NULL);
-    ckpt_close(ctx);
+    cmd_close(ctx);
     return rc;
 }

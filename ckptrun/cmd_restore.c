@@ -1,5 +1,6 @@
 /* cmd_restore.c -- `ckptrun restore [--step N] DIR`: materialize a checkpoint's files into DIR. */
 #include "ckptrun.h"
+#include "cmd_open.h"
 #include "cmds.h"
 #include "fsutil.h"
 #include "runlog.h"
@@ -12,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const struct cmd_form restore_form = {
+    .name = "restore", .takes = TAKES_ONE, .operand = "DIR", .flags = CMD_EXISTING_STORE
+};
 
 int cmd_restore(struct opts *o)
 {
@@ -26,17 +31,7 @@ int cmd_restore(struct opts *o)
     cJSON *j = NULL;
     int rc = 0;
 
-    if (o->nargs != 1) {
-        log_error("restore needs exactly one DIR (see ckptrun restore --help)");
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    if (file_store_missing(o)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
-    log_lib_hold();
-    if ((rc = open_ctx(o, &ctx)) != 0)
+    if ((rc = cmd_open(o, &restore_form, NULL, &ctx)) != 0)
         goto out;
     /* Ask the store first: a run or step that is not there creates no DIR. */
     st = ckpt_list(ctx, rows_cb, &rows);
@@ -46,18 +41,15 @@ int cmd_restore(struct opts *o)
         goto out;
     }
     if (rows.n == 0 || (o->step_set && !row_of(&rows, o->step))) {
-        char hint[512];
-        int e = run_exists(o);
-        if (e < 0)
-            rc = -e;
-        else if (e == 0)
-            log_error("restore: run %s not found in %s%s", o->run, o->store,
-                      run_not_found_hint(o, hint, sizeof hint));
-        else if (o->step_set)
+        if ((rc = cmd_run_missing(o, msg, sizeof msg)) != 0) {
+            if (msg[0])
+                log_error("restore: %s", msg);
+        } else if (o->step_set) {
             log_error("restore: run %s has no committed checkpoint at step %" PRIu64, o->run,
                       o->step);
-        else
+        } else {
             log_error("restore: run %s has no committed checkpoint", o->run);
+        }
         rc = rc ? rc : EXIT_FAIL;
         goto out;
     }
@@ -113,9 +105,8 @@ int cmd_restore(struct opts *o)
     }
 out:
     progress_stop(pg);
-    log_lib_release(NULL);
     cJSON_Delete(j);
     free(rows.v);
-    ckpt_close(ctx);
+    cmd_close(ctx);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* cmd_save.c -- `ckptrun save --step N PATH...`: commit files and directories as one checkpoint by hand. */
 #include "ckptrun.h"
+#include "cmd_open.h"
 #include "cmds.h"
 #include "commit_files.h"
 #include "fsutil.h"
@@ -17,68 +18,87 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int cmd_save(struct opts *o)
-{
-    struct ckpt_ctx *ctx = NULL;
-    struct record *rec = NULL;
-    struct commit_src *src = NULL;
-    struct progress *pg = NULL;
-    struct rows rows = { 0 };
-    char **names = NULL;
-    struct commit_result res;
-    char err[CKPT_ERR_MAX + 64] = "", b1[32], b2[32], b3[32], r1[32];
-    cJSON *f = NULL;
-    struct stat sb;
-    int rc = 0;
+/* The PATHs to commit and their item names (freed by sources_free). */
+struct sources {
+    struct commit_src *src;
+    char **names;
+    int n;
+};
 
-    memset(&res, 0, sizeof res);
+static void sources_free(struct sources *s)
+{
+    for (int i = 0; s->names && i < s->n; i++)
+        free(s->names[i]);
+    free(s->names);
+    free(s->src);
+}
+
+/* cmd_open's check: --step given, and every PATH there with a name of its
+ * own, before the store is opened. */
+static int save_sources(const struct opts *o, void *arg)
+{
+    struct sources *s = arg;
+    struct stat sb;
+
     if (!o->step_set) {
         log_error("save needs --step N (see ckptrun save --help)");
-        rc = EXIT_USAGE;
-        goto out;
+        return EXIT_USAGE;
     }
-    if (o->nargs < 1) {
-        log_error("save needs at least one PATH (see ckptrun save --help)");
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    src = calloc((size_t)o->nargs, sizeof *src);
-    names = calloc((size_t)o->nargs, sizeof *names);
-    if (!src || !names) {
+    s->src = calloc((size_t)o->nargs, sizeof *s->src);
+    s->names = calloc((size_t)o->nargs, sizeof *s->names);
+    if (!s->src || !s->names) {
         log_error("out of memory");
-        rc = EXIT_FAIL;
-        goto out;
+        return EXIT_FAIL;
     }
+    s->n = o->nargs;
     for (int i = 0; i < o->nargs; i++) {
         char tmp[4096];
         size_t l = strlen(o->args[i]);
         if (stat(o->args[i], &sb) != 0) {
             log_error("save: %s: %s", o->args[i], strerror(errno));
-            rc = EXIT_USAGE;
-            goto out;
+            return EXIT_USAGE;
         }
         /* Item names are relative to PATH's parent: its basename. */
         snprintf(tmp, sizeof tmp, "%s", o->args[i]);
         while (l > 1 && tmp[l - 1] == '/')
             tmp[--l] = '\0';
-        names[i] = strdup(basename(tmp));
-        if (!names[i] || strcmp(names[i], "/") == 0 || strcmp(names[i], ".") == 0 ||
-            strcmp(names[i], "..") == 0) {
+        s->names[i] = strdup(basename(tmp));
+        if (!s->names[i] || strcmp(s->names[i], "/") == 0 || strcmp(s->names[i], ".") == 0 ||
+            strcmp(s->names[i], "..") == 0) {
             log_error("save: %s: name the directory itself, not '/', '.' or '..'", o->args[i]);
-            rc = EXIT_USAGE;
-            goto out;
+            return EXIT_USAGE;
         }
         for (int j = 0; j < i; j++)
-            if (strcmp(names[j], names[i]) == 0) {
-                log_error("save: two paths have the same name '%s'", names[i]);
-                rc = EXIT_USAGE;
-                goto out;
+            if (strcmp(s->names[j], s->names[i]) == 0) {
+                log_error("save: two paths have the same name '%s'", s->names[i]);
+                return EXIT_USAGE;
             }
-        src[i].path = o->args[i];
-        src[i].name = names[i];
+        s->src[i].path = o->args[i];
+        s->src[i].name = s->names[i];
     }
-    log_lib_hold();
-    if ((rc = open_ctx(o, &ctx)) != 0)
+    return 0;
+}
+
+/* save creates the store and the run when they are new: no
+ * CMD_EXISTING_STORE. */
+static const struct cmd_form save_form = {
+    .name = "save", .takes = TAKES_SOME, .operand = "PATH", .check = save_sources
+};
+
+int cmd_save(struct opts *o)
+{
+    struct ckpt_ctx *ctx = NULL;
+    struct record *rec = NULL;
+    struct sources srcs = { NULL, NULL, 0 };
+    struct progress *pg = NULL;
+    struct rows rows = { 0 };
+    struct commit_result res;
+    char err[CKPT_ERR_MAX + 64] = "", b1[32], b2[32], b3[32], r1[32];
+    cJSON *f = NULL;
+    int rc = 0;
+
+    memset(&res, 0, sizeof res);
+    if ((rc = cmd_open(o, &save_form, &srcs, &ctx)) != 0)
         goto out;
     /* "Newest" is the highest step: a lower one would never be resumed from,
      * and retention would count it among the kept ones. */
@@ -98,7 +118,7 @@ int cmd_save(struct opts *o)
         }
     }
     pg = progress_start(ctx, "save");
-    if (commit_paths(ctx, src, (size_t)o->nargs, o->step, &res) != CKPT_OK) {
+    if (commit_paths(ctx, srcs.src, (size_t)srcs.n, o->step, &res) != CKPT_OK) {
         progress_stop(pg);
         pg = NULL;
         snprintf(err, sizeof err, "%s%s%.511s", ckpt_strerror(res.st),
@@ -113,7 +133,7 @@ int cmd_save(struct opts *o)
     f = commit_fields(&res, "save");
     /* The record is secondary: the checkpoint is committed either way. */
     if (record_open(o->store, o->run, &rec, err) == CKPT_OK) {
-        record_mark_files(rec, o->step, (const char *const *)names, (size_t)o->nargs);
+        record_mark_files(rec, o->step, (const char *const *)srcs.names, (size_t)srcs.n);
         record_event(rec, "commit", f);
     }
     {
@@ -141,14 +161,10 @@ int cmd_save(struct opts *o)
     }
 out:
     progress_stop(pg);
-    log_lib_release(NULL);
     free(rows.v);
     cJSON_Delete(f);
     record_close(rec);
-    ckpt_close(ctx);
-    for (int i = 0; names && i < o->nargs; i++)
-        free(names[i]);
-    free(names);
-    free(src);
+    cmd_close(ctx);
+    sources_free(&srcs);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* cmd_status.c -- `ckptrun status`: the run record: state, lease, preemptions, bytes, time. */
 #include "ckptrun.h"
+#include "cmd_open.h"
 #include "cmds.h"
 #include "history.h"
 #include "lease.h"
@@ -14,18 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double num(const cJSON *o, const char *k, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-static const char *str(const cJSON *o, const char *k, const char *dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : dflt;
-}
-
 /* The state word status shows. It is the record's state; a runner that is
  * gone without saying so is judged from the lease (lease.c decides
  * "stale", docs/ckptrun.md "status"). */
@@ -35,7 +24,7 @@ static const char *str(const cJSON *o, const char *k, const char *dflt)
 static const char *state_word(const cJSON *run, const struct lease_info *li, int have_lease,
                               int64_t now)
 {
-    const char *state = run ? str(run, "state", "unknown") : "unknown";
+    const char *state = run ? field_str(run, "state", "unknown") : "unknown";
     if (strcmp(state, "running") == 0 && have_lease && lease_state(li, now) != LEASE_LIVE)
         state = "stale";
     return state;
@@ -49,7 +38,7 @@ static void add_commit_failures(cJSON *out, const cJSON *run, const struct histo
                                 const struct ckpt_row *nw)
 {
     const cJSON *unc = cJSON_GetObjectItemCaseSensitive(run, "uncommitted");
-    double n = num(run, "commit_failures", 0), local = h->local_step;
+    double n = field_num(run, "commit_failures", 0), local = h->local_step;
     const char *host = h->local_host, *dir = NULL;
     cJSON *e;
 
@@ -68,10 +57,10 @@ static void add_commit_failures(cJSON *out, const cJSON *run, const struct histo
             out, "last_error",
             cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(run, "last_error"), 1));
     }
-    if (strcmp(str(run, "state", ""), "uncommitted") == 0 && cJSON_IsObject(unc)) {
-        local = num(unc, "step", local);
-        host = str(unc, "host", host);
-        dir = str(unc, "dir", NULL);
+    if (strcmp(field_str(run, "state", ""), "uncommitted") == 0 && cJSON_IsObject(unc)) {
+        local = field_num(unc, "step", local);
+        host = field_str(unc, "host", host);
+        dir = field_str(unc, "dir", NULL);
     }
     if (local >= 0 && (!nw || local > (double)nw->step) &&
         (e = cJSON_AddObjectToObject(out, "uncommitted"))) {
@@ -87,7 +76,7 @@ static void print_failures(const cJSON *out, const struct history *h, int64_t no
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(out, "last_error");
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(out, "uncommitted");
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(out, "last_step");
-    double n = num(out, "commit_failures", 0);
+    double n = field_num(out, "commit_failures", 0);
     char a[40], newest[32] = "none";
 
     printf("failures     %" PRIu64, h->failures);
@@ -95,17 +84,22 @@ static void print_failures(const cJSON *out, const struct history *h, int64_t no
         printf(" run%s, %.0f commit%s", h->failures == 1 ? "" : "s", n, n == 1 ? "" : "s");
     if (cJSON_IsObject(e))
         printf(" (the last %s, step %.0f: %s%s%s)",
-               ago((int64_t)num(e, "time_ms", 0), now, a, sizeof a), num(e, "step", 0),
-               str(e, "error", "?"), *str(e, "detail", "") ? ": " : "", str(e, "detail", ""));
+               ago((int64_t)field_num(e, "time_ms", 0), now, a, sizeof a), field_num(e, "step", 0),
+               field_str(e, "error", "?"), *field_str(e, "detail", "") ? ": " : "",
+               field_str(e, "detail", ""));
     printf("\n");
     if (cJSON_IsNumber(ls))
         snprintf(newest, sizeof newest, "step %.0f", ls->valuedouble);
     if (cJSON_IsObject(u))
         printf("uncommitted  step %.0f is complete on %s%s%s but not in the store (newest "
                "committed: %s)\n",
-               num(u, "step", 0), str(u, "host", "?"), str(u, "dir", NULL) ? " in " : "",
-               str(u, "dir", ""), newest);
+               field_num(u, "step", 0), field_str(u, "host", "?"),
+               field_str(u, "dir", NULL) ? " in " : "", field_str(u, "dir", ""), newest);
 }
+
+static const struct cmd_form status_form = { .name = "status",
+                                             .takes = TAKES_NOTHING,
+                                             .flags = CMD_EXISTING_STORE };
 
 int cmd_status(struct opts *o)
 {
@@ -120,20 +114,13 @@ int cmd_status(struct opts *o)
     size_t skipped = 0;
     uint64_t raw = 0;
     int64_t now = ckpt_now_ms();
-    char err[CKPT_ERR_MAX] = "";
+    char err[CKPT_ERR_MAX] = "", why[CKPT_ERR_MAX + 200];
     ckpt_status st;
     int rc = 0;
 
-    if (o->nargs) {
-        log_error("status takes no arguments (see ckptrun status --help)");
-        rc = EXIT_USAGE;
+    /* the record first: a store that does not answer is said by it */
+    if ((rc = cmd_open(o, &status_form, NULL, NULL)) != 0)
         goto out;
-    }
-    if (file_store_missing(o)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
-    log_lib_hold();
     st = record_open(o->store, o->run, &rec, err);
     if (st != CKPT_OK) {
         log_error("status: store %s: %s%s%s", o->store, ckpt_strerror(st), err[0] ? ": " : "", err);
@@ -158,11 +145,10 @@ int cmd_status(struct opts *o)
         goto out;
     if (ckpt_list(ctx, rows_cb, &rows) != CKPT_OK)
         log_msg(LOG_WARN, "status", "cannot list checkpoints: %s", ckpt_errmsg(ctx));
-    if (!run && rows.n == 0 && cJSON_GetArraySize(events) == 0) {
-        char hint[512];
-        log_error("status: run %s not found in %s%s", o->run, o->store,
-                  run_not_found_hint(o, hint, sizeof hint));
-        rc = EXIT_FAIL;
+    if (!run && rows.n == 0 && cJSON_GetArraySize(events) == 0 &&
+        (rc = cmd_run_missing(o, why, sizeof why)) != 0) {
+        if (why[0])
+            log_error("status: %s", why);
         goto out;
     }
     nw = row_newest(&rows);
@@ -190,10 +176,10 @@ int cmd_status(struct opts *o)
         }
     }
     if (run) {
-        cJSON_AddNumberToObject(out, "updated_ms", num(run, "updated_ms", 0));
-        cJSON_AddStringToObject(out, "host", str(run, "host", ""));
-        cJSON_AddNumberToObject(out, "pid", num(run, "pid", 0));
-        cJSON_AddNumberToObject(out, "epoch", num(run, "epoch", 0));
+        cJSON_AddNumberToObject(out, "updated_ms", field_num(run, "updated_ms", 0));
+        cJSON_AddStringToObject(out, "host", field_str(run, "host", ""));
+        cJSON_AddNumberToObject(out, "pid", field_num(run, "pid", 0));
+        cJSON_AddNumberToObject(out, "epoch", field_num(run, "epoch", 0));
     }
     if (nw) {
         cJSON *c;
@@ -248,17 +234,19 @@ int cmd_status(struct opts *o)
         const cJSON *l = cJSON_GetObjectItemCaseSensitive(out, "lease");
         printf("run          %s\n", o->run);
         printf("store        %s\n", o->store);
-        printf("state        %s\n", str(out, "state", "unknown"));
+        printf("state        %s\n", field_str(out, "state", "unknown"));
         if (run) {
-            int64_t up = (int64_t)num(run, "updated_ms", 0);
+            int64_t up = (int64_t)field_num(run, "updated_ms", 0);
             printf("updated      %s (%s) by %s pid %.0f\n", iso_time(up, a, sizeof a),
-                   ago(up, now, b, sizeof b), str(run, "host", "?"), num(run, "pid", 0));
+                   ago(up, now, b, sizeof b), field_str(run, "host", "?"),
+                   field_num(run, "pid", 0));
         }
         if (l) {
             int rel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "released"));
-            int64_t hb = (int64_t)num(l, "heartbeat_ms", 0), ex = (int64_t)num(l, "expires_ms", 0);
-            printf("lease        %s, epoch %.0f, %s\n", str(l, "holder", "?"), num(l, "epoch", 0),
-                   str(l, "state", "?"));
+            int64_t hb = (int64_t)field_num(l, "heartbeat_ms", 0),
+                    ex = (int64_t)field_num(l, "expires_ms", 0);
+            printf("lease        %s, epoch %.0f, %s\n", field_str(l, "holder", "?"),
+                   field_num(l, "epoch", 0), field_str(l, "state", "?"));
             printf("heartbeat    %s (%s)\n", iso_time(hb, a, sizeof a), ago(hb, now, b, sizeof b));
             if (!rel)
                 printf("expiry       %s (%s)\n", iso_time(ex, a, sizeof a),
@@ -304,12 +292,11 @@ int cmd_status(struct opts *o)
                    h.uncommitted_ends, h.uncommitted_ends == 1 ? "" : "s");
     }
 out:
-    log_lib_release(NULL);
     cJSON_Delete(out);
     cJSON_Delete(run);
     cJSON_Delete(events);
     free(rows.v);
-    ckpt_close(ctx);
     record_close(rec);
+    cmd_close(ctx);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* cmd_verify.c -- `ckptrun verify [--step N]`: check every chunk's checksum. */
 #include "ckptrun.h"
+#include "cmd_open.h"
 #include "cmds.h"
 #include "runlog.h"
 #include "parse.h"
@@ -10,6 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const struct cmd_form verify_form = {
+    .name = "verify", .takes = TAKES_NOTHING, .instead = "use --step N", .flags = CMD_EXISTING_STORE
+};
 
 int cmd_verify(struct opts *o)
 {
@@ -25,17 +30,7 @@ int cmd_verify(struct opts *o)
     double secs;
     int rc = 0;
 
-    if (o->nargs) {
-        log_error("verify takes no arguments (use --step N; see ckptrun verify --help)");
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    if (file_store_missing(o)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
-    log_lib_hold();
-    if ((rc = open_ctx(o, &ctx)) != 0)
+    if ((rc = cmd_open(o, &verify_form, NULL, &ctx)) != 0)
         goto out;
     if (ckpt_list(ctx, rows_cb, &rows) == CKPT_OK) {
         for (size_t i = 0; i < rows.n; i++)
@@ -52,16 +47,9 @@ int cmd_verify(struct opts *o)
     secs = secs_since(t0);
     ckpt_progress(ctx, &pr);
     if (st == CKPT_E_NOENT) {
-        char hint[512];
-        int e = run_exists(o);
-        if (e < 0) {
-            rc = -e;
-            goto out;
-        }
-        if (e == 0)
-            snprintf(msg, sizeof msg, "run %s not found in %s%s", o->run, o->store,
-                     run_not_found_hint(o, hint, sizeof hint));
-        else
+        if ((rc = cmd_run_missing(o, msg, sizeof msg)) != 0 && !msg[0])
+            goto out; /* the store could not be asked: said */
+        if (rc == 0)
             snprintf(msg, sizeof msg, "run %s has no committed checkpoint%s", o->run,
                      o->step_set ? " at that step" : "");
         rc = EXIT_FAIL;
@@ -117,9 +105,8 @@ int cmd_verify(struct opts *o)
         print_json(j);
 out:
     progress_stop(pg);
-    log_lib_release(NULL);
     cJSON_Delete(j);
     free(rows.v);
-    ckpt_close(ctx);
+    cmd_close(ctx);
     return rc;
 }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 int runtime_exit(ckpt_status st)
 {
@@ -26,18 +25,6 @@ void print_json(cJSON *j)
 double secs_since(int64_t t0)
 {
     return (double)(ckpt_mono_ms() - t0) / 1000.0;
-}
-
-int file_store_missing(const struct opts *o)
-{
-    struct stat sb;
-    if (strncmp(o->store, "file://", 7) != 0 || stat(o->store + 7, &sb) == 0)
-        return 0;
-    if (o->run)
-        log_error("run %s not found: store %s does not exist", o->run, o->store);
-    else
-        log_error("store %s does not exist (nothing was saved there)", o->store);
-    return 1;
 }
 
 int rows_cb(void *user, const struct ckpt_info *i)

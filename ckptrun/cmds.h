@@ -7,8 +7,10 @@
  *   - a success: one result line a person reads (log_result; -q hides it),
  *     after a progress line while the work lasts (terminal only);
  *   - with --json: one JSON document on stdout, whatever the outcome.
- * The read-only commands (ls, status, verify) never create a store or a
- * directory; a run that does not exist is an error for each of them.
+ * How each starts (its operands, a store that must exist, a context) and
+ * says that its run does not exist: cmd_open.h. The commands that read
+ * (ls, status, verify, restore) and gc never create a store, a run or a
+ * directory; a run that does not exist is an error for each reader.
  */
 #ifndef CKPTRUN_CMDS_H
 #define CKPTRUN_CMDS_H
@@ -28,9 +30,6 @@ int runtime_exit(ckpt_status st);
 void print_json(cJSON *j);
 /* Seconds since the monotonic time t0 (ms). */
 double secs_since(int64_t t0);
-/* A file:// store is a directory: opening it creates it, so a read-only
- * command looks first. @return 1 when the store does not exist (said). */
-int file_store_missing(const struct opts *o);
 
 /* The checkpoints of a run, newest first (ckpt_list's order), with the
  * fields the commands report. */

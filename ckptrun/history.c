@@ -4,13 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static double num(const cJSON *o, const char *k, double dflt)
+double field_num(const cJSON *o, const char *k, double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
-static const char *str(const cJSON *o, const char *k, const char *dflt)
+const char *field_str(const cJSON *o, const char *k, const char *dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(v) ? v->valuestring : dflt;
@@ -18,18 +18,18 @@ static const char *str(const cJSON *o, const char *k, const char *dflt)
 
 static void failed_commit(struct history *h, const cJSON *ev, int64_t t)
 {
-    double step = num(ev, "step", -1);
+    double step = field_num(ev, "step", -1);
 
     h->commit_failures++;
     h->have_error = 1;
     h->error_step = step;
     h->error_ms = t;
-    snprintf(h->error, sizeof h->error, "%s", str(ev, "error", ""));
-    snprintf(h->detail, sizeof h->detail, "%s", str(ev, "detail", ""));
-    snprintf(h->error_entry, sizeof h->error_entry, "%s", str(ev, "entry", ""));
+    snprintf(h->error, sizeof h->error, "%s", field_str(ev, "error", ""));
+    snprintf(h->detail, sizeof h->detail, "%s", field_str(ev, "detail", ""));
+    snprintf(h->error_entry, sizeof h->error_entry, "%s", field_str(ev, "entry", ""));
     if (step > h->local_step) {
         h->local_step = step;
-        snprintf(h->local_host, sizeof h->local_host, "%s", str(ev, "host", "?"));
+        snprintf(h->local_host, sizeof h->local_host, "%s", field_str(ev, "host", "?"));
     }
 }
 
@@ -46,10 +46,10 @@ void history_summarize(const cJSON *events, int runner_live, struct history *h)
      * so a change of host/pid closes the previous session. */
     cJSON_ArrayForEach(ev, events) {
         char id[128];
-        const char *type = str(ev, "type", "");
-        const char *state = str(ev, "state", "");
-        int64_t t = (int64_t)num(ev, "time_ms", 0);
-        snprintf(id, sizeof id, "%s/%.0f", str(ev, "host", "?"), num(ev, "pid", 0));
+        const char *type = field_str(ev, "type", "");
+        const char *state = field_str(ev, "state", "");
+        int64_t t = (int64_t)field_num(ev, "time_ms", 0);
+        snprintf(id, sizeof id, "%s/%.0f", field_str(ev, "host", "?"), field_num(ev, "pid", 0));
         /* (a runner's `lease` event comes before its `start`: same session) */
         if ((strcmp(type, "start") == 0 && had_start) || strcmp(id, cur) != 0) {
             if (open) {
@@ -73,14 +73,14 @@ void history_summarize(const cJSON *events, int runner_live, struct history *h)
         last = t;
         if (strcmp(type, "commit") == 0) {
             h->commits++;
-            h->commit_bytes += (uint64_t)num(ev, "bytes", 0);
-            h->commit_stored += (uint64_t)num(ev, "stored", 0);
+            h->commit_bytes += (uint64_t)field_num(ev, "bytes", 0);
+            h->commit_stored += (uint64_t)field_num(ev, "stored", 0);
             last_commit = t;
             h->have_last = 1;
-            h->last_step = num(ev, "step", 0);
-            h->last_bytes = num(ev, "bytes", 0);
-            h->last_stored = num(ev, "stored", 0);
-            h->last_seconds = num(ev, "seconds", 0);
+            h->last_step = field_num(ev, "step", 0);
+            h->last_bytes = field_num(ev, "bytes", 0);
+            h->last_stored = field_num(ev, "stored", 0);
+            h->last_seconds = field_num(ev, "seconds", 0);
             h->last_ms = t;
         } else if (strcmp(type, "commit-failed") == 0 || strcmp(type, "part-failed") == 0) {
             failed_commit(h, ev, t);

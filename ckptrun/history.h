@@ -42,4 +42,9 @@ struct history {
  * newest session is not a crash). */
 void history_summarize(const cJSON *events, int runner_live, struct history *h);
 
+/* A field of a record object (RUN, an event): its number or its string,
+ * `dflt` when it is absent or of another type. */
+double field_num(const cJSON *o, const char *k, double dflt);
+const char *field_str(const cJSON *o, const char *k, const char *dflt);
+
 #endif

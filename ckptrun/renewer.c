@@ -15,7 +15,6 @@ static void *renew_main(void *arg)
     char err[CKPT_ERR_MAX];
 
     pthread_mutex_lock(&r->mu);
-    r->next = ckpt_mono_ms() + every;
     while (!r->stop) {
         int64_t now = ckpt_mono_ms(), next = r->next;
         ckpt_status st;
@@ -36,6 +35,9 @@ static void *renew_main(void *arg)
         st = lease_renew(r->l, err);
         pthread_mutex_lock(&r->mu);
         if (st == CKPT_OK) {
+            /* A kick that came during this renewal is answered by it: the
+             * write was conditional on our lease, so no takeover preceded
+             * it, and none can follow before the lease it extended expires. */
             r->next = ckpt_mono_ms() + every;
             continue;
         }
@@ -70,6 +72,10 @@ int renewer_start(struct renewer *r, struct lease *l, void (*wake)(void))
     r->wake = wake;
     r->stop = r->lost = 0;
     r->why[0] = '\0';
+    /* The first renewal is scheduled here, not by the thread: a
+     * renewer_kick() made before the new thread first runs (a commit
+     * fenced at once; a loaded machine) must not be overwritten by it. */
+    r->next = ckpt_mono_ms() + (int64_t)lease_ttl_ms(l) / 3;
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

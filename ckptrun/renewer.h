@@ -30,7 +30,8 @@ struct renewer {
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* on CLOCK_MONOTONIC */
     int stop, lost;
-    int64_t next;             /* mono ms of the next renewal */
+    int64_t next;             /* mono ms of the next renewal (renewer_start
+                                 sets the first, renewer_kick makes it now) */
     char why[700];            /* why the lease is lost */
 };
 

@@ -14,18 +14,21 @@ enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadl
 
     s->req_id++;
     if (except == -2 && self == CH_NONE)
-        self = ctl_signal_clients(s->ctl, CTL_KIND_LIB) ? CH_SOCKET
-               : ctl_signal_clients(s->ctl, CTL_KIND_FILES) ? CH_FILES : CH_NONE;
-    if (ctl_connected(s->ctl)) {
-        if (ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id,
-                        CTL_KIND_LIB | CTL_KIND_FILES, except) > 0 || self == CH_SOCKET)
+        self = s->seam->ctl_signal_clients(s->ctl, CTL_KIND_LIB)     ? CH_SOCKET
+               : s->seam->ctl_signal_clients(s->ctl, CTL_KIND_FILES) ? CH_FILES
+                                                                     : CH_NONE;
+    if (s->seam->ctl_connected(s->ctl)) {
+        if (s->seam->ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id,
+                                 CTL_KIND_LIB | CTL_KIND_FILES, except) > 0 ||
+            self == CH_SOCKET)
             ch = CH_SOCKET;
-    } else if (!s->o->sig && ctl_helpers(s->ctl)) {
+    } else if (!s->o->sig && s->seam->ctl_helpers(s->ctl)) {
         /* Processes that write their own files, reachable over the socket
          * (the Python helper): the answer is an entry written after the
          * request, as with a signal. */
-        if (ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id, CTL_KIND_FILES,
-                        except) > 0 || self == CH_FILES)
+        if (s->seam->ctl_request(s->ctl, reason, deadline_unix, codec, s->req_id, CTL_KIND_FILES,
+                                 except) > 0 ||
+            self == CH_FILES)
             ch = CH_FILES;
     } else if (self != CH_NONE) {
         ch = self;
@@ -34,7 +37,7 @@ enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadl
         /* A child that connected once (libckpt) gets no signal after it
          * disconnects: it closed its context (ckpt_close at the end of
          * training), and a signal it no longer handles could kill it. */
-        if (child_signal_handlers(&s->ch, s->o->sig, pids, sizeof pids) > 0)
+        if (s->seam->signal_handlers(&s->ch, s->o->sig, pids, sizeof pids) > 0)
             ch = CH_SIGNAL;
         else
             log_msg(LOG_WARN, "request", "the command does not handle %s now (no process of "

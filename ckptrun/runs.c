@@ -115,6 +115,76 @@ static void set_error(struct run_sum *s, ckpt_status st, const char *what, const
              err && *err ? ": " : "", err ? err : "");
 }
 
+/* ---- a run whose HEAD is damaged: what its manifests show ---------------------------- */
+
+struct scan {
+    struct run_sum *s;
+    char said[CKPT_ERR_MAX]; /* libckpt's warning: the damage, and what it read instead */
+};
+
+/* The library tells a damaged HEAD once a context (subject "head"), after
+ * the manifests it left out: the last such line is that summary. Called
+ * by one thread at a time (the one that scanned first). */
+static void scan_log(void *user, ckpt_log_level level, const char *subject, const char *msg)
+{
+    struct scan *sc = user;
+    if (level == CKPT_LOG_WARN && strcmp(subject, "head") == 0)
+        snprintf(sc->said, sizeof sc->said, "%s", msg);
+}
+
+static int scan_row(void *user, const struct ckpt_info *i)
+{
+    struct run_sum *s = user;
+    if (s->checkpoints++ == 0)
+        s->step = i->step; /* the resume order: newest first */
+    return 0;
+}
+
+/* Read the run as every reader of libckpt does when HEAD is damaged (the
+ * manifests' view, its rules: leftovers of a fenced runner and superseded
+ * steps left out), through a context of the store's URL and ckpt_list:
+ * `ls --run` shows the same checkpoints. */
+static void from_manifests(struct ckpt_store *st, struct run_sum *s)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct scan sc = { s, "" };
+    struct ckpt_ctx *ctx = NULL;
+    int first = s->error == CKPT_OK; /* else the detail already says most */
+    ckpt_status c;
+
+    cfg.store = st->url;
+    cfg.run = s->name;
+    cfg.no_control = 1;
+    cfg.workers = 1;
+    cfg.log_fn = scan_log;
+    cfg.log_user = &sc;
+    cfg.log_level = CKPT_LOG_WARN;
+    s->checkpoints = 0;
+    c = ckpt_open(&cfg, &ctx);
+    if (c == CKPT_OK)
+        c = ckpt_list(ctx, scan_row, s);
+    if (c != CKPT_OK) {
+        s->checkpoints = 0;
+        if (first)
+            snprintf(s->detail, sizeof s->detail,
+                     "HEAD is damaged, and its manifests could not be read instead: %s: %s",
+                     ckpt_strerror(c), ckpt_errmsg(ctx));
+        ckpt_close(ctx);
+        return;
+    }
+    ckpt_close(ctx); /* after its load too: whichever read told the damage */
+    s->have_step = s->checkpoints > 0;
+    if (!sc.said[0]) {
+        /* HEAD read whole this time: a commit rewrote it meanwhile */
+        s->head_bad = s->head_damaged = 0;
+        return;
+    }
+    if (first)
+        snprintf(s->detail, sizeof s->detail,
+                 "%s; '!' marks the newest step they show (`ckptrun ls --run %s` lists them)",
+                 sc.said, s->name);
+}
+
 static void describe(struct ckpt_store *st, struct run_sum *s)
 {
     char key[512], err[CKPT_ERR_MAX] = "";
@@ -154,13 +224,20 @@ static void describe(struct ckpt_store *st, struct run_sum *s)
         struct ckpt_head_info h;
         snprintf(key, sizeof key, "%s/HEAD", s->name);
         err[0] = '\0';
+        int damaged = 0;
         c = ckpt_store_get(st, key, HEAD_MAX_BYTES, &buf, &len, NULL, err);
         if (c == CKPT_OK)
-            c = ckpt_head_parse(buf, len, &h);
+            damaged = (c = ckpt_head_parse(buf, len, &h)) == CKPT_E_CORRUPT;
         if (c == CKPT_OK) {
             s->have_step = h.checkpoints > 0;
             s->step = h.step;
             s->checkpoints = h.checkpoints;
+        } else if (damaged) {
+            /* there, but not a HEAD: the manifests say what it said */
+            s->head_bad = s->head_damaged = 1;
+            from_manifests(st, s);
+            if (s->head_damaged && s->error == CKPT_OK)
+                s->error = c;
         } else if (c != CKPT_E_NOENT) {
             s->head_bad = 1;
             set_error(s, c, "HEAD", err);

@@ -10,7 +10,11 @@
  * record). What the walk cannot tell -- the state, the newest committed
  * step -- runs_describe() reads from two small objects per run (RUN and
  * HEAD; and LEASE when RUN says `running`, to tell a live run from a stale
- * one), several runs at a time.
+ * one), several runs at a time. A run whose HEAD is damaged (it exists but
+ * does not decode) is read as libckpt's readers read it, from its
+ * manifests (docs/FORMAT.md, "A damaged HEAD": a context on that run and
+ * ckpt_list): only such a run costs more than those few small objects --
+ * a listing of its manifests/ and a few GETs per checkpoint.
  */
 #ifndef CKPTRUN_RUNS_H
 #define CKPTRUN_RUNS_H
@@ -18,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ckpt.h"
+#include "ckpt_store.h" /* CKPT_ERR_MAX */
 
 struct ckpt_store;
 
@@ -31,10 +36,12 @@ struct run_sum {
                                   live lease), "unknown" (no RUN), "?" (unreadable) */
     int have_step;             /* HEAD names a committed checkpoint */
     int head_bad;              /* HEAD there but unreadable (damaged, newer, store error) */
+    int head_damaged;          /* HEAD damaged: have_step, step and checkpoints are what
+                                  the run's manifests show */
     uint64_t step;             /* HEAD's newest step */
     unsigned checkpoints;      /* retained (HEAD) */
     ckpt_status error;         /* CKPT_OK, or what reading RUN/HEAD/LEASE met */
-    char detail[160];          /* which object, and the store's word */
+    char detail[CKPT_ERR_MAX]; /* which object, and the store's (or libckpt's) word */
 };
 
 struct runs {

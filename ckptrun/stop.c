@@ -1,12 +1,10 @@
 /* stop.c -- the stop state machine (stop.h). */
 #include "stop.h"
-#include "ctlserver.h"
 #include "runlog.h"
 #include "notice_queue.h"
 #include "parse.h"
 #include "request.h"
 #include "sup.h"
-#include "watch.h"
 #include "ckpt_store.h"
 
 #include <inttypes.h>
@@ -61,8 +59,8 @@ static void final_result(struct sup *s, int ok)
 static void kill_all(struct sup *s)
 {
     if (s->w)
-        watch_stopping(s->w);
-    child_kill_all(&s->ch);
+        s->seam->watch_stopping(s->w);
+    s->seam->kill_all(&s->ch);
 }
 
 static void send_term(struct sup *s)
@@ -73,8 +71,8 @@ static void send_term(struct sup *s)
     s->stop.term_due = 0;
     if (s->ch.alive) {
         if (s->w)
-            watch_stopping(s->w); /* what is closed from now on may be torn */
-        child_signal_group(&s->ch, s->stop.term_sig);
+            s->seam->watch_stopping(s->w); /* what is closed from now on may be torn */
+        s->seam->signal_group(&s->ch, s->stop.term_sig);
     }
 }
 
@@ -102,12 +100,12 @@ static void enter_term(struct sup *s)
     if ((f = sup_fields())) {
         cJSON_AddStringToObject(f, "signal", ckpt_signal_name(st->term_sig));
         if (!st->no_kill)
-            cJSON_AddNumberToObject(f, "kill_in_ms", (double)(st->deadline - ckpt_mono_ms()));
+            cJSON_AddNumberToObject(f, "kill_in_ms", (double)(st->deadline - sup_mono_ms(s)));
     }
     sup_event(s, LOG_INFO, "terminate", f, 0);
-    told = ctl_stopping(s->ctl, st->reason, ckpt_signal_name(st->term_sig));
+    told = s->seam->ctl_stopping(s->ctl, st->reason, ckpt_signal_name(st->term_sig));
     if (told > 0) {
-        int64_t due = ckpt_mono_ms() + STOPPING_ACK_MS;
+        int64_t due = sup_mono_ms(s) + STOPPING_ACK_MS;
         st->term_due = due < st->deadline || st->no_kill ? due : st->deadline;
     } else {
         send_term(s);
@@ -117,6 +115,7 @@ static void enter_term(struct sup *s)
 void stop_lease_lost(struct sup *s, const char *why)
 {
     struct stop_state *st = &s->stop;
+    int64_t now = sup_mono_ms(s);
     cJSON *f;
 
     if (s->lease_lost)
@@ -132,13 +131,13 @@ void stop_lease_lost(struct sup *s, const char *why)
     }
     sup_event(s, LOG_DEBUG, "lease", f, 1);
     if (s->w)
-        watch_pause(s->w);
+        s->seam->watch_pause(s->w);
     if (st->phase == P_RUN) {
-        st->t0 = ckpt_mono_ms();
+        st->t0 = now;
         st->deadline = st->t0 + (int64_t)s->o->grace_ms;
         snprintf(st->reason, sizeof st->reason, "lease-lost");
-    } else if (st->deadline > ckpt_mono_ms() + (int64_t)s->o->grace_ms) {
-        st->deadline = ckpt_mono_ms() + (int64_t)s->o->grace_ms;
+    } else if (st->deadline > now + (int64_t)s->o->grace_ms) {
+        st->deadline = now + (int64_t)s->o->grace_ms;
     }
     enter_term(s);
 }
@@ -213,14 +212,14 @@ static const struct ckpt_codec_spec *stop_codec(const struct sup *s, int64_t bud
 void stop_begin(struct sup *s, const struct stop_cause *c)
 {
     struct stop_state *st = &s->stop;
-    int64_t now = ckpt_mono_ms(), d, total, killwin;
+    int64_t now = sup_mono_ms(s), wall = sup_now_ms(s), d, total, killwin;
     const struct ckpt_codec_spec *codec;
     const char *reason = c->reason;
     int user = 0;
     cJSON *f;
 
     if (c->deadline_unix > 0)
-        d = now + (c->deadline_unix - ckpt_now_ms()) - STOP_MARGIN_MS;
+        d = now + (c->deadline_unix - wall) - STOP_MARGIN_MS;
     else
         d = now + (int64_t)s->o->grace_ms;
     if (d < now + 1000)
@@ -264,7 +263,7 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
     snprintf(st->reason, sizeof st->reason, "%s", reason);
     snprintf(st->provider, sizeof st->provider, "%s", c->provider ? c->provider : "");
     st->phase = P_CKPT;
-    st->t_wall = ckpt_now_ms();
+    st->t_wall = wall;
     if (!user)
         s->preemptions++;
     codec = stop_codec(s, st->ckpt_end - now);
@@ -281,15 +280,16 @@ void stop_begin(struct sup *s, const struct stop_cause *c)
             cJSON_AddNumberToObject(f, "last_step", (double)s->last_step);
     }
     sup_event(s, LOG_INFO, "stop", f, 1);
-    watch_set_settle(s->w, s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
+    s->seam->watch_set_settle(s->w,
+                              s->o->settle_ms < STOP_SETTLE_MS ? s->o->settle_ms : STOP_SETTLE_MS);
     if (codec)
-        watch_next_codec(s->w, codec->id);
-    st->via = s->ch.alive ? request_checkpoint(s, "stop", ckpt_now_ms() + (st->ckpt_end - now),
+        s->seam->watch_next_codec(s->w, codec->id);
+    st->via = s->ch.alive ? request_checkpoint(s, "stop", wall + (st->ckpt_end - now),
                                                codec ? codec->name : NULL, c->except, c->self)
                           : CH_NONE;
     if (s->stop_begun) /* the other nodes learn of it; what answered it already */
-        s->stop_begun(s, c, c->deadline_unix > 0 ? c->deadline_unix
-                                                 : ckpt_now_ms() + (d - now) + STOP_MARGIN_MS);
+        s->stop_begun(s, c,
+                      c->deadline_unix > 0 ? c->deadline_unix : wall + (d - now) + STOP_MARGIN_MS);
     if (st->via == CH_NONE) {
         /* Nothing can reach the child: the final checkpoint is what is
          * complete already plus the commits in flight. Stop it at once. */
@@ -316,7 +316,7 @@ void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel
         /* Batch schedulers (SLURM --signal, LSF, PBS) warn this way ahead
          * of the time limit: a stop with --lead to go. */
         s->stop.warned = 1;
-        c.deadline_unix = ckpt_now_ms() + (int64_t)s->o->lead_ms + STOP_MARGIN_MS;
+        c.deadline_unix = sup_now_ms(s) + (int64_t)s->o->lead_ms + STOP_MARGIN_MS;
     }
     stop_begin(s, &c);
 }
@@ -397,7 +397,7 @@ void stop_global_commit(struct sup *s)
 
 void stop_client_acked(struct sup *s)
 {
-    if (s->stop.term_due && !s->stop.term_sent && ctl_unacked(s->ctl) == 0)
+    if (s->stop.term_due && !s->stop.term_sent && s->seam->ctl_unacked(s->ctl) == 0)
         send_term(s);
 }
 
@@ -429,7 +429,7 @@ void stop_tick(struct sup *s, int64_t now)
     }
     if (st->term_due && !st->term_sent && now >= st->term_due) {
         log_msg(LOG_DEBUG, "stop", "%d client(s) did not acknowledge `stopping` in time",
-                ctl_unacked(s->ctl));
+                s->seam->ctl_unacked(s->ctl));
         send_term(s);
     }
     if (st->phase == P_TERM && now >= st->deadline && !(st->no_kill && s->ch.alive)) {
@@ -458,8 +458,8 @@ int stop_outcome(struct sup *s, const char **state)
          * code it then exited with is the stop's consequence; and a child
          * that died of SIGTERM while we were stopping it. */
         if (!st->final_done)
-            final_result(s, st->via == CH_NONE && !st->failed_since_stop && !watch_busy(s->w) &&
-                                s->last_step >= 0);
+            final_result(s, st->via == CH_NONE && !st->failed_since_stop &&
+                                !s->seam->watch_busy(s->w) && s->last_step >= 0);
         if (st->user) {
             rc = 128 + st->term_sig; /* 130 for Ctrl-C, 143 for scancel */
             *state = "stopped";

@@ -30,5 +30,5 @@ void sup_note_commit(struct sup *s, uint64_t step, double seconds)
     if ((int64_t)step > s->last_step)
         s->last_step = (int64_t)step;
     s->last_commit_s = seconds;
-    watch_note_step(s->w, step);
+    s->seam->watch_note_step(s->w, step);
 }

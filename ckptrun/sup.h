@@ -21,6 +21,7 @@
 #include "renewer.h"
 #include "stop.h"
 #include "sup_report.h"
+#include "sup_seam.h"
 #include "supervise.h"
 
 struct ctl;
@@ -31,6 +32,9 @@ struct watch;
 struct sup {
     struct opts *o;
     enum sup_mode mode;
+    /* The clocks and the world the decisions act on (sup_seam.h):
+     * &sup_seam_system, or a test's. */
+    const struct sup_seam *seam;
 
     /* The run: claimed (claim.h), its record, what is committed. */
     struct claim cl;          /* lease, epoch */
@@ -84,6 +88,17 @@ struct sup {
     int64_t stop_ref_ms;      /* Unix ms: parts written since answer the stop */
     int64_t stop_global0;     /* newest global step when the stop began */
 };
+
+/* The supervisor's clocks (sup_seam.h): monotonic ms, Unix ms. */
+static inline int64_t sup_mono_ms(const struct sup *s)
+{
+    return s->seam->clock.mono_ms(s->seam->clock.user);
+}
+
+static inline int64_t sup_now_ms(const struct sup *s)
+{
+    return s->seam->clock.now_ms(s->seam->clock.user);
+}
 
 /* An empty object for an event's fields (NULL when out of memory). */
 cJSON *sup_fields(void);

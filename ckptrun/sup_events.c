@@ -28,7 +28,7 @@
  * deadline). */
 static void child_exited(struct sup *s, pid_t pid, int st)
 {
-    int64_t grace = (int64_t)s->o->grace_ms;
+    int64_t grace = (int64_t)s->o->grace_ms, left = s->stop.deadline - sup_mono_ms(s);
     cJSON *f;
 
     if (!child_ended(&s->ch, st))
@@ -43,10 +43,10 @@ static void child_exited(struct sup *s, pid_t pid, int st)
     /* A clean exit leaves no writer: what is still settling is done;
      * after any exit the links are read again (watch.h). */
     if (s->w)
-        watch_child_exit(s->w, s->ch.code);
-    if (s->stop.phase != P_RUN && s->stop.deadline - ckpt_mono_ms() < grace)
-        grace = s->stop.deadline - ckpt_mono_ms();
-    child_finish_tree(&s->ch, grace, s->stop.phase == P_KILL);
+        s->seam->watch_child_exit(s->w, s->ch.code);
+    if (s->stop.phase != P_RUN && left < grace)
+        grace = left;
+    s->seam->finish_tree(&s->ch, grace, s->stop.phase == P_KILL);
 }
 
 /* The child saves through libckpt: its checkpoints are the run's, and a
@@ -57,9 +57,39 @@ static void child_writes(struct sup *s)
     if (s->child_writes)
         return;
     s->child_writes = 1;
-    watch_pause(s->w);
+    s->seam->watch_pause(s->w);
     log_msg(LOG_INFO, "watch", "the child commits through libckpt: entries of %s are no "
             "longer committed by ckptrun", s->dir);
+}
+
+void sup_on_keeper_msg(struct sup *s, const struct keeper_msg *m)
+{
+    cJSON *f;
+
+    switch (m->type) {
+    case KR_EXIT:
+        child_exited(s, m->pid, m->value);
+        break;
+    case KR_STOPPED:
+        child_suspended(&s->ch);
+        break;
+    case KR_SIGNAL:
+        /* The job's process group got SIGTERM (kill -TERM -PGID, a
+         * scheduler or systemd signalling every process) or SIGINT
+         * (Ctrl-C on the terminal, which the job holds): a stop, as if
+         * it had been sent to us. */
+        if (m->value == SIGTERM || m->value == SIGINT) {
+            if ((f = sup_fields())) {
+                cJSON_AddStringToObject(f, "signal", ckpt_signal_name(m->value));
+                cJSON_AddNumberToObject(f, "sender", m->pid);
+            }
+            sup_event(s, LOG_INFO, "group-signal", f, 0);
+            stop_on_signal(s, m->value, 1, -1, CH_NONE, sup_mono_ms(s));
+        }
+        break;
+    default:
+        break;
+    }
 }
 
 void sup_on_keeper(struct sup *s)
@@ -67,33 +97,8 @@ void sup_on_keeper(struct sup *s)
     struct keeper_msg m;
     int r;
 
-    while ((r = keeper_read(&s->ch.kp, &m)) > 0) {
-        switch (m.type) {
-        case KR_EXIT:
-            child_exited(s, m.pid, m.value);
-            break;
-        case KR_STOPPED:
-            child_suspended(&s->ch);
-            break;
-        case KR_SIGNAL:
-            /* The job's process group got SIGTERM (kill -TERM -PGID, a
-             * scheduler or systemd signalling every process) or SIGINT
-             * (Ctrl-C on the terminal, which the job holds): a stop, as if
-             * it had been sent to us. */
-            if (m.value == SIGTERM || m.value == SIGINT) {
-                cJSON *f = sup_fields();
-                if (f) {
-                    cJSON_AddStringToObject(f, "signal", ckpt_signal_name(m.value));
-                    cJSON_AddNumberToObject(f, "sender", m.pid);
-                }
-                sup_event(s, LOG_INFO, "group-signal", f, 0);
-                stop_on_signal(s, m.value, 1, -1, CH_NONE, ckpt_mono_ms());
-            }
-            break;
-        default:
-            break;
-        }
-    }
+    while ((r = keeper_read(&s->ch.kp, &m)) > 0)
+        sup_on_keeper_msg(s, &m);
     if (r < 0) {
         /* The keeper exited: every report is read. */
         close(s->ch.kp.rep_fd);
@@ -103,7 +108,7 @@ void sup_on_keeper(struct sup *s)
 
 /* ---- signals to ckptrun ----------------------------------------------------- */
 
-static void on_signal(struct sup *s, int sig)
+void sup_on_signal(struct sup *s, int sig)
 {
     cJSON *f;
     int st;
@@ -127,11 +132,11 @@ static void on_signal(struct sup *s, int sig)
         if ((f = sup_fields()))
             cJSON_AddStringToObject(f, "signal", ckpt_signal_name(sig));
         sup_event(s, LOG_INFO, "forward", f, 0);
-        child_signal_group(&s->ch, sig);
+        s->seam->signal_group(&s->ch, sig);
         /* SIGINT is the user interrupting the run: the job's processes got
          * it now (those that turn it into a stop ask themselves). */
         if (sig == SIGINT)
-            stop_on_signal(s, SIGINT, 1, -1, CH_NONE, ckpt_mono_ms());
+            stop_on_signal(s, SIGINT, 1, -1, CH_NONE, sup_mono_ms(s));
         break;
     default:
         break;
@@ -143,7 +148,7 @@ void sup_on_signals(struct sup *s)
     struct signalfd_siginfo si;
 
     while (read(s->sfd, &si, sizeof si) == (ssize_t)sizeof si)
-        on_signal(s, (int)si.ssi_signo);
+        sup_on_signal(s, (int)si.ssi_signo);
 }
 
 /* ---- the control socket ------------------------------------------------------- */
@@ -260,7 +265,7 @@ static void nodes_result(struct sup *s, struct watch_result *r)
     if (ok) {
         sup_report_commit_ok(s);
         s->last_commit_s = r->res.seconds;
-        watch_note_step(s->w, r->res.step);
+        s->seam->watch_note_step(s->w, r->res.step);
         if (r->changed_mono > s->last_changed)
             s->last_changed = r->changed_mono;
         if (s->rec)
@@ -286,7 +291,7 @@ static void nodes_result(struct sup *s, struct watch_result *r)
     sup_nodes_on_part(s, r->res.step, r->changed_mono, ok);
 }
 
-static void on_result(struct sup *s, struct watch_result *r)
+void sup_on_result(struct sup *s, struct watch_result *r)
 {
     cJSON *f;
     int level;
@@ -328,14 +333,14 @@ void sup_on_results(struct sup *s)
     struct watch_result *r;
 
     while ((r = watch_take_result(s->w)) != NULL) {
-        on_result(s, r);
+        sup_on_result(s, r);
         watch_result_free(r);
     }
 }
 
 /* ---- notices and the lease ------------------------------------------------------ */
 
-static void on_notice(struct sup *s, struct queued_notice *n)
+void sup_on_notice(struct sup *s, struct queued_notice *n)
 {
     cJSON *f = sup_fields();
 
@@ -366,7 +371,7 @@ void sup_on_notices(struct sup *s)
 
     while (list) {
         struct queued_notice *nx = list->next;
-        on_notice(s, list);
+        sup_on_notice(s, list);
         list = nx;
     }
     if (renewer_lost(&s->rn, why, sizeof why))
@@ -376,18 +381,54 @@ void sup_on_notices(struct sup *s)
 
 /* ---- time ------------------------------------------------------------------------ */
 
-void sup_arm_timer(struct sup *s)
+int64_t sup_next_due(const struct sup *s)
 {
     int64_t due = stop_due(s), cands[3] = { s->next_periodic, s->watch_due, sup_report_due(s) };
-    struct itimerspec its;
 
     for (int i = 0; i < 3; i++)
         if (cands[i] > 0 && (due < 0 || cands[i] < due))
             due = cands[i];
+    return due;
+}
+
+void sup_on_time(struct sup *s, int64_t now)
+{
+    if (s->next_periodic > 0 && now >= s->next_periodic) {
+        if (s->stop.phase == P_RUN && s->ch.alive)
+            request_checkpoint(s, "periodic", 0, NULL, -1, CH_NONE);
+        s->next_periodic = now + (int64_t)s->o->interval_ms;
+    }
+    stop_tick(s, now);
+    sup_report_tick(s, now);
+}
+
+int sup_loop_done(struct sup *s)
+{
+    int tree_left = s->ch.kp.alive || s->ch.kp.rep_fd >= 0, busy;
+    int64_t now = sup_mono_ms(s);
+
+    if (s->ch.alive)
+        return 0;
+    busy = s->seam->watch_busy(s->w);
+    if (s->ns && !tree_left && !busy && sup_nodes_settling(s))
+        return 0; /* the other nodes' parts, node 0's commit */
+    if (!busy && !tree_left)
+        return !sup_report_last_attempt(s); /* entries not in the store get one more try */
+    if (s->stop.drain_deadline && now >= s->stop.drain_deadline && !tree_left)
+        return 1;
+    return s->stop.phase != P_RUN && now >= s->stop.deadline;
+}
+
+/* The timerfd counts on CLOCK_MONOTONIC, the system seam's mono_ms. */
+void sup_arm_timer(struct sup *s)
+{
+    int64_t due = sup_next_due(s), now = sup_mono_ms(s);
+    struct itimerspec its;
+
     memset(&its, 0, sizeof its);
     if (due > 0) {
-        if (due <= ckpt_mono_ms())
-            due = ckpt_mono_ms() + 1; /* zero would disarm */
+        if (due <= now)
+            due = now + 1; /* zero would disarm */
         its.it_value.tv_sec = due / 1000;
         its.it_value.tv_nsec = (due % 1000) * 1000000;
     }
@@ -396,16 +437,9 @@ void sup_arm_timer(struct sup *s)
 
 void sup_on_timer(struct sup *s)
 {
-    int64_t now = ckpt_mono_ms();
     uint64_t ticks;
 
     if (read(s->tfd, &ticks, sizeof ticks) < 0)
-        (void)0; /* spurious wake-up; the checks below are idempotent */
-    if (s->next_periodic > 0 && now >= s->next_periodic) {
-        if (s->stop.phase == P_RUN && s->ch.alive)
-            request_checkpoint(s, "periodic", 0, NULL, -1, CH_NONE);
-        s->next_periodic = now + (int64_t)s->o->interval_ms;
-    }
-    stop_tick(s, now);
-    sup_report_tick(s, now);
+        (void)0; /* spurious wake-up; the checks are idempotent */
+    sup_on_time(s, sup_mono_ms(s));
 }

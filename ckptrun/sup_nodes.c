@@ -254,9 +254,9 @@ static void remote_stop(struct sup *s)
     c.remote = s->nv.stop_user ? 2 : 1;
     /* Entries written since the stop began on its node answer it here too
      * (the ranks may have agreed and saved before this node polled it). */
-    age = ckpt_now_ms() - s->nv.stop_time_ms;
+    age = sup_now_ms(s) - s->nv.stop_time_ms;
     if (s->nv.stop_time_ms > 0 && age >= 0 && age < 60000)
-        c.since_mono = ckpt_mono_ms() - age;
+        c.since_mono = sup_mono_ms(s) - age;
     log_msg(LOG_INFO, "nodes", "stop from node %u (%s): stopping this node too",
             s->nv.stop_node, s->nv.stop_reason);
     stop_begin(s, &c);
@@ -275,19 +275,19 @@ static void empty_answers(struct sup *s)
  * empty part, once its own directory shows nothing of that step. */
 static void empty_parts(struct sup *s)
 {
-    int64_t now = ckpt_now_ms();
+    int64_t now = sup_now_ms(s);
 
     for (int i = 0; i < s->nv.npending; i++) {
         const struct nodesync_pending *p = &s->nv.pending[i];
         if (p->mine || p->step <= s->empty_asked || p->have == 0)
             continue;
         if ((s->part_step >= 0 && (uint64_t)s->part_step == p->step) ||
-            now - p->first_ms < EMPTY_AFTER_MS || watch_busy(s->w) ||
-            watch_has_step(s->w, p->step))
+            now - p->first_ms < EMPTY_AFTER_MS || s->seam->watch_busy(s->w) ||
+            s->seam->watch_has_step(s->w, p->step))
             continue;
         s->empty_asked = p->step;
         s->empty_asked_first_ms = p->first_ms;
-        nodesync_write_empty(s->ns, p->step);
+        s->seam->nodes_write_empty(s->ns, p->step);
     }
 }
 
@@ -298,7 +298,7 @@ void sup_nodes_on_wake(struct sup *s)
 
     if (!s->ns)
         return;
-    nodesync_view(s->ns, &s->nv);
+    s->seam->nodes_view(s->ns, &s->nv);
     if (s->nv.lost && !s->lease_lost) {
         stop_lease_lost(s, s->nv.lost_why);
         return;
@@ -307,7 +307,7 @@ void sup_nodes_on_wake(struct sup *s)
         log_msg(LOG_WARN, "nodes", "cannot commit the global step %s", s->nv.commit_error);
     if (s->nv.global_step > s->last_step) {
         s->last_step = s->nv.global_step;
-        watch_note_step(s->w, (uint64_t)s->last_step);
+        s->seam->watch_note_step(s->w, (uint64_t)s->last_step);
         if ((f = sup_fields())) {
             cJSON_AddNumberToObject(f, "step", (double)s->last_step);
             cJSON_AddNumberToObject(f, "nodes", s->nid.nnodes);
@@ -335,7 +335,7 @@ void sup_nodes_stop_begun(struct sup *s, const struct stop_cause *c, int64_t dea
     s->stop_global0 = s->last_step;
     if (c->remote && s->nv.stop_time_ms > 0 && s->nv.stop_time_ms < s->stop_ref_ms)
         s->stop_ref_ms = s->nv.stop_time_ms;
-    nodesync_fast(s->ns, 1);
+    s->seam->nodes_fast(s->ns, 1);
     /* The job may have saved for this stop before this node heard of it
      * (its ranks agreed on another node's request): the part it wrote
      * since, or the empty part it filled in, answers it here. */
@@ -346,12 +346,12 @@ void sup_nodes_stop_begun(struct sup *s, const struct stop_cause *c, int64_t dea
         return;
     snprintf(reason, sizeof reason, "%s%s%s", c->reason, c->provider && *c->provider ? " " : "",
              c->provider ? c->provider : "");
-    nodesync_post_stop(s->ns, reason, deadline_unix, s->stop.user);
+    s->seam->nodes_post_stop(s->ns, reason, deadline_unix, s->stop.user);
 }
 
 int sup_nodes_settling(struct sup *s)
 {
-    int64_t now = ckpt_mono_ms(), until;
+    int64_t now = sup_mono_ms(s), until;
 
     if (!s->ns || s->lease_lost)
         return 0;

@@ -5,6 +5,10 @@
  * nodesync thread learns (another node's stop, global commits, steps that
  * wait for this node's empty part, the job taken over).
  * All of it is a no-op with one node (s->nid.nnodes == 1, s->ns NULL).
+ * What runs while the job runs (on_wake, stop_begun, settling, on_part)
+ * reads the clocks and reaches the watch and the nodes' thread through the
+ * supervisor's seam (sup_seam.h), so tests/unit/test_sup_nodes.c drives it
+ * under a fake clock; start and close set the real thread up and down.
  */
 #ifndef CKPTRUN_SUP_NODES_H
 #define CKPTRUN_SUP_NODES_H

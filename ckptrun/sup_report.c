@@ -22,7 +22,7 @@ int sup_report_init(struct sup *s)
     const char *v = getenv("CKPT_WARN_NO_CHECKPOINT");
     uint64_t ms;
 
-    r->activity_mono = ckpt_mono_ms();
+    r->activity_mono = sup_mono_ms(s);
     /* A trainer that checkpoints on its own schedule may go a while without
      * one; twice --interval means requests went unanswered. */
     r->no_ckpt_ms = NO_CKPT_WARN_MS;
@@ -53,7 +53,7 @@ void sup_report_carry(struct sup *s, const cJSON *prev)
 
 void sup_report_started(struct sup *s)
 {
-    s->rep.activity_mono = ckpt_mono_ms();
+    s->rep.activity_mono = sup_mono_ms(s);
 }
 
 void sup_report_free(struct sup *s)
@@ -67,7 +67,7 @@ void sup_report_free(struct sup *s)
 
 void sup_report_activity(struct sup *s)
 {
-    s->rep.activity_mono = ckpt_mono_ms();
+    s->rep.activity_mono = sup_mono_ms(s);
     s->rep.saw_checkpoint = 1;
 }
 
@@ -94,8 +94,8 @@ int sup_report_commit_failed(struct sup *s, uint64_t step, const char *error, co
     snprintf(r->last_error, sizeof r->last_error, "step %" PRIu64 ": %s%s%s", step, r->last_err,
              r->last_detail[0] ? ": " : "", r->last_detail);
     r->last_error_step = step;
-    r->last_error_ms = ckpt_now_ms();
-    r->last_error_mono = ckpt_mono_ms();
+    r->last_error_ms = sup_now_ms(s);
+    r->last_error_mono = sup_mono_ms(s);
     sup_report_activity(s); /* something complete was there to commit */
     if (f && r->in_row > 1)
         cJSON_AddNumberToObject(f, "in_row", r->in_row);
@@ -150,7 +150,7 @@ void sup_report_tick(struct sup *s, int64_t now)
 
     if (due < 0 || now < due)
         return;
-    if (watch_busy(s->w) || watch_uncommitted(s->w, 0, NULL, NULL) > 0) {
+    if (s->seam->watch_busy(s->w) || s->seam->watch_uncommitted(s->w, 0, NULL, NULL) > 0) {
         r->activity_mono = now; /* something complete, being (or to be) committed */
         return;
     }
@@ -206,7 +206,7 @@ int sup_report_last_attempt(struct sup *s)
         return 0;
     }
     r->last_attempt = 1;
-    n = watch_uncommitted(s->w, 1, collect, &c);
+    n = s->seam->watch_uncommitted(s->w, 1, collect, &c);
     if (n > 0)
         log_msg(LOG_WARN, "commit",
                 "the child exited 0; step %" PRIu64 " (%s) is not in the "
@@ -225,7 +225,7 @@ void sup_report_outcome(struct sup *s, int *rc, const char **state)
         goto out;
     if (!(c.entries = cJSON_CreateArray()))
         goto out;
-    if (watch_uncommitted(s->w, 0, collect, &c) == 0)
+    if (s->seam->watch_uncommitted(s->w, 0, collect, &c) == 0)
         goto out;
     r->uncommitted = 1;
     r->uncommitted_step = c.step;
@@ -259,7 +259,7 @@ void sup_report_final_why(struct sup *s, cJSON *f)
 
     if (st->failed_since_stop || (r->last_error_mono && r->last_error_mono >= st->t0))
         snprintf(w, n, "a commit failed since the stop (%.300s)", r->last_error);
-    else if (s->w && watch_busy(s->w))
+    else if (s->w && s->seam->watch_busy(s->w))
         snprintf(w, n, "its commit was still in flight at the deadline");
     else if (st->via == CH_NONE && r->unreachable)
         snprintf(w, n,

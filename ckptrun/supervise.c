@@ -263,26 +263,10 @@ static int start_child(struct sup *s, const char *preload)
     sup_event(s, LOG_INFO, "start", f, 1);
     sup_report_started(s);
     if (s->o->interval_ms)
-        s->next_periodic = ckpt_mono_ms() + (int64_t)s->o->interval_ms;
+        s->next_periodic = sup_mono_ms(s) + (int64_t)s->o->interval_ms;
 out:
     child_env_free(env);
     return rc;
-}
-
-/* Done when the child is gone, commits are finished and no process of the
- * job is left (or, during a stop, the deadline has come). */
-static int loop_done(struct sup *s)
-{
-    int tree_left = s->ch.kp.alive || s->ch.kp.rep_fd >= 0;
-    if (s->ch.alive)
-        return 0;
-    if (s->ns && !tree_left && !watch_busy(s->w) && sup_nodes_settling(s))
-        return 0; /* the other nodes' parts, node 0's commit */
-    if (!watch_busy(s->w) && !tree_left)
-        return !sup_report_last_attempt(s); /* entries not in the store get one more try */
-    if (s->stop.drain_deadline && ckpt_mono_ms() >= s->stop.drain_deadline && !tree_left)
-        return 1;
-    return s->stop.phase != P_RUN && ckpt_mono_ms() >= s->stop.deadline;
 }
 
 /* On a terminal: the commit in flight, and during a stop what it waits
@@ -307,12 +291,12 @@ static void show_progress(struct sup *s)
 
 static void loop(struct sup *s)
 {
-    while (!loop_done(s)) {
+    while (!sup_loop_done(s)) {
         struct pollfd pf[MAX_PFDS];
         int n = 0, nbase;
-        if (watch_dirty(s->w) || (s->watch_due >= 0 && ckpt_mono_ms() >= s->watch_due))
+        if (watch_dirty(s->w) || (s->watch_due >= 0 && sup_mono_ms(s) >= s->watch_due))
             s->watch_due = watch_tick(s->w);
-        if (loop_done(s))
+        if (sup_loop_done(s))
             break;
         sup_arm_timer(s);
         show_progress(s);
@@ -432,13 +416,14 @@ int supervise(struct opts *o, enum sup_mode mode)
     memset(s, 0, sizeof *s);
     s->o = o;
     s->mode = mode;
+    s->seam = &sup_seam_system;
     s->sfd = s->tfd = -1;
     child_init(&s->ch);
     stop_init(&s->stop);
     s->last_step = -1;
     s->last_changed = -1;
     s->watch_due = -1;
-    s->started_ms = ckpt_now_ms();
+    s->started_ms = sup_now_ms(s);
     if (o->nargs < 1) {
         log_error("no command to run: ckptrun [run] [OPTIONS] -- COMMAND [ARG...]");
         rc = EXIT_USAGE;

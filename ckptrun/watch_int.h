@@ -146,6 +146,9 @@ struct claim {
     char name[256];
     uint64_t step;
     struct sig sig;
+    uint64_t gen;             /* the entry's instance when reported */
+    int waiting;              /* a process still wrote in it when reported (another
+                                 rank): that instance, once they are done */
     int in_use;
 };
 
@@ -249,7 +252,7 @@ void due_min(int64_t *next, int64_t due);
  * counter. Sets e->step, e->numbered, e->step_from. */
 void resolve_step(struct watch *w, struct entry *e);
 /* The saved() report matching this version of `e`, or NULL. */
-const struct claim *claim_of(const struct watch *w, const struct entry *e);
+struct claim *claim_of(struct watch *w, const struct entry *e);
 
 /* ---- watch_writers.c ----------------------------------------------------------- */
 

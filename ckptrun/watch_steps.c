@@ -30,11 +30,12 @@ int watch_has_step(const struct watch *w, uint64_t step)
     return 0;
 }
 
-const struct claim *claim_of(const struct watch *w, const struct entry *e)
+struct claim *claim_of(struct watch *w, const struct entry *e)
 {
     for (int i = 0; i < MAX_CLAIMS; i++) {
-        const struct claim *c = &w->claims[i];
-        if (c->in_use && strcmp(c->name, e->name) == 0 && sig_eq(&c->sig, &e->sig))
+        struct claim *c = &w->claims[i];
+        if (c->in_use && strcmp(c->name, e->name) == 0 &&
+            (sig_eq(&c->sig, &e->sig) || (c->waiting && c->gen == e->gen)))
             return c;
     }
     return NULL;
@@ -138,12 +139,14 @@ static void step_back(struct watch *w, const struct entry *e)
 
 void resolve_step(struct watch *w, struct entry *e)
 {
-    const struct claim *c = claim_of(w, e);
+    struct claim *c = claim_of(w, e);
     uint64_t st;
 
     if (c) {
         e->step = c->step;
         e->step_from = SF_SAVED;
+        c->sig = e->sig; /* this version, its writers done: the one reported */
+        c->waiting = 0;
     } else if (e->kind == K_DIR && hf_step(w, e, &st)) {
         e->step = st;
         e->step_from = SF_STATE;
@@ -192,8 +195,10 @@ static int entry_name(const struct watch *w, const char *path, char *name, size_
     return 0;
 }
 
-static void claim_add(struct watch *w, const char *name, uint64_t step, const struct sig *s)
+static void claim_add(struct watch *w, const struct entry *e, uint64_t step, const struct sig *s,
+                      int waiting)
 {
+    const char *name = e->name;
     struct claim *c = NULL;
     int oldest = 0;
 
@@ -213,6 +218,8 @@ static void claim_add(struct watch *w, const char *name, uint64_t step, const st
     snprintf(c->name, sizeof c->name, "%s", name);
     c->step = step;
     c->sig = *s;
+    c->gen = e->gen;
+    c->waiting = waiting;
     c->in_use = 1;
 }
 
@@ -253,7 +260,9 @@ void watch_saved(struct watch *w, const char *path, const char *event, int has_s
         touch(e, now);
         return;
     }
-    claim_add(w, name, step, &s);
+    /* Reported while another process still writes in it (a rank's shard
+     * after rank 0's report): that instance once they are done. */
+    claim_add(w, e, step, &s, writer_under(w, e));
     watch_note_step(w, step);
     touch(e, now);
     w->dirty = 1;

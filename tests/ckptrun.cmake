@@ -4,6 +4,10 @@
 #                the child's environment, fsutil
 #                test_watch (cmocka) -- the directory watch's rules, the
 #                control socket's `file` message
+#                test_stop (cmocka) -- the stop state machine and the
+#                supervisor's events under a fake clock (ckptrun/sup_seam.h)
+#                test_sup_nodes (cmocka) -- a node of a job of several
+#                under the same fake clock (sup_nodes.c)
 #   integration: ckptrun_integration -- tests/integration/test_ckptrun.py drives
 #                the real ckptrun (and c_trainer when built) on file:// stores.
 find_package(PkgConfig REQUIRED)
@@ -28,6 +32,30 @@ target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m
 add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names the package
 add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
+
+# The supervisor's stop state machine and what its events mean, under a
+# fake clock and a fake world (ckptrun/sup_seam.h): notices, SIGTERM, the
+# whole job's SIGTERM, short deadlines and their codec, failed commits,
+# the child gone before the commit, Ctrl-C, requests that reach nobody
+# (cmocka; nothing sleeps, starts a process or opens a socket or store).
+# The real modules are linked for the symbols the event readers name; the
+# code under test reaches them only through the seam.
+# test_sup_nodes: a node of a job of several (sup_nodes.c) in the same
+# fake world, its nodes' thread a view the test writes (tests/unit/fake_sup.h).
+file(GLOB _watch_src ${_cr}/watch*.c)
+foreach(_t test_stop test_sup_nodes)
+  add_executable(${_t} ${CMAKE_CURRENT_LIST_DIR}/unit/${_t}.c
+    ${CMAKE_CURRENT_LIST_DIR}/unit/fake_sup.c
+    ${_cr}/stop.c ${_cr}/sup_events.c ${_cr}/sup.c ${_cr}/sup_report.c ${_cr}/request.c
+    ${_cr}/sup_nodes.c ${_cr}/nodesync.c ${_cr}/nodes.c ${_cr}/claim.c ${_cr}/lease.c
+    ${_cr}/renewer.c ${_cr}/notice_queue.c ${_cr}/child.c ${_cr}/keeper.c ${_cr}/proctree.c
+    ${_watch_src} ${_cr}/commit_files.c ${_cr}/record.c ${_cr}/history.c ${_cr}/resume_cmd.c
+    ${_cr}/fsutil.c ${_cr}/opts.c ${_cr}/runs.c ${_cr}/runlog.c ${_cr}/parse.c)
+  target_include_directories(${_t} PRIVATE ${_cr})
+  target_link_libraries(${_t} PRIVATE ckpt_internal PkgConfig::CMOCKA m)
+  add_test(NAME ${_t} COMMAND ${_t})
+  set_tests_properties(${_t} PROPERTIES LABELS unit TIMEOUT 60)
+endforeach()
 
 # What `run` says so that nothing is lost in silence (cmocka): the
 # watcher's watch_uncommitted() through the fault seam (unit/fault_store.h),

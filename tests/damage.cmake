@@ -4,7 +4,8 @@
 # side is tests/unit/test_damage.c.
 #   damage_verify_race  `ckptrun verify` again and again beside a trainer
 #                       saving every 20 ms with --keep 3: never "damaged"
-#   damage_head         HEAD garbage / bad checksum / empty: ls, restore,
+#   damage_head         HEAD garbage / bad checksum / empty: ls (--run and
+#                       the runs table), restore,
 #                       verify (exit 1, how to recover), the trainer's
 #                       ckpt_restore and its next save, `ckptrun run`
 #                       rewriting HEAD when it takes the lease

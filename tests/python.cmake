@@ -29,8 +29,9 @@ function(ckpt_python_test name script timeout labels)
 endfunction()
 ckpt_python_test(python_api test_py_api.py 600 "integration;nosan")
 ckpt_python_test(python_kill test_py_kill.py 900 "integration;nosan" CKPT_PY_KILLS=20)
+# 100 lives of up to 0.6 s each: enough steps that training outlasts them
 ckpt_python_test(python_kill_stress test_py_kill.py 3600 "stress;nosan" CKPT_PY_KILLS=100
-  CKPT_PY_STEPS=12000)
+  CKPT_PY_STEPS=30000)
 ckpt_python_test(python_ckptrun test_py_ckptrun.py 600 "integration;nosan")
 if(EXISTS /usr/bin/torchrun)
   ckpt_python_test(python_torchrun test_py_torchrun.py 900 "integration;nosan")

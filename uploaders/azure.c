@@ -110,7 +110,7 @@ static ckpt_status az_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **
                              : CKPT_E_NOMEM;
         free(sts);
         if (st != CKPT_OK) {
-            ckpt_store_err(err, "azure: cannot sign (account key not valid base64?)");
+            ckpt__seterr(err, "azure: cannot sign (account key not valid base64?)");
             return st;
         }
         ckpt_obj_line(h, "Authorization: %s", auth);
@@ -246,7 +246,7 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
 
     *out = NULL;
     if (!url || strncmp(url, "az://", 5) != 0) {
-        ckpt_store_err(err, "not an az:// URL");
+        ckpt__seterr(err, "not an az:// URL");
         st = CKPT_E_CONFIG;
         goto out;
     }

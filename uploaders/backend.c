@@ -1,24 +1,11 @@
 /* backend.c -- what every backend and the transport lean on (backend.h):
- * key validation, error details, and starting a thread with signals
- * blocked. Nothing here calls up into a backend or store.c. */
-#include <signal.h>
-#include <stdarg.h>
+ * key validation and prefixed keys. Nothing here calls up into a backend
+ * or store.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
-
-void ckpt_store_err(char *err, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
-    va_end(ap);
-}
 
 int ckpt_path_valid(const char *p, size_t max, const char *extra)
 {
@@ -56,7 +43,7 @@ ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **
     size_t pl, kl;
     *out = NULL;
     if (!key || !ckpt_key_valid(key)) {
-        ckpt_store_err(err, "invalid key");
+        ckpt__seterr(err, "invalid key");
         return CKPT_E_INVAL;
     }
     pl = prefix ? strlen(prefix) : 0;

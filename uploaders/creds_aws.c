@@ -230,13 +230,13 @@ ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, 
     const char *ak, *sk, *tok, *exp;
 
     if (!m) {
-        ckpt_store_err(err, "no credentials: env, profile empty and instance metadata "
-                            "disabled");
+        ckpt__seterr(err, "no credentials: env, profile empty and instance metadata "
+                          "disabled");
         goto out;
     }
     if (ckpt_imds_get(m, ROLE_PATH, ROLE_TIMEOUT_MS, 4096, &body, &len, &http, NULL) !=
             CKPT_OK || http != 200 || !body || !*body) {
-        ckpt_store_err(err, "no credentials: env, profile empty and no instance role");
+        ckpt__seterr(err, "no credentials: env, profile empty and no instance role");
         goto out;
     }
     snprintf(role, sizeof(role), "%.*s", (int)strcspn(body, "\r\n"), body);
@@ -246,7 +246,7 @@ ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, 
     snprintf(path, sizeof(path), ROLE_PATH "%s", role);
     if (ckpt_imds_get(m, path, ROLE_TIMEOUT_MS, 64 * 1024, &body, &len, &http, NULL) !=
             CKPT_OK || http != 200 || !body) {
-        ckpt_store_err(err, "instance role credentials unavailable (HTTP %ld)", http);
+        ckpt__seterr(err, "instance role credentials unavailable (HTTP %ld)", http);
         goto out;
     }
     j = cJSON_ParseWithLength(body, len);
@@ -255,7 +255,7 @@ ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, 
     tok = cJSON_GetStringValue(cJSON_GetObjectItem(j, "Token"));
     exp = cJSON_GetStringValue(cJSON_GetObjectItem(j, "Expiration"));
     if (!ak || !sk || !*ak || !*sk) {
-        ckpt_store_err(err, "instance role credentials malformed");
+        ckpt__seterr(err, "instance role credentials malformed");
         goto out;
     }
     ckpt_aws_keys_free(k);

@@ -75,14 +75,14 @@ ckpt_status ckpt_az_creds_load(struct ckpt_az_creds *c, char *err)
         c->account = strdup("");
     }
     if (!c->account || (!c->key_b64 && !c->sas)) {
-        ckpt_store_err(err, "no Azure credentials (AZURE_STORAGE_CONNECTION_STRING, or "
-                            "AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or "
-                            "AZURE_STORAGE_SAS_TOKEN)");
+        ckpt__seterr(err, "no Azure credentials (AZURE_STORAGE_CONNECTION_STRING, or "
+                          "AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or "
+                          "AZURE_STORAGE_SAS_TOKEN)");
         st = CKPT_E_AUTH;
         goto out;
     }
     if (c->key_b64 && !*c->account) {
-        ckpt_store_err(err, "Azure account key given without an account name");
+        ckpt__seterr(err, "Azure account key given without an account name");
         st = CKPT_E_CONFIG;
         goto out;
     }

@@ -18,7 +18,6 @@
 #include "ckpt_http.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,16 +49,6 @@ struct ckpt_imds {
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ckpt_imds *reg_head;
-
-static void set_err(char *err, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, IMDS_ERR_MAX, fmt, ap);
-    va_end(ap);
-}
 
 static int env_true(const char *name)
 {
@@ -142,18 +131,18 @@ static ckpt_status exchange(struct ckpt_imds *m, const char *url, int put,
     st = ckpt_http_do_within(m->http, &req, timeout_ms > 0 ? timeout_ms : 1000L, &resp);
     if (st == CKPT_OK && resp.body_overflow) {
         st = CKPT_E_CORRUPT;
-        set_err(err, "imds: reply body over %zu bytes", max_len);
+        ckpt__errf(err, IMDS_ERR_MAX, "imds: reply body over %zu bytes", max_len);
     } else if (st == CKPT_E_NOMEM) {
-        set_err(err, "imds: out of memory");
+        ckpt__errf(err, IMDS_ERR_MAX, "imds: out of memory");
     } else if (st != CKPT_OK) {
         st = CKPT_E_UNREACHABLE;
-        set_err(err, "imds: %s", resp.errmsg[0] ? resp.errmsg
-                                                : ckpt_http_reason(resp.curl_code));
+        ckpt__errf(err, IMDS_ERR_MAX, "imds: %s",
+                   resp.errmsg[0] ? resp.errmsg : ckpt_http_reason(resp.curl_code));
     } else {
         *http_status = resp.status;
         st = ckpt_http_resp_take_body(&resp, (void **)body, len);
         if (st)
-            set_err(err, "imds: out of memory");
+            ckpt__errf(err, IMDS_ERR_MAX, "imds: out of memory");
     }
     ckpt_http_resp_free(&resp);
     return st;
@@ -189,7 +178,7 @@ static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
     }
     if (code != 200) {
         st = code >= 500 ? CKPT_E_TRANSIENT : CKPT_E_AUTH;
-        set_err(err, "imds: token PUT answered HTTP %ld", code);
+        ckpt__errf(err, IMDS_ERR_MAX, "imds: token PUT answered HTTP %ld", code);
         goto out;
     }
     while (n > 0 && (body[n - 1] == '\n' || body[n - 1] == '\r' || body[n - 1] == ' '))
@@ -198,7 +187,7 @@ static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
         /* A token is sent back as a header: refuse anything that would
          * break or inject header lines. */
         st = CKPT_E_CORRUPT;
-        set_err(err, "imds: token PUT returned an unusable token");
+        ckpt__errf(err, IMDS_ERR_MAX, "imds: token PUT returned an unusable token");
         goto out;
     }
     memcpy(m->token, body, n);
@@ -227,7 +216,7 @@ ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms
 
     if (!m || !path || path[0] != '/' || !body || !http_status ||
         strlen(path) >= 1024) {
-        set_err(err, "imds: bad argument");
+        ckpt__errf(err, IMDS_ERR_MAX, "imds: bad argument");
         return CKPT_E_INVAL;
     }
     *body = NULL;

@@ -57,7 +57,7 @@ static ckpt_status put_part(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_
     if (st == CKPT_OK && o->d->multipart->part_etag &&
         !ckpt_http_header(&resp, "ETag", mp->tags[i], CKPT_ETAG_MAX)) {
         st = CKPT_E_CORRUPT;
-        ckpt_store_err(err, "%s multipart: part %zu without ETag", o->tag, i + 1);
+        ckpt__seterr(err, "%s multipart: part %zu without ETag", o->tag, i + 1);
     }
     ckpt_http_resp_free(&resp);
     free(query);
@@ -188,7 +188,7 @@ ckpt_status ckpt_obj_put(struct ckpt_store *st_, const char *key, const void *bu
         goto out;
     if (opts->cond == CKPT_PUT_IF_MATCH && (!opts->if_match || !*opts->if_match)) {
         st = CKPT_E_INVAL;
-        ckpt_store_err(err, "If-Match put without an etag");
+        ckpt__seterr(err, "If-Match put without an etag");
         goto out;
     }
     if (len > o->part_min) {
@@ -246,8 +246,8 @@ ckpt_status ckpt_obj_get(struct ckpt_store *st_, const char *key, size_t max_len
         goto out;
     if (resp.body_overflow) {
         st = CKPT_E_CORRUPT;
-        ckpt_store_err(err, "%s %s/%s: object larger than %zu bytes", o->tag, o->container,
-                       fk, max_len);
+        ckpt__seterr(err, "%s %s/%s: object larger than %zu bytes", o->tag, o->container, fk,
+                     max_len);
         goto out;
     }
     ckpt_obj_etag(o, &resp, etag_out);
@@ -288,15 +288,15 @@ ckpt_status ckpt_obj_get_range(struct ckpt_store *st_, const char *key, uint64_t
      * (200, the whole object) or cut it short is refused, not trusted. */
     if (resp.status != 206 || resp.body_overflow) {
         st = CKPT_E_CORRUPT;
-        ckpt_store_err(err, "%s %s/%s: range %llu+%zu answered with HTTP %ld%s", o->tag,
-                       o->container, fk, (unsigned long long)off, len, resp.status,
-                       resp.body_overflow ? " and more bytes" : "");
+        ckpt__seterr(err, "%s %s/%s: range %llu+%zu answered with HTTP %ld%s", o->tag, o->container,
+                     fk, (unsigned long long)off, len, resp.status,
+                     resp.body_overflow ? " and more bytes" : "");
         goto out;
     }
     if (resp.len != len) {
         st = CKPT_E_CORRUPT;
-        ckpt_store_err(err, "%s %s/%s: range %llu+%zu: %zu bytes came back", o->tag,
-                       o->container, fk, (unsigned long long)off, len, resp.len);
+        ckpt__seterr(err, "%s %s/%s: range %llu+%zu: %zu bytes came back", o->tag, o->container, fk,
+                     (unsigned long long)off, len, resp.len);
     }
 out:
     ckpt_http_resp_free(&resp);
@@ -457,7 +457,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
             goto out;
         }
         if (st != CKPT_OK) {
-            ckpt_store_err(err, "%s list %s: malformed reply", o->tag, fp);
+            ckpt__seterr(err, "%s list %s: malformed reply", o->tag, fp);
             goto out;
         }
         more = l->truncated ? ls.more : ls.token[0] != '\0';
@@ -465,8 +465,8 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
             break;
         if (!ls.token[0]) {
             st = CKPT_E_CORRUPT;
-            ckpt_store_err(err, "%s list %s: truncated page without a continuation token",
-                           o->tag, fp);
+            ckpt__seterr(err, "%s list %s: truncated page without a continuation token", o->tag,
+                         fp);
             goto out;
         }
     }
@@ -510,7 +510,7 @@ ckpt_status ckpt_obj_del(struct ckpt_store *st_, const char *const *keys, size_t
 
     for (i = 0; i < n; i++) {
         if (!keys[i] || !ckpt_key_valid(keys[i])) {
-            ckpt_store_err(err, "invalid key");
+            ckpt__seterr(err, "invalid key");
             return CKPT_E_INVAL;
         }
     }

@@ -131,7 +131,7 @@ ckpt_status ckpt_obj_open(struct ckpt_obj *o, const struct ckpt_store_ops *ops,
     if (!o->base.url || !o->container || !o->prefix)
         return CKPT_E_NOMEM;
     if (!*o->container || strpbrk(o->container, "?#@:") || !prefix_valid(o->prefix)) {
-        ckpt_store_err(err, "bad %s or prefix in %s", noun, url);
+        ckpt__seterr(err, "bad %s or prefix in %s", noun, url);
         return CKPT_E_CONFIG;
     }
     return CKPT_OK;
@@ -159,7 +159,7 @@ ckpt_status ckpt_obj_endpoint(struct ckpt_obj *o, const char *url, char *err)
     size_t n;
 
     if (!p) {
-        ckpt_store_err(err, "endpoint URL without scheme: %s", url);
+        ckpt__seterr(err, "endpoint URL without scheme: %s", url);
         return CKPT_E_CONFIG;
     }
     o->ep_scheme = strndup(url, (size_t)(p - url));
@@ -301,11 +301,11 @@ ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
         }
         correct_clock(o, resp, &kind);
         if (resp->status)
-            ckpt_store_err(err, "%s %s %s/%s: HTTP %ld %s", o->tag, rq->method, o->container,
-                           rq->key ? rq->key : "", resp->status, code);
+            ckpt__seterr(err, "%s %s %s/%s: HTTP %ld %s", o->tag, rq->method, o->container,
+                         rq->key ? rq->key : "", resp->status, code);
         else
-            ckpt_store_err(err, "%s %s %s/%s: %s", o->tag, rq->method, o->container,
-                           rq->key ? rq->key : "", resp->errmsg);
+            ckpt__seterr(err, "%s %s %s/%s: %s", o->tag, rq->method, o->container,
+                         rq->key ? rq->key : "", resp->errmsg);
         if (rq->ambiguous && kind != CKPT_RETRY_NEVER &&
             (resp->status == 0 || resp->status >= 500))
             *rq->ambiguous = 1;

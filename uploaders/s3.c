@@ -349,7 +349,7 @@ static ckpt_status mpu_begin(struct ckpt_obj *o, struct ckpt_obj_parts *mp, char
     if (st != CKPT_OK)
         return st;
     if (!id[0]) {
-        ckpt_store_err(err, "s3 multipart: no UploadId in reply");
+        ckpt__seterr(err, "s3 multipart: no UploadId in reply");
         return CKPT_E_CORRUPT;
     }
     mp->id = ckpt_uri_encode(id, strlen(id), 0);
@@ -457,15 +457,15 @@ static ckpt_status s3_del_batch(struct ckpt_obj *o, const char *const *keys, siz
             goto out;
         if (ckpt_xml_parse(resp.body, resp.len, del_cb, &d) != CKPT_OK) {
             st = CKPT_E_CORRUPT;
-            ckpt_store_err(err, "s3 delete: malformed reply");
+            ckpt__seterr(err, "s3 delete: malformed reply");
             goto out;
         }
         ckpt_http_resp_free(&resp);
         if (!d.errors)
             goto out;
         st = strcmp(d.first_code, "AccessDenied") == 0 ? CKPT_E_AUTH : CKPT_E_TRANSIENT;
-        ckpt_store_err(err, "s3 delete: %zu keys failed, first %s: %s", d.errors,
-                       d.first_key, d.first_code);
+        ckpt__seterr(err, "s3 delete: %zu keys failed, first %s: %s", d.errors, d.first_key,
+                     d.first_code);
         if (st == CKPT_E_AUTH)
             goto out;
     }

@@ -64,7 +64,7 @@ static ckpt_status endpoint(struct s3 *s, const struct ckpt_aws_profile *prof, i
             return st;
         if ((strcmp(s->o.ep_scheme, "https") != 0 && strcmp(s->o.ep_scheme, "http") != 0) ||
             !*s->o.ep_host) {
-            ckpt_store_err(err, "bad endpoint URL: %s", ep);
+            ckpt__seterr(err, "bad endpoint URL: %s", ep);
             return CKPT_E_CONFIG;
         }
         if (host_is_ip_or_local(s->o.ep_host, loopback))
@@ -103,9 +103,10 @@ static ckpt_status checksum(struct s3 *s, char *err)
     } else if (strcmp(v, "crc32c") == 0 && !s->gcs && have_crc) {
         s->crc32c = 1;
     } else {
-        ckpt_store_err(err, "CKPT_S3_CHECKSUM='%.40s': expected md5, crc32c or auto%s", v,
-                       strcmp(v, "crc32c") ? "" : s->gcs ? " (gs:// takes md5 only)"
-                                                        : " (this build has no ISA-L: md5 only)");
+        ckpt__seterr(err, "CKPT_S3_CHECKSUM='%.40s': expected md5, crc32c or auto%s", v,
+                     strcmp(v, "crc32c") ? ""
+                     : s->gcs            ? " (gs:// takes md5 only)"
+                                         : " (this build has no ISA-L: md5 only)");
         return CKPT_E_CONFIG;
     }
     return CKPT_OK;
@@ -122,9 +123,9 @@ static ckpt_status settings(struct s3 *s, const struct ckpt_store_config *cfg, c
             return CKPT_E_NOMEM;
     }
     if (s->gcs && s->sse) {
-        ckpt_store_err(err, "server-side encryption settings (--sse, CKPT_S3_SSE) are for "
-                            "s3://; GCS encrypts every object with Google-managed or bucket "
-                            "default keys");
+        ckpt__seterr(err, "server-side encryption settings (--sse, CKPT_S3_SSE) are for "
+                          "s3://; GCS encrypts every object with Google-managed or bucket "
+                          "default keys");
         return CKPT_E_CONFIG;
     }
     /* With SSE-KMS the ETag is not the MD5 of the content. */
@@ -144,7 +145,7 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
     memset(&prof, 0, sizeof(prof));
     *out = NULL;
     if (!url || (strncmp(url, "s3://", 5) != 0 && strncmp(url, "gs://", 5) != 0)) {
-        ckpt_store_err(err, "not an s3:// or gs:// URL");
+        ckpt__seterr(err, "not an s3:// or gs:// URL");
         st = CKPT_E_CONFIG;
         goto out;
     }
@@ -180,8 +181,8 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
             goto out;
     }
     if (!s->keys.ak || !s->keys.sk) {
-        ckpt_store_err(err, "no credentials found for %s (environment, profile%s)", url,
-                       gcs ? "" : ", instance role");
+        ckpt__seterr(err, "no credentials found for %s (environment, profile%s)", url,
+                     gcs ? "" : ", instance role");
         st = CKPT_E_AUTH;
         goto out;
     }

@@ -56,15 +56,17 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     }
     if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
         ckpt_parse_size(v, &c->max_rate_bps, NULL) != 0) {
-        ckpt_store_err(err, "CKPT_MAX_RATE='%.40s': expected bytes per second "
-                       "like 50M or 1G", v);
+        ckpt__seterr(err,
+                     "CKPT_MAX_RATE='%.40s': expected bytes per second "
+                     "like 50M or 1G",
+                     v);
         return CKPT_E_CONFIG;
     }
     if (!c->connections && (v = getenv("CKPT_CONNECTIONS")) && *v) {
         char *end;
         unsigned long n = strtoul(v, &end, 10);
         if (*end || n < 1 || n > 256) {
-            ckpt_store_err(err, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
+            ckpt__seterr(err, "CKPT_CONNECTIONS='%.40s': expected 1..256", v);
             return CKPT_E_CONFIG;
         }
         c->connections = (unsigned)n;
@@ -75,8 +77,8 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
             if (!(isupper((unsigned char)c->storage_class[i]) || c->storage_class[i] == '_'))
                 break;
         if (n == 0 || n > 40 || i < n || class_unreadable(c->storage_class)) {
-            ckpt_store_err(err, "storage class '%.40s': %s", c->storage_class,
-                           i < n || n == 0 || n > 40
+            ckpt__seterr(err, "storage class '%.40s': %s", c->storage_class,
+                         i < n || n == 0 || n > 40
                              ? "expected an S3 class name like STANDARD_IA or "
                                "INTELLIGENT_TIERING"
                              : "objects there must be restored before they can be read; "
@@ -87,12 +89,14 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
     if (c->sse_kms_key_id && !c->sse)
         c->sse = "aws:kms"; /* a key id means SSE-KMS */
     if (c->sse && strcmp(c->sse, "AES256") && strcmp(c->sse, "aws:kms")) {
-        ckpt_store_err(err, "server-side encryption '%.40s': expected AES256 "
-                       "(SSE-S3) or aws:kms (SSE-KMS)", c->sse);
+        ckpt__seterr(err,
+                     "server-side encryption '%.40s': expected AES256 "
+                     "(SSE-S3) or aws:kms (SSE-KMS)",
+                     c->sse);
         return CKPT_E_CONFIG;
     }
     if (c->sse_kms_key_id && strcmp(c->sse, "aws:kms")) {
-        ckpt_store_err(err, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
+        ckpt__seterr(err, "a KMS key id needs SSE-KMS (aws:kms), not %s", c->sse);
         return CKPT_E_CONFIG;
     }
     return CKPT_OK;
@@ -135,7 +139,7 @@ static ckpt_status open_FILE(const char *url, const struct ckpt_store_config *cf
                              struct ckpt_store **out, char *err)
 {
     if (url[7] != '/') {
-        ckpt_store_err(err, "file store URL must be file:///absolute/path: %.400s", url);
+        ckpt__seterr(err, "file store URL must be file:///absolute/path: %.400s", url);
         return CKPT_E_CONFIG;
     }
     return ckpt_store_file_open(url + 7, cfg, out, err);
@@ -148,8 +152,8 @@ static ckpt_status open_S3(const char *url, const struct ckpt_store_config *cfg,
     return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
 #else
     (void)cfg, (void)out;
-    ckpt_store_err(err, "%.*s:// stores are not compiled into this build",
-                   (int)strcspn(url, ":"), url);
+    ckpt__seterr(err, "%.*s:// stores are not compiled into this build", (int)strcspn(url, ":"),
+                 url);
     return CKPT_E_UNSUPPORTED;
 #endif
 }
@@ -161,8 +165,8 @@ static ckpt_status open_AZURE(const char *url, const struct ckpt_store_config *c
     return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
 #else
     (void)cfg, (void)out;
-    ckpt_store_err(err, "%.*s:// stores are not compiled into this build",
-                   (int)strcspn(url, ":"), url);
+    ckpt__seterr(err, "%.*s:// stores are not compiled into this build", (int)strcspn(url, ":"),
+                 url);
     return CKPT_E_UNSUPPORTED;
 #endif
 }
@@ -250,15 +254,15 @@ ckpt_status ckpt_store_open(const char *url, const struct ckpt_store_config *cfg
     if (!url || !*url) {
         url = ckpt_store_default_url(def, sizeof def);
         if (!url) {
-            ckpt_store_err(err, "no store given and neither XDG_DATA_HOME nor "
-                           "HOME is an absolute path");
+            ckpt__seterr(err, "no store given and neither XDG_DATA_HOME nor "
+                              "HOME is an absolute path");
             return CKPT_E_CONFIG;
         }
         i = scheme_index(url);
     }
     if (i < 0) {
-        ckpt_store_err(err, "unknown store URL '%.400s' (expected %s)", url,
-                       ckpt_store_url_forms(forms, sizeof forms));
+        ckpt__seterr(err, "unknown store URL '%.400s' (expected %s)", url,
+                     ckpt_store_url_forms(forms, sizeof forms));
         return CKPT_E_CONFIG;
     }
     return openers[i](url, &cfgv, out, err);

@@ -1,7 +1,7 @@
 /*
  * ckpt_common.h -- what libckpt, its stores and ckptrun all need, each
  * defined once: durations, sizes, names, codec specs, signal names, the
- * clock and threads.
+ * clock, threads and error details.
  *
  * Internal to the project (not installed, not exported from libckpt.so):
  * libckpt and uploaders compile these files in, and ckptrun, which links
@@ -52,6 +52,16 @@ uint64_t ckpt_mono_ns(void); /* monotonic, ns (for measurements) */
  * mask is restored): a library's threads must not take the signals the
  * application (or ckptrun's signalfd) waits for. @return 0 or an errno. */
 int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* ---- error details ------------------------------------------------------------ */
+/* printf into err, a buffer of n bytes, truncated; nothing is written when
+ * err is NULL (a caller that does not want the detail). */
+void ckpt__errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same into a detail buffer of CKPT_ERR_MAX bytes: the `err` of every
+ * store call (ckpt_store.h) and of libckpt's internal calls. A macro, so
+ * that this header needs not the store interface's: CKPT_ERR_MAX is the
+ * one the including file sees (it has ckpt_store.h). */
+#define ckpt__seterr(err, ...) ckpt__errf((err), CKPT_ERR_MAX, __VA_ARGS__)
 
 /* ---- sizes and durations ----------------------------------------------------- */
 #define CKPT_SIZE_RULE "a size like 512M, 7GiB, 1.5G or 4096 (K/M/G/T = 1024^n, kB/MB/GB/TB = 1000^n)"

@@ -502,9 +502,14 @@ CKPT_API ckpt_status ckpt_unprotect(struct ckpt_ctx *ctx, const char *name);
  * fsynced first only with `restore_sync`).
  * A multi-rank checkpoint restores this rank's part with the replicated
  * items; with a collective every rank restores the same step, falling back
- * together ("Ranks"). One of another world size than this job's stops the
+ * together ("Ranks"): past a step damaged on any rank, and past one whose
+ * items do not fit some rank's while an older one fits every rank (the
+ * ranks agree that every rank's items fit before any rank writes, so
+ * CKPT_E_SIZE / CKPT_E_MISMATCH leave every rank's items untouched). One of another world size than this job's stops the
  * restore with CKPT_E_WORLD (naming both sizes), unless every protected
  * item is replicated; ckpt_restore_part() reads any part.
+ * After CKPT_OK from a fallback, ckpt_errmsg() says which newer one was
+ * passed and why.
  * @step receives the step restored (may be NULL).
  * @return CKPT_OK, CKPT_E_NOENT (no committed checkpoint), CKPT_E_SIZE,
  *         CKPT_E_MISMATCH, CKPT_E_CORRUPT (none verified; regions may hold
@@ -721,10 +726,14 @@ CKPT_API ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch);
  * ckpt_restore_dir(CKPT_STEP_LATEST) do this themselves in a context with
  * a lease epoch (`epoch`, CKPT_EPOCH: ckptrun run/recover and a trainer
  * under them). Later commits, above the restored step or not, are
- * retained and resume normally. A conditional HEAD write, retried.
+ * retained and resume normally. A conditional HEAD write, retried. A
+ * damaged HEAD is rewritten from the run's manifests with the marks, as
+ * ckpt_fence rewrites it (docs/FORMAT.md, "A damaged HEAD").
  * @return CKPT_OK, CKPT_E_INVAL (no epoch: only the lease holder marks),
  *         CKPT_E_FENCED (another runner holds the lease), CKPT_E_NOENT (no
- *         HEAD), CKPT_E_PRECONDITION (HEAD kept changing), store errors. */
+ *         HEAD), CKPT_E_PRECONDITION (HEAD kept changing),
+ *         CKPT_E_UNSUPPORTED (HEAD is damaged and a manifest of a newer
+ *         format is among the run's: upgrade), store errors. */
 CKPT_API ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *steps, size_t n);
 
 /* Request a checkpoint from inside the program (as ckptrun's requests do):
@@ -756,7 +765,8 @@ CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
  * How ranks agree: through the job's own engine, never a service of
  * libckpt's. With world_size > 1 the program passes a `collective` (an
  * all-reduce of 64-bit integers and a barrier: ckpt_mpi.h adapts an MPI
- * communicator in a few lines; the Python helper uses torch.distributed).
+ * communicator in a few lines; the Python package, `import ckpt`, adapts
+ * torch.distributed: docs/python.md).
  * libckpt links no MPI. Collectives run only on the thread that calls the
  * collective functions below (MPI_THREAD_FUNNELED suffices), never on a
  * library thread; every rank must call them in the same order:
@@ -846,7 +856,8 @@ struct ckpt_part_info {
 typedef int (*ckpt_part_fn)(void *user, const struct ckpt_part_info *part);
 /* Call fn for every durable part of a step above the newest committed one
  * (parts of steps not committed yet), in step order then rank order; fn
- * returns nonzero to stop. Not collective.
+ * returns nonzero to stop. Not collective. A damaged HEAD: above the newest
+ * step the run's manifests show (docs/FORMAT.md, "A damaged HEAD").
  * @return CKPT_OK, store errors, CKPT_E_NOMEM. */
 CKPT_API ckpt_status ckpt_pending(struct ckpt_ctx *ctx, ckpt_part_fn fn, void *user);
 
@@ -907,8 +918,8 @@ CKPT_API ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *o
 /* ------------------------------------------------------------------------ */
 /* Since 0.4.0: what a language binding needs (the Python package,          */
 /* docs/python.md): regions with flags, a checkpoint's items, restoring a    */
-/* given step, taking a request, reporting a file, signals the program's     */
-/* own handler receives.                                                     */
+/* given step or into memory the caller allocates, taking a request,         */
+/* reporting a file, signals the program's own handler receives.             */
 
 /* Flags of ckpt_protect_region(). */
 #define CKPT_REGION_REPLICATED 1u /* the same bytes on every rank ("Ranks"), as
@@ -990,6 +1001,86 @@ CKPT_API ckpt_status ckpt_items(struct ckpt_ctx *ctx, uint64_t step, unsigned pa
  * @return as ckpt_restore(); CKPT_E_NOENT when no committed checkpoint has
  *         that step. */
 CKPT_API ckpt_status ckpt_restore_step(struct ckpt_ctx *ctx, uint64_t step, uint64_t *restored);
+
+/* Restoring into memory the caller allocates as it learns what a checkpoint
+ * holds (a binding rebuilding its objects: `import ckpt`'s load()), where
+ * ckpt_restore() writes into regions protected beforehand.
+ *
+ * ckpt_restore_alloc() calls `alloc` for the checkpoint it tries, with its
+ * items (this rank's part and the replicated items, as ckpt_items() lists
+ * them; links, which hold no bytes, left out): the caller sets dest[k] to
+ * host memory of at least items[k].size writable bytes, or leaves it NULL
+ * to leave that item out. With `index`, it asks twice: round 0 with the
+ * index items the checkpoint holds, which are then restored, and round 1
+ * with the others (n may be 0) -- so an item describing the rest (the binding's
+ * structure: dtypes, shapes) is read before they are allocated. A
+ * checkpoint that holds none of the index items is not of the kind the
+ * caller restores (ckptrun's file checkpoints of the same run): it is
+ * passed over, neither restored nor reported as damaged.
+ * alloc returns CKPT_OK, or refuses the checkpoint:
+ *   CKPT_E_SIZE, CKPT_E_MISMATCH: its items are not what the caller
+ *     expects (the index describes other items: the manifest lies, or the
+ *     program changed) -- as protected items that do not fit for
+ *     ckpt_restore(): an older checkpoint that fits is restored instead
+ *     (warn), and when none fits, that status is returned;
+ *   CKPT_E_CORRUPT: the index is damaged (treated as a damaged checkpoint);
+ *   CKPT_E_UNSUPPORTED: written by a newer version of the caller (the one
+ *     before it is tried, nothing marked);
+ *   any other status stops the restore and is returned (CKPT_E_NOMEM...).
+ * `msg` (in the request) may say why; it becomes ckpt_errmsg()'s detail.
+ * Memory that alloc handed out for a checkpoint that is then given up (found
+ * damaged, refused, or the call failing) is handed back through `release`
+ * (when set) once, before alloc is asked for an older checkpoint, or before
+ * the call returns; its content is then undefined. The memory of the
+ * checkpoint restored stays the caller's, holding its bytes, and is not
+ * released. The library writes the memory only during the call.
+ *
+ * The callbacks run on the calling thread, inside the call, and must not
+ * call libckpt on this context. */
+#define CKPT_ALLOC_VERSION 1
+struct ckpt_alloc_req {
+    uint64_t step;       /* of the checkpoint tried */
+    unsigned world_size; /* the ranks that wrote it */
+    unsigned round;      /* 0: the index items, 1: the others */
+    size_t n;
+    const struct ckpt_item_info *items; /* n items (stored_bytes, chunks: 0) */
+    void **dest;                        /* n pointers, NULL on entry */
+    char msg[256];                      /* "" on entry: a refusal's reason */
+    void *reserved[4];
+};
+struct ckpt_alloc {
+    unsigned version;         /* CKPT_ALLOC_VERSION */
+    void *user;               /* passed to the callbacks */
+    const char *const *index; /* names of the index items (NULL: none; one
+                                 round, every checkpoint taken) */
+    size_t nindex;
+    ckpt_status (*alloc)(void *user, struct ckpt_alloc_req *req); /* required */
+    /* The n non-NULL dest pointers the caller gave for checkpoint `step`. */
+    void (*release)(void *user, uint64_t step, void *const *dest, size_t n);
+    void *reserved[4]; /* zero */
+};
+/* Restore the newest committed checkpoint that verifies and that the
+ * callbacks take (CKPT_STEP_LATEST), or the one at `step`, into memory
+ * `a->alloc` provides. The rules are ckpt_restore()'s: a damaged
+ * checkpoint (manifest, chunk, pack, a part, its index) is reported (warn)
+ * and the one before it tried, and a context with a lease epoch marks it
+ * damaged in HEAD; a local or store error stops; one of another world size
+ * is CKPT_E_WORLD (naming both sizes) unless every item the caller takes
+ * is replicated; with a collective it is collective and every rank falls
+ * back together (any rank's damage, refusal or passing over counts for
+ * all). A given `step` is that one only, as ckpt_restore_step() (no
+ * fallback, nothing marked; CKPT_E_NOENT if it is passed over). The
+ * protected items are neither needed nor written. After CKPT_OK,
+ * ckpt_errmsg() is empty, or says which newer checkpoint was given up and
+ * why (a fallback, also logged). Since 0.4.0.
+ * @restored receives the step restored (may be NULL).
+ * @return CKPT_OK, CKPT_E_NOENT (no committed checkpoint the caller takes),
+ *         CKPT_E_CORRUPT (none verified), CKPT_E_SIZE/CKPT_E_MISMATCH
+ *         (alloc refused every one), CKPT_E_WORLD, store errors, alloc's
+ *         own status; CKPT_E_INVAL (NULL ctx, a or a->alloc, an unknown
+ *         version, or called from a callback). */
+CKPT_API ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step,
+                                        const struct ckpt_alloc *a, uint64_t *restored);
 
 /* Take this process's pending checkpoint request without saving: the
  * answer ckpt_should_save() would give without a collective (a request, or

@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "events.h"
 #include "globalckpt.h"
+#include "headscan.h"
 #include "retention.h"
 #include "runload.h"
 #include "runstate.h"
@@ -373,6 +374,7 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_manifest *m, con
                      ctx->run, ctx->errmsg);
             return st;
         }
+        ckpt__run_unscan(rs, mrel); /* a damaged HEAD: ours is not committed yet */
         /* what the new HEAD says may forbid this commit: a newer lease, a
          * checkpoint of a newer format (a HEAD damaged meanwhile is read
          * from the manifests, which may hold one) */

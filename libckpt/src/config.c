@@ -1,7 +1,6 @@
 /* config.c -- struct ckpt_config + the CKPT_* environment -> the settings a
  * context runs with (config.h). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,15 +76,8 @@ IN_SLOT(rank_flags, 7);
 #define MAX_WORKERS 64
 #define MAX_CONNECTIONS 256
 
-static ckpt_status refuse(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static ckpt_status refuse(char *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
-    va_end(ap);
-    return CKPT_E_CONFIG;
-}
+/* A configuration refused, and why (in err). */
+#define refuse(err, ...) (ckpt__seterr((err), __VA_ARGS__), CKPT_E_CONFIG)
 
 static const char *env(const char *name)
 {

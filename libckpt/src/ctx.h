@@ -50,6 +50,7 @@ struct ckpt_item {
 };
 
 struct ckpt_pool;
+struct ckpt_into;
 struct ckpt_control;
 struct ckpt_cuda;
 
@@ -86,6 +87,10 @@ struct ckpt_ctx {
 
     struct ckpt_item *items, *items_tail;
     size_t nitems;
+    /* ckpt_restore_alloc() in progress (restalloc.h): the restore paths put
+     * items where its caller says instead of into the protected ones.
+     * Training thread only, set for the length of that call. */
+    struct ckpt_into *into;
 
     /* Requests (any thread, signal handlers). */
     atomic_int requested;

@@ -5,6 +5,8 @@
 
 #include "ctx.h"
 #include "damaged.h"
+#include "headscan.h"
+#include "manifest.h" /* CKPT_FORMAT_VERSION */
 #include "runload.h"
 
 ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n)
@@ -22,13 +24,26 @@ ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n
         char etag[CKPT_ETAG_MAX] = "", err[CKPT_ERR_MAX] = "", hkey[1024];
         size_t w = 0;
         bool exists;
+        unsigned scanned = 0;
         struct ckpt_head_entry *d;
-        st = ckpt__read_head(ctx, &h, etag, &exists);
+        /* A damaged HEAD: the manifests' view, written over the damaged
+         * one conditionally on its etag, as ckpt_fence writes it
+         * (headscan.h) -- the lease holder rewrites it now rather than
+         * leave the damaged checkpoints in the resume order. */
+        st = ckpt__read_head_or_scan(ctx, &h, etag, &exists, &scanned, NULL);
         if (st)
             return st;
         if (!exists) {
             ckpt__set_ctx_err(ctx, "run %s has no HEAD", ctx->run);
             return CKPT_E_NOENT;
+        }
+        if (scanned & CKPT_HEAD_NEWER) {
+            ckpt__set_ctx_err(ctx,
+                              "HEAD of run %s is damaged, and the run holds checkpoints of a "
+                              "newer format than this ckpt (%d) reads: upgrade to rewrite it",
+                              ctx->run, CKPT_FORMAT_VERSION);
+            ckpt__head_free(&h);
+            return CKPT_E_UNSUPPORTED;
         }
         if (h.epoch > epoch) {
             ckpt__set_ctx_err(ctx, "run %s was fenced at epoch %" PRIu64 " (this context has "
@@ -63,11 +78,18 @@ ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n
         if (h.n)
             h.step = h.entries[0].step;
         h.rev++;
+        if (scanned & CKPT_HEAD_SCANNED)
+            h.epoch = epoch; /* the holder's lease, as its fence wrote it */
         st = ckpt__put_head(ctx, &h, etag, NULL, err);
-        ckpt__head_free(&h);
         ckpt__run_key(ctx, "HEAD", hkey, sizeof hkey);
         if (st && st != CKPT_E_PRECONDITION)
             ckpt__set_ctx_err(ctx, "writing %s: %s", hkey, err);
+        else if (!st && (scanned & CKPT_HEAD_SCANNED))
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore",
+                      "HEAD of run %s rewritten from its manifests (%zu checkpoint%s) to mark "
+                      "damage",
+                      ctx->run, h.n, h.n == 1 ? "" : "s");
+        ckpt__head_free(&h);
     }
     if (st == CKPT_E_PRECONDITION)
         ckpt__set_ctx_err(ctx, "HEAD of run %s kept changing", ctx->run);
@@ -92,7 +114,11 @@ ckpt_status ckpt_mark_damaged(struct ckpt_ctx *ctx, const uint64_t *steps, size_
     if (!n)
         return CKPT_OK;
     ckpt__flight_wait(&ctx->flight);
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
+    /* a damaged HEAD: the steps its manifests show (headscan.h) */
+    {
+        unsigned scanned;
+        st = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, NULL);
+    }
     if (st)
         return st;
     keys = calloc(n, sizeof *keys);

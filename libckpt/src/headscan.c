@@ -8,6 +8,7 @@
 #include "ctx.h"
 #include "headscan.h"
 #include "runload.h"
+#include "runstate.h"
 
 #define SCAN_MAX 100000 /* manifests read at most (HEAD's own bound) */
 
@@ -230,4 +231,27 @@ int ckpt__head_retains(struct ckpt_ctx *ctx, const char *rel)
     }
     ckpt__set_ctx_err(ctx, "%s", saved);
     return found;
+}
+
+void ckpt__run_unscan(struct ckpt_run *rs, const char *rel)
+{
+    struct ckpt_head *h = &rs->head;
+    size_t w = 0;
+    if (!rs->head_scanned)
+        return;
+    h->seq = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        if (!strcmp(h->entries[i].manifest, rel)) {
+            free(h->entries[i].manifest);
+            if (rs->retained_ids)
+                ckpt__idlist_free(&rs->retained_ids[i]);
+            continue;
+        }
+        if (rs->retained_ids)
+            rs->retained_ids[w] = rs->retained_ids[i];
+        h->entries[w++] = h->entries[i];
+        h->seq = h->entries[i].seq > h->seq ? h->entries[i].seq : h->seq;
+    }
+    h->n = w;
+    h->step = w ? h->entries[0].step : 0;
 }

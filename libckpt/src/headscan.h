@@ -27,6 +27,7 @@
 #include "head.h"
 
 struct ckpt_ctx;
+struct ckpt_run;
 
 enum {
     CKPT_HEAD_SCANNED = 1u << 0, /* HEAD is damaged: h was built from the manifests */
@@ -51,5 +52,15 @@ ckpt_status ckpt__read_head_or_scan(struct ckpt_ctx *ctx, struct ckpt_head *h, c
  * or when HEAD cannot be read (then what was found stands). The context's
  * message is kept; nothing is logged. */
 int ckpt__head_retains(struct ckpt_ctx *ctx, const char *rel);
+
+/* A view scanned while this process commits `rel` (its manifest or commit
+ * record is written, HEAD not yet: a writer whose HEAD was damaged under
+ * it reads the run again when its conditional write is refused) names
+ * `rel` as if it were committed. It is not: left there, the commit would
+ * take it for another writer's (refused as fenced) or supersede it, and
+ * retention delete the manifest being committed. Drop it from rs's view
+ * (rs.mu held), with its objects; HEAD's seq and step come from the rest.
+ * Nothing for a HEAD that was read whole. */
+void ckpt__run_unscan(struct ckpt_run *rs, const char *rel);
 
 #endif

@@ -13,6 +13,7 @@
 #include "ctx.h"
 #include "events.h"
 #include "globalckpt.h"
+#include "headscan.h"
 #include "ranks.h"
 #include "runload.h"
 #include "save.h"
@@ -227,7 +228,12 @@ ckpt_status ckpt_pending(struct ckpt_ctx *ctx, ckpt_part_fn fn, void *user)
 
     if (!ctx || !fn)
         return CKPT_E_INVAL;
-    st = ckpt__read_head(ctx, &h, NULL, &exists);
+    /* the newest committed step; a damaged HEAD: the newest its manifests
+     * show (headscan.h) */
+    {
+        unsigned scanned;
+        st = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, NULL);
+    }
     if (st)
         return st;
     l.has_above = exists && h.n;

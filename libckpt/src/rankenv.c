@@ -2,7 +2,6 @@
  * else the launchers' environment, checked against the collective
  * (config.h, ckpt.h "Ranks"). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,15 +26,8 @@ static const struct launcher launchers[] = {
 #define NLAUNCHERS (sizeof launchers / sizeof launchers[0])
 #define MAX_WORLD (1u << 20)
 
-static ckpt_status refuse(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static ckpt_status refuse(char *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
-    va_end(ap);
-    return CKPT_E_CONFIG;
-}
+/* A configuration refused, and why (in err). */
+#define refuse(err, ...) (ckpt__seterr((err), __VA_ARGS__), CKPT_E_CONFIG)
 
 /* Slurm's variables describe a job step only inside one: the batch script
  * (no SLURM_STEP_ID, or the batch/extern step's) runs once, whatever
@@ -64,8 +56,8 @@ static int var_of(size_t k, const char *var, unsigned *v, char *err)
     errno = 0;
     n = strtoull(s, &end, 10);
     if (*end || errno || n >= MAX_WORLD || s[0] == '-') {
-        refuse(err, "%s='%.40s' (%s): expected a number below %u", var, s,
-                            launchers[k].name, MAX_WORLD);
+        ckpt__seterr(err, "%s='%.40s' (%s): expected a number below %u", var, s,
+                     launchers[k].name, MAX_WORLD);
         return -1;
     }
     *v = (unsigned)n;

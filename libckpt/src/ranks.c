@@ -440,16 +440,80 @@ static const struct ckpt_head_entry *at_step(const struct ckpt_head *h, uint64_t
     return NULL;
 }
 
+/* A rank's verdict on a step of a collective restore, agreed by MAX: */
+enum {
+    FIT = 0,     /* its part fits (phase 1), or was restored (phase 2) */
+    SKIP = 1,    /* not of the kind ckpt_restore_alloc's caller restores:
+                    passed over together, neither damaged nor a misfit */
+    DAMAGED = 2, /* its part or a chunk is damaged: fall back together */
+    SHAPE = 3,   /* its items do not fit the part (sizes, names): the program
+                    changed, or the manifest lies -- older steps tell */
+    STOP = 4     /* an error older data would not cure: stop together */
+};
+
+static uint64_t verdict(ckpt_status st, enum ckpt__misfit why)
+{
+    return st == CKPT_OK                                      ? FIT
+           : why == CKPT__SKIP                                ? SKIP
+           : why == CKPT__SHAPE                               ? SHAPE
+           : st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED ? DAMAGED
+                                                              : STOP;
+}
+
+/* One agreement on a step: v = [verdict, stop (status << 32 | rank + 1),
+ * shape (the same), anyone found damage], MAX over the ranks. */
+static ckpt_status agree_verdict(struct ckpt_ctx *ctx, ckpt_status st, enum ckpt__misfit why,
+                                 uint64_t v[4])
+{
+    v[0] = verdict(st, why);
+    v[1] = v[0] == STOP ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
+    v[2] = v[0] == SHAPE ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
+    v[3] = v[0] == DAMAGED;
+    if (st)
+        ckpt__log(&ctx->log,
+                  v[0] == STOP   ? CKPT_LOG_ERROR
+                  : v[0] == SKIP ? CKPT_LOG_DEBUG
+                                 : CKPT_LOG_WARN,
+                  "restore", "%s", ctx->errmsg);
+    return reduce(ctx, v, 4, CKPT_REDUCE_MAX, "ckpt_restore");
+}
+
+/* The newest step a shape disagreement was found at: its status and rank,
+ * agreed (the highest status, then the highest rank, of those whose items
+ * did not fit), and this rank's own message when it is that rank. */
+struct shape_seen {
+    size_t n;            /* steps with one */
+    uint64_t step, info; /* the newest one: step, (status << 32 | rank + 1) */
+    bool own;
+    char msg[CKPT_ERR_MAX];
+};
+
+/* The restore ends on a shape disagreement (every step tried had one, or
+ * the one step asked for): every rank returns its status. */
+static ckpt_status shape_end(struct ckpt_ctx *ctx, const struct shape_seen *sh)
+{
+    ckpt_status st = (ckpt_status)(sh->info >> 32);
+    if (sh->own)
+        ckpt__set_ctx_err(ctx, "%s", sh->msg);
+    else
+        ckpt__set_ctx_err(ctx,
+                          "the items of rank %u do not fit checkpoint step %" PRIu64
+                          " (%s): nothing restored",
+                          (unsigned)(sh->info & 0xffffffffu) - 1, sh->step, ckpt_strerror(st));
+    return st;
+}
+
 ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *step)
 {
     struct ckpt_head h;
     bool exists = false;
     ckpt_status st, hst, last = CKPT_E_NOENT;
     struct ckpt_idset bad_ids;
+    struct shape_seen sh = { 0 };
     const char **bad_keys = NULL;
     size_t nbad = 0;
-    uint64_t bound = UINT64_MAX, v[2];
-    bool first = true;
+    uint64_t bound = UINT64_MAX, newest = 0, v[4];
+    bool first = true, renew = false;
 
     st = settle(ctx, false);
     if (st)
@@ -470,7 +534,10 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
                                           : want == CKPT_STEP_LATEST ? below(&h, bound)
                                           : first                    ? at_step(&h, want)
                                                                      : NULL;
-        bool shape = false;
+        struct ckpt_manifest m;
+        enum ckpt__misfit why = CKPT__FIT;
+        bool have_m = false;
+        ckpt_status own;
         /* each rank proposes its newest candidate; the smallest wins (a
          * rank that has none, or could not read HEAD, stops everyone) */
         v[0] = e ? e->step + 1 : 0;
@@ -478,7 +545,9 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
             break;
         if (v[0] == 0) {
             st = hst ? hst : last;
-            if (!hst && last == CKPT_E_NOENT && want != CKPT_STEP_LATEST)
+            if (!hst && sh.n)
+                st = shape_end(ctx, &sh); /* no step fits every rank: the program changed */
+            else if (!hst && last == CKPT_E_NOENT && want != CKPT_STEP_LATEST)
                 ckpt__set_ctx_err(
                     ctx, "run %s has no committed checkpoint at step %" PRIu64 " on every rank",
                     ctx->run, want);
@@ -501,43 +570,95 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
                               "in the HEAD this rank read", v[0] - 1);
             st = CKPT_E_CORRUPT;
         } else {
-            st = ckpt__restore_try(ctx, e, ctx->rank, false, NULL, &bad_ids, &shape);
+            st = ckpt__restore_check(ctx, e, ctx->rank, false, NULL, &m, &why);
+            have_m = st == CKPT_OK;
         }
         bound = v[0] - 1;
-        first = false;
-        /* [0 ok / 1 damaged here: fall back / 2 stop], and who stopped */
-        v[0] = st == CKPT_OK ? 0
-               : (!shape && (st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED)) ? 1 : 2;
-        v[1] = v[0] == 2 ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
-        if (st)
-            ckpt__log(&ctx->log, v[0] == 1 ? CKPT_LOG_WARN : CKPT_LOG_ERROR, "restore", "%s",
-                      ctx->errmsg);
-        {
-            ckpt_status own = st;
-            if ((st = reduce(ctx, v, 2, CKPT_REDUCE_MAX, "ckpt_restore")) != CKPT_OK)
-                break;
-            if (v[0] == 0) {
-                if (step)
-                    *step = bound;
-                break;
-            }
-            if (v[0] == 2) {
-                st = own && own != CKPT_E_CORRUPT ? own : (ckpt_status)(v[1] >> 32);
-                if (!own || own == CKPT_E_CORRUPT)
-                    ckpt__set_ctx_err(ctx, "restore of step %" PRIu64 " stopped on rank %u: "
-                                      "%s", bound, (unsigned)(v[1] & 0xffffffffu) - 1,
-                                      ckpt_strerror(st));
-                break;
-            }
-            if (!own)
-                ckpt__set_ctx_err(ctx, "step %" PRIu64 " is damaged on another rank",
-                                  bound);
+        if (first || renew)
+            newest = bound;
+        first = renew = false;
+        /* Phase 1: every rank's part read and its items fit, before any
+         * rank writes -- a step some rank's items do not fit leaves every
+         * rank's memory as it was. Phase 2: the restore itself. */
+        own = st;
+        if ((st = agree_verdict(ctx, own, why, v)) != CKPT_OK) {
+            if (have_m)
+                ckpt__manifest_free(&m);
+            break;
         }
-        last = CKPT_E_CORRUPT;
-        if (e && bad_keys)
+        if (v[0] == FIT) {
+            own = ckpt__restore_write(ctx, &m, NULL, &bad_ids);
+            if ((st = agree_verdict(ctx, own, CKPT__FIT, v)) != CKPT_OK) {
+                ckpt__manifest_free(&m);
+                break;
+            }
+        }
+        if (have_m)
+            ckpt__manifest_free(&m);
+        if (v[0] == FIT) {
+            if (step)
+                *step = bound;
+            if (bound != newest)
+                ckpt__restore_fell_back(
+                    ctx,
+                    "restored step %" PRIu64 " instead of the newer step %" PRIu64 ", which %s",
+                    bound, newest,
+                    sh.n && sh.step == newest
+                        ? "holds items of other sizes or names than this program's "
+                          "while this older one fits: its manifest is taken as damaged"
+                        : "does not restore on every rank");
+            break;
+        }
+        if (v[0] == STOP) {
+            /* this rank's own error, or the one that stopped another */
+            st = verdict(own, why) == STOP ? own : (ckpt_status)(v[1] >> 32);
+            if (verdict(own, why) != STOP)
+                ckpt__set_ctx_err(ctx,
+                                  "restore of step %" PRIu64 " stopped on rank %u: "
+                                  "%s",
+                                  bound, (unsigned)(v[1] & 0xffffffffu) - 1, ckpt_strerror(st));
+            break;
+        }
+        if (v[0] == SKIP) {
+            /* passed over as if HEAD did not name it */
+            if (want != CKPT_STEP_LATEST) {
+                if (!own)
+                    ckpt__set_ctx_err(ctx,
+                                      "step %" PRIu64 " is not of the kind the caller "
+                                      "restores on another rank",
+                                      bound);
+                st = CKPT_E_NOENT;
+                break;
+            }
+            renew = bound == newest; /* "instead of the newer step": one not passed over */
+            continue;
+        }
+        if (v[0] == SHAPE) {
+            /* Not marked damaged: another build of the program may fit it. */
+            if (!sh.n++) {
+                sh.step = bound;
+                sh.info = v[2];
+                /* every rank returns the agreed rank's status; that
+                 * rank, its own message */
+                sh.own = why == CKPT__SHAPE && (v[2] & 0xffffffffu) == ctx->rank + 1u;
+                if (sh.own)
+                    snprintf(sh.msg, sizeof sh.msg, "%s", ctx->errmsg);
+            }
+            if (want != CKPT_STEP_LATEST) {
+                st = shape_end(ctx, &sh);
+                break;
+            }
+        } else {
+            last = CKPT_E_CORRUPT;
+            if (!own)
+                ckpt__set_ctx_err(ctx, "step %" PRIu64 " is damaged on another rank", bound);
+        }
+        if (v[3] && e && bad_keys)
             bad_keys[nbad++] = e->manifest;
-        ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "step %" PRIu64 " does not restore on "
-                  "every rank: the ranks fall back together", bound);
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore",
+                  "step %" PRIu64 " does not %s on every "
+                  "rank: the ranks fall back together",
+                  bound, v[0] == SHAPE ? "fit the protected items" : "restore");
     }
     if (bad_ids.n)
         ckpt__run_forget_bad(&ctx->rs, &bad_ids);

@@ -6,6 +6,7 @@
  * travel through fetch.h and land through deliver.h. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "fetch.h"
 #include "headscan.h"
 #include "pool.h"
+#include "restalloc.h"
 #include "runload.h"
 #include "restore.h"
 #include "runstate.h"
@@ -156,8 +158,11 @@ static struct ckpt_item *protected_item(struct ckpt_ctx *ctx, const char *name)
 static ckpt_status room(struct ckpt_ctx *ctx, const struct ckpt_manifest *m, const char *dir,
                         char *err)
 {
-    char **finals = calloc(m->nitems ? m->nitems : 1, sizeof *finals);
+    char **finals;
     ckpt_status st;
+    if (!dir && ctx->into)
+        return CKPT_OK; /* memory only */
+    finals = calloc(m->nitems ? m->nitems : 1, sizeof *finals);
     if (!finals)
         return CKPT_E_NOMEM;
     for (size_t i = 0; i < m->nitems; i++) {
@@ -243,7 +248,14 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         int skip;
         if (mi->kind == CKPT_ITEM_LINK)
             continue; /* made last (make_links), and never into a region */
-        st = destination(ctx, mi, dir, &ds.d[i], &skip, err);
+        if (!dir && ctx->into) {
+            /* where ckpt_restore_alloc's caller said (NULL: not taken) */
+            ds.d[i].kind = CKPT_ITEM_MEM;
+            ds.d[i].ptr = ckpt__into_dest(ctx->into, i);
+            skip = !ds.d[i].ptr;
+        } else {
+            st = destination(ctx, mi, dir, &ds.d[i], &skip, err);
+        }
         for (size_t c = 0; c < mi->nchunks && !st && !skip; c++) {
             fs[n].c = &mi->chunks[c];
             fs[n].d = &ds.d[i];
@@ -313,22 +325,21 @@ static int all_replicated(const struct ckpt_ctx *ctx)
     return any;
 }
 
-ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
-                              unsigned view, bool any_world, const char *dir,
-                              struct ckpt_idset *bad, bool *shape)
+ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                                unsigned view, bool any_world, const char *dir,
+                                struct ckpt_manifest *m, enum ckpt__misfit *why)
 {
-    struct ckpt_manifest m;
-    char err[CKPT_ERR_MAX] = "";
     ckpt_status st;
     unsigned world;
 
-    *shape = false;
-    st = ckpt__read_manifest_view(ctx, e->manifest, view, &m);
-    if (st == CKPT_OK && m.world_size != 1 && !m.nparts) {
-        ckpt__set_ctx_err(ctx, "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
-                               "without its commit record: this version cannot restore it",
-                          m.step, m.world_size);
-        ckpt__manifest_free(&m);
+    *why = CKPT__FIT;
+    st = ckpt__read_manifest_view(ctx, e->manifest, view, m);
+    if (st == CKPT_OK && m->world_size != 1 && !m->nparts) {
+        ckpt__set_ctx_err(ctx,
+                          "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
+                          "without its commit record: this version cannot restore it",
+                          m->step, m->world_size);
+        ckpt__manifest_free(m);
         st = CKPT_E_UNSUPPORTED;
     }
     if (st == CKPT_E_NOENT) {
@@ -338,31 +349,54 @@ ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry
     }
     if (st)
         return st;
-    world = m.world_size ? m.world_size : 1;
+    world = m->world_size ? m->world_size : 1;
     if (any_world && view >= world) {
-        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u",
-                          m.step, world, world == 1 ? "" : "s", view);
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u", m->step,
+                          world, world == 1 ? "" : "s", view);
         st = CKPT_E_NOENT;
+    } else if (!dir && ctx->into) {
+        st = ckpt__into_prepare(ctx, m, world, why); /* the caller's memory (restalloc.c) */
     } else if (!any_world && world != ctx->world_size && (dir || !all_replicated(ctx))) {
-        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " was written by %u rank%s; this "
-                               "job has %u: resume it with %u ranks, protect only replicated "
-                               "items, or read parts with ckpt_restore_part()",
-                          m.step, world, world == 1 ? "" : "s", ctx->world_size, world);
+        ckpt__set_ctx_err(ctx,
+                          "checkpoint step %" PRIu64 " was written by %u rank%s; this "
+                          "job has %u: resume it with %u ranks, protect only replicated "
+                          "items, or read parts with ckpt_restore_part()",
+                          m->step, world, world == 1 ? "" : "s", ctx->world_size, world);
         st = CKPT_E_WORLD;
     }
-    if (st == CKPT_OK && !dir) {
-        st = check_shape(ctx, &m);
-        *shape = st != CKPT_OK; /* the program's shape is wrong, not the data */
+    if (st == CKPT_OK && !dir && !ctx->into) {
+        st = check_shape(ctx, m);
+        if (st)
+            *why = CKPT__SHAPE; /* the program's shape is wrong, not the data */
     }
-    if (st == CKPT_OK) {
-        st = restore_one(ctx, &m, dir, bad, err);
-        if (st == CKPT_E_CORRUPT)
-            ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m.step, err);
-        else if (st)
-            ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)",
-                              m.step, dir ? "into " : "into the protected items",
-                              dir ? dir : "", err, ckpt_strerror(st));
-    }
+    if (st)
+        ckpt__manifest_free(m);
+    return st;
+}
+
+ckpt_status ckpt__restore_write(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                                const char *dir, struct ckpt_idset *bad)
+{
+    char err[CKPT_ERR_MAX] = "";
+    ckpt_status st = restore_one(ctx, m, dir, bad, err);
+    if (st == CKPT_E_CORRUPT)
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", m->step, err);
+    else if (st)
+        ckpt__set_ctx_err(ctx, "restoring checkpoint step %" PRIu64 " %s%s: %s (%s)", m->step,
+                          dir ? "into " : "into the protected items", dir ? dir : "", err,
+                          ckpt_strerror(st));
+    return st;
+}
+
+ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e, unsigned view,
+                              bool any_world, const char *dir, struct ckpt_idset *bad,
+                              enum ckpt__misfit *why)
+{
+    struct ckpt_manifest m;
+    ckpt_status st = ckpt__restore_check(ctx, e, view, any_world, dir, &m, why);
+    if (st)
+        return st;
+    st = ckpt__restore_write(ctx, &m, dir, bad);
     ckpt__manifest_free(&m);
     return st;
 }
@@ -391,7 +425,9 @@ ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry
  * its own chunk list: a hostile or broken store) and the restore falls
  * back to it, saying so. Those are not marked damaged: another build of
  * the program may fit them, and retention pushes them out as the run goes
- * on. A damaged HEAD is replaced by what the manifests show (headscan.h). */
+ * on. A damaged HEAD is replaced by what the manifests show (headscan.h).
+ * Checkpoints not of the kind ckpt_restore_alloc's caller restores
+ * (CKPT__SKIP) are passed over as if HEAD did not name them. */
 static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const char *dir,
                                   uint64_t *restored, unsigned view, bool any_world)
 {
@@ -436,24 +472,33 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
     }
     for (size_t i = start; i < h.n; i++) {
         const struct ckpt_head_entry *e = &h.entries[i];
-        bool shape;
-        st = ckpt__restore_try(ctx, e, view, any_world, dir, &bad_ids, &shape);
+        enum ckpt__misfit why;
+        st = ckpt__restore_try(ctx, e, view, any_world, dir, &bad_ids, &why);
         if (st == CKPT_OK) {
             if (restored)
                 *restored = e->step;
             if (i != start)
-                ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore",
-                          "restored step %" PRIu64 " instead of the newer step %" PRIu64
-                          ", which %s",
-                          e->step, h.entries[start].step,
-                          nshape  ? "holds items of other sizes or names than this program's "
-                                    "while this older one fits: its manifest is taken as damaged"
-                          : nbad  ? "is damaged"
-                          : ngone ? "was removed (retention) while the restore read it"
-                                  : "this version cannot read");
+                ckpt__restore_fell_back(
+                    ctx,
+                    "restored step %" PRIu64 " instead of the newer step %" PRIu64 ", which %s",
+                    e->step, h.entries[start].step,
+                    nshape  ? "holds items of other sizes or names than this program's "
+                              "while this older one fits: its manifest is taken as damaged"
+                    : nbad  ? "is damaged"
+                    : ngone ? "was removed (retention) while the restore read it"
+                            : "this version cannot read");
             break;
         }
-        if (shape) {
+        if (why == CKPT__SKIP) {
+            if (want != CKPT_STEP_LATEST) {
+                tried_all = 0;
+                break;
+            }
+            if (i == start)
+                start++; /* "instead of the newer step": the newest not passed over */
+            continue;
+        }
+        if (why == CKPT__SHAPE) {
             /* the program changed, or this manifest lies: older ones say */
             if (!nshape++) {
                 shape_st = st;
@@ -523,6 +568,19 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
     ckpt__idset_free(&bad_ids);
     ckpt__head_free(&h);
     return st;
+}
+
+void ckpt__restore_fell_back(struct ckpt_ctx *ctx, const char *fmt, ...)
+{
+    char msg[CKPT_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "%s", msg);
+    ckpt__set_ctx_err(ctx, "%s", msg);
+    if (ctx->into)
+        ckpt__into_fell_back(ctx->into);
 }
 
 void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n)

@@ -10,20 +10,46 @@
 #include "ckpt.h"
 #include "head.h"
 #include "idset.h"
+#include "manifest.h"
 
 struct ckpt_ctx;
+
+/* Why a checkpoint was not restored, besides its status. */
+enum ckpt__misfit {
+    CKPT__FIT = 0, /* nothing against it but the status (damage, a store error...) */
+    CKPT__SHAPE,   /* the program's items do not fit it (CKPT_E_SIZE, CKPT_E_MISMATCH;
+                      for ckpt_restore_alloc, its caller said so): the program changed, or
+                      the manifest lies -- older checkpoints tell. Nothing written. */
+    CKPT__SKIP     /* not of the kind its caller restores (ckpt_restore_alloc's
+                      index items absent, CKPT_E_NOENT): passed over as if HEAD did not
+                      name it, neither damaged nor a misfit */
+};
 
 /* Restore HEAD entry e as rank `view` sees it, into dir or (NULL) the
  * protected items. A checkpoint of another world size than the job's is
  * CKPT_E_WORLD (naming both), unless any_world (a part: ckpt_restore_part;
  * no part `view` there is CKPT_E_NOENT) or every protected item is
- * replicated. Damaged or missing data: CKPT_E_CORRUPT; *shape: the
- * program's items do not fit the checkpoint (CKPT_E_SIZE, CKPT_E_MISMATCH),
- * nothing written. The reason is the context's message; chunks found
- * damaged go into bad. */
-ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
-                              unsigned view, bool any_world, const char *dir,
-                              struct ckpt_idset *bad, bool *shape);
+ * replicated. Damaged or missing data: CKPT_E_CORRUPT; *why: a misfit
+ * (above). The reason is the context's message; chunks found damaged go
+ * into bad. With ctx->into set (ckpt_restore_alloc, restalloc.h) and no
+ * dir, the items go where its caller says, never into protected ones. */
+ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e, unsigned view,
+                              bool any_world, const char *dir, struct ckpt_idset *bad,
+                              enum ckpt__misfit *why);
+/* ckpt__restore_try in two halves, for the ranks of a collective restore,
+ * which agree that every rank's items fit before any rank writes (ranks.c).
+ * The check reads the manifest into *m (the caller frees it; nothing is
+ * left there on an error) and refuses as ckpt__restore_try does, nothing
+ * written; the write restores *m as ckpt__restore_try would. */
+ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                                unsigned view, bool any_world, const char *dir,
+                                struct ckpt_manifest *m, enum ckpt__misfit *why);
+ckpt_status ckpt__restore_write(struct ckpt_ctx *ctx, const struct ckpt_manifest *m,
+                                const char *dir, struct ckpt_idset *bad);
+/* An older checkpoint than the newest was restored: why, logged (warn)
+ * and left as the context's message (ckpt_errmsg() after CKPT_OK). */
+void ckpt__restore_fell_back(struct ckpt_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Mark the checkpoints of `keys` damaged in HEAD (logged when it fails;
  * the context's message is kept). */
 void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n);

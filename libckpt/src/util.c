@@ -1,7 +1,6 @@
-/* util.c -- small helpers: time, errors, hex, names, directories, failpoints. */
+/* util.c -- small helpers: hex, names, directories, failpoints (util.h). */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,16 +9,6 @@
 #include <time.h>
 
 #include "util.h"
-
-void ckpt__seterr(char *err, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, CKPT_ERR_MAX, fmt, ap);
-    va_end(ap);
-}
 
 void ckpt__hex(const uint8_t *in, size_t n, char *out)
 {

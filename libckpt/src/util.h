@@ -1,6 +1,7 @@
 /* util.h -- small helpers every module of libckpt uses: ids as hex, item
- * names, error text, directories, and the failpoints tests arm; with the
- * shared module's header (ckpt_common.h: the clock, sizes, durations...). */
+ * names, directories, and the failpoints tests arm; with the shared
+ * module's header (ckpt_common.h: the clock, sizes, durations, error text
+ * (ckpt__seterr)...). */
 #ifndef CKPT_UTIL_H
 #define CKPT_UTIL_H
 
@@ -17,8 +18,6 @@
 #define CKPT_NAME_MAX 4095           /* item names (segments: 255) */
 #define CKPT_TARGET_MAX 4095         /* link targets */
 
-/* Format into an error buffer of CKPT_ERR_MAX bytes (NULL: nothing). */
-void ckpt__seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ckpt__hex(const uint8_t *in, size_t n, char *out);  /* out: 2n+1 */
 int ckpt__unhex(const char *in, uint8_t *out, size_t n); /* 0 ok */
 /* Well-formed UTF-8 without control characters. */

@@ -10,8 +10,8 @@ and marks the model and optimizer replicated.
   --sleep-ms MS    per step, to give a test time to act
   --files          write checkpoint files itself and report them with
                    ckpt.saved() instead of ckpt.save() (the helper's way)
-Prints "trainer: rank R start at step S pid P", "trainer: rank R saved step S"
-to stderr.
+Prints "trainer: rank R start at step S pid P", "trainer: rank R saving step
+S" (before a save) and "trainer: rank R saved step S" (after) to stderr.
 """
 import argparse
 import os
@@ -93,6 +93,8 @@ for step in range(start, args.steps):
     if ckpt.requested() or step % args.every == 0:
         state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step,
                  "rng": torch.get_rng_state()}
+        # before: a stop's signal may end the process as soon as the save commits
+        print("trainer: rank %d saving step %d" % (rank, step), file=sys.stderr, flush=True)
         if args.files:
             import pickle
             d = ckpt.checkpoint_dir()

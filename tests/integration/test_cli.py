@@ -18,78 +18,17 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
-BUILD = os.environ.get("CKPT_BUILD") or os.path.join(REPO, "build")
-CKPTRUN = os.path.join(BIN, "ckptrun")
-C_TRAINER = os.path.join(BIN, "c_trainer")
-PY = "/usr/bin/python3"
-TOOLS = os.path.join(REPO, "tests", "tools")
-HAVE_S3 = os.path.exists(os.path.join(REPO, "uploaders", "s3.c"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Server:
-    """A tests/tools server that prints "PORT n" when it listens."""
-
-    def __init__(self, *args):
-        self.p = subprocess.Popen([PY] + list(args), stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
-        line = self.p.stdout.readline()
-        m = re.match(r"PORT (\d+)", line)
-        if not m:
-            self.p.kill()
-            raise RuntimeError("%s did not start: %r" % (args, line))
-        self.port = int(m.group(1))
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-
-
-def tty_run(cmd, env, cwd, timeout=120):
-    """Run `cmd` (a list) on a pseudo-terminal; return (rc, frames), where
-    frames is [(seconds since start, bytes written then)]."""
-    d = tempfile.mkdtemp(prefix="ckpt-tty-")
-    try:
-        out, tim = os.path.join(d, "out"), os.path.join(d, "timing")
-        shell = " ".join("'%s'" % a.replace("'", "'\\''") for a in cmd)
-        rc = subprocess.run(["script", "-q", "-e", "-O", out, "-T", tim, "-c", shell],
-                            env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, timeout=timeout).returncode
-        data = open(out, "rb").read()
-        data = data[data.index(b"\n") + 1:]  # "Script started on ..." header
-        frames, t, pos = [], 0.0, 0
-        for line in open(tim):
-            delay, n = line.split()
-            t += float(delay)
-            frames.append((t, data[pos:pos + int(n)]))
-            pos += int(n)
-        return rc, frames
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import (BUILD, C_TRAINER, CKPTRUN, HAVE_S3, REPO, TOOLS, Server,  # noqa: E402
+                          free_port, tty_run)
 
 
 class Case(unittest.TestCase):
@@ -157,7 +96,7 @@ class Case(unittest.TestCase):
         return e
 
     def mock_s3(self):
-        s = Server(os.path.join(TOOLS, "mock_s3.py"), "--bucket", "ckpt-test")
+        s = T.MockS3()
         self.servers.append(s)
         return s
 
@@ -173,6 +112,31 @@ class Subcommands(Case):
             self.assertEqual(rc, 64, (args, err))
             line = self.one_error(err)
             self.assertIn("did you mean `ckptrun %s`" % hint, line)
+            self.nothing_created()
+
+    def test_operands_are_checked_before_anything(self):
+        """Every administration command checks its operands the same way
+        (ckptrun/cmd_open.c), says what it got, and opens nothing."""
+        d = self.src("c", 100)
+        for args, want in ((["ls", "x"], "ls takes no arguments (got 'x'; see ckptrun ls --help)"),
+                           (["status", "x"], "status takes no arguments (got 'x'; see ckptrun "
+                                             "status --help)"),
+                           (["gc", "x"], "gc takes no arguments (got 'x'; see ckptrun gc --help)"),
+                           (["verify", "7"], "verify takes no arguments (got '7'; use --step N; "
+                                             "see ckptrun verify --help)"),
+                           (["restore"], "restore needs exactly one DIR (see ckptrun restore "
+                                         "--help)"),
+                           (["restore", "a", "b"], "restore needs exactly one DIR (got 2; see "
+                                                   "ckptrun restore --help)"),
+                           (["save", "--step", "1"], "save needs at least one PATH (see ckptrun "
+                                                     "save --help)"),
+                           (["save", d], "save needs --step N"),
+                           (["save", "--step", "1", d, os.path.join(self.tmp, "nope")],
+                            "nope: No such file or directory"),
+                           (["ls", "--step", "1", "--run", ""], "ls --step needs the run")):
+            rc, out, err = self.ckptrun(*args)
+            self.assertEqual(rc, 64, (args, err))
+            self.assertIn(want, self.one_error(err), args)
             self.nothing_created()
 
     def test_programs_still_run(self):
@@ -614,15 +578,21 @@ class Listing(Case):
         newest = max(os.path.getmtime(os.path.join(r, f))
                      for r, _, fs in os.walk(os.path.join(self.store_dir, "alpha")) for f in fs)
         self.assertLess(abs(js["alpha"]["updated_ms"] - newest * 1000), 2)
-        # a damaged HEAD: that run says why, the others are listed
+        # a damaged HEAD: that run says why, with the newest step its
+        # manifests show marked '!' (it was '?'); the others are listed
         with open(os.path.join(self.store_dir, "beta", "HEAD"), "r+b") as f:
             f.seek(20)
             f.write(b"XX")
         rc, out, err = self.ckptrun("ls", env=env)
         self.assertEqual(rc, 0, err)
-        self.assertEqual({r["RUN"]: r["NEWEST STEP"] for r in table(out)[1]}["beta"], "?")
-        self.assertRegex(err, r"level=warn .*run beta: HEAD: .*integrity")
+        self.assertEqual({r["RUN"]: r["NEWEST STEP"] for r in table(out)[1]}["beta"], "12!")
+        self.assertRegex(err, r"level=warn .*run beta: beta/HEAD is damaged: .*read from its "
+                         r"manifests instead .*'!' marks the newest step")
         self.assertEqual(len(self.lines(err)), 1, err)
+        rc, out, err = self.ckptrun("ls", "--json", env=env)
+        beta = {j["run"]: j for j in json.loads(out)}["beta"]
+        self.assertEqual((beta["newest_step"], beta["checkpoints"], beta["head_damaged"]),
+                         (12, 2, True))
 
     def test_items_of_a_checkpoint(self):
         d = self.src("checkpoint-4", 150000)
@@ -706,33 +676,11 @@ class Listing(Case):
                                                if k != "CKPT_RUN"})
         self.assertEqual(table(out)[1][0]["NEWEST STEP"], "40")
 
-    def npm_peer(self, args):
-        node = shutil.which("node")
-        mod = os.path.join(REPO, "tests", "npm", "node_modules", args[0])
-        if not node or not os.path.exists(mod):
-            self.skipTest("node or tests/npm/node_modules missing (make test-peers)")
-        port = free_port()
-        data = os.path.join(self.tmp, "peer")
-        os.makedirs(data)
-        argv = [a.replace("MOD", mod).replace("PORT", str(port)).replace("DATA", data)
-                for a in [node] + args[1:]]
-        peer = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: (peer.terminate(), peer.wait(10)))
-        end = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                return port
-            except OSError:
-                if peer.poll() is not None or time.monotonic() > end:
-                    self.fail("%s did not start" % args[0])
-                time.sleep(0.1)
-
     @unittest.skipUnless(HAVE_S3, "object stores not built")
     def test_runs_table_s3rver_two_reads_per_run(self):
-        port = self.npm_peer(["s3rver", "--openssl-legacy-provider", "MOD/bin/s3rver.js",
-                              "-d", "DATA", "-a", "127.0.0.1", "-p", "PORT",
-                              "--configure-bucket", "ckpt-test"])
+        peer = T.NpmPeer("s3rver", self.tmp)
+        self.servers.append(peer)
+        port = peer.port
         stats = os.path.join(self.tmp, "stats.json")
         proxy = Server(os.path.join(TOOLS, "faultproxy.py"), "--upstream",
                        "127.0.0.1:%d" % port, "--rate", "0", "--stats", stats)

@@ -9,8 +9,9 @@
 #              between verify's reading HEAD and reading it): exit 0 every
 #              time, never "damaged"
 # head         HEAD damaged three ways (garbage, one byte changed under its
-#              checksum, empty): `ckptrun ls` and `restore` read the
-#              manifests and say so, `verify` exits 1 saying the checkpoints
+#              checksum, empty): `ckptrun ls` (--run, and the runs table
+#              marking the newest step the manifests show) and `restore`
+#              read the manifests and say so, `verify` exits 1 saying the checkpoints
 #              are intact and how HEAD gets rewritten, the C trainer resumes
 #              from the newest and its next save rewrites HEAD; damaged
 #              again, `ckptrun run` rewrites it when it takes the lease
@@ -118,6 +119,18 @@ head)
         [ "$(awk 'NR > 1 { print $1 }' "$TMP/out" | xargs)" = "30 20 10" ] || fail "$how: ls"
         grep -q "HEAD is damaged.*read from its manifests instead" "$TMP/err" ||
             fail "$how: ls does not say HEAD is damaged"
+        # the runs table: the newest step its manifests show, marked
+        run 0 ls --store "$STORE"
+        grep -Eq "^$r +[a-z?]+ +30! " "$TMP/out" || fail "$how: the runs table"
+        grep -q "run $r: $r/HEAD is damaged.*'!' marks the newest step they show.*ckptrun ls --run $r" \
+            "$TMP/err" || fail "$how: the runs table does not warn, or say what '!' is"
+        run 0 ls --store "$STORE" --json
+        "$PY" - "$TMP/out" "$r" <<'EOF' || fail "$how: ls --json"
+import json, sys
+row = [x for x in json.load(open(sys.argv[1])) if x["run"] == sys.argv[2]][0]
+assert row["newest_step"] == 30 and row["checkpoints"] == 3, row
+assert row["head_damaged"] is True and "HEAD is damaged" in row["error"], row
+EOF
         run 0 restore --store "$STORE" --run $r "$TMP/restored-$how"
         [ -s "$TMP/restored-$how/params" ] || fail "$how: nothing restored"
         run 1 verify --store "$STORE" --run $r
@@ -130,7 +143,7 @@ head)
         grep -q "not committed\|failed" "$TMP/trainer.log" && fail "$how: $(cat "$TMP/trainer.log")"
         run 0 verify --store "$STORE" --run $r
         [ "$(steps $r)" = "40 30 20" ] || fail "$how: after the save: $(steps $r)"
-        echo "HEAD $how: ls, restore from the manifests; verify exit 1 with the way out;" \
+        echo "HEAD $how: ls (--run, the runs table), restore from the manifests; verify exit 1 with the way out;" \
             "the trainer resumed at 30 and its save rewrote HEAD"
     done
     # Damaged again: ckptrun run rewrites HEAD when it takes the lease.

@@ -105,4 +105,28 @@ C
 else
   echo "no mpirun/mpicc: the MPI consumer is not built"
 fi
-echo "installed tree: find_package(ckpt) (shared and static) and pkg-config consumers work"
+# The Python package: under the prefix where Debian's python3 looks for the
+# configured one (lib/python3.X/dist-packages for /usr/local, on its
+# sys.path), loading the prefix's own libckpt.so with no LD_LIBRARY_PATH.
+pydir=$(sed -n 's/^CKPT_PYTHON_DIR:[A-Z]*=//p' "$CKPT_BUILD/CMakeCache.txt")
+[[ -f "$work/prefix/$pydir/ckpt/__init__.py" && -f "$work/prefix/$pydir/ckpt/_build.py" ]] ||
+  { echo "FAIL: the Python package is not in $work/prefix/$pydir" >&2; exit 1; }
+if [[ -x /usr/bin/python3 ]]; then
+  prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:[A-Z]*=//p' "$CKPT_BUILD/CMakeCache.txt")
+  if [[ "$prefix" == /usr/local ]] &&
+     ! /usr/bin/python3 -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "/usr/local/$pydir"; then
+    echo "FAIL: /usr/local/$pydir is not on /usr/bin/python3's sys.path" >&2
+    exit 1
+  fi
+  env -u LD_LIBRARY_PATH -u PYTHONHOME PYTHONPATH="$work/prefix/$pydir" CKPT_RUN=py \
+    /usr/bin/python3 -c '
+import sys, ckpt, ckpt._lib as L
+ckpt.save(5, {"b": b"x" * 3000, "n": (1, None)})
+ckpt.wait()
+s = ckpt.load()
+assert s == {"b": b"x" * 3000, "n": (1, None)}, s
+path = L.lib()._name
+assert path.startswith(sys.argv[1]), (path, sys.argv[1])
+print("python consumer ok:", path)' "$work/prefix/lib/"
+fi
+echo "installed tree: find_package(ckpt) (shared and static), pkg-config and Python consumers work"

@@ -10,7 +10,8 @@ numpy, on file:// stores (and s3rver for a store that dies):
              one; save returns once copied; an unchanged state costs ~no
              bytes, a changed tensor re-protected when its storage moved;
              load(step=N); load skips ckptrun's file checkpoints and falls
-             back past a damaged one; import touches nothing
+             back past a damaged one (marked in HEAD under ckptrun) and past
+             a structure of a newer format; import touches nothing
   Failures   sparse, meta, overlapping, quantized tensors, keys that cannot
              be item names, unpicklable values, restricted unpickling, a
              store unreachable at the first call, a background save that
@@ -214,6 +215,7 @@ class Semantics(Base):
         before = set(glob.glob(os.path.join(self.store_dir, self.run_name, "chunks", "*", "*")))
         ckpt.save(6, state2)
         ckpt.wait()
+        six = set(glob.glob(os.path.join(self.store_dir, self.run_name, "chunks", "*", "*")))
         # a file checkpoint of the same run at a higher step (ckptrun save)
         f = os.path.join(self.tmp, "model.bin")
         with open(f, "wb") as fh:
@@ -224,22 +226,68 @@ class Semantics(Base):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.reopen()
         self.assertEqual(ckpt.load()["s"], 2)  # step 9 is not save()'s
-        # step 6's own chunks damaged: load falls back to step 5, with a warning
-        for p in glob.glob(os.path.join(self.store_dir, self.run_name, "chunks", "*", "*")):
-            if p not in before:
-                with open(p, "r+b") as fh:
-                    fh.seek(60)
-                    fh.write(b"\xff\x00\xff\x00")
+        # step 6's own chunks damaged (not step 9's file): load falls back to
+        # step 5, with a warning
+        for p in six - before:
+            with open(p, "r+b") as fh:
+                fh.seek(60)
+                fh.write(b"\xff\x00\xff\x00")
         self.reopen()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             got = ckpt.load()
         self.assertEqual(got["s"], 1)
         U.same(state, got)
-        self.assertTrue(any("step 6" in str(x.message) for x in w), [str(x.message) for x in w])
+        self.assertTrue(any("instead of the newer step 6, which is damaged" in str(x.message)
+                            for x in w), [str(x.message) for x in w])
         with self.assertRaises(ckpt.CkptError) as cm:
             ckpt.load(step=6)  # that step only: no fallback
         self.assertEqual(cm.exception.status, "CKPT_E_CORRUPT")
+        # alone (no lease), nothing is marked: step 6 is still listed; a
+        # trainer under ckptrun (the lease holder) marks it damaged in HEAD,
+        # as libckpt's restore does, so the next start does not read it again
+        self.assertEqual(self.listed(), [9, 6, 5])
+        ckpt.close()
+        code = "import ckpt; print('LOADED', ckpt.load()['s'])"
+        r = subprocess.run([U.CKPTRUN, "run", "--store", self.store, "--run", self.run_name,
+                            "--dir", os.path.join(self.tmp, "ck"), "--", U.PY, "-c", code],
+                           capture_output=True, text=True, timeout=120, env=U.clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("LOADED 1", r.stdout)
+        self.assertEqual(self.listed(), [9, 5], r.stderr)
+
+    def listed(self):
+        """The steps `ckptrun ls` lists (the damaged ones HEAD marks are not)."""
+        r = subprocess.run([U.CKPTRUN, "ls", "--store", self.store, "--run", self.run_name],
+                           capture_output=True, text=True, timeout=60, env=U.clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return [int(line.split()[0]) for line in r.stdout.splitlines()[1:] if line.strip()]
+
+    def test_newer_structure_falls_back(self):
+        # a step whose structure has a format this version does not read
+        # (a newer ckpt wrote it): load() takes the one before it, as
+        # libckpt does for a manifest of a newer format, and marks nothing
+        ckpt.save(1, {"a": torch.arange(10.0), "s": 1})
+        ckpt.wait()
+        fmt = ckpt._state.FORMAT
+        ckpt._state.FORMAT = fmt + 1
+        try:
+            ckpt.save(2, {"a": torch.arange(10.0) * 2, "s": 2})
+            ckpt.wait()
+        finally:
+            ckpt._state.FORMAT = fmt
+        self.reopen()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = ckpt.load()
+        self.assertEqual(got["s"], 1)
+        self.assertTrue(torch.equal(got["a"], torch.arange(10.0)))
+        self.assertTrue(any("instead of the newer step 2" in str(x.message) for x in w),
+                        [str(x.message) for x in w])
+        with self.assertRaises(ckpt.CkptError) as cm:
+            ckpt.load(step=2)
+        self.assertEqual(cm.exception.status, "CKPT_E_UNSUPPORTED")
+        self.assertIn("format %d; this version reads %d" % (fmt + 1, fmt), str(cm.exception))
 
     def test_import_touches_nothing(self):
         # a store that does not exist and a socket nobody listens on: import

@@ -72,11 +72,21 @@ class PyCase(Case):
         return p, int(m.group(1)), master
 
     def final_step(self, p):
+        """The stop's final checkpoint: committed, and a save of the trainer
+        (a periodic request may still start one after it: not the final).
+
+        The trainer's line before its save ("saving"), never the one after
+        ("saved"): a stop's save returns only at its commit, and ckptrun
+        terminates the trainer right at that commit (SIGTERM, or SIGINT for
+        Ctrl-C, whose KeyboardInterrupt may surface inside ckpt.save()
+        itself), so under load the trainer is often gone before it prints
+        anything after save() -- by design (docs/python.md, "Signals and
+        ckptrun"); expecting "saved" failed 4 runs in 8 with two CPU hogs."""
         text = p.text()
-        saved = [int(s) for s in re.findall(r"trainer: rank 0 saved step (\d+)", text)]
-        self.assertTrue(saved, text)
-        self.assertIn("final committed=true step=%d" % saved[-1], text)
-        return saved[-1]
+        m = re.search(r"final committed=true step=(\d+)", text)
+        self.assertTrue(m, text)
+        self.assertIn("trainer: rank 0 saving step %s\n" % m.group(1), text + "\n")
+        return int(m.group(1))
 
 
 class Stops(PyCase):

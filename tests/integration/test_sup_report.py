@@ -28,17 +28,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import test_ckptrun as tc  # noqa: E402  (Proc, Case: one store, HOME, CKPT_DIR per test)
-import test_cli as tcli  # noqa: E402  (Server, tty_run, the tools)
+import ckpt_testlib as T  # noqa: E402  (Proc, Server, tty_run, the tools)
+import test_ckptrun as tc  # noqa: E402  (Case: one store, HOME, CKPT_DIR per test)
 
-CKPTRUN, PY, TRAINER = tc.CKPTRUN, tc.PY, tc.TRAINER
-HAVE_S3 = tcli.HAVE_S3
+CKPTRUN, PY, TRAINER = T.CKPTRUN, T.PY, tc.TRAINER
+HAVE_S3 = T.HAVE_S3
 
 # A trainer that renames N checkpoints of SIZE random bytes into CKPT_DIR,
 # GAP seconds apart, then exits with EXIT.
@@ -220,15 +218,39 @@ class FailingStore(Case):
         self.assertIn("the child wrote no checkpoint", err)
 
 
+# A trainer that writes nothing into CKPT_DIR (with ARG, into ARG/ every
+# 0.25 s) until the file GO exists, then exits 0: it runs as long as the
+# test needs to see what ckptrun says of it.
+UNTIL = r'''
+import os, sys, time
+go, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+print("trainer up", file=sys.stderr, flush=True)
+end = time.monotonic() + 30
+while not os.path.exists(go) and time.monotonic() < end:
+    if out:
+        os.makedirs(out, exist_ok=True)
+        open(os.path.join(out, "model.pt"), "wb").write(os.urandom(1000))
+    time.sleep(0.25 if out else 0.02)
+'''
+
+
 class Unprotected(Case):
+    def until(self, *out):
+        """The UNTIL trainer's command, and its GO file."""
+        go = os.path.join(self.tmp, "go")
+        return [PY, self.script("until.py", UNTIL), go] + list(out), go
+
     def test_interval_with_no_way_to_reach_the_trainer_warns_once(self):
-        p = self.start(["--interval", "500ms", "--", PY, "-c",
-                        "import time, sys\nprint('trainer up', file=sys.stderr, flush=True)\n"
-                        "time.sleep(2.5)"])
+        # Watched until two ticks reached nobody (-v shows each request; the
+        # ticks' timing and the count are test_stop's).
+        cmd, go = self.until()
+        p = self.start(["-v", "--interval", "300ms", "--"] + cmd)
+        p.wait_count(r" request reason=periodic via=none", 2)
+        open(go, "w").close()
         self.assertEqual(p.wait(), 0, p.text())
         text = p.text()
         warn = p.wait_line(r"request level=warn msg=\"the periodic checkpoint request reached "
-                           r"nobody: no --signal")
+                           r"nobody: no --signal").string
         self.assertEqual(p.count(r"reached nobody"), 1, text)
         self.assertIn("--signal USR1 for a trainer that saves on it", warn)
         # not at start: after the first tick, once the trainer ran
@@ -236,15 +258,14 @@ class Unprotected(Case):
         self.assertRegex(self.last_line(text), r"; no checkpoint request could reach the trainer "
                                                r"\([2-9] tried\)")
         # a trainer that saves on --signal: no such warning
-        rc, _, err = self.ckptrun("--signal", "USR1", "--interval", "700ms", "--settle", "5s",
-                                  "--", *self.trainer("--steps", "150", "--every", "100000",
-                                                      "--mode", "signal", "--out",
-                                                      os.path.join(self.work, "out"),
-                                                      "--sleep-ms", "10"))
-        self.assertEqual(rc, 0, err)
-        self.assertIn("request reason=periodic via=SIGUSR1", err)
-        self.assertNotIn("reached nobody", err)
-        self.assertNotIn("no checkpoint request could reach", err)
+        p = self.start(["--signal", "USR1", "--interval", "300ms", "--settle", "5s", "--"] +
+                       self.trainer("--steps", "100000", "--every", "100000", "--mode", "signal",
+                                    "--out", os.path.join(self.work, "out"), "--sleep-ms", "10"))
+        p.wait_line(r" request reason=periodic via=SIGUSR1")
+        p.p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(), 75, p.text())
+        self.assertNotIn("reached nobody", p.text())
+        self.assertNotIn("no checkpoint request could reach", p.text())
 
     def test_stop_reaching_nobody_says_why_nothing_committed(self):
         p = self.start(["--", PY, "-c", "import time, sys\nprint('up', file=sys.stderr, "
@@ -253,7 +274,7 @@ class Unprotected(Case):
         p.p.send_signal(signal.SIGTERM)
         self.assertEqual(p.wait(), 74, p.text())
         self.assertIn("the stop checkpoint request reached nobody", p.text())
-        final = p.wait_line(r" final level=warn committed=false")
+        final = p.wait_line(r" final level=warn committed=false").string
         self.assertRegex(final, r"level=warn .*why=\"no request could reach the trainer \(no "
                                 r"--signal, no helper, `import ckpt` or libckpt connection\) and "
                                 r"nothing complete is in CKPT_DIR; the run has no committed "
@@ -263,18 +284,19 @@ class Unprotected(Case):
 
     def test_ckpt_dir_without_an_entry_warns_once(self):
         # the trainer writes into out/ while CKPT_DIR is ck/
+        # (said once, and when: test_stop; here, what it says)
         env = dict(self.env, CKPT_WARN_NO_CHECKPOINT="1s")
-        p = tc.Proc(["--", PY, "-c", "import os, time\nos.makedirs('out', exist_ok=True)\n"
-                     "for i in range(12):\n  open('out/model.pt', 'wb').write(os.urandom(1000))\n"
-                     "  time.sleep(0.25)"], env, self.work)
-        self.assertEqual(p.wait(), 0, p.text())
+        cmd, go = self.until(os.path.join(self.work, "out"))
+        p = T.Proc(["--"] + cmd, env, self.work)
         line = p.wait_line(r"watch level=warn msg=\"no checkpoint for 1\.0s: nothing complete "
                            r"appeared in %s since the child started" %
-                           re.escape(self.env["CKPT_DIR"]))
+                           re.escape(self.env["CKPT_DIR"])).string
+        open(go, "w").close()
+        self.assertEqual(p.wait(), 0, p.text())
         self.assertIn("point --dir (CKPT_DIR) there", line)
         self.assertEqual(p.count(r"no checkpoint for"), 1, p.text())
-        # the same limit with a trainer saving every 0.3 s: nothing said
-        rc, _, err = self.ckptrun("--", *self.writer(8, 1000, 0.3), env=env)
+        # the same limit with a trainer saving every 0.3 s for longer: nothing said
+        rc, _, err = self.ckptrun("--", *self.writer(5, 1000, 0.3), env=env)
         self.assertEqual(rc, 0, err)
         self.assertNotIn("no checkpoint for", err)
         self.assertNotIn("no new checkpoint for", err)
@@ -401,16 +423,12 @@ if stop:
 class Progress(Case):
     def setUp(self):
         super().setUp()
-        self.servers = []
-        s3 = tcli.Server(os.path.join(tcli.TOOLS, "mock_s3.py"), "--bucket", "ckpt-test")
-        self.servers.append(s3)
+        s3 = self.server(T.MockS3())
         # a link of 3 MB/s: an 8 MiB commit lasts about three seconds
-        proxy = tcli.Server(os.path.join(tcli.TOOLS, "faultproxy.py"), "--upstream",
-                            "127.0.0.1:%d" % s3.port, "--rate", "0", "--upload-bps", "3000000")
-        self.servers.append(proxy)
-        self.s3 = dict(AWS_ENDPOINT_URL="http://127.0.0.1:%d" % proxy.port,
-                       AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="MOCKAK",
-                       AWS_SECRET_ACCESS_KEY="mock/secret+key", AWS_EC2_METADATA_DISABLED="true")
+        proxy = self.server(T.Server(os.path.join(T.TOOLS, "faultproxy.py"), "--upstream",
+                                     "127.0.0.1:%d" % s3.port, "--rate", "0",
+                                     "--upload-bps", "3000000"))
+        self.s3 = s3.env(proxy.port)
         self.on_s3("p")
         self.slow = self.script("slow.py", SLOW)
 
@@ -418,15 +436,10 @@ class Progress(Case):
         self.env.update(self.s3, CKPT_STORE="s3://ckpt-test/" + prefix)
         self.store = self.env["CKPT_STORE"]
 
-    def tearDown(self):
-        for s in self.servers:
-            s.stop()
-        super().tearDown()
-
     def test_commit_and_final_commit_drawn_on_a_terminal_only(self):
         cmd = [CKPTRUN, "--codec", "none", "--grace", "40s", "--", PY, self.slow,
                str(8 << 20), "4", "1"]
-        rc, frames = tcli.tty_run(cmd, self.env, self.work)
+        rc, frames = T.tty_run(cmd, self.env, self.work)
         text = b"".join(d for _, d in frames).decode(errors="replace")
         self.assertEqual(rc, 75, text)
         running = [t for t, d in frames if re.search(rb"commit step 1  ", d)]
@@ -458,7 +471,7 @@ class Progress(Case):
     def test_log_json_on_a_terminal_draws_nothing(self):
         cmd = [CKPTRUN, "--log-json", "--codec", "none", "--", PY, self.slow, str(8 << 20),
                "0.5", "0"]
-        rc, frames = tcli.tty_run(cmd, self.env, self.work)
+        rc, frames = T.tty_run(cmd, self.env, self.work)
         text = b"".join(d for _, d in frames).decode(errors="replace")
         self.assertEqual(rc, 0, text)
         self.assertNotRegex(text, r"commit step \d+  ")

@@ -86,11 +86,14 @@ static void test_no_stage(void **state)
         fail_msg("NO_STAGE protect made %zu MiB resident", (rss() - before) >> 20);
     before = rss();
     assert_int_equal(ckpt_protect(ctx, "b", b, n), CKPT_OK);
-    /* a worker touches the stage right after ckpt_protect (staging.h) */
-    for (int k = 0; k < 1000 && rss() < before + n / 2; k++)
-        usleep(10000);
+    /* a worker touches the staging copy after ckpt_protect returns
+     * (staging.c): wait for it, bounded */
+    for (int i = 0; i < 1000 && rss() < before + n / 2; i++) {
+        struct timespec ms10 = { 0, 10000000 };
+        nanosleep(&ms10, NULL);
+    }
     if (rss() < before + n / 2)
-        fail_msg("a plain protect made only %zu MiB resident (its staging)",
+        fail_msg("a plain protect made only %zu MiB resident (its staging) in 10 s",
                  (rss() - before) >> 20);
     assert_int_equal(ckpt_unprotect(ctx, "b"), CKPT_OK);
     fill(a + n - (1 << 20), 1 << 20, 42);

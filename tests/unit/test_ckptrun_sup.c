@@ -3,10 +3,12 @@
  * the file store, with a test clock for the lease), the child's environment
  * (ckptrun/child.c) and the directories ckptrun makes and removes
  * (ckptrun/fsutil.c). No test waits on the wall clock: the renewer is asked
- * to renew at once, and its loss is awaited through its wake-up. */
+ * to renew at once, and its loss is awaited through its wake-up (bounded,
+ * so that a lost request fails the test instead of hanging it). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -93,41 +95,115 @@ static void wake(void)
     pthread_mutex_unlock(&g_mu);
 }
 
-static void test_renewer_loses_a_taken_lease(void **state)
+/* Wait for the renewer's wake-up. A renewer that lost the request never
+ * wakes anyone: the wait is bounded (10 s of the real clock, where the
+ * renewal itself takes a millisecond) so the test fails instead of
+ * hanging. @return 1 woken. */
+static int woken_within_10s(void)
 {
+    struct timespec ts;
+    int rc = 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    pthread_mutex_lock(&g_mu);
+    while (!g_woken && rc == 0)
+        rc = pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+    rc = g_woken > 0;
+    g_woken = 0;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* Two runners of one run on the file store under one fake clock: a holds
+ * the lease (a long TTL: its renewer renews only when asked); b takes the
+ * run over when takeover() moves the clock past a's expiry. */
+struct two_runners {
     struct ckpt_store *st;
     struct lease *a, *b;
+    struct fake_clock fc;
+    struct lease_clock clock;
+};
+
+static void two_runners_open(struct two_runners *t, const char *run)
+{
     struct lease_info other;
-    struct renewer rn;
-    struct fake_clock fc = { (int64_t)time(NULL) * 1000 };
-    struct lease_clock clock = { fake_now, fake_sleep, &fc };
-    char url[700], err[CKPT_ERR_MAX], why[800];
-    (void)state;
+    char url[700], err[CKPT_ERR_MAX];
+    t->fc.now = (int64_t)time(NULL) * 1000;
+    t->clock = (struct lease_clock){ fake_now, fake_sleep, &t->fc };
     snprintf(url, sizeof url, "file://%s", g_dir);
-    assert_int_equal(ckpt_store_open(url, NULL, &st, err), CKPT_OK);
-    /* a long TTL: the renewer renews only when asked */
-    assert_int_equal(lease_open(st, "r", 600000, &clock, &a), CKPT_OK);
-    assert_int_equal(lease_open(st, "r", 600000, &clock, &b), CKPT_OK);
-    assert_int_equal(lease_acquire(a, &other, err), CKPT_OK);
+    assert_int_equal(ckpt_store_open(url, NULL, &t->st, err), CKPT_OK);
+    assert_int_equal(lease_open(t->st, run, 600000, &t->clock, &t->a), CKPT_OK);
+    assert_int_equal(lease_open(t->st, run, 600000, &t->clock, &t->b), CKPT_OK);
+    assert_int_equal(lease_acquire(t->a, &other, err), CKPT_OK);
+}
+
+static void takeover(struct two_runners *t)
+{
+    struct lease_info other;
+    char err[CKPT_ERR_MAX];
+    t->fc.now += 600000 + LEASE_SKEW_MS + 1;
+    assert_int_equal(lease_acquire(t->b, &other, err), CKPT_OK);
+}
+
+static void two_runners_close(struct two_runners *t)
+{
+    lease_close(t->a);
+    lease_close(t->b);
+    ckpt_store_close(t->st);
+}
+
+static void test_renewer_loses_a_taken_lease(void **state)
+{
+    struct two_runners t;
+    struct renewer rn;
+    char why[800];
+    (void)state;
+    two_runners_open(&t, "r");
     memset(&rn, 0, sizeof rn);
-    assert_int_equal(renewer_start(&rn, a, wake), 0);
+    assert_int_equal(renewer_start(&rn, t.a, wake), 0);
     assert_false(renewer_lost(&rn, why, sizeof why));
     /* another runner takes the run over once a's lease has expired */
-    fc.now += 600000 + LEASE_SKEW_MS + 1;
-    assert_int_equal(lease_acquire(b, &other, err), CKPT_OK);
+    takeover(&t);
     /* a commit refused as fenced asks for a renewal now: it is refused */
     renewer_kick(&rn);
-    pthread_mutex_lock(&g_mu);
-    while (!g_woken)
-        pthread_cond_wait(&g_cv, &g_mu);
-    pthread_mutex_unlock(&g_mu);
+    assert_true(woken_within_10s());
     assert_true(renewer_lost(&rn, why, sizeof why));
     assert_non_null(strstr(why, "taken over"));
     renewer_stop(&rn);
     assert_false(renewer_lost(&rn, why, sizeof why)); /* stopped: the caller's again */
-    lease_close(a);
-    lease_close(b);
-    ckpt_store_close(st);
+    two_runners_close(&t);
+}
+
+/* A request to renew made as soon as the renewer is started -- before its
+ * thread has run (the supervisor starts it, then a commit comes back
+ * fenced) -- is not lost: the thread's first schedule must not overwrite
+ * it. The process is pinned to one CPU so that the new thread does not run
+ * before the request is made. */
+static void test_renewer_kicked_at_start(void **state)
+{
+    struct two_runners t;
+    struct renewer rn;
+    char why[800];
+    cpu_set_t all, one;
+    (void)state;
+    two_runners_open(&t, "k");
+    takeover(&t);
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    memset(&rn, 0, sizeof rn);
+    assert_int_equal(renewer_start(&rn, t.a, wake), 0);
+    renewer_kick(&rn);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    assert_true(woken_within_10s());
+    assert_true(renewer_lost(&rn, why, sizeof why));
+    renewer_stop(&rn);
+    two_runners_close(&t);
 }
 
 /* ---- the child's environment -------------------------------------------------- */
@@ -244,6 +320,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_notice_queue),
         cmocka_unit_test(test_renewer_loses_a_taken_lease),
+        cmocka_unit_test(test_renewer_kicked_at_start),
         cmocka_unit_test(test_child_env),
         cmocka_unit_test(test_fsutil),
     };

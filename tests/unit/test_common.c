@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ckpt_common.h"
+#include "ckpt_store.h" /* CKPT_ERR_MAX */
 
 static void test_duration(void **state)
 {
@@ -268,6 +269,27 @@ static void test_thread_start(void **state)
     assert_int_equal(sigismember(&mine, SIGUSR1), sigismember(&before, SIGUSR1));
 }
 
+/* The one error-detail helper of libckpt and the stores: truncated to the
+ * buffer, NULL-safe; ckpt__seterr writes CKPT_ERR_MAX bytes. */
+static void test_errf(void **state)
+{
+    char small[8], big[CKPT_ERR_MAX + 16], longer[CKPT_ERR_MAX * 2];
+    (void)state;
+    ckpt__errf(small, sizeof small, "%s %d", "abcdef", 42);
+    assert_string_equal(small, "abcdef ");
+    ckpt__errf(NULL, 100, "%s", "nothing written, no crash");
+    memset(small, 'x', sizeof small);
+    ckpt__errf(small, 0, "%s", "n 0: nothing written");
+    assert_int_equal(small[0], 'x');
+    memset(longer, 'y', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    memset(big, 'z', sizeof big);
+    ckpt__seterr(big, "%s", longer);
+    assert_int_equal(strlen(big), CKPT_ERR_MAX - 1);
+    assert_int_equal(big[CKPT_ERR_MAX], 'z'); /* nothing past CKPT_ERR_MAX bytes */
+    ckpt__seterr(NULL, "%s", "nothing");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,7 +297,7 @@ int main(void)
         cmocka_unit_test(test_codec_map),    cmocka_unit_test(test_signal),
         cmocka_unit_test(test_names),        cmocka_unit_test(test_formats),
         cmocka_unit_test(test_sizes),        cmocka_unit_test(test_clock),
-        cmocka_unit_test(test_thread_start),
+        cmocka_unit_test(test_thread_start), cmocka_unit_test(test_errf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

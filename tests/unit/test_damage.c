@@ -12,7 +12,11 @@
  *   - a damaged HEAD (garbage, a bad checksum, empty) leaves the run
  *     readable from its manifests, the next commit or fence rewrites it
  *     conditionally, a fenced runner's leftovers stay out and that runner
- *     still cannot commit, gc deletes nothing meanwhile. */
+ *     still cannot commit, gc deletes nothing meanwhile;
+ *   - over a damaged HEAD, ckpt_mark_damaged (and a lease holder's restore
+ *     that falls back) rewrite HEAD with the marks, and a writer whose HEAD
+ *     was damaged between two saves commits the second (its own manifest,
+ *     in the manifests' view, is not another runner's commit). */
 #include <stdatomic.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
@@ -543,6 +547,106 @@ static void test_damaged_head_fencing(void **state)
     }
 }
 
+/* ---- marking damage, and committing, over a damaged HEAD ------------------ */
+
+/* Step `step`'s first chunk deleted: that checkpoint is damaged. */
+static void drop_chunk(struct ckpt_ctx *ctx, uint64_t step)
+{
+    struct ckpt_head h;
+    struct ckpt_manifest m;
+    bool exists;
+    char chunk[1200];
+    const char *del[1] = { chunk };
+    assert_int_equal(ckpt__read_head(ctx, &h, NULL, &exists), CKPT_OK);
+    for (size_t i = 0; i < h.n; i++)
+        if (h.entries[i].step == step) {
+            assert_int_equal(ckpt__read_manifest(ctx, h.entries[i].manifest, &m), CKPT_OK);
+            ckpt__chunk_key(ctx->run, m.items[0].chunks[0].id, chunk, sizeof chunk);
+            ckpt__manifest_free(&m);
+        }
+    ckpt__head_free(&h);
+    assert_int_equal(ctx->store->ops->del(ctx->store, del, 1, NULL), CKPT_OK);
+}
+
+/* ckpt_mark_damaged (and so the marking a restore by the lease holder
+ * does) read HEAD alone: over a damaged HEAD they failed with "HEAD is
+ * damaged", leaving the damaged checkpoint first in the resume order for
+ * every restart to try again. */
+static void test_mark_over_damaged_head(void **state)
+{
+    uint8_t b[N], got[N], want[N];
+    uint64_t step = 0, three = 3;
+    struct ckpt_head h;
+    bool exists;
+    (void)state;
+    /* ckpt_mark_damaged by step: HEAD rewritten from the manifests, with
+     * step 3 in its damaged list and the holder's epoch */
+    struct ckpt_ctx *w = writer("mark", 1, b, NULL, 3);
+    ckpt_close(w);
+    struct ckpt_ctx *r = open_ctx("mark", 2);
+    damage_head(r, 0);
+    if (ckpt_mark_damaged(r, &three, 1) != CKPT_OK)
+        fail_msg("ckpt_mark_damaged: %s", ckpt_errmsg(r));
+    assert_int_equal(ckpt__read_head(r, &h, NULL, &exists), CKPT_OK);
+    assert_int_equal(h.n, 2);
+    assert_int_equal(h.entries[0].step, 2);
+    assert_int_equal(h.ndamaged, 1);
+    assert_int_equal(h.damaged[0].step, 3);
+    assert_int_equal(h.epoch, 2);
+    ckpt__head_free(&h);
+    ckpt_close(r);
+    /* a restore by the lease holder falls back past a damaged checkpoint
+     * and marks it, HEAD damaged or not */
+    w = writer("markr", 1, b, NULL, 3);
+    drop_chunk(w, 3);
+    damage_head(w, 1);
+    ckpt_close(w);
+    r = open_ctx("markr", 1);
+    assert_int_equal(ckpt_protect(r, "b", got, N), CKPT_OK);
+    assert_int_equal(ckpt_restore(r, &step), CKPT_OK);
+    assert_int_equal(step, 2);
+    fill(want, N, 2);
+    assert_memory_equal(got, want, N);
+    assert_int_equal(ckpt__read_head(r, &h, NULL, &exists), CKPT_OK);
+    assert_int_equal(h.n, 2);
+    assert_int_equal(h.ndamaged, 1);
+    assert_int_equal(h.damaged[0].step, 3);
+    ckpt__head_free(&h);
+    ckpt_close(r);
+}
+
+/* A writer that read HEAD whole, then HEAD is damaged under it: its next
+ * commit's conditional write is refused, the run read again from the
+ * manifests -- which name the manifest this very commit just wrote. It was
+ * taken for another runner's commit: refused (CKPT_E_FENCED) and its
+ * manifest deleted, one checkpoint lost. */
+static void test_commit_after_head_damaged_under_writer(void **state)
+{
+    uint8_t b[N], got[N];
+    uint64_t step = 0;
+    struct ckpt_head h;
+    bool exists;
+    (void)state;
+    struct ckpt_ctx *w = writer("under", 0, b, NULL, 2);
+    damage_head(w, 2);
+    fill(b, N, 3);
+    assert_int_equal(ckpt_save(w, 3), CKPT_OK);
+    if (ckpt_wait(w) != CKPT_OK)
+        fail_msg("the save over a damaged HEAD: %s", ckpt_errmsg(w));
+    assert_int_equal(ckpt__read_head(w, &h, NULL, &exists), CKPT_OK);
+    assert_int_equal(h.n, 3);
+    assert_int_equal(h.entries[0].step, 3);
+    ckpt__head_free(&h);
+    assert_int_equal(ckpt_verify(w, CKPT_STEP_ALL), CKPT_OK);
+    ckpt_close(w);
+    struct ckpt_ctx *r = open_ctx("under", 0);
+    assert_int_equal(ckpt_protect(r, "b", got, N), CKPT_OK);
+    assert_int_equal(ckpt_restore(r, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    assert_memory_equal(got, b, N);
+    ckpt_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +655,8 @@ int main(void)
         cmocka_unit_test(test_restore_past_a_lying_manifest),
         cmocka_unit_test(test_damaged_head_readable_and_rewritten),
         cmocka_unit_test(test_damaged_head_fencing),
+        cmocka_unit_test(test_mark_over_damaged_head),
+        cmocka_unit_test(test_commit_after_head_damaged_under_writer),
     };
     if (getenv("CKPT_TEST_FILTER"))
         cmocka_set_test_filter(getenv("CKPT_TEST_FILTER"));

@@ -332,6 +332,35 @@ static void test_saved_step(void **state)
     assert_null(find_entry(g_w, "x"));
 }
 
+/* Reported by rank 0 while another rank still writes its shard in it (HF's
+ * on_save callback runs on each rank as it finishes): complete, at that
+ * step, once that writer is done -- not --settle later because the entry
+ * changed after the report. */
+static void test_saved_while_a_rank_writes(void **state)
+{
+    struct watch_result *r;
+    char p[1024];
+    int ctl;
+    pid_t pid;
+    (void)state;
+
+    sub("final");
+    put("final/model.bin", "w");
+    pid = hold_open("final/rng_state_1.pth", &ctl);
+    pump();
+    snprintf(p, sizeof p, "%s/final", g_dir);
+    watch_saved(g_w, p, "renamed", 1, 300);
+    pump();
+    assert_false(complete("final"));
+    release(pid, ctl); /* its close changes the entry after the report */
+    pump();
+    assert_true(complete("final"));
+    r = commit_of(300);
+    assert_int_equal(r->res.files, 2);
+    assert_string_equal(r->step_from, "saved");
+    watch_result_free(r);
+}
+
 /* A report made before inotify showed the rename still names that version. */
 static void test_saved_before_the_event(void **state)
 {
@@ -502,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_changed_after_the_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_saved_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_saved_before_the_event, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_saved_while_a_rank_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_state_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_counter_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shape_names, setup, teardown),

@@ -45,7 +45,8 @@ import warnings
 
 from . import _dist
 from . import _lib as L
-from ._state import Builder, Flattener, Region, STATE_ITEM, STATE_REP_ITEM, decode, encode
+from ._state import (Builder, Flattener, Misfit, Region, STATE_ITEM, STATE_REP_ITEM, decode,
+                     encode)
 
 __all__ = ["save", "load", "requested", "wait", "init", "close", "saved", "checkpoint_dir",
            "restored_step", "CkptError"]
@@ -90,13 +91,16 @@ def _errmsg(ctx):
 
 # ---------------------------------------------------------------- the context
 
-def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None, timeout=None):
+def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None,
+         staging_max_bytes=None, timeout=None):
     """Open the context now, on `store` (a URL: file:///path, s3://bucket/prefix,
     az://container/prefix) and `run`. Optional: without it the first call
     opens one from the CKPT_* variables. `keep`: committed checkpoints
-    retained; `workers`, `chunk_bytes`: libckpt's (0 or None: its
-    defaults); `timeout`: a datetime.timedelta for ckpt's own gloo group in
-    a multi-rank job (default: torch.distributed's). Raises CkptError when
+    retained; `workers`, `chunk_bytes`, `staging_max_bytes`: libckpt's
+    (ckpt.h; 0 or None: its defaults; a staging cap bounds memory, and a
+    save then stalls while the pool drains); `timeout`: a datetime.timedelta
+    for ckpt's own gloo group in a multi-rank job (default:
+    torch.distributed's). Raises CkptError when
     the store cannot be opened (CKPT_E_UNREACHABLE, CKPT_E_AUTH,
     CKPT_E_CONFIG), RuntimeError when a context is already open."""
     with _lock:
@@ -105,7 +109,7 @@ def init(store=None, run=None, *, keep=None, workers=None, chunk_bytes=None, tim
                                "other ckpt call (or ckpt.close() first)")
         _opts.clear()
         _opts.update(store=store, run=run, keep=keep, workers=workers, chunk_bytes=chunk_bytes,
-                     timeout=timeout)
+                     staging_max_bytes=staging_max_bytes, timeout=timeout)
         _context()
 
 
@@ -127,7 +131,7 @@ def _context():
     for field in ("store", "run"):
         if _opts.get(field):
             setattr(cfg, field, os.fsencode(_opts[field]))
-    for field in ("keep", "workers", "chunk_bytes"):
+    for field in ("keep", "workers", "chunk_bytes", "staging_max_bytes"):
         if _opts.get(field):
             setattr(cfg, field, int(_opts[field]))
     rank, size, initialised = _dist.world()
@@ -304,9 +308,9 @@ def _step_arg(step):
     return step
 
 
-def _protect(ctx, r, flags_extra=0):
+def _protect(ctx, r):
     lib = L.lib()
-    flags = flags_extra | (L.REGION_REPLICATED if r.replicated else 0) | \
+    flags = (L.REGION_REPLICATED if r.replicated else 0) | \
         (L.REGION_DEVICE if r.device is not None else 0)
     st = lib.ckpt_protect_region(ctx, r.name.encode(), r.ptr, r.nbytes, r.elem, flags)
     if st == 1:  # CKPT_E_INVAL
@@ -315,13 +319,6 @@ def _protect(ctx, r, flags_extra=0):
                          % (r.name, ": " + _errmsg(ctx) if _errmsg(ctx) else ""))
     if st:
         raise _error("ckpt: cannot protect %r" % r.name, st, _errmsg(ctx))
-
-
-def _unprotect_all(ctx):
-    lib = L.lib()
-    for name in list(_protected):
-        lib.ckpt_unprotect(ctx, name.encode())
-        del _protected[name]
 
 
 def _struct_region(name, data, replicated):
@@ -391,45 +388,71 @@ def save(step, state, replicated=()):
 
 # ---------------------------------------------------------------- load
 
-def _list(ctx):
-    """[(step, world_size)] of the committed checkpoints, newest first."""
-    lib = L.lib()
-    out = []
+class _Loader:
+    """ckpt_restore_alloc's callbacks for load() (ckpt.h): libckpt asks for
+    the structure items first (round 0), then for the regions, which the
+    Builder allocates as the structure describes them (round 1), refusing a
+    checkpoint whose items are not what its structure says (a Misfit:
+    libckpt then tries the one before it). Which checkpoint, the fallback,
+    the marking of damage and the ranks' agreement are libckpt's.
 
-    def cb(_user, info):
-        out.append((info.contents.step, info.contents.world_size or 1))
-        return 0
-    fn = L.LIST_FN(cb)
-    st = lib.ckpt_list(ctx, fn, None)
-    if st:
-        raise _error("ckpt.load: cannot list the run's checkpoints", st, _errmsg(ctx))
-    return out
+    The memory given to libckpt is held here (by address) until libckpt
+    hands it back (a checkpoint given up) or the load ends."""
 
+    def __init__(self, map_location, allow_pickle):
+        self.map_location, self.allow_pickle = map_location, allow_pickle
+        self.held = {}       # address -> the object owning that memory
+        self.docs = {}       # structure item -> (buffer, size) of the step tried
+        self.builder = None  # of the step tried last
+        self.step = None
+        self.error = None    # an exception of ours: raised once libckpt returns
+        self._names = (ctypes.c_char_p * 2)(STATE_ITEM.encode(), STATE_REP_ITEM.encode())
+        self._alloc_fn = L.ALLOC_FN(self._alloc)
+        self._release_fn = L.RELEASE_FN(self._release)
+        self.ops = L.Alloc(version=L.ALLOC_VERSION, index=self._names, nindex=2,
+                           alloc=self._alloc_fn, release=self._release_fn)
 
-def _items(ctx, step, part):
-    lib = L.lib()
-    out = {}
+    def _hold(self, obj, ptr):
+        self.held[ptr] = obj
+        return ptr
 
-    def cb(_user, info):
-        i = info.contents
-        out[i.name.decode("utf-8", "surrogateescape")] = (i.size, bool(i.replicated))
-        return 0
-    fn = L.ITEM_FN(cb)
-    return lib.ckpt_items(ctx, step, part, fn, None), out
+    def _alloc(self, _user, reqp):
+        req = reqp.contents
+        try:
+            items = [req.items[k] for k in range(req.n)]
+            names = [i.name.decode("utf-8", "surrogateescape") for i in items]
+            if req.round == 0:
+                self.docs, self.builder, self.step = {}, None, req.step
+                for k, i in enumerate(items):
+                    buf = (ctypes.c_char * max(i.size, 1))()
+                    self.docs[names[k]] = (buf, i.size)
+                    req.dest[k] = self._hold(buf, ctypes.addressof(buf))
+                return L.OK
+            docs = {n: decode(buf.raw[:size], "structure %s" % n)
+                    for n, (buf, size) in self.docs.items()}
+            b = Builder(docs.get(STATE_ITEM), docs.get(STATE_REP_ITEM), self.map_location,
+                        self.allow_pickle)
+            got = b.allocate([(n, i.size, bool(i.replicated)) for n, i in zip(names, items)])
+            for k, (obj, ptr) in enumerate(got):
+                if ptr:
+                    req.dest[k] = self._hold(obj, ptr)
+            self.builder = b
+            return L.OK
+        except Misfit as e:
+            req.msg = str(e).encode("utf-8", "replace")[:255]
+            return getattr(L, e.status)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            req.msg = ("its structure is malformed (%s: %s)" % (type(e).__name__, e)) \
+                .encode("utf-8", "replace")[:255]
+            return L.E_CORRUPT
+        except BaseException as e:  # MemoryError, KeyboardInterrupt: raised after the call
+            self.error = e
+            req.msg = ("ckpt.load: %s" % type(e).__name__).encode()
+            return L.E_NOMEM if isinstance(e, MemoryError) else L.E_INTERNAL
 
-
-def _restore(ctx, step, regions):
-    """Protect `regions` [(name, ptr, nbytes, replicated)] (no staging),
-    restore checkpoint `step` into them, unprotect them. @return status."""
-    lib = L.lib()
-    try:
-        for name, ptr, nbytes, rep in regions:
-            r = Region(name, ptr, nbytes, L.ELEM_BYTES, rep, None, "", None, None)
-            _protect(ctx, r, L.REGION_NO_STAGE)
-            _protected[name] = None  # never a save's: unprotected below
-        return lib.ckpt_restore_step(ctx, step, None)
-    finally:
-        _unprotect_all(ctx)
+    def _release(self, _user, _step, dest, n):
+        for k in range(n):
+            self.held.pop(dest[k], None)
 
 
 def load(step=None, map_location=None, allow_pickle=False):
@@ -437,8 +460,9 @@ def load(step=None, map_location=None, allow_pickle=False):
     wrote and that verifies (or of `step`), rebuilt with new tensors and
     arrays, or None when the run has none. The structure and every tensor
     come from one step; a damaged checkpoint is skipped for the one before
-    it (with a warning), as libckpt's restore does; checkpoints save() did
-    not write (ckptrun's file checkpoints) are skipped.
+    it (with a warning) and, by a process under ckptrun, marked damaged in
+    the run's HEAD, as libckpt's restore does; checkpoints save() did not
+    write (ckptrun's file checkpoints) are skipped.
 
     map_location: as torch.load's -- None (the device each tensor was saved
     from), a device or its name, a dict {saved: target}, or a callable
@@ -452,48 +476,24 @@ def load(step=None, map_location=None, allow_pickle=False):
     with _lock:
         ctx = _context()
         lib = L.lib()
-        _unprotect_all(ctx)  # load never writes what save() protected
-        rank = lib.ckpt_rank(ctx)
-        listed = _list(ctx)
-        if step is not None:
-            step = _step_arg(step)
-            listed = [(s, w) for s, w in listed if s == step]
-            if not listed:
-                raise CkptError("ckpt.load: no committed checkpoint at step %d" % step,
-                                L.E_NOENT, "CKPT_E_NOENT")
-        for s, world in listed:
-            st, items = _items(ctx, s, rank if rank < world else 0)
-            if st in (L.E_CORRUPT, L.E_UNSUPPORTED) and step is None:
-                warnings.warn("ckpt.load: step %d skipped: %s" % (s, _errmsg(ctx)))
-                continue
-            if st:
-                raise _error("ckpt.load: cannot list step %d" % s, st, _errmsg(ctx))
-            want = [(n, items[n][0], n == STATE_REP_ITEM) for n in (STATE_ITEM, STATE_REP_ITEM)
-                    if n in items]
-            if not want:
-                continue  # not written by save(): a file checkpoint
-            bufs = {n: (ctypes.c_char * max(size, 1))() for n, size, _ in want}
-            regions = [(n, ctypes.addressof(bufs[n]), size, rep) for n, size, rep in want]
-            st = _restore(ctx, s, regions)
-            if st in (L.E_CORRUPT, L.E_UNSUPPORTED) and step is None:
-                warnings.warn("ckpt.load: step %d skipped: %s" % (s, _errmsg(ctx)))
-                continue
-            if st:
-                raise _error("ckpt.load: step %d" % s, st, _errmsg(ctx))
-            docs = {n: decode(bufs[n].raw[:size], "the structure of step %d" % s)
-                    for n, size, _ in want}
-            b = Builder(docs.get(STATE_ITEM), docs.get(STATE_REP_ITEM), map_location,
-                        allow_pickle)
-            # the structure again with the regions: every rank restores the
-            # same way, and the structure is read with the tensors
-            st = _restore(ctx, s, b.regions() + regions)
-            if st in (L.E_CORRUPT, L.E_UNSUPPORTED) and step is None:
-                warnings.warn("ckpt.load: step %d skipped: %s" % (s, _errmsg(ctx)))
-                continue
-            if st:
-                raise _error("ckpt.load: step %d" % s, st, _errmsg(ctx))
-            return b.build()
-        return None
+        want = L.STEP_LATEST if step is None else _step_arg(step)
+        ld = _Loader(map_location, allow_pickle)
+        got = ctypes.c_uint64(0)
+        st = lib.ckpt_restore_alloc(ctx, want, ctypes.byref(ld.ops), ctypes.byref(got))
+        if ld.error is not None:
+            raise ld.error
+        if st == L.E_NOENT and step is None:
+            return None
+        if st:
+            raise _error("ckpt.load" + ("" if step is None else "(step=%d)" % step), st,
+                         _errmsg(ctx))
+        note = _errmsg(ctx)  # after a fallback: which newer step, and why
+        if note:
+            warnings.warn("ckpt.load: " + note, stacklevel=2)
+        if ld.builder is None or ld.step != got.value:
+            raise CkptError("ckpt.load: libckpt restored step %d, the structure read was "
+                            "step %s" % (got.value, ld.step), L.E_INTERNAL, "CKPT_E_INTERNAL")
+        return ld.builder.build()
 
 
 # ---------------------------------------------------------------- files

@@ -12,9 +12,13 @@ import threading
 
 # ckpt.h values the package uses
 OK = 0
+E_NOMEM = 2
 E_NOENT = 3
 E_CORRUPT = 5
+E_SIZE = 6
 E_UNSUPPORTED = 13
+E_MISMATCH = 20
+E_INTERNAL = 21
 STEP_LATEST = (1 << 64) - 1
 
 ELEM_BYTES, ELEM_F16, ELEM_F32, ELEM_E2, ELEM_E4 = 0, 1, 2, 3, 4
@@ -22,7 +26,8 @@ REGION_REPLICATED, REGION_DEVICE, REGION_NO_STAGE = 1, 2, 4
 SIGNAL_DEFAULT, SIGNAL_STOP, SIGNAL_REPEAT = 0, 1, 2
 REDUCE_MAX, REDUCE_MIN, REDUCE_SUM = 0, 1, 2
 COLLECTIVE_VERSION = 1
-NEED_VERSION = 400  # 0.4.0: ckpt_protect_region, ckpt_items, ...
+NEED_VERSION = 400  # 0.4.0: ckpt_protect_region, ckpt_restore_alloc, ...
+ALLOC_VERSION = 1
 
 c_u64 = ctypes.c_uint64
 c_vp = ctypes.c_void_p
@@ -75,16 +80,8 @@ class Collective(ctypes.Structure):
                 ("reserved", c_vp * 4)]
 
 
-class Info(ctypes.Structure):
-    """struct ckpt_info (ckpt_list)."""
-    _fields_ = [("step", c_u64), ("seq", c_u64), ("epoch", c_u64), ("time_ms", ctypes.c_int64),
-                ("items", c_u64), ("raw_bytes", c_u64), ("stored_bytes", c_u64),
-                ("new_bytes", c_u64), ("chunks", c_u64), ("manifest", ctypes.c_char_p),
-                ("links", c_u64), ("world_size", ctypes.c_uint)]
-
-
 class ItemInfo(ctypes.Structure):
-    """struct ckpt_item_info (ckpt_items)."""
+    """struct ckpt_item_info."""
     _fields_ = [("name", ctypes.c_char_p), ("size", c_u64), ("kind", ctypes.c_int),
                 ("elem_size", ctypes.c_uint), ("replicated", ctypes.c_int),
                 ("target", ctypes.c_char_p), ("step", c_u64), ("world_size", ctypes.c_uint),
@@ -92,8 +89,24 @@ class ItemInfo(ctypes.Structure):
                 ("chunks", c_u64), ("reserved", c_u64 * 4)]
 
 
-LIST_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_vp, ctypes.POINTER(Info))
-ITEM_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_vp, ctypes.POINTER(ItemInfo))
+class AllocReq(ctypes.Structure):
+    """struct ckpt_alloc_req (ckpt_restore_alloc)."""
+    _fields_ = [("step", c_u64), ("world_size", ctypes.c_uint), ("round", ctypes.c_uint),
+                ("n", ctypes.c_size_t), ("items", ctypes.POINTER(ItemInfo)),
+                ("dest", ctypes.POINTER(c_vp)), ("msg", ctypes.c_char * 256),
+                ("reserved", c_vp * 4)]
+
+
+ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_vp, ctypes.POINTER(AllocReq))
+RELEASE_FN = ctypes.CFUNCTYPE(None, c_vp, c_u64, ctypes.POINTER(c_vp), ctypes.c_size_t)
+
+
+class Alloc(ctypes.Structure):
+    """struct ckpt_alloc (ckpt_restore_alloc)."""
+    _fields_ = [("version", ctypes.c_uint), ("user", c_vp),
+                ("index", ctypes.POINTER(ctypes.c_char_p)), ("nindex", ctypes.c_size_t),
+                ("alloc", ALLOC_FN), ("release", RELEASE_FN), ("reserved", c_vp * 4)]
+
 
 _PROTOS = {
     "ckpt_version_number": (ctypes.c_uint, []),
@@ -111,13 +124,10 @@ _PROTOS = {
     "ckpt_should_save": (ctypes.c_int, [c_vp]),
     "ckpt_take_request": (ctypes.c_int, [c_vp]),
     "ckpt_request": (None, [c_vp, ctypes.c_int]),
-    "ckpt_list": (ctypes.c_int, [c_vp, LIST_FN, c_vp]),
-    "ckpt_items": (ctypes.c_int, [c_vp, c_u64, ctypes.c_uint, ITEM_FN, c_vp]),
-    "ckpt_restore_step": (ctypes.c_int, [c_vp, c_u64, ctypes.POINTER(c_u64)]),
+    "ckpt_restore_alloc": (ctypes.c_int, [c_vp, c_u64, ctypes.POINTER(Alloc),
+                                          ctypes.POINTER(c_u64)]),
     "ckpt_report_file": (ctypes.c_int, [c_vp, ctypes.c_char_p, c_u64]),
     "ckpt_signal": (ctypes.c_int, [c_vp, ctypes.c_int]),
-    "ckpt_rank": (ctypes.c_uint, [c_vp]),
-    "ckpt_world_size": (ctypes.c_uint, [c_vp]),
 }
 
 _lib = None

@@ -14,8 +14,11 @@ arrays, bytes and small values) into
     other types are pickled into it; load() unpickles only a short list of
     harmless classes unless told to trust the store (a pickle from a store
     runs code).
-load() reads the structure first, allocates every region (torch.empty,
-numpy.empty, bytearray), has libckpt restore into them, and rebuilds.
+load() is one ckpt_restore_alloc(): libckpt reads the structure items first
+(its index round), the Builder allocates every region they describe
+(torch.empty, numpy.empty, bytearray) -- refusing a checkpoint whose items
+are not what its structure says (Misfit: libckpt falls back past it) --,
+libckpt restores into them, and the Builder rebuilds the state.
 
 torch and numpy are imported only when the state holds their objects.
 """
@@ -54,29 +57,47 @@ class Region:
         return (self.ptr, self.nbytes, self.elem, self.replicated, self.device is not None)
 
 
-def _segment(key, path):
-    """The item-name segment of a dict key or sequence index."""
+def _segment(key, where):
+    """The item-name segment of a dict key or sequence index; where() names
+    the place, for the error."""
     if isinstance(key, bool) or not isinstance(key, (str, int)):
         raise ValueError("ckpt.save: key %r (%s) at %r cannot be part of an item name: "
                          "tensors, arrays and bytes must sit under str or int keys"
-                         % (key, type(key).__name__, "/".join(path) or "<state>"))
+                         % (key, type(key).__name__, where()))
     seg = str(key)
     if not seg or seg in (".", "..") or "/" in seg or "\0" in seg:
         raise ValueError("ckpt.save: key %r at %r cannot be an item name segment (empty, "
-                         "'.', '..', or containing '/' or NUL)" % (key, "/".join(path) or
-                                                                  "<state>"))
+                         "'.', '..', or containing '/' or NUL)" % (key, where()))
     return seg
 
 
-def _elem_hint(kind, dtype):
+def _hints():
     from . import _lib as L
+    return ({"bfloat16": L.ELEM_F16, "float16": L.ELEM_F16, "float32": L.ELEM_F32,
+             "int16": L.ELEM_E2, "int32": L.ELEM_E4},
+            {"f2": L.ELEM_F16, "f4": L.ELEM_F32, "i2": L.ELEM_E2, "u2": L.ELEM_E2,
+             "i4": L.ELEM_E4, "u4": L.ELEM_E4}, L.ELEM_BYTES)
+
+
+_TORCH_HINT, _NUMPY_HINT, _BYTES_HINT = _hints()
+
+
+def _elem_hint(kind, dtype):
+    """The element hint (byte grouping) of a dtype."""
     if kind == "torch":
-        name = str(dtype).replace("torch.", "")
-        return {"bfloat16": L.ELEM_F16, "float16": L.ELEM_F16, "float32": L.ELEM_F32,
-                "int16": L.ELEM_E2, "int32": L.ELEM_E4}.get(name, L.ELEM_BYTES)
+        return _TORCH_HINT.get(_dtype_name(dtype), _BYTES_HINT)
     name = dtype.str[1:] if dtype.fields is None else ""
-    return {"f2": L.ELEM_F16, "f4": L.ELEM_F32, "i2": L.ELEM_E2, "u2": L.ELEM_E2,
-            "i4": L.ELEM_E4, "u4": L.ELEM_E4}.get(name, L.ELEM_BYTES)
+    return _NUMPY_HINT.get(name, _BYTES_HINT)
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    n = _DTYPE_NAMES.get(dtype)
+    if n is None:
+        n = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return n
 
 
 def _span(sizes, strides, itemsize):
@@ -144,7 +165,7 @@ class Flattener:
                 raise TypeError("ckpt.save: with replicated= keys, the state must be a dict")
             trees, entries = [], []
             for k, v in state.items():
-                seg = [_Lazy(k, [])]
+                seg = [_Lazy(k, ())]
                 if k in self.replicated:
                     entries.append([self.key_node(k), {"rep": len(trees)}])
                     trees.append(self.node(v, seg, True))
@@ -288,7 +309,7 @@ class Flattener:
                              "quantization parameters" % name)
         if t.is_conj() or t.is_neg():
             t = t.resolve_conj().resolve_neg()  # a lazy view: its bytes are not its values
-        node = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+        node = {"dtype": _dtype_name(t.dtype), "shape": list(t.shape),
                 "stride": list(t.stride()), "device": str(t.device)}
         if type(t) is torch.nn.Parameter:
             node["param"] = True
@@ -329,25 +350,46 @@ class Flattener:
             self.regions[g.name] = Region(
                 g.name, g.lo, g.hi - g.lo, _elem_hint("torch", g.dtype), rep,
                 g.device if cuda else None, "torch",
-                {"kind": "torch", "dtype": str(g.dtype).replace("torch.", ""),
+                {"kind": "torch", "dtype": _dtype_name(g.dtype),
                  "nbytes": g.hi - g.lo, "device": str(g.device)}, g.tensor)
 
 
 class _Lazy:
-    """A path segment made into an item name only when a region needs it:
-    keys of other types are fine where no tensor lies below."""
-    __slots__ = ("key", "path")
+    """A path segment made into an item name only when a region needs it
+    (keys of other types are fine where no tensor lies below), once."""
+    __slots__ = ("key", "path", "seg")
 
     def __init__(self, key, path):
-        self.key, self.path = key, path
+        self.key, self.path, self.seg = key, path, None
 
     def segment(self):
-        return _segment(self.key, [p.segment() if isinstance(p, _Lazy) else p
-                                   for p in self.path])
+        if self.seg is None:
+            self.seg = _segment(self.key, lambda: _path_text(self.path))
+        return self.seg
+
+
+def _path_text(path):
+    out = []
+    for p in path:
+        if isinstance(p, _Lazy):
+            out.append(p.seg if p.seg is not None else str(p.key))
+        else:
+            out.append(p)
+    return "/".join(out) or "<state>"
 
 
 def _descr(np, dtype):
     return json.loads(json.dumps(np.lib.format.dtype_to_descr(dtype)))
+
+
+class Misfit(ValueError):
+    """A checkpoint load() cannot take, as ckpt_restore_alloc's status
+    (a name of _lib: "E_SIZE", "E_MISMATCH", "E_CORRUPT", "E_UNSUPPORTED");
+    libckpt then tries the one before it (ckpt.h, ckpt_restore_alloc)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
 
 
 def encode(doc):
@@ -355,13 +397,17 @@ def encode(doc):
 
 
 def decode(buf, what):
+    """The structure document in buf. Raises Misfit: E_CORRUPT when it is
+    no structure, E_UNSUPPORTED for a newer format."""
     try:
         doc = json.loads(bytes(buf).decode())
     except ValueError as e:
-        raise ValueError("ckpt.load: %s is not a structure this version reads (%s)" % (what, e))
-    if not isinstance(doc, dict) or doc.get("v") != FORMAT:
-        raise ValueError("ckpt.load: %s has format %r; this version reads %d: upgrade ckpt"
-                         % (what, doc.get("v") if isinstance(doc, dict) else "?", FORMAT))
+        raise Misfit("E_CORRUPT", "%s is not a structure (%s)" % (what, e))
+    if not isinstance(doc, dict) or not isinstance(doc.get("v"), int):
+        raise Misfit("E_CORRUPT", "%s is not a structure" % what)
+    if doc["v"] != FORMAT:
+        raise Misfit("E_UNSUPPORTED", "%s has format %r; this version reads %d: upgrade ckpt"
+                     % (what, doc["v"], FORMAT))
     return doc
 
 
@@ -398,38 +444,64 @@ class Builder:
         self.allow_pickle = allow_pickle
         self.bufs = {}      # region name -> (the allocated object, its description)
 
-    def regions(self):
-        """Allocate every region: @return [(name, ptr, nbytes, replicated)]."""
-        out = []
+    def allocate(self, items):
+        """Memory for a checkpoint's items [(name, nbytes, replicated)] (its
+        structure items aside), after checking them against the structure:
+        every region it describes, of its size, and nothing else.
+        @return [(object, address)] per item (address 0: no bytes). Raises
+        Misfit."""
+        described = {}
         for d, rep in ((self.own, False), (self.rep, True)):
-            if d is None:
-                continue
-            for name, desc in d.get("regions", {}).items():
-                nbytes = int(desc["nbytes"])
-                kind = desc.get("kind")
-                if kind == "torch":
-                    import torch
-                    dtype = _torch_dtype(torch, desc["dtype"])
-                    esize = torch.empty((), dtype=dtype).element_size()
-                    if nbytes % esize:
-                        raise ValueError("ckpt.load: region %r: %d bytes is no whole number of "
-                                         "%s elements" % (name, nbytes, dtype))
-                    base = torch.empty(nbytes // esize, dtype=dtype)
-                    ptr = base.data_ptr()
-                elif kind == "numpy":
-                    import numpy as np
-                    base = np.empty(nbytes, dtype=np.uint8)
-                    ptr = base.__array_interface__["data"][0]
-                elif kind == "bytes":
-                    import ctypes
-                    base = bytearray(nbytes)
-                    ptr = ctypes.addressof((ctypes.c_char * nbytes).from_buffer(base)) \
-                        if nbytes else 0
-                else:
-                    raise ValueError("ckpt.load: region %r of unknown kind %r" % (name, kind))
-                self.bufs[name] = (base, desc)
-                out.append((name, ptr, nbytes, rep))
+            regions = d.get("regions", {}) if d is not None else {}
+            if not isinstance(regions, dict):
+                raise Misfit("E_CORRUPT", "the structure's regions are not a map")
+            for name, desc in regions.items():
+                described[name] = (desc, rep)
+        out = []
+        for name, nbytes, rep in items:
+            if name not in described:
+                raise Misfit("E_MISMATCH", "item %r is not in the checkpoint's structure" % name)
+            desc, drep = described.pop(name)
+            try:
+                want = int(desc["nbytes"])
+            except (KeyError, TypeError, ValueError):
+                raise Misfit("E_CORRUPT", "region %r: no size in the structure" % name)
+            if want != nbytes or drep != rep:
+                raise Misfit("E_SIZE" if want != nbytes else "E_MISMATCH",
+                             "item %r is %d bytes%s, its structure says %d%s"
+                             % (name, nbytes, " replicated" if rep else "", want,
+                                " replicated" if drep else ""))
+            out.append(self._region(name, desc, nbytes))
+        if described:
+            raise Misfit("E_MISMATCH", "the structure describes %r, the checkpoint lacks it"
+                         % sorted(described)[0])
         return out
+
+    def _region(self, name, desc, nbytes):
+        kind = desc.get("kind") if isinstance(desc, dict) else None
+        if kind == "torch":
+            import torch
+            dtype = _torch_dtype(torch, desc["dtype"])
+            esize = torch.empty((), dtype=dtype).element_size()
+            if nbytes % esize:
+                raise Misfit("E_CORRUPT", "region %r: %d bytes is no whole number of %s "
+                             "elements" % (name, nbytes, dtype))
+            base = torch.empty(nbytes // esize, dtype=dtype)
+            ptr = base.data_ptr()
+        elif kind == "numpy":
+            import numpy as np
+            base = np.empty(nbytes, dtype=np.uint8)
+            ptr = base.__array_interface__["data"][0]
+        elif kind == "bytes":
+            import ctypes
+            base = bytearray(nbytes)
+            ptr = ctypes.addressof((ctypes.c_char * nbytes).from_buffer(base)) \
+                if nbytes else 0
+        else:
+            raise Misfit("E_UNSUPPORTED", "region %r of unknown kind %r: written by a newer "
+                         "ckpt?" % (name, kind))
+        self.bufs[name] = (base, desc)
+        return base, (ptr if nbytes else 0)
 
     def build(self):
         """The state, from the documents and the restored regions."""
@@ -561,5 +633,5 @@ def _descr_in(d):
 def _torch_dtype(torch, name):
     dt = getattr(torch, str(name), None)
     if not isinstance(dt, torch.dtype):
-        raise ValueError("ckpt.load: unknown torch dtype %r" % name)
+        raise Misfit("E_UNSUPPORTED", "unknown torch dtype %r (a newer torch wrote it?)" % name)
     return dt
