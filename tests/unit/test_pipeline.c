@@ -163,8 +163,9 @@ static size_t resident(void *base, size_t len)
 
 /* ckpt_protect maps a region's stage and leaves touching it to a worker
  * (a recover's restore overlaps it): with the workers held, only its first
- * 2 MiB (one huge page at most more) are in after ckpt_protect returns; released, a worker faults in
- * the rest, and a save right after still commits the region's bytes. */
+ * 2 MiB (one huge page at most more) are in after ckpt_protect returns;
+ * released, a worker faults in the rest, and a save right after still
+ * commits the region's bytes. */
 static void test_stage_touched_by_worker(void **state)
 {
     size_t n = 64u << 20;
