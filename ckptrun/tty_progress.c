@@ -34,42 +34,101 @@ struct progress {
     int64_t cur_started; /* started_ms of the save the window measures */
 };
 
-char *progress_text(const char *what, uint64_t done, uint64_t total, double rate,
-                    char *buf, size_t n)
+/* "what  41%  1.23 GiB / 3.00 GiB  96.3 MiB/s  ETA 19.0s": `eta_ms` < 0
+ * leaves the ETA out. */
+static char *line_text(const char *what, uint64_t done, uint64_t total, double rate,
+                       int64_t eta_ms, char *buf, size_t n)
 {
     char d[32], t[32], r[32], eta[32] = "";
 
     ckpt_fmt_bytes(done, d, sizeof d);
     ckpt_fmt_rate(rate, r, sizeof r);
     if (total && done <= total) {
-        if (rate > 0 && done < total) {
+        if (eta_ms >= 0) {
             char e[32];
             snprintf(eta, sizeof eta, "  ETA %s",
-                     ckpt_fmt_duration((uint64_t)((double)(total - done) / rate * 1000.0), e,
-                                  sizeof e));
+                     ckpt_fmt_duration((uint64_t)eta_ms, e, sizeof e));
         }
-        snprintf(buf, n, "%s %3u%%  %s / %s  %s%s", what,
-                 (unsigned)(total ? done * 100 / total : 0), d, ckpt_fmt_bytes(total, t, sizeof t),
-                 r, eta);
+        snprintf(buf, n, "%s %3u%%  %s / %s  %s%s", what, (unsigned)(done * 100 / total), d,
+                 ckpt_fmt_bytes(total, t, sizeof t), r, eta);
     } else {
         snprintf(buf, n, "%s  %s  %s", what, d, r);
     }
     return buf;
 }
 
+char *progress_text(const char *what, uint64_t done, uint64_t total, double rate,
+                    char *buf, size_t n)
+{
+    int64_t eta = -1;
+    if (total && rate > 0 && done < total)
+        eta = (int64_t)((double)(total - done) / rate * 1000.0);
+    return line_text(what, done, total, rate, eta, buf, n);
+}
+
+uint64_t progress_save_count(const struct ckpt_progress *pr)
+{
+    return pr->flags & CKPT_PROGRESS_SENT ? pr->sent_bytes : pr->bytes_done;
+}
+
+char *progress_save_text(const char *what, const struct ckpt_progress *pr, double rate,
+                         int64_t took_ms, char *buf, size_t n)
+{
+    char a[32], d[32];
+    int reading = pr->bytes_done < pr->bytes_total;
+    uint64_t will, sent;
+    double frac;
+
+    ckpt_fmt_duration((uint64_t)(took_ms > 0 ? took_ms : 0), d, sizeof d);
+    if (!(pr->flags & CKPT_PROGRESS_SENT)) {
+        /* the store cannot tell what has left: what has been read, then
+         * how long the writing takes */
+        if (reading)
+            return progress_text(what, pr->bytes_done, pr->bytes_total, rate, buf, n);
+        snprintf(buf, n, "%s  %s read, writing to the store, %s in", what,
+                 ckpt_fmt_bytes(pr->bytes_total, a, sizeof a), d);
+        return buf;
+    }
+    /* What the save will send: the encoded bytes once every chunk is read,
+     * until then as many more as there are raw bytes left to read. */
+    will = pr->encoded_bytes;
+    if (reading && pr->bytes_done)
+        will = (uint64_t)((double)pr->encoded_bytes * (double)pr->bytes_total /
+                          (double)pr->bytes_done);
+    sent = pr->sent_bytes;
+    if (!reading && sent >= will) { /* every chunk is out: manifest, HEAD */
+        snprintf(buf, n, "%s  %s sent, committing, %s in", what,
+                 ckpt_fmt_bytes(sent, a, sizeof a), d);
+        return buf;
+    }
+    if (!will) /* nothing new encoded yet: nothing to measure against */
+        return line_text(what, 0, pr->bytes_total, rate, -1, buf, n);
+    if (sent > will)
+        sent = will;
+    /* the share sent, on the checkpoint's raw scale; the rate and what is
+     * left in bytes sent */
+    frac = (double)sent / (double)will;
+    return line_text(what, (uint64_t)(frac * (double)pr->bytes_total), pr->bytes_total, rate,
+                     rate > 0 ? (int64_t)((double)(will - sent) / rate * 1000.0) : -1, buf, n);
+}
+
 /* Bytes per second over the last two seconds (8 draws), not since the
  * start, so a stall shows; since the start until the window has filled a
- * bit. */
+ * bit. A count that went down (bytes sent taken back for a retry) gives 0,
+ * not a negative rate. */
 static double window_rate(struct progress *p, uint64_t done, int64_t now)
 {
     unsigned slot = p->win_n % 8, oldest;
+    double moved;
 
     p->win_bytes[slot] = done;
     p->win_ms[slot] = now;
     p->win_n++;
     oldest = p->win_n >= 8 ? p->win_n % 8 : 0;
-    if (p->win_n >= 3 && now > p->win_ms[oldest])
-        return (double)(done - p->win_bytes[oldest]) * 1000.0 / (double)(now - p->win_ms[oldest]);
+    if (p->win_n >= 3 && now > p->win_ms[oldest]) {
+        moved = (double)done - (double)p->win_bytes[oldest];
+        return moved > 0 ? moved * 1000.0 / (double)(now - p->win_ms[oldest]) : 0;
+    }
     return now > p->t0 ? (double)done * 1000.0 / (double)(now - p->t0) : 0;
 }
 
@@ -99,19 +158,14 @@ static void draw_run(struct progress *p)
             snprintf(label, sizeof label, "restore step %llu", (unsigned long long)pr.step);
         else
             snprintf(label, sizeof label, "commit step %llu", (unsigned long long)pr.step);
-        if (pr.phase == CKPT_PROGRESS_SAVE && pr.bytes_total && pr.bytes_done >= pr.bytes_total) {
-            /* Every byte is read and queued; on an object store the last
-             * pack is still on its way (its bytes count when it lands), then
-             * the manifest and HEAD: how long the commit has taken shows. */
-            int64_t took = pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0;
-            snprintf(line, sizeof line, "%s  %s read, writing to the store, %s in%s", label,
-                     ckpt_fmt_bytes(pr.bytes_total, tmp, sizeof tmp),
-                     ckpt_fmt_duration((uint64_t)(took > 0 ? took : 0), d, sizeof d), left);
-        } else {
-            progress_text(label, pr.bytes_done, pr.bytes_total, window_rate(p, pr.bytes_done, now),
-                          tmp, sizeof tmp);
-            snprintf(line, sizeof line, "%s%s", tmp, left);
-        }
+        if (pr.phase == CKPT_PROGRESS_SAVE)
+            progress_save_text(label, &pr, window_rate(p, progress_save_count(&pr), now),
+                               pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0, tmp,
+                               sizeof tmp);
+        else
+            progress_text(label, pr.bytes_done, pr.bytes_total,
+                          window_rate(p, pr.bytes_done, now), tmp, sizeof tmp);
+        snprintf(line, sizeof line, "%s%s", tmp, left);
     } else if (p->waiting[0]) {
         snprintf(line, sizeof line, "%s%s", p->waiting, left);
     } else {
@@ -134,8 +188,12 @@ static void draw(struct progress *p)
     }
     if (ckpt_progress(p->ctx, &pr) != CKPT_OK || pr.phase == CKPT_PROGRESS_IDLE)
         return;
-    progress_text(p->what, pr.bytes_done, pr.bytes_total, window_rate(p, pr.bytes_done, now), tmp,
-                  sizeof tmp);
+    if (pr.phase == CKPT_PROGRESS_SAVE)
+        progress_save_text(p->what, &pr, window_rate(p, progress_save_count(&pr), now),
+                           pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0, tmp, sizeof tmp);
+    else
+        progress_text(p->what, pr.bytes_done, pr.bytes_total,
+                      window_rate(p, pr.bytes_done, now), tmp, sizeof tmp);
     if (pr.phase == CKPT_PROGRESS_VERIFY && pr.checkpoints_done > 1)
         snprintf(line, sizeof line, "%s  (%llu checkpoints)", tmp,
                  (unsigned long long)pr.checkpoints_done);

@@ -31,6 +31,7 @@ struct file_store {
     struct ckpt_store base;
     char *root;
     int root_fd;
+    atomic_uint_fast64_t sent; /* bytes written by puts (fsent), less failed ones */
 };
 
 static atomic_uint tmp_counter;
@@ -162,7 +163,10 @@ out:
     return st;
 }
 
-static ckpt_status write_tmp(const char *tmp, const void *buf, size_t len, int sync, char *err)
+/* Write the temp file of a put, adding each piece written to *sent as it
+ * goes and to *counted (what a failure of the put takes back: fput). */
+static ckpt_status write_tmp(const char *tmp, const void *buf, size_t len, int sync,
+                             atomic_uint_fast64_t *sent, uint64_t *counted, char *err)
 {
     ckpt_status st = CKPT_OK;
     const uint8_t *p = buf;
@@ -179,6 +183,8 @@ static ckpt_status write_tmp(const char *tmp, const void *buf, size_t len, int s
         }
         p += w;
         len -= (size_t)w;
+        atomic_fetch_add_explicit(sent, (uint64_t)w, memory_order_relaxed);
+        *counted += (uint64_t)w;
     }
     if (sync && fsync(fd) != 0)
         st = fail(err, errno, "fsync", tmp);
@@ -199,13 +205,56 @@ out:
     return st;
 }
 
+/* The object is replaced under its lock (If-Match) when its etag is still
+ * o->if_match. */
+static ckpt_status replace_matching(struct file_store *fs, const char *key, const char *path,
+                                    const char *tmp, const struct ckpt_put_opts *o, char *err)
+{
+    char lockpath[4200], cur_etag[CKPT_ETAG_MAX];
+    void *cur = NULL;
+    size_t cl;
+    ckpt_status st;
+    int lockfd;
+
+    snprintf(lockpath, sizeof lockpath, "%s/.ckpt-lock", fs->root);
+    lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX) != 0) {
+        st = fail(err, errno, "lock", lockpath);
+        goto out;
+    }
+    st = read_all(path, (size_t)1 << 30, &cur, &cl, err);
+    if (st == CKPT_E_NOENT) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "%s does not exist (If-Match)", key);
+        goto out;
+    }
+    if (st)
+        goto out;
+    etag_of(cur, cl, cur_etag);
+    free(cur);
+    if (!o->if_match || strcmp(cur_etag, o->if_match) != 0) {
+        if (err)
+            snprintf(err, CKPT_ERR_MAX, "%s changed (etag %s, expected %s)", key, cur_etag,
+                     o->if_match ? o->if_match : "(none)");
+        st = CKPT_E_PRECONDITION;
+        goto out;
+    }
+    if (rename(tmp, path) != 0)
+        st = fail(err, errno, "rename", path);
+out:
+    if (lockfd >= 0)
+        close(lockfd); /* releases the flock */
+    return st;
+}
+
 static ckpt_status fput(struct ckpt_store *s, const char *key, const void *buf, size_t len,
                         const struct ckpt_put_opts *o, char *etag_out, char *err)
 {
     struct file_store *fs = (struct file_store *)s;
-    char path[4096], tmp[4200], cur_etag[CKPT_ETAG_MAX];
+    char path[4096], tmp[4200];
     ckpt_status st;
-    int lockfd = -1, sync = !o->deferred;
+    uint64_t counted = 0;
+    int sync = !o->deferred;
 
     if (!ckpt_key_valid(key) || path_of(fs, key, path, sizeof path)) {
         if (err)
@@ -217,67 +266,37 @@ static ckpt_status fput(struct ckpt_store *s, const char *key, const void *buf, 
         return st;
     snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(),
              atomic_fetch_add(&tmp_counter, 1));
-    st = write_tmp(tmp, buf, len, sync, err);
+    st = write_tmp(tmp, buf, len, sync, &fs->sent, &counted, err);
     if (st)
-        return st;
+        goto out;
     if (o->cond == CKPT_PUT_IF_NONE_MATCH) {
         if (link(tmp, path) != 0) {
             int e = errno;
-            unlink(tmp);
             if (e == EEXIST) {
                 if (err)
                     snprintf(err, CKPT_ERR_MAX, "%s already exists", key);
-                return CKPT_E_PRECONDITION;
+                st = CKPT_E_PRECONDITION;
+            } else {
+                st = fail(err, e, "link", path);
             }
-            return fail(err, e, "link", path);
         }
         unlink(tmp);
     } else {
-        if (o->cond == CKPT_PUT_IF_MATCH) {
-            void *cur = NULL;
-            size_t cl;
-            char lockpath[4200];
-            snprintf(lockpath, sizeof lockpath, "%s/.ckpt-lock", fs->root);
-            lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-            if (lockfd < 0 || flock(lockfd, LOCK_EX) != 0) {
-                st = fail(err, errno, "lock", lockpath);
-                goto unlock;
-            }
-            st = read_all(path, (size_t)1 << 30, &cur, &cl, err);
-            if (st == CKPT_E_NOENT) {
-                if (err)
-                    snprintf(err, CKPT_ERR_MAX, "%s does not exist (If-Match)", key);
-                goto unlock;
-            }
-            if (st)
-                goto unlock;
-            etag_of(cur, cl, cur_etag);
-            free(cur);
-            if (!o->if_match || strcmp(cur_etag, o->if_match) != 0) {
-                if (err)
-                    snprintf(err, CKPT_ERR_MAX, "%s changed (etag %s, expected %s)", key,
-                             cur_etag, o->if_match ? o->if_match : "(none)");
-                st = CKPT_E_PRECONDITION;
-                goto unlock;
-            }
-        }
-        if (rename(tmp, path) != 0)
+        if (o->cond == CKPT_PUT_IF_MATCH)
+            st = replace_matching(fs, key, path, tmp, o, err);
+        else if (rename(tmp, path) != 0)
             st = fail(err, errno, "rename", path);
-    unlock:
-        if (lockfd >= 0)
-            close(lockfd); /* releases the flock */
-        if (st) {
-            unlink(tmp);
-            return st;
-        }
-    }
-    if (sync) {
-        st = fsync_parent(path, err);
         if (st)
-            return st;
+            unlink(tmp);
     }
-    etag_of(buf, len, etag_out);
-    return CKPT_OK;
+    if (!st && sync)
+        st = fsync_parent(path, err);
+    if (!st)
+        etag_of(buf, len, etag_out);
+out:
+    if (st) /* not stored: its bytes are not sent */
+        atomic_fetch_sub_explicit(&fs->sent, counted, memory_order_relaxed);
+    return st;
 }
 
 static ckpt_status fget(struct ckpt_store *s, const char *key, size_t max_len, unsigned flags,
@@ -455,8 +474,13 @@ static void fclose_store(struct ckpt_store *s)
     free(fs);
 }
 
+static uint64_t fsent(struct ckpt_store *s)
+{
+    return atomic_load_explicit(&((struct file_store *)s)->sent, memory_order_relaxed);
+}
+
 static const struct ckpt_store_ops file_ops = {
-    "file", fput, fget, fget_range, fhead, flist, fdel, fbarrier, fclose_store,
+    "file", fput, fget, fget_range, fhead, flist, fdel, fbarrier, fclose_store, fsent,
 };
 
 ckpt_status ckpt_store_file_open(const char *path, const struct ckpt_store_config *cfg,

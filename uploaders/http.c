@@ -46,6 +46,9 @@ struct ckpt_http {
     long connect_timeout_ms;
     int no_proxy;
     char *ca_file;            /* from AWS_CA_BUNDLE / SSL_CERT_FILE */
+    /* request-body bytes handed to the network (ckpt_http_sent): added by
+     * the loop thread's reads, taken back by rewinds and failed transfers */
+    atomic_uint_fast64_t sent;
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -187,6 +190,7 @@ struct job {
     size_t body_cap;
     const char *up;
     size_t up_len, up_off;
+    size_t counted;           /* of the body, counted in h->sent (loop thread) */
     size_t booked;            /* upload bytes booked on the pacer ... */
     int64_t slot_ns;          /* ... to leave at this time */
     int paused;               /* waiting for slot_ns (rate cap) */
@@ -324,8 +328,12 @@ static size_t on_read(char *p, size_t sz, size_t n, void *u)
             want = x->booked;
         x->booked = 0;
     }
-    if (want)
+    if (want) {
         memcpy(p, x->up + x->up_off, want);
+        /* curl writes it to the socket next: these bytes leave now */
+        x->counted += want;
+        atomic_fetch_add_explicit(&x->h->sent, want, memory_order_relaxed);
+    }
     x->up_off += want;
     return want;
 }
@@ -338,6 +346,11 @@ static int on_seek(void *u, curl_off_t off, int origin)
 
     if (origin != SEEK_SET || off < 0 || (size_t)off > x->up_len)
         return CURL_SEEKFUNC_FAIL;
+    if ((size_t)off < x->counted) { /* the bytes past it go again: not sent yet */
+        atomic_fetch_sub_explicit(&x->h->sent, x->counted - (size_t)off,
+                                  memory_order_relaxed);
+        x->counted = (size_t)off;
+    }
     x->up_off = (size_t)off;
     return CURL_SEEKFUNC_OK;
 }
@@ -607,6 +620,10 @@ ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req 
             snprintf(resp->errmsg, sizeof(resp->errmsg), "%s",
                      curl_easy_strerror(rc));
     }
+    /* A body that got no 2xx reply was not taken: its retry sends it again
+     * (or nothing will), so it leaves the count of bytes sent. */
+    if (x.counted && (st != CKPT_OK || resp->status < 200 || resp->status >= 300))
+        atomic_fetch_sub_explicit(&h->sent, x.counted, memory_order_relaxed);
     /* the detail a retry notice names ("Failed to connect to ...: Connection
      * refused"); cleared by a transfer that got its reply */
     ckpt_retry_note_transport(resp->status ? "" : resp->errmsg);
@@ -614,6 +631,11 @@ ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req 
 out:
     curl_slist_free_all(hl);
     return st;
+}
+
+uint64_t ckpt_http_sent(const struct ckpt_http *h)
+{
+    return h ? (uint64_t)atomic_load_explicit(&h->sent, memory_order_relaxed) : 0;
 }
 
 void ckpt_http_resp_free(struct ckpt_http_resp *resp)

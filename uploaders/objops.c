@@ -532,3 +532,10 @@ ckpt_status ckpt_obj_barrier(struct ckpt_store *st_, char *err)
     /* Every put is durable when it returns: nothing is deferred. */
     return CKPT_OK;
 }
+
+uint64_t ckpt_obj_sent(struct ckpt_store *st_)
+{
+    /* the transport counts every request body: puts, their parts and
+     * retries (taken back when they fail) */
+    return ckpt_http_sent(OBJ(st_)->http);
+}

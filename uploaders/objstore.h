@@ -210,10 +210,12 @@ ckpt_status ckpt_obj_del(struct ckpt_store *st, const char *const *keys, size_t 
                          char *err);
 ckpt_status ckpt_obj_barrier(struct ckpt_store *st, char *err);
 void ckpt_obj_close(struct ckpt_store *st);
+uint64_t ckpt_obj_sent(struct ckpt_store *st);
 
 #define CKPT_OBJ_OPS(scheme)                                                  \
     { scheme, ckpt_obj_put, ckpt_obj_get, ckpt_obj_get_range, ckpt_obj_head,  \
-      ckpt_obj_list, ckpt_obj_del, ckpt_obj_barrier, ckpt_obj_close }
+      ckpt_obj_list, ckpt_obj_del, ckpt_obj_barrier, ckpt_obj_close,          \
+      ckpt_obj_sent }
 
 /* Open the common part of a handle `o` (zeroed, allocated by the backend
  * with its own fields after it, freed by ckpt_obj_close): locks, retry policy (cfg->retry_budget_ms),

@@ -889,11 +889,25 @@ typedef enum {
 
 /* Counters of the context's current (or last) save, restore or verify.
  * Byte counts are raw (uncompressed) bytes of items; `stored_bytes` are the
- * bytes moved to (save) or read from (restore, verify) the store. Totals are
- * known when the phase starts, except for a verify of several checkpoints,
- * where they grow as each checkpoint's manifest is read. A chunk the run
- * already holds counts as done when it is recognised (save), or once
- * (verify: a chunk shared by several checkpoints is read once). */
+ * bytes moved to (save, counted as each object's put returns) or read from
+ * (restore, verify) the store. Totals are known when the phase starts,
+ * except for a verify of several checkpoints, where they grow as each
+ * checkpoint's manifest is read. A save counts a chunk done once it is read
+ * and encoded (before its write, which may be the upload of a whole pack),
+ * or recognised as one the run already holds; a verify counts a chunk
+ * shared by several checkpoints once.
+ *
+ * What a save still has to send (since 0.4.0): `encoded_bytes` is the
+ * stored size of the new chunks encoded so far -- what the save sends, exact
+ * once bytes_done == bytes_total; before that, encoded_bytes * bytes_total /
+ * bytes_done estimates it. `sent_bytes` counts what the context has sent to
+ * the store since the save began, as it leaves (the transport's count,
+ * ckpt_store_ops.sent: its chunks or packs, then its manifest and HEAD;
+ * bytes of a failed attempt are taken back, so it can go down; it stops
+ * when the save ends): the rate of the upload, and its end. With
+ * CKPT_PROGRESS_SENT clear in `flags` the store cannot tell (sent_bytes 0):
+ * bytes_done and stored_bytes are all there is. A call that uploads on the
+ * same context during a save (ckpt_gc) counts in its sent_bytes. */
 struct ckpt_progress {
     ckpt_progress_phase phase;
     uint64_t step;             /* checkpoint being processed */
@@ -904,8 +918,14 @@ struct ckpt_progress {
     uint64_t stored_bytes;
     uint64_t checkpoints_done; /* verify: checkpoints whose chunks are all queued */
     int64_t started_ms;        /* Unix ms the phase started (0 when idle) */
-    uint64_t reserved[6];      /* zero */
+    /* Since 0.4.0, in slots 0.1.0 reserved (0 before; save only): */
+    uint64_t sent_bytes;       /* bytes of this save sent to the store so far */
+    uint64_t encoded_bytes;    /* stored bytes of the new chunks encoded so far */
+    uint64_t flags;            /* CKPT_PROGRESS_SENT */
+    uint64_t reserved[3];      /* zero */
 };
+/* ckpt_progress.flags: sent_bytes is counted (the store can tell). */
+#define CKPT_PROGRESS_SENT 1u
 
 /* Fill *out with the context's progress counters. Thread-safe: meant to be
  * called from another thread (a display) while the context's own thread is

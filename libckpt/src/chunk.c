@@ -41,7 +41,7 @@ static ckpt_status refer(struct ckpt_save *sv, struct ckpt_chunk_ref *ref,
  * a fresh name. */
 static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsigned elem_size,
                                struct ckpt_chunk_ref *ref, const uint8_t *raw, size_t len,
-                               struct ckpt_codec_ws *ws, int *packed, char *err)
+                               struct ckpt_codec_ws *ws, int *packed, int *counted, char *err)
 {
     struct ckpt_loc loc;
     struct ckpt_pack pk;
@@ -64,6 +64,18 @@ static ckpt_status store_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv, unsig
     if (st) {
         ckpt__seterr(err, "encode failed");
         return st;
+    }
+    /* progress: what the save will send grows by this object (a chunk
+     * read again, file_reread, is sent again too) */
+    ckpt__progress_add(&ctx->progress.encoded_bytes, obj_len);
+    if (counted) {
+        /* progress: read and encoded. Counted before the write, which may
+         * be the upload of the pack this chunk fills (or of the save's last
+         * one): the reading is done; how far the upload is, the store's
+         * count of bytes sent says (ckpt_progress's sent_bytes). */
+        ckpt__progress_add(&ctx->progress.bytes_done, len);
+        ckpt__progress_add(&ctx->progress.chunks_done, 1);
+        *counted = 1;
     }
     if (ctx->pack_bytes) {
         st = ckpt__pack_append(ctx, sv, hdr, payload, plen, ref, err);
@@ -146,7 +158,7 @@ static void file_reread(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t i,
             }
             st = ckpt__file_pread(fd, path, off, len, raw, &changed, err);
             if (!st && !changed)
-                st = store_chunk(ctx, sv, it->elem_size, &refs[c], raw, len, ws, NULL, err);
+                st = store_chunk(ctx, sv, it->elem_size, &refs[c], raw, len, ws, NULL, NULL, err);
         }
         close(fd);
         if (st) {
@@ -250,7 +262,7 @@ void ckpt__chunk_job(void *arg, struct ckpt_codec_ws *ws)
     const uint8_t *raw;
     char err[CKPT_ERR_MAX] = "";
     ckpt_status st = CKPT_OK;
-    int is_file = !j->blk && !j->raw, packed = 0;
+    int is_file = !j->blk && !j->raw, packed = 0, counted = 0;
 
     if (sv->st) /* already failed: do no more work */
         goto out;
@@ -285,11 +297,11 @@ void ckpt__chunk_job(void *arg, struct ckpt_codec_ws *ws)
         ref->raw_len = (uint32_t)j->len;
         goto out;
     }
-    st = store_chunk(ctx, sv, it->elem_size, ref, raw, j->len, ws, &packed, err);
+    st = store_chunk(ctx, sv, it->elem_size, ref, raw, j->len, ws, &packed, &counted, err);
     if (st)
         ckpt__save_fail(sv, st, "writing chunk %zu of %s: %s", j->chunk, it->name, err);
 out:
-    if (!sv->st) { /* progress: this chunk is stored (or known) */
+    if (!sv->st && !counted) { /* progress: this chunk is known (or hashed) */
         ckpt__progress_add(&ctx->progress.bytes_done, j->len);
         ckpt__progress_add(&ctx->progress.chunks_done, 1);
     }

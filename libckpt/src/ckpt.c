@@ -360,8 +360,15 @@ ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *out)
     out->stored_bytes = atomic_load(&p->stored_bytes);
     out->checkpoints_done = atomic_load(&p->checkpoints_done);
     out->started_ms = atomic_load(&p->started_ms);
+    out->encoded_bytes = atomic_load(&p->encoded_bytes);
+    if (ckpt__progress_sent(p, ctx->store, &out->sent_bytes))
+        out->flags |= CKPT_PROGRESS_SENT;
     return CKPT_OK;
 }
+/* 0.4.0's fields took three of 0.1.0's six reserved slots: same size. */
+_Static_assert(sizeof(struct ckpt_progress) ==
+                   offsetof(struct ckpt_progress, sent_bytes) + 6 * sizeof(uint64_t),
+               "struct ckpt_progress keeps its 0.1.0 size");
 
 int ckpt_should_save(struct ckpt_ctx *ctx)
 {

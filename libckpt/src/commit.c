@@ -433,6 +433,7 @@ static void finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status st, c
                    const char *mkey)
 {
     struct ckpt_event ev = { .step = sv->step };
+    ckpt__progress_sent_end(&ctx->progress, ctx->store); /* before anyone is told */
     if (st) {
         ckpt__set_ctx_err(ctx, "save of step %" PRIu64 " failed: %s", sv->step, err);
         ev.type = CKPT_EVENT_FAILED;

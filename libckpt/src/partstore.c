@@ -131,6 +131,7 @@ out:
         ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "save", "step %" PRIu64 ": part of rank %u "
                   "durable (%s)", sv->step, ctx->rank, key);
     }
+    ckpt__progress_sent_end(&ctx->progress, ctx->store);
     ckpt__flight_end(&ctx->flight, st);
     ckpt__save_free(sv);
 }

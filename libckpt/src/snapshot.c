@@ -290,6 +290,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
         return st;
     }
     ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_SAVE, step);
+    ckpt__progress_sent_begin(&ctx->progress, ctx->store);
     ckpt__progress_add(&ctx->progress.bytes_total, sv->raw_bytes);
     ckpt__progress_add(&ctx->progress.chunks_total, total_chunks);
     ckpt__flight_begin(&ctx->flight);

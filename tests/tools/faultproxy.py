@@ -23,7 +23,10 @@ deterministic test that each one is fetched again).
 A slow link can be added to every forwarded request (ckptrun doctor tests):
   --delay-ms N     N ms of extra latency per request
   --upload-bps N   request bodies pass through one shared link of N bytes/s
-                   (parallel uploads share it, as they share a real uplink)
+                   (parallel uploads share it, as they share a real uplink):
+                   read from the client 64 KiB at a time at that pace, through
+                   a small receive buffer, so the client's own count of bytes
+                   sent moves as it would over such a link
 --stats FILE keeps FILE a JSON object of the counts (requests by method on
 arrival, "forwarded" once a reply went back whole, each fault), rewritten
 whole at every change: a test waits on it instead of guessing how far the
@@ -111,19 +114,30 @@ class Handler(socketserver.StreamRequestHandler):
                                    struct.pack("ii", 1, 0))
         self.connection.close()
 
-    def slow_link(self, nbytes):
-        """Latency, then the body's turn on the shared uplink."""
-        if self.server.delay_s:
-            time.sleep(self.server.delay_s)
-        if self.server.upload_bps and nbytes:
+    def read_body(self, nbytes):
+        """The request body; with --upload-bps each 64 KiB piece waits for its
+        turn on the shared uplink before it is read (the client's socket
+        fills and its upload slows down to the link's pace)."""
+        if not self.server.upload_bps:
+            return self.rfile.read(nbytes)
+        parts, left = [], nbytes
+        while left > 0:
+            n = min(left, 1 << 16)
             with LOCK:
                 start = max(time.time(), self.server.link_free)
-                self.server.link_free = start + nbytes / self.server.upload_bps
+                self.server.link_free = start + n / self.server.upload_bps
                 until = self.server.link_free
             time.sleep(max(0.0, until - time.time()))
+            part = self.rfile.read(n)
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
 
     def forward(self, head, body):
-        self.slow_link(len(body))
+        if self.server.delay_s:  # latency
+            time.sleep(self.server.delay_s)
         up = socket.create_connection(self.server.upstream, timeout=30)
         try:
             out = [head[0]]
@@ -149,7 +163,7 @@ class Handler(socketserver.StreamRequestHandler):
             if not head:
                 return
             count(head[0].split(b" ", 1)[0].decode("ascii", "replace"))
-            body = self.rfile.read(content_length(head))
+            body = self.read_body(content_length(head))
             fault = None if self.server.flip_once else self.pick()
             if fault:
                 count(fault)
@@ -224,6 +238,10 @@ def main():
     if host not in ("127.0.0.1", "localhost", "::1"):
         sys.exit("faultproxy: upstream must be a loopback address")
     srv = Server(("127.0.0.1", a.port), Handler)
+    if a.upload_bps:
+        # connections inherit it: the kernel holds little of a body ahead
+        # of the paced reads (64 KiB, doubled by the kernel)
+        srv.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
     srv.upstream = (host, int(port))
     srv.rate = a.rate
     srv.rng = random.Random(a.seed)

@@ -211,8 +211,15 @@ static void f_close(struct ckpt_store *s)
     free(fs);
 }
 
+/* The inner store's count: the wrapper sends nothing of its own (a failed
+ * or held call is the inner store's to count, or not). */
+static uint64_t f_sent(struct ckpt_store *s)
+{
+    return FS(s)->inner->ops->sent(FS(s)->inner);
+}
+
 static const struct ckpt_store_ops fault_ops = {
-    NULL, f_put, f_get, f_get_range, f_head, f_list, f_del, f_barrier, f_close,
+    NULL, f_put, f_get, f_get_range, f_head, f_list, f_del, f_barrier, f_close, f_sent,
 };
 
 struct fault_store *fault_wrap(struct ckpt_store **slot)
@@ -224,11 +231,18 @@ struct fault_store *fault_wrap(struct ckpt_store **slot)
     fs->base = *fs->inner; /* url, capabilities, credential source, endpoint */
     fs->ops = fault_ops;
     fs->ops.scheme = fs->inner->ops->scheme;
+    if (!fs->inner->ops->sent) /* as blind as the store it wraps */
+        fs->ops.sent = NULL;
     fs->base.ops = &fs->ops;
     pthread_mutex_init(&fs->mu, NULL);
     pthread_cond_init(&fs->cv, NULL);
     *slot = &fs->base;
     return fs;
+}
+
+void fault_hide_sent(struct fault_store *fs)
+{
+    fs->ops.sent = NULL;
 }
 
 int fault_add(struct fault_store *fs, const struct fault_rule *r)

@@ -55,6 +55,9 @@ struct fault_store;
 
 /* Replace *slot (a store handle) by a wrapper around it. @return the wrapper. */
 struct fault_store *fault_wrap(struct ckpt_store **slot);
+/* Make the wrapper a store that cannot tell the bytes it sent (its ops'
+ * `sent` NULL), as a backend without the count is. Before any use. */
+void fault_hide_sent(struct fault_store *fs);
 /* Add a rule (copied; key_has must stay valid). @return its index. */
 int fault_add(struct fault_store *fs, const struct fault_rule *r);
 /* Drop every rule (paused calls are released). */

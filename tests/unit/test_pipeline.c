@@ -1,6 +1,8 @@
 /* test_pipeline.c -- how a save moves its bytes: the planes of byte-grouped
  * floats (codec.c), the last packs of a save spread over the uploads at once
- * (pack.c), and a stop's save returning at its commit (snapshot.c). */
+ * (pack.c), its progress counting bytes as they leave for the store
+ * (progress.c, the store's sent count), and a stop's save returning at its
+ * commit (snapshot.c). */
 #include <sys/mman.h>
 #include <time.h>
 #define TEST_STORE_FIXTURE
@@ -197,6 +199,132 @@ static void test_stage_touched_by_worker(void **state)
     free(buf);
 }
 
+/* Bytes of every file under the run's directory in the store: what its
+ * puts left there. */
+static uint64_t run_bytes(const char *run)
+{
+    char cmd[1200], line[64] = "0";
+    FILE *p;
+    snprintf(cmd, sizeof cmd, "find '%s/store/%s' -type f -printf '%%s\\n' | "
+             "awk '{ s += $1 } END { print s + 0 }'", g_dir, run);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    if (!fgets(line, sizeof line, p))
+        line[0] = '\0';
+    pclose(p);
+    return (uint64_t)strtoull(line, NULL, 10);
+}
+
+static struct ckpt_progress progress_of(struct ckpt_ctx *ctx)
+{
+    struct ckpt_progress pr;
+    assert_int_equal(ckpt_progress(ctx, &pr), CKPT_OK);
+    return pr;
+}
+
+/* Until the save's stored_bytes (counted when a put returns) reach `n`. */
+static void wait_stored(struct ckpt_ctx *ctx, uint64_t n)
+{
+    for (int k = 0; k < 1000 && progress_of(ctx).stored_bytes < n; k++)
+        usleep(5000);
+    assert_int_equal(progress_of(ctx).stored_bytes, n);
+}
+
+/* A save's progress counts bytes as they leave for the store, not when a
+ * put returns: 4 chunks of 128 KiB (codec none: each object 128 KiB and a
+ * header) in two packs of two, one upload at a time. With pack A's put held
+ * before it writes and pack B's held after (B written, its put not
+ * returned), every byte is read (bytes_done), encoded_bytes is both packs,
+ * sent_bytes exactly B, stored_bytes nothing. A second context saving on the
+ * same store meanwhile adds nothing to it. A released, B still held: A + B.
+ * At the end sent_bytes is every byte the save put (packs, manifest, HEAD),
+ * encoded_bytes what stored_bytes says the packs took; after the save the
+ * count stands still. A store that cannot tell: no CKPT_PROGRESS_SENT,
+ * sent_bytes 0, the other counters as before. */
+static void test_progress_counts_bytes_as_they_leave(void **state)
+{
+    const size_t cs = 128u << 10, n = 4 * cs, obj = CKPT_CHUNK_HDR + cs;
+    uint8_t *buf = malloc(n), *other = malloc(n);
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx = NULL, *ctx2 = NULL;
+    struct ckpt_progress pr;
+    int held_a, held_b;
+    (void)state;
+    fill_random(buf, n, 11);
+    fill_random(other, n, 12);
+    cfg.store = g_url;
+    cfg.run = "sent";
+    cfg.codec = CKPT_CODEC_NONE;
+    cfg.chunk_bytes = cs;
+    cfg.workers = 2;
+    cfg.pack_bytes = 2 * cs;
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    assert_int_equal(ctx->pack_inflight, 1);
+    struct fault_store *fs = fault_wrap(&ctx->store);
+    held_a = fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/packs/",
+                                                 .act = FAULT_PAUSE });
+    held_b = fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/packs/",
+                                                 .act = FAULT_PAUSE, .after = 1 });
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(fault_wait_paused(fs, held_a, 10000), 0);
+    assert_int_equal(fault_wait_paused(fs, held_b, 10000), 0);
+    pr = progress_of(ctx);
+    assert_int_equal(pr.phase, CKPT_PROGRESS_SAVE);
+    assert_true(pr.flags & CKPT_PROGRESS_SENT);
+    assert_int_equal(pr.bytes_done, n);
+    assert_int_equal(pr.bytes_total, n);
+    assert_int_equal(pr.encoded_bytes, 4 * obj);
+    assert_int_equal(pr.sent_bytes, 2 * obj);
+    assert_int_equal(pr.stored_bytes, 0);
+
+    /* another context's save on the same store is not this one's */
+    cfg.run = "other";
+    assert_int_equal(ckpt_open(&cfg, &ctx2), CKPT_OK);
+    assert_int_equal(ckpt_protect(ctx2, "b", other, n), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx2, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx2), CKPT_OK);
+    assert_int_equal(progress_of(ctx2).sent_bytes, run_bytes("other"));
+    assert_int_equal(progress_of(ctx2).encoded_bytes, 4 * obj);
+    ckpt_close(ctx2);
+    assert_int_equal(progress_of(ctx).sent_bytes, 2 * obj);
+
+    fault_release(fs, held_a);
+    wait_stored(ctx, 2 * obj);
+    pr = progress_of(ctx);
+    assert_int_equal(pr.sent_bytes, 4 * obj);
+    fault_release(fs, held_b);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    pr = progress_of(ctx);
+    assert_int_equal(pr.stored_bytes, 4 * obj);
+    assert_int_equal(pr.encoded_bytes, 4 * obj);
+    assert_true(pr.sent_bytes > 4 * obj); /* and the manifest, HEAD */
+    assert_int_equal(pr.sent_bytes, run_bytes("sent"));
+    /* the save is over: later puts on the context are not its bytes */
+    assert_int_equal(ckpt_store_put(ctx->store, "sent/stray", buf, 1000, NULL, NULL, NULL),
+                     CKPT_OK);
+    assert_int_equal(progress_of(ctx).sent_bytes, pr.sent_bytes);
+    ckpt_close(ctx);
+
+    /* a store that cannot tell */
+    cfg.run = "blind";
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    fault_hide_sent(fault_wrap(&ctx->store));
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
+    assert_int_equal(ckpt_wait(ctx), CKPT_OK);
+    pr = progress_of(ctx);
+    assert_false(pr.flags & CKPT_PROGRESS_SENT);
+    assert_int_equal(pr.sent_bytes, 0);
+    assert_int_equal(pr.encoded_bytes, 4 * obj);
+    assert_int_equal(pr.stored_bytes, 4 * obj);
+    assert_int_equal(pr.bytes_done, n);
+    ckpt_close(ctx);
+    free(buf);
+    free(other);
+}
+
 static double mono_s(void)
 {
     struct timespec ts;
@@ -303,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_plane_params),
         cmocka_unit_test(test_tail_packs),
         cmocka_unit_test(test_stage_touched_by_worker),
+        cmocka_unit_test(test_progress_counts_bytes_as_they_leave),
         cmocka_unit_test(test_stop_save_in_place),
     };
     return cmocka_run_group_tests(tests, store_setup, store_teardown);

@@ -118,6 +118,15 @@ CKPT_API ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_re
  * results, thread safety and ownership as ckpt_http_do. */
 CKPT_API ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
                                          long timeout_ms, struct ckpt_http_resp *resp);
+/* Request-body bytes this transport has sent, for a progress display:
+ * counted as libcurl takes each piece of a body to write it to its socket
+ * (bytes then in the kernel's buffer, not yet at the peer, count: on a
+ * slow link the count leads what arrived by that buffer, up to a few MiB),
+ * across every transfer of the transport. A rewind takes back the bytes it
+ * sends again, and a transfer that ends without a 2xx reply takes back all
+ * of its body (a retry sends it again), so the count can go down.
+ * Thread-safe (an atomic load); 0 for NULL. Since 0.4.0. */
+CKPT_API uint64_t ckpt_http_sent(const struct ckpt_http *h);
 /* Release what ckpt_http_do put into resp (NULL-safe; a body in req->dst
  * is left alone); resp may then be reused. */
 CKPT_API void ckpt_http_resp_free(struct ckpt_http_resp *resp);

@@ -7,7 +7,7 @@
  * ------------
  * A store is opened from a URL (ckpt_store_open) and used through the
  * function table of its handle (`st->ops`): put, get, get_range, head,
- * list, del, barrier, close. Backends move bytes and know nothing of
+ * list, del, barrier, close, and the optional byte counter sent. Backends move bytes and know nothing of
  * checkpoints. Keys are relative to the URL's prefix ("run/chunks/ab/abcd"),
  * made of [A-Za-z0-9._-/], never starting with '/' and never containing
  * ".." (ckpt_key_valid). Every backend behaves the same to the layers above;
@@ -134,6 +134,19 @@ struct ckpt_store_ops {
     ckpt_status (*barrier)(struct ckpt_store *, char *err);
     /* Release the handle (NULL-safe); nothing may use it any more. */
     void (*close)(struct ckpt_store *);
+    /* Since 0.4.0 (optional: NULL when the backend cannot tell; a table
+     * only grows at its end). The bytes this handle has sent so far,
+     * counted as they leave: what file:// has written of its puts; on an
+     * object store every request body (objects and parts, and the small
+     * XML of a multipart completion or a batch delete) as the transport
+     * hands each piece of it to the network (ckpt_http_sent: the socket's
+     * buffer, so up to a few MiB ahead of what the peer has). A rewound
+     * body, and all of a request or put that failed (no 2xx reply, an
+     * error), are taken back: they are sent again or not at all. So the
+     * count can go down; a caller measures one stretch of work by the
+     * difference from a reading taken before it (libckpt: a save's
+     * progress, ckpt.h). An atomic load: cheap from any thread. */
+    uint64_t (*sent)(struct ckpt_store *);
 };
 
 /* Capabilities (struct ckpt_store_caps.flags). */
@@ -294,6 +307,13 @@ static inline ckpt_status ckpt_store_put(struct ckpt_store *st, const char *key,
 {
     static const struct ckpt_put_opts plain = { CKPT_PUT_PLAIN, NULL, 0 };
     return st->ops->put(st, key, buf, len, o ? o : &plain, etag, err);
+}
+/* The store's sent() count into *out. @return 1, or 0 (and *out = 0) when
+ * the backend cannot tell. Since 0.4.0. */
+static inline int ckpt_store_sent(struct ckpt_store *st, uint64_t *out)
+{
+    *out = st->ops->sent ? st->ops->sent(st) : 0;
+    return st->ops->sent != NULL;
 }
 static inline ckpt_status ckpt_store_get(struct ckpt_store *st, const char *key,
                                          size_t max_len, void **buf, size_t *len,
