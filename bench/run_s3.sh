@@ -102,24 +102,24 @@ for r in $(seq "$rounds"); do
 done
 
 mbs() { echo "scale=1; $mb * 1.048576 * 1000 / $1" | bc; }
-row() { # label ours peer peer-label
+row() { # label ours peer peer-label [target]
   local a b ca cb
   a=$(median "$2" 1); b=$(median "$3" 1); ca=$(median "$2" 2); cb=$(median "$3" 2)
-  printf '| %-22s | %7.1f MB/s %5.2fs | %-26s | %7.1f MB/s %5.2fs | %6.3fx | %5.2fx |\n' "$1" \
+  printf '| %-22s | %7.1f MB/s %5.2fs | %-26s | %7.1f MB/s %5.2fs | %6.3fx | %5.2fx | %-8s |\n' "$1" \
     "$(mbs "$a")" "$(echo "scale=2; $ca / 1000" | bc)" "$4" "$(mbs "$b")" \
     "$(echo "scale=2; $cb / 1000" | bc)" "$(echo "scale=3; $b / $a" | bc)" \
-    "$(echo "scale=2; $ca / $cb" | bc)"
+    "$(echo "scale=2; $ca / $cb" | bc)" "${5:--}"
 }
 echo
 echo "s3 bench: $mb MiB of random bytes to s3rver 3.7.1 on loopback, median of $rounds rounds"
-echo "(throughput and client CPU seconds; ratio = ckpt speed / peer speed; cpu = ckpt CPU / peer CPU)"
-printf '| %-22s | %-20s | %-26s | %-20s | %-7s | %-6s |\n' measure "ckpt" peer "peer" ratio cpu
-printf '|------------------------|----------------------|----------------------------|----------------------|---------|--------|\n'
-row "upload (Content-MD5)" ckpt_up curl_up "curl -T"
-[[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc curl_up "curl -T"
+echo "(throughput and client CPU seconds; ratio = ckpt speed / peer speed; cpu = ckpt CPU / peer CPU); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| %-22s | %-20s | %-26s | %-20s | %-7s | %-6s | %-8s |\n' measure "ckpt" peer "peer" ratio cpu target
+printf '|------------------------|----------------------|----------------------------|----------------------|---------|--------|----------|\n'
+row "upload (Content-MD5)" ckpt_up curl_up "curl -T" ">= 1.00x"
+[[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc curl_up "curl -T" ">= 1.00x"
 row "upload (Content-MD5)" ckpt_up curlz_up "curl -Z -T, 32 MiB objects"
 [[ -n "$crc" ]] && row "upload (CRC32C, AWS)" ckpt_up_crc curlz_up "curl -Z -T, 32 MiB objects"
-row "download (verified)" ckpt_down curl_down "curl -o"
+row "download (verified)" ckpt_down curl_down "curl -o" ">= 1.00x"
 row "download --sync" ckpt_down_sync curl_down_sync "curl -o + sync (durable)"
 row "download (verified)" ckpt_down curlz_down "curl -Z -o, 32 MiB objects"
 if [[ -n "$aws_bin" ]]; then

@@ -529,11 +529,12 @@ CKPT_API int ckpt_should_save(struct ckpt_ctx *ctx);
  * compressed, written and committed in the background. When it returns, the
  * program may modify its regions freely.
  * A stop's save (ckptrun asked for it to stop the job, or SIGTERM/SIGINT
- * was taken as a stop: docs/CONTROL.md), one rank, returns only once that
- * save is committed or failed: nothing the program computes after it is
- * kept, so its CPU goes to compressing and sending instead, and the
- * compression starts on the regions copied first while the copy goes on.
- * The outcome is still reported by ckpt_wait().
+ * was taken as a stop: docs/CONTROL.md), one rank, reads the host regions
+ * in place instead of copying them and returns once every chunk of them is
+ * read, compressed and put (the last packs and the commit follow): nothing
+ * the program computes after it is kept, so meanwhile its CPU goes to the
+ * compression, and no copy delays the first upload. The outcome is still
+ * reported by ckpt_wait().
  * If a previous save is still persisting: with CKPT_BUSY_WAIT (default) this
  * waits for it to finish first; with CKPT_BUSY_SKIP it returns CKPT_E_BUSY
  * at once and saves nothing.

@@ -293,6 +293,12 @@ out:
         ckpt__progress_add(&ctx->progress.bytes_done, j->len);
         ckpt__progress_add(&ctx->progress.chunks_done, 1);
     }
+    if (j->in_place) { /* the region is read: its owner may change it */
+        pthread_mutex_lock(&sv->mu);
+        if (--sv->in_place == 0)
+            pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+    }
     if (!packed) { /* a chunk put into a pack was counted there */
         pthread_mutex_lock(&sv->mu);
         sv->raw_left -= j->len < sv->raw_left ? j->len : sv->raw_left;

@@ -25,6 +25,8 @@ struct ckpt_chunk_job {
     size_t len;
     struct ckpt_block *blk;   /* staging block (capped staging, devices) */
     const uint8_t *raw;       /* or the chunk inside the region's own stage */
+    int in_place;             /* raw is the protected region itself (a stop's
+                                 save): counted in sv->in_place until done */
     int hash_only;            /* a replicated item's chunk another rank stores:
                                  its id only (globalckpt.h) */
 };

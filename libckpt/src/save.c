@@ -11,6 +11,7 @@ struct ckpt_save *ckpt__save_new(struct ckpt_ctx *ctx, uint64_t step, size_t nit
     if (!sv)
         return NULL;
     pthread_mutex_init(&sv->mu, NULL);
+    pthread_cond_init(&sv->cv, NULL);
     sv->ctx = ctx;
     sv->step = step;
     sv->m.step = step;
@@ -44,6 +45,7 @@ void ckpt__save_free(struct ckpt_save *sv)
     ckpt__idset_free(&sv->packslot);
     ckpt__manifest_free(&sv->m);
     pthread_mutex_destroy(&sv->mu);
+    pthread_cond_destroy(&sv->cv);
     free(sv);
 }
 

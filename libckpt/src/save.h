@@ -55,6 +55,10 @@ struct ckpt_save {
      * otherwise (known, hashed only, failed), and the raw and stored bytes
      * of the chunks put into packs so far */
     uint64_t raw_left, packed_raw, packed_stored;
+    /* a stop's save reading regions in place (snapshot.h): its chunk jobs
+     * still reading a region (mu); cv: one was done */
+    size_t in_place;
+    pthread_cond_t cv;
 };
 
 /* A save of `nitems` items at `step`: manifest items, paths and file

@@ -167,8 +167,8 @@ static ckpt_status stage_chunk(struct ckpt_ctx *ctx, struct ckpt_save *sv,
 
 /* Copy every region into staging and queue a chunk job per chunk. `piece`:
  * chunks copied at once (SIZE_MAX: a whole region). `direct`: host regions
- * are not copied, their chunk jobs read them in place (a stop's save whose
- * caller waits for the commit, so nothing changes them meanwhile). */
+ * are not copied, their chunk jobs read them in place (a stop's save, whose
+ * caller waits until they are read). */
 static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece, int direct)
 {
     struct ckpt_item *it;
@@ -205,17 +205,29 @@ static ckpt_status copy(struct ckpt_ctx *ctx, struct ckpt_save *sv, size_t piece
             j->len = (size_t)(size - j->off < ctx->chunk_bytes ? size - j->off
                                                                : ctx->chunk_bytes);
             j->hash_only = c < sv->lo[i] || c >= sv->hi[i];
-            if (in_place)
+            if (in_place) {
                 j->raw = (const uint8_t *)it->ptr + j->off;
-            else
+                j->in_place = 1;
+            } else {
                 st = stage_chunk(ctx, sv, it, j);
+            }
             if (st) {
                 free(j);
                 break;
             }
             ckpt__save_ref(sv);
+            if (in_place) {
+                pthread_mutex_lock(&sv->mu);
+                sv->in_place++;
+                pthread_mutex_unlock(&sv->mu);
+            }
             st = ckpt__pool_submit(ctx->pool, ckpt__chunk_job, j);
             if (st) {
+                if (in_place) {
+                    pthread_mutex_lock(&sv->mu);
+                    sv->in_place--;
+                    pthread_mutex_unlock(&sv->mu);
+                }
                 ckpt__save_unref(sv); /* not the last: ours is held */
                 ckpt__staging_put(&ctx->staging, j->blk);
                 free(j);
@@ -238,10 +250,13 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
      * idle link otherwise). */
     int stop = ckpt__signals_stop_pending();
     int hold = !ctx->staging_max && !stop;
-    /* One rank's stop save waits for its commit (below): its host regions
-     * cannot change meanwhile, so they are read in place, not copied --
+    /* One rank's stop save reads its host regions in place, not copied:
      * no copy to wait for, no staging to touch (a region protected for
-     * this save has none: ckpt.c). */
+     * this save has none: ckpt.c); ckpt_save returns once every chunk is
+     * read (compressed, hashed or put), so they do not change meanwhile --
+     * and the training thread, which would only compute what is thrown
+     * away, leaves the cores to the compression until then. Ranks copy as
+     * always: a rank's next collective may be needed by the others. */
     int direct = stop && ctx->world_size < 2;
     ckpt_codec codec;
 
@@ -286,6 +301,14 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
         ckpt__save_fail(sv, st, "snapshot failed: %s", ckpt_strerror(st));
     if (hold)
         ckpt__pool_hold(ctx->pool, 0);
+    if (direct) {
+        /* the regions are read once no job reads them (the snapshot's
+         * reference still holds the save: it cannot end meanwhile) */
+        pthread_mutex_lock(&sv->mu);
+        while (sv->in_place)
+            pthread_cond_wait(&sv->cv, &sv->mu);
+        pthread_mutex_unlock(&sv->mu);
+    }
     atomic_store(&ctx->requested, 0);
     ctx->last_save_mono_ns = ckpt_mono_ns();
     ckpt__event(ctx, &(struct ckpt_event){ .type = CKPT_EVENT_SAVING, .step = step });
@@ -296,14 +319,6 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     if (st) {
         ckpt__flight_wait(&ctx->flight);
         return st;
-    }
-    if (direct) {
-        /* The last save kept: the training thread would only compute what
-         * is thrown away, with a core the compression and the uploads
-         * need. It waits for the commit (ckpt_wait reports how it ended;
-         * the stop's deadline bounds the store's retries). Ranks go on: a
-         * global commit may need their next collective. */
-        ckpt__flight_settle(&ctx->flight);
     }
     return CKPT_OK;
 }

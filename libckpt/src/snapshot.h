@@ -7,9 +7,10 @@
  * With a cap, jobs run as they are queued and the caller blocks only for
  * free blocks. A stop's save (signals.h: ckptrun asked for it, or a signal
  * was taken as one) is the last one kept, so the time to its commit
- * counts, not the stall: regions are copied in 64 MiB pieces whose jobs
- * start at once, and (one rank) the caller waits for the commit, leaving
- * the cores to the workers. */
+ * counts, not the stall: one rank's host regions are read in place by the
+ * chunk jobs, the caller waiting until they are all done (it would only
+ * compute what is thrown away, and leaves the cores to the workers);
+ * ranks copy in 64 MiB pieces whose jobs start at once. */
 #ifndef CKPT_SNAPSHOT_H
 #define CKPT_SNAPSHOT_H
 
