@@ -772,7 +772,7 @@ CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
  * library thread; every rank must call them in the same order:
  *
  *   ckpt_open (rank check), ckpt_should_save, ckpt_save, ckpt_wait,
- *   ckpt_restore, ckpt_close.
+ *   ckpt_restore (and ckpt_restore_step, ckpt_restore_alloc), ckpt_close.
  *
  * ckpt_should_save() then costs one all-reduce of 3 integers per call (a
  * few microseconds over shared memory, tens over a network): a request,
