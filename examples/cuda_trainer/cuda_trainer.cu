@@ -18,6 +18,8 @@
  * Store and run come from --store/--run or CKPT_STORE/CKPT_RUN. Kernels run
  * on the trainer's own non-blocking stream and ckpt_save() is called without
  * synchronizing it first: libckpt's snapshot orders after all submitted work.
+ * The model's layout and seed, the options and the --out file are
+ * ../common.h's, shared with c_trainer and mpi_trainer.
  *
  * Exit status as c_trainer's: 0 trained, its last save (if any) committed;
  * 74 trained and wrote --out, but its last save did not commit (never
@@ -25,18 +27,15 @@
  * the store could not be opened; 77 no usable device; 1 anything else.
  */
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "ckpt.h"
+#include "../common.h" /* the model's layout and seed, the options, --out, the exit status */
 
-#define NOUT 16
 #define TPB 256
 
 #define CU(call)                                                                        \
@@ -175,71 +174,9 @@ __global__ void k_adam(float *w, float *m, float *v, const float *grad, size_t n
 
 /* ---- host side ------------------------------------------------------------ */
 
-static uint64_t next_u64(uint64_t *s)
-{
-    /* xorshift128+, as c_trainer */
-    uint64_t s1 = s[0];
-    const uint64_t s0 = s[1];
-    s[0] = s0;
-    s1 ^= s1 << 23;
-    s[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
-    return s[1] + s0;
-}
-
-static float uniform(uint64_t *s) /* [-1, 1) */
-{
-    return (float)((double)(next_u64(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
 static unsigned blocks(size_t n)
 {
     return (unsigned)((n + TPB - 1) / TPB);
-}
-
-static int write_out(const char *path, const float *w, size_t n)
-{
-    char tmp[4096];
-    FILE *f;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    f = fopen(tmp, "wb");
-    if (!f)
-        return -1;
-    if (fwrite(w, sizeof(float), n, f) != n || fflush(f) || fsync(fileno(f))) {
-        fclose(f);
-        unlink(tmp);
-        return -1;
-    }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
-static void usage(FILE *to)
-{
-    fprintf(to,
-            "usage: cuda_trainer --steps N --every K --out FILE [options]\n"
-            "  --steps N       train until N steps are done (resuming if a checkpoint exists)\n"
-            "  --every K       checkpoint every K steps (0 = only when ckptrun asks)\n"
-            "  --out FILE      write the final parameters (raw float32) to FILE\n"
-            "  --store URL     store (default $CKPT_STORE, else file://~/.local/share/ckpt)\n"
-            "  --run NAME      run name (default $CKPT_RUN, else the directory's name)\n"
-            "  --input D       input width (default 256)\n"
-            "  --hidden H      hidden width (default 2048; device state = ~12*D*H bytes)\n"
-            "  --batch B       batch size (default 32)\n"
-            "  --sleep-ms MS   sleep after every step (tests use it to slow down)\n"
-            "  --quiet         print only the summary\n"
-            "  --check-device  exit 0 if a CUDA device is usable, else print why and exit 77\n"
-            "exit: 0 done; 74 done, but the last checkpoint was not committed\n");
-}
-
-static int parse_u64(const char *s, uint64_t *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoull(s, &end, 10);
-    return (*s && !*end && !errno) ? 0 : -1;
 }
 
 static int check_device(void)
@@ -254,13 +191,21 @@ static int check_device(void)
     return 0;
 }
 
+static int check_option(void *user, const char *opt, const char *val)
+{
+    (void)val;
+    if (strcmp(opt, "--check-device") != 0)
+        return OPT_UNKNOWN;
+    *(int *)user = 1;
+    return OPT_STOPS;
+}
+
 int main(int argc, char **argv)
 {
-    uint64_t steps = 0, every = 0, d = 256, h = 2048, b = 32, sleep_ms = 0, restored = 0;
-    uint64_t rng[2] = { 0x0123456789ABCDEFull, 0xFEDCBA9876543210ull };
-    uint64_t seed[2] = { 0x9E3779B97F4A7C15ull, 0xD1B54A32D192ED03ull };
-    const char *out = NULL;
-    int quiet = 0, rc = 1, have_steps = 0;
+    struct trainer_cli cli;
+    struct trainer_opts o;
+    uint64_t restored = 0, rng[2], d, h, b;
+    int check_only = 0, rc;
     struct ckpt_config cfg = CKPT_CONFIG_INIT;
     struct ckpt_ctx *ctx = NULL;
     struct meta meta;
@@ -271,58 +216,36 @@ int main(int argc, char **argv)
     cudaStream_t stream = NULL;
     ckpt_status st, saved = CKPT_OK; /* saved: the last ckpt_save's own outcome */
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--check-device")) {
-            return check_device();
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-            continue;
-        }
-        if (!val) {
-            fprintf(stderr, "cuda_trainer: %s needs a value\n", a);
-            return 64;
-        }
-        if (!strcmp(a, "--steps"))
-            bad = parse_u64(val, &steps), have_steps = 1;
-        else if (!strcmp(a, "--every"))
-            bad = parse_u64(val, &every);
-        else if (!strcmp(a, "--out"))
-            out = val;
-        else if (!strcmp(a, "--store"))
-            cfg.store = val;
-        else if (!strcmp(a, "--run"))
-            cfg.run = val;
-        else if (!strcmp(a, "--input"))
-            bad = parse_u64(val, &d) || !d || d > 65536;
-        else if (!strcmp(a, "--hidden"))
-            bad = parse_u64(val, &h) || !h || h > 65536;
-        else if (!strcmp(a, "--batch"))
-            bad = parse_u64(val, &b) || !b || b > 4096;
-        else if (!strcmp(a, "--sleep-ms"))
-            bad = parse_u64(val, &sleep_ms);
-        else {
-            fprintf(stderr, "cuda_trainer: unknown option %s (see --help)\n", a);
-            return 64;
-        }
-        if (bad) {
-            fprintf(stderr, "cuda_trainer: bad value for %s: %s\n", a, val);
-            return 64;
-        }
-        i++;
-    }
-    if (!have_steps || !out) {
-        usage(stderr);
-        return 64;
-    }
+    memset(&cli, 0, sizeof cli); /* C++: no designated initializers */
+    cli.name = "cuda_trainer";
+    cli.synopsis = "cuda_trainer --steps N --every K --out FILE [options]";
+    cli.out_help = "write the final parameters (raw float32) to FILE";
+    cli.state_help = "device state = ~12*D*H bytes";
+    cli.batch_help = "";
+    cli.extra_help = "  --check-device  exit 0 if a CUDA device is usable, else print why and "
+                     "exit 77\n";
+    cli.max_input = cli.max_hidden = 65536; /* the kernels index with int */
+    cli.max_batch = 4096;
+    cli.usage_here = 1;
+    cli.option = check_option;
+    cli.user = &check_only;
+    memset(&o, 0, sizeof o);
+    o.input = 256; /* the defaults */
+    o.hidden = 2048;
+    o.batch = 32;
+    if ((rc = trainer_parse(argc, argv, &cli, &o)) >= 0)
+        return rc;
+    if (check_only)
+        return check_device();
     if (check_device())
         return 77;
+    rc = 1;
+    d = o.input;
+    h = o.hidden;
+    b = o.batch;
+    batch_rng_init(rng);
 
-    nparam = d * h + h + h * NOUT + NOUT;
+    nparam = mlp_nparam(d, h);
     memset(&meta, 0, sizeof meta);
     meta.magic = 0x636b70745f637531ull;
     meta.input = (uint32_t)d;
@@ -336,13 +259,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_trainer: out of memory\n");
         goto out;
     }
-    /* initial weights and the teacher from a fixed seed (as c_trainer) */
-    for (size_t i = 0; i < d * h; i++)
-        hw[i] = uniform(seed) / sqrtf((float)d);
-    for (size_t i = 0; i < h * NOUT; i++)
-        hw[d * h + h + i] = uniform(seed) / sqrtf((float)h);
-    for (size_t i = 0; i < d * NOUT; i++)
-        hteach[i] = uniform(seed);
+    mlp_init(hw, hteach, d, h); /* the initial weights and the teacher, as c_trainer's */
 
     CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     CU(cudaMalloc(&w, nparam * sizeof(float)));
@@ -360,11 +277,13 @@ int main(int argc, char **argv)
     CU(cudaMemset(v, 0, nparam * sizeof(float)));
     CU(cudaMemcpy(teacher, hteach, d * NOUT * sizeof(float), cudaMemcpyHostToDevice));
 
+    cfg.store = o.store; /* NULL: CKPT_STORE, else the default store */
+    cfg.run = o.run;     /* NULL: CKPT_RUN, else the directory's name */
     st = ckpt_open(&cfg, &ctx);
     if (st) {
         fprintf(stderr, "cuda_trainer: cannot open checkpoint store: %s (%s)\n",
                 ckpt_errmsg(NULL), ckpt_strerror(st));
-        rc = st == CKPT_E_CONFIG || st == CKPT_E_AUTH ? 78 : 69;
+        rc = open_failed_exit(st);
         goto out;
     }
     if ((st = ckpt_protect_device(ctx, "params", w, nparam * sizeof(float))) ||
@@ -391,7 +310,7 @@ int main(int argc, char **argv)
         goto out;
     }
     fflush(stdout);
-    while (meta.step < steps) {
+    while (meta.step < o.steps) {
         const uint64_t t = meta.step + 1;
         /* bias corrections on the host, in double then rounded: deterministic */
         const float c1 = (float)(1.0 - pow(0.9, (double)t));
@@ -413,7 +332,7 @@ int main(int argc, char **argv)
                                                    c2);
         CU(cudaGetLastError());
         meta.step = t;
-        if (!quiet && (meta.step % 50 == 0 || meta.step == steps)) {
+        if (!o.quiet && (meta.step % 50 == 0 || meta.step == o.steps)) {
             float sum = 0;
             CU(cudaMemcpyAsync(hloss, loss, b * sizeof(float), cudaMemcpyDeviceToHost, stream));
             CU(cudaStreamSynchronize(stream));
@@ -423,32 +342,29 @@ int main(int argc, char **argv)
                    sum / (float)b);
         }
         /* no stream synchronize here: ckpt_save() orders after our kernels */
-        if ((every && meta.step % every == 0) || ckpt_should_save(ctx)) {
+        if ((o.every && meta.step % o.every == 0) || ckpt_should_save(ctx)) {
             st = saved = ckpt_save(ctx, meta.step);
             if (st)
                 fprintf(stderr, "cuda_trainer: save at step %llu failed: %s: %s\n",
                         (unsigned long long)meta.step, ckpt_strerror(st), ckpt_errmsg(ctx));
         }
-        if (sleep_ms) {
-            struct timespec ts = { (time_t)(sleep_ms / 1000), (long)(sleep_ms % 1000) * 1000000L };
-            nanosleep(&ts, NULL);
-        }
+        if (o.sleep_ms)
+            sleep_ms(o.sleep_ms);
         fflush(stdout);
     }
     CU(cudaStreamSynchronize(stream));
-    /* the last save's outcome: refused at once, or its commit */
-    st = saved ? saved : ckpt_wait(ctx);
-    if (st)
-        fprintf(stderr, "cuda_trainer: last checkpoint not committed: %s: %s (exit 74)\n",
-                ckpt_strerror(st), ckpt_errmsg(ctx));
+    st = last_commit("cuda_trainer", "", ctx, saved);
     CU(cudaMemcpy(hw, w, nparam * sizeof(float), cudaMemcpyDeviceToHost));
-    if (write_out(out, hw, nparam)) {
-        fprintf(stderr, "cuda_trainer: cannot write %s: %s\n", out, strerror(errno));
-        goto out;
+    {
+        const struct out_piece params = { hw, nparam * sizeof(float) };
+        if (write_out(o.out, &params, 1)) {
+            fprintf(stderr, "cuda_trainer: cannot write %s: %s\n", o.out, strerror(errno));
+            goto out;
+        }
     }
     printf("cuda_trainer: done, %llu steps, parameters in %s\n", (unsigned long long)meta.step,
-           out);
-    rc = st ? 74 : 0; /* a script that deletes the instance on 0 would lose the work */
+           o.out);
+    rc = done_exit(st); /* 74 when the last checkpoint is not in the store */
 out:
     ckpt_close(ctx);
     if (stream)

@@ -15,158 +15,27 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
-CKPTRUN = os.path.join(BIN, "ckptrun")
-C_TRAINER = os.path.join(BIN, "c_trainer")
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import CKPTRUN, C_TRAINER, PY, wait_for_exec  # noqa: E402
+
 TRAINER = os.path.join(HERE, "ckptrun_trainer.py")
-PY = "/usr/bin/python3"
 SEED = int(os.environ.get("CKPTRUN_TEST_SEED", str(int(time.time()))))
 RNG = random.Random(SEED)
 
 
-
-def wait_for_exec(ancestor, comm, timeout=20):
-    """Until a descendant of pid `ancestor` runs the program `comm` (its
-    /proc comm), i.e. the child has exec'ed: a fork of ckptrun still has
-    ckptrun's signal handlers."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        parents = {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            name = st[st.index("(") + 1:st.rindex(")")]
-            parents[int(d)] = (int(st[st.rindex(")") + 2:].split()[1]), name)
-        for pid, (ppid, name) in parents.items():
-            if name != comm:
-                continue
-            p = ppid
-            while p > 1 and p in parents and p != ancestor:
-                p = parents[p][0]
-            if p == ancestor:
-                return pid
-        time.sleep(0.02)
-    raise AssertionError("no descendant of %d runs %s after %ds" % (ancestor, comm, timeout))
-
-class Proc:
-    """A running ckptrun whose stderr is collected line by line."""
-
-    def __init__(self, args, env, cwd):
-        self.p = subprocess.Popen([CKPTRUN] + args, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines = []
-        self.cv = threading.Condition()
-        self.t = threading.Thread(target=self._pump, daemon=True)
-        self.t.start()
-
-    def _pump(self):
-        for line in self.p.stderr:
-            with self.cv:
-                self.lines.append(line.rstrip("\n"))
-                self.cv.notify_all()
-
-    def wait_line(self, pattern, timeout=20):
-        rx = re.compile(pattern)
-        end = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for l in self.lines:
-                    if rx.search(l):
-                        return l
-                left = end - time.monotonic()
-                if left <= 0 or self.p.poll() is not None and not self.t.is_alive():
-                    raise AssertionError("no line matching %r in:\n%s" % (pattern, self.text()))
-                self.cv.wait(min(left, 0.1))
-
-    def count(self, pattern):
-        rx = re.compile(pattern)
-        with self.cv:
-            return sum(1 for l in self.lines if rx.search(l))
-
-    def wait_count(self, pattern, n, timeout=20):
-        """Until n lines match pattern (what shows that something happened n
-        times, instead of a run long enough for it)."""
-        rx = re.compile(pattern)
-        end = time.monotonic() + timeout
-        with self.cv:
-            while sum(1 for l in self.lines if rx.search(l)) < n:
-                left = end - time.monotonic()
-                if left <= 0 or self.p.poll() is not None and not self.t.is_alive():
-                    raise AssertionError("not %d lines matching %r in:\n%s"
-                                         % (n, pattern, self.text()))
-                self.cv.wait(min(left, 0.1))
-
-    def wait(self, timeout=60):
-        rc = self.p.wait(timeout)
-        self.t.join(5)
-        return rc
-
-    def text(self):
-        return "\n".join(self.lines)
-
-
-class Case(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ckptrun-test-")
-        self.store = "file://" + os.path.join(self.tmp, "store")
-        self.fresh("a")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def fresh(self, tag):
-        """A new machine: fresh HOME, CKPT_DIR and working directory, same store."""
-        self.work = os.path.join(self.tmp, "work-" + tag)
-        os.makedirs(os.path.join(self.work, "home"))
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("CKPT_")}
-        # CKPT_NOTICE=none: tests never poll a cloud metadata service, whatever
-        # machine they run on (loopback only).
-        self.env.update(HOME=os.path.join(self.work, "home"), CKPT_STORE=self.store,
-                        CKPT_RUN="job", CKPT_DIR=os.path.join(self.work, "ck"),
-                        CKPT_NOTICE="none")
-
-    def ckptrun(self, *args, env=None, timeout=60):
-        r = subprocess.run([CKPTRUN] + list(args), env=env or self.env, cwd=self.work,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=timeout)
-        return r.returncode, r.stdout, r.stderr
-
-    def start(self, args):
-        return Proc(args, self.env, self.work)
-
-    def trainer(self, *args):
-        return [PY, TRAINER] + list(args)
-
-    def reference(self, *args):
-        """Output of an uninterrupted run of the Python trainer, without ckptrun."""
-        d = tempfile.mkdtemp(dir=self.tmp)
-        env = dict(self.env, CKPT_DIR=os.path.join(d, "ck"))
-        out = os.path.join(d, "out")
-        subprocess.run(self.trainer(*args, "--out", out, "--sleep-ms", "0"), env=env, check=True,
-                       capture_output=True)
-        with open(out, "rb") as f:
-            return f.read()
+class Case(T.Case):
+    TRAINER = TRAINER
+    PREFIX = "ckptrun-test-"
 
     def steps(self):
         rc, out, err = self.ckptrun("ls", "--json")
         self.assertEqual(rc, 0, err)
         return [c["step"] for c in json.loads(out)]
-
-    def status(self):
-        rc, out, err = self.ckptrun("status", "--json")
-        self.assertEqual(rc, 0, err)
-        return json.loads(out)
 
 
 class BadInput(Case):
@@ -413,7 +282,7 @@ class ChildExit(Case):
 
     def test_sigkill_of_ckptrun_kills_child(self):
         p = self.start(["--", PY, "-c", "import time; time.sleep(60)"])
-        pid = int(re.search(r" child_pid=(\d+)", p.wait_line(r" start .* child_pid=\d+")).group(1))
+        pid = int(p.wait_line(r" start .* child_pid=(\d+)").group(1))
         os.kill(p.p.pid, signal.SIGKILL)
         p.wait()
         for _ in range(100):
@@ -550,7 +419,7 @@ class SignalAware(Case):
         time.sleep(RNG.uniform(0.3, 0.8))
         # SIGUSR2: checkpoint now and keep running
         p.p.send_signal(signal.SIGUSR2)
-        first = p.wait_line(r" commit step=\d+", timeout=10)
+        first = p.wait_line(r" commit step=\d+", timeout=10).string
         self.assertIsNone(p.p.poll())
         time.sleep(RNG.uniform(0.1, 0.4))
         p.p.send_signal(signal.SIGTERM)

@@ -18,78 +18,17 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
-BUILD = os.environ.get("CKPT_BUILD") or os.path.join(REPO, "build")
-CKPTRUN = os.path.join(BIN, "ckptrun")
-C_TRAINER = os.path.join(BIN, "c_trainer")
-PY = "/usr/bin/python3"
-TOOLS = os.path.join(REPO, "tests", "tools")
-HAVE_S3 = os.path.exists(os.path.join(REPO, "uploaders", "s3.c"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Server:
-    """A tests/tools server that prints "PORT n" when it listens."""
-
-    def __init__(self, *args):
-        self.p = subprocess.Popen([PY] + list(args), stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
-        line = self.p.stdout.readline()
-        m = re.match(r"PORT (\d+)", line)
-        if not m:
-            self.p.kill()
-            raise RuntimeError("%s did not start: %r" % (args, line))
-        self.port = int(m.group(1))
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-
-
-def tty_run(cmd, env, cwd, timeout=120):
-    """Run `cmd` (a list) on a pseudo-terminal; return (rc, frames), where
-    frames is [(seconds since start, bytes written then)]."""
-    d = tempfile.mkdtemp(prefix="ckpt-tty-")
-    try:
-        out, tim = os.path.join(d, "out"), os.path.join(d, "timing")
-        shell = " ".join("'%s'" % a.replace("'", "'\\''") for a in cmd)
-        rc = subprocess.run(["script", "-q", "-e", "-O", out, "-T", tim, "-c", shell],
-                            env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, timeout=timeout).returncode
-        data = open(out, "rb").read()
-        data = data[data.index(b"\n") + 1:]  # "Script started on ..." header
-        frames, t, pos = [], 0.0, 0
-        for line in open(tim):
-            delay, n = line.split()
-            t += float(delay)
-            frames.append((t, data[pos:pos + int(n)]))
-            pos += int(n)
-        return rc, frames
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import (BUILD, C_TRAINER, CKPTRUN, HAVE_S3, REPO, TOOLS, Server,  # noqa: E402
+                          free_port, tty_run)
 
 
 class Case(unittest.TestCase):
@@ -157,7 +96,7 @@ class Case(unittest.TestCase):
         return e
 
     def mock_s3(self):
-        s = Server(os.path.join(TOOLS, "mock_s3.py"), "--bucket", "ckpt-test")
+        s = T.MockS3()
         self.servers.append(s)
         return s
 
@@ -737,33 +676,11 @@ class Listing(Case):
                                                if k != "CKPT_RUN"})
         self.assertEqual(table(out)[1][0]["NEWEST STEP"], "40")
 
-    def npm_peer(self, args):
-        node = shutil.which("node")
-        mod = os.path.join(REPO, "tests", "npm", "node_modules", args[0])
-        if not node or not os.path.exists(mod):
-            self.skipTest("node or tests/npm/node_modules missing (make test-peers)")
-        port = free_port()
-        data = os.path.join(self.tmp, "peer")
-        os.makedirs(data)
-        argv = [a.replace("MOD", mod).replace("PORT", str(port)).replace("DATA", data)
-                for a in [node] + args[1:]]
-        peer = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: (peer.terminate(), peer.wait(10)))
-        end = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                return port
-            except OSError:
-                if peer.poll() is not None or time.monotonic() > end:
-                    self.fail("%s did not start" % args[0])
-                time.sleep(0.1)
-
     @unittest.skipUnless(HAVE_S3, "object stores not built")
     def test_runs_table_s3rver_two_reads_per_run(self):
-        port = self.npm_peer(["s3rver", "--openssl-legacy-provider", "MOD/bin/s3rver.js",
-                              "-d", "DATA", "-a", "127.0.0.1", "-p", "PORT",
-                              "--configure-bucket", "ckpt-test"])
+        peer = T.NpmPeer("s3rver", self.tmp)
+        self.servers.append(peer)
+        port = peer.port
         stats = os.path.join(self.tmp, "stats.json")
         proxy = Server(os.path.join(TOOLS, "faultproxy.py"), "--upstream",
                        "127.0.0.1:%d" % port, "--rate", "0", "--stats", stats)

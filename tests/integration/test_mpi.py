@@ -32,18 +32,22 @@ MPI) is missing.
 """
 import json
 import os
+import random
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_proc import BIN, CKPTRUN, RNG, SEED, Proc, alive, wait_for  # noqa: E402
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import BIN, CKPTRUN, Proc, alive, wait_for  # noqa: E402
+
+SEED = int(os.environ.get("CKPT_TEST_SEED", str(int(time.time()))))
+RNG = random.Random(SEED)
 
 MPI_TRAINER = os.path.join(BIN, "mpi_trainer")
 MPIRUN = shutil.which("mpirun")
@@ -59,43 +63,11 @@ def mpirun(*args, np=NP):
 
 
 def clean_env(**kw):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CKPT_", "SLURM_", "OMPI_", "PMIX_", "PMI_"))}
-    env.pop("LD_PRELOAD", None)
     # Open MPI: no warnings about the loopback-only network, shared memory
     # and the loopback TCP transport only
-    env.update(OMPI_MCA_btl="self,vader,tcp", OMPI_MCA_btl_tcp_if_include="lo",
-               OMPI_MCA_oob_tcp_if_include="lo", OMPI_MCA_btl_base_warn_component_unused="0")
-    env.update(kw)
-    return env
-
-
-class JobProc(Proc):
-    """ckptrun's log (stderr) and the ranks' output (stdout, forwarded by
-    mpirun) collected as whole lines into one list."""
-
-    def __init__(self, args, env, cwd):
-        self.p = subprocess.Popen([CKPTRUN] + args, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines = []
-        self.cv = threading.Condition()
-        self.t = threading.Thread(target=self._pump, daemon=True)
-        self.t2 = threading.Thread(target=self._pump_out, daemon=True)
-        self.t.start()
-        self.t2.start()
-
-    def _pump_out(self):
-        for line in self.p.stdout:
-            with self.cv:
-                self.lines.append(line.rstrip("\n"))
-                self.cv.notify_all()
-
-    def wait(self, timeout=60):
-        rc = super().wait(timeout)
-        self.t2.join(5)
-        if not self.t2.is_alive():
-            self.p.stdout.close()
-        return rc
+    return T.clean_env(OMPI_MCA_btl="self,vader,tcp", OMPI_MCA_btl_tcp_if_include="lo",
+                       OMPI_MCA_oob_tcp_if_include="lo",
+                       OMPI_MCA_btl_base_warn_component_unused="0", **kw)
 
 
 class Mpi(unittest.TestCase):
@@ -130,9 +102,7 @@ class Mpi(unittest.TestCase):
 
     def tearDown(self):
         for p in self.procs:
-            if p.p.poll() is None:
-                p.p.kill()
-                p.wait()
+            p.kill()
         if os.environ.get("CKPT_TEST_KEEP"):
             print("kept %s" % self.tmp, file=sys.stderr)
         else:
@@ -153,7 +123,7 @@ class Mpi(unittest.TestCase):
         args = list(ckptrun_args) + ["--"] + mpirun(
             "--steps", str(STEPS), "--sleep-ms", str(sleep_ms),
             "--out", os.path.join(self.work, "out"), *trainer_args)
-        p = JobProc(args, self.env, self.work)
+        p = Proc(args, self.env, self.work, stdout=Proc.MERGE)
         self.procs.append(p)
         return p
 
@@ -389,9 +359,8 @@ class Slurm(Mpi):
 
     @classmethod
     def setUpClass(cls):
-        from test_slurm import Cluster
         cls.stmp = tempfile.mkdtemp(prefix="ckpt-mpi-slurm-")
-        cls.cluster = Cluster(os.path.join(cls.stmp, "cluster"))
+        cls.cluster = T.Cluster(os.path.join(cls.stmp, "cluster"))
         os.makedirs(cls.cluster.root)
         why = cls.cluster.start()
         if not why:
@@ -409,14 +378,7 @@ class Slurm(Mpi):
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
-        try:
-            with open(cls.cluster.munge_pid_file) as f:
-                munged = int(f.read().strip())
-        except (OSError, ValueError, AttributeError):
-            munged = None
         cls.cluster.stop()
-        if munged:  # it removes its socket and pid file as it exits
-            wait_for(lambda: not alive(munged), timeout=15, what="munged to exit")
         shutil.rmtree(cls.stmp, ignore_errors=True)
 
     def submit(self, name, sleep_ms):
@@ -437,20 +399,10 @@ class Slurm(Mpi):
         return job
 
     def log(self, job):
-        try:
-            with open(job["log"]) as f:
-                return f.read()
-        except OSError:
-            return ""
+        return T.read_text(job["log"])
 
     def wait_log(self, job, pattern, timeout=120):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            m = re.search(pattern, self.log(job), re.M)
-            if m:
-                return m
-            time.sleep(0.1)
-        raise AssertionError("no %r in the job's output:\n%s" % (pattern, self.log(job)))
+        return T.wait_file(job["log"], pattern, timeout=timeout, what="the job's output")
 
     def started(self, job):
         """@return the step the four tasks start at, once each said hello."""

@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,25 +41,14 @@ import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
-CKPTRUN = os.path.join(BIN, "ckptrun")
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import CKPTRUN, PY, REPO, Proc, free_port  # noqa: E402
+
 TRAINER = os.path.join(REPO, "examples", "python", "ddp_train.py")
 DDP_TRAINER = os.path.join(HERE, "ddp_trainer.py")  # HF's order of writes
-MOCK = os.path.join(REPO, "tests", "tools", "metadata_mock.py")
 TORCHRUN = "/usr/bin/torchrun"
-PY = "/usr/bin/python3"
 STEPS = 400
-sys.path.insert(0, HERE)
-from test_proc import Proc  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def launcher(node, port, out, sleep_ms):
@@ -79,19 +67,14 @@ class Nodes(unittest.TestCase):
 
     def tearDown(self):
         for p in self.procs:
-            if p.p.poll() is None:
-                p.p.kill()
-                p.wait()
+            p.kill()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def env(self, node, tag):
         work = os.path.join(self.tmp, "%s-node%d" % (tag, node))
         os.makedirs(os.path.join(work, "home"), exist_ok=True)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CKPT_", "SLURM_", "PET_"))}
-        env.pop("LD_PRELOAD", None)
-        env.update(HOME=os.path.join(work, "home"), CKPT_STORE=self.store, CKPT_RUN="job",
-                   CKPT_DIR=os.path.join(work, "ck"), CKPT_NOTICE="none")
+        env = T.clean_env(drop=("PET_",), HOME=os.path.join(work, "home"), CKPT_STORE=self.store,
+                          CKPT_RUN="job", CKPT_DIR=os.path.join(work, "ck"), CKPT_NOTICE="none")
         return env, work
 
     def start_job(self, tag, sleep_ms=20, extra=None):
@@ -165,10 +148,9 @@ class Nodes(unittest.TestCase):
     def test_two_nodes(self):
         # 1. a notice on node 1 only; node 0's own SIGTERM later in the same
         #    window starts no second checkpoint
-        mock = subprocess.Popen([PY, MOCK, "--provider", "aws"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        mock = T.metadata_mock("aws")
         try:
-            port = int(mock.stdout.readline().split()[1])
+            port = mock.port
             procs, _, _ = self.start_job("notice", extra={
                 1: ["--notice", "aws", "--metadata-url", "http://127.0.0.1:%d" % port]})
             time.sleep(1.0)
@@ -184,9 +166,7 @@ class Nodes(unittest.TestCase):
             self.assertEqual(len(re.findall(r" request reason=stop", procs[0].text())), 1,
                              procs[0].text())
         finally:
-            mock.kill()
-            mock.wait()
-            mock.stdout.close()
+            mock.stop()
         self.assertEqual(self.newest(), last)
         self.assertEqual([c.get("world_size") for c in self.ls() if c["step"] == last], [2])
 

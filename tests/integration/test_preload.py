@@ -12,94 +12,21 @@ listening on the socket, and checks the `file` messages the shim sends
 Standard library only.
 """
 
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ckpt_testlib as T  # noqa: E402
 
 SO = os.environ.get("PRELOAD_SO", "")
 PROBE = os.environ.get("PRELOAD_PROBE", "")
 PYTHON = "/usr/bin/python3"
-
-
-class FakeCkptrun:
-    """A Unix socket server that records every line received, per
-    connection, like ckptrun's control socket would."""
-
-    def __init__(self, path, reply_to_hello=None):
-        self.path = path
-        self.reply_to_hello = reply_to_hello
-        self.lines = []          # (connection number, decoded JSON)
-        self.bad = []            # lines that were not JSON
-        self.conns = 0
-        self.cv = threading.Condition()
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(64)
-        self.stop = False
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self):
-        while not self.stop:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            with self.cv:
-                self.conns += 1
-                n = self.conns
-            threading.Thread(target=self._read, args=(c, n), daemon=True).start()
-
-    def _read(self, c, n):
-        buf = b""
-        with c:
-            while True:
-                try:
-                    d = c.recv(65536)
-                except OSError:
-                    return
-                if not d:
-                    return
-                buf += d
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    with self.cv:
-                        try:
-                            m = json.loads(line)
-                            self.lines.append((n, m))
-                        except ValueError:
-                            m = None
-                            self.bad.append(line)
-                        self.cv.notify_all()
-                    if (self.reply_to_hello and isinstance(m, dict)
-                            and m.get("type") == "hello"):
-                        c.sendall(self.reply_to_hello)
-
-    def messages(self):
-        with self.cv:
-            return [m for _, m in self.lines]
-
-    def wait_for(self, count, timeout=5.0):
-        end = time.monotonic() + timeout
-        with self.cv:
-            while len(self.lines) < count:
-                left = end - time.monotonic()
-                if left <= 0:
-                    break
-                self.cv.wait(left)
-            return [m for _, m in self.lines]
-
-    def close(self):
-        self.stop = True
-        self.srv.close()
 
 
 @unittest.skipUnless(SO and os.path.exists(SO), "PRELOAD_SO not built")
@@ -112,7 +39,7 @@ class PreloadTest(unittest.TestCase):
         os.mkdir(self.dir)
         os.mkdir(self.out)
         self.sock = os.path.join(self.tmp, "ctl.sock")
-        self.srv = FakeCkptrun(self.sock)
+        self.srv = T.FakeControl(self.sock)
 
     def tearDown(self):
         self.srv.close()
@@ -226,7 +153,7 @@ class PreloadTest(unittest.TestCase):
         # hello; the fake ckptrun answers with a request over the socket.
         self.srv.close()
         os.unlink(self.sock)
-        self.srv = FakeCkptrun(self.sock, reply_to_hello=(
+        self.srv = T.FakeControl(self.sock, reply_to_hello=(
             b'{"type":"request","reason":"manual","deadline_ms":0,"id":1}\n'))
         examples = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "examples", "python")

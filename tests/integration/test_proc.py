@@ -29,7 +29,6 @@ import pty
 import random
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,153 +40,19 @@ import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
-CKPTRUN = os.path.join(BIN, "ckptrun")
-C_TRAINER = os.path.join(BIN, "c_trainer")
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import C_TRAINER, CKPTRUN, PY, Proc, alive, descendants, wait_for  # noqa: E402
+from ckpt_testlib import MOCK  # noqa: E402,F401  (test_py_ckptrun.py takes it from here)
+
 TRAINER = os.path.join(HERE, "helper_trainer.py")
-MOCK = os.path.join(REPO, "tests", "tools", "metadata_mock.py")
-PY = "/usr/bin/python3"
 SEED = int(os.environ.get("CKPT_TEST_SEED", str(int(time.time()))))
 RNG = random.Random(SEED)
 
 
-def alive(pid):
-    """True while `pid` exists and is not a zombie."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
-def descendants(root):
-    """PIDs below `root`, from /proc."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [root]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def wait_for(cond, timeout=20, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-class Proc:
-    """A running ckptrun whose stderr is collected line by line."""
-
-    def __init__(self, args, env, cwd, **kw):
-        kw.setdefault("stdin", subprocess.DEVNULL)
-        kw.setdefault("stdout", subprocess.DEVNULL)
-        self.p = subprocess.Popen([CKPTRUN] + args, env=env, cwd=cwd, stderr=subprocess.PIPE,
-                                  text=True, **kw)
-        self.lines = []
-        self.cv = threading.Condition()
-        self.t = threading.Thread(target=self._pump, daemon=True)
-        self.t.start()
-
-    def _pump(self):
-        for line in self.p.stderr:
-            with self.cv:
-                self.lines.append(line.rstrip("\n"))
-                self.cv.notify_all()
-
-    def wait_line(self, pattern, timeout=30):
-        rx = re.compile(pattern)
-        end = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for l in self.lines:
-                    m = rx.search(l)
-                    if m:
-                        return m
-                left = end - time.monotonic()
-                if left <= 0 or (self.p.poll() is not None and not self.t.is_alive()):
-                    raise AssertionError("no line matching %r in:\n%s" % (pattern, self.text()))
-                self.cv.wait(min(left, 0.1))
-
-    def wait(self, timeout=60):
-        rc = self.p.wait(timeout)
-        self.t.join(5)
-        if not self.t.is_alive():  # a leaked process may hold the pipe open
-            self.p.stderr.close()
-        return rc
-
-    def text(self):
-        with self.cv:
-            return "\n".join(self.lines)
-
-
-class Case(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ckpt-proc-")
-        self.store_dir = os.path.join(self.tmp, "store")
-        self.store = "file://" + self.store_dir
-        self.procs = []
-        self.fresh("a")
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.p.poll() is None:
-                p.p.kill()
-                p.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def fresh(self, tag):
-        """A new machine: fresh HOME, CKPT_DIR and working directory."""
-        self.work = os.path.join(self.tmp, "work-" + tag)
-        os.makedirs(os.path.join(self.work, "home"))
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("CKPT_") and not k.startswith("SLURM_")}
-        self.env.update(HOME=os.path.join(self.work, "home"), CKPT_STORE=self.store,
-                        CKPT_RUN="job", CKPT_DIR=os.path.join(self.work, "ck"),
-                        CKPT_NOTICE="none")
-        self.env.pop("LD_PRELOAD", None)
-
-    def start(self, args, **kw):
-        p = Proc(args, self.env, self.work, **kw)
-        self.procs.append(p)
-        return p
-
-    def ckptrun(self, *args, timeout=120):
-        r = subprocess.run([CKPTRUN] + list(args), env=self.env, cwd=self.work,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=timeout)
-        return r.returncode, r.stdout, r.stderr
-
-    def trainer(self, *args):
-        return [PY, TRAINER] + list(args)
-
-    def reference(self, *args):
-        d = tempfile.mkdtemp(dir=self.tmp)
-        env = dict(self.env, CKPT_DIR=os.path.join(d, "ck"))
-        out = os.path.join(d, "out")
-        subprocess.run(self.trainer(*args, "--out", out, "--sleep-ms", "0"), env=env,
-                       check=True, capture_output=True, timeout=120)
-        with open(out, "rb") as f:
-            return f.read()
-
-    def status(self):
-        rc, out, err = self.ckptrun("status", "--json")
-        self.assertEqual(rc, 0, err)
-        return json.loads(out)
+class Case(T.Case):
+    TRAINER = TRAINER
+    PREFIX = "ckpt-proc-"
 
     def events(self, type_):
         out = []
@@ -618,10 +483,9 @@ class Reason(Case):
         self.stop_reason(signal.SIGXCPU)
 
     def test_notice_recorded_with_provider(self):
-        mock = subprocess.Popen([PY, MOCK, "--provider", "aws"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        mock = T.metadata_mock("aws")
         try:
-            port = int(mock.stdout.readline().split()[1])
+            port = mock.port
             out = os.path.join(self.work, "out")
             p = self.start(["--notice", "aws", "--metadata-url", "http://127.0.0.1:%d" % port,
                             "--"] + self.trainer("--steps", "100000", "--out", out,
@@ -633,8 +497,7 @@ class Reason(Case):
             ex = self.events("exit")[-1]
             self.assertEqual((ex["stop"], ex.get("provider")), ("notice", "aws"), ex)
         finally:
-            mock.kill()
-            mock.wait()
+            mock.stop()
 
 
 if __name__ == "__main__":

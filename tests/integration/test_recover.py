@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,44 +40,27 @@ import time
 import unittest
 import urllib.request
 
-BIN = os.environ.get("CKPT_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin"))
-SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "../.."))
-CKPTRUN = os.path.join(BIN, "ckptrun")
-TRAINER = os.path.join(BIN, "c_trainer")
-PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import CKPTRUN, C_TRAINER as TRAINER  # noqa: E402
 # small model: fast steps, small checkpoints; --sleep-ms sets the pace
 TARGS = ["--every", "10", "--hidden", "32", "--input", "64", "--batch", "8", "--quiet"]
 
 
 def base_env(home, store, ckdir):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CKPT_") and not k.startswith("AWS_")
-           and not k.startswith("AZURE_")}
-    env.update(HOME=home, CKPT_STORE=store, CKPT_DIR=ckdir, CKPT_NOTICE="none",
-               AWS_EC2_METADATA_DISABLED="true")
-    return env
+    return T.clean_env(drop=("AWS_", "AZURE_"), HOME=home, CKPT_STORE=store, CKPT_DIR=ckdir,
+                       CKPT_NOTICE="none", AWS_EC2_METADATA_DISABLED="true")
 
 
-class Proc:
-    """A background process with stdout/stderr in files (no pipe stalls)."""
+class Proc(T.Proc):
+    """ckptrun in a session of its own (tearDown kills its whole group),
+    with its stdout (the trainer's) read too."""
 
-    def __init__(self, args, env, cwd, tag):
-        self.out = os.path.join(cwd, tag + ".out")
-        self.err = os.path.join(cwd, tag + ".err")
-        with open(self.out, "wb") as o, open(self.err, "wb") as e:
-            self.p = subprocess.Popen(args, env=env, cwd=cwd, stdout=o, stderr=e,
-                                      start_new_session=True)
+    def __init__(self, args, env, cwd):
+        super().__init__(args, env, cwd, stdout=T.Proc.LINES, start_new_session=True)
 
-    def wait(self, timeout=60):
-        return self.p.wait(timeout)
-
-    def stderr(self):
-        with open(self.err, errors="replace") as f:
-            return f.read()
-
-    def stdout(self):
-        with open(self.out, errors="replace") as f:
-            return f.read()
+    stderr = T.Proc.text
+    stdout = T.Proc.out_text
 
 
 class RecoverTest(unittest.TestCase):
@@ -88,13 +70,7 @@ class RecoverTest(unittest.TestCase):
 
     def tearDown(self):
         for p in self.procs:
-            if p.p.poll() is None:
-                try:
-                    os.killpg(p.p.pid, signal.SIGCONT)
-                    os.killpg(p.p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.p.wait()
+            p.kill()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- helpers ----------------------------------------------------------
@@ -103,8 +79,8 @@ class RecoverTest(unittest.TestCase):
         os.makedirs(home, exist_ok=True)
         return base_env(home, store, os.path.join(home, "ckpt")), home
 
-    def start(self, args, env, cwd, tag):
-        p = Proc([CKPTRUN] + args, env, cwd, tag)
+    def start(self, args, env, cwd):
+        p = Proc(args, env, cwd)
         self.procs.append(p)
         return p
 
@@ -159,7 +135,7 @@ class RecoverTest(unittest.TestCase):
             mark = os.path.join(home, run + ".mark")
             cmd = ["recover", "--run", run, "--lease", "5s", "--",
                    "sh", "-c", "echo ran >> '%s'; sleep 1" % mark]
-            ps = [self.start(cmd, env, home, "%s-%d" % (run, i)) for i in range(4)]
+            ps = [self.start(cmd, env, home) for i in range(4)]
             # longer than the store's retry budget (120 s): four writers of
             # one LEASE key at once can make s3rver answer 500 on a loaded
             # machine, and each runner rides that out before it decides
@@ -180,28 +156,6 @@ class RecoverTest(unittest.TestCase):
                 self.assertRegex(p.stderr(), r"(held by \S+:\d+:[0-9a-f]+ \(epoch \d+\), last "
                                              r"heartbeat|taken by another runner|is completed)")
 
-    def npm_peer(self, args):
-        node = shutil.which("node")
-        mod = os.path.join(SRC, "tests/npm/node_modules", args[0])
-        if not node or not os.path.exists(mod):
-            self.skipTest("node or tests/npm/node_modules missing (cd tests/npm && npm ci)")
-        with socket.socket() as so:
-            so.bind(("127.0.0.1", 0))
-            port = so.getsockname()[1]
-        data = os.path.join(self.tmp, "peer")
-        os.makedirs(data)
-        argv = [node] + args[1:]
-        argv = [a.replace("MOD", mod).replace("PORT", str(port)).replace("DATA", data)
-                for a in argv]
-        peer = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        return peer, port
-
     # ---- a) races ---------------------------------------------------------
     def test_a_four_at_once(self):
         env, home = self.machine("m", "file://" + os.path.join(self.tmp, "store"))
@@ -218,35 +172,24 @@ class RecoverTest(unittest.TestCase):
         self.assertIn("--run NAME or CKPT_RUN", err)
 
     def test_a_four_at_once_azurite(self):
-        peer, port = self.npm_peer(["azurite", "MOD/dist/src/blob/main.js", "--blobHost",
-                                    "127.0.0.1", "--blobPort", "PORT", "-l", "DATA",
-                                    "--skipApiVersionCheck", "--disableTelemetry", "--silent"])
+        peer = T.NpmPeer("azurite", self.tmp)
         try:
             env, home = self.machine("m", "az://ckpt-test/recover")
-            # the well-known Azurite development account (public, local only)
-            env.update(CKPT_AZ_CREATE_CONTAINER="1", AZURE_STORAGE_CONNECTION_STRING=(
-                "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="
-                "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
-                "KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:%d/devstoreaccount1;" % port))
+            env.update(peer.env())  # the well-known Azurite development account
             self.race(env, home, 5)
         finally:
-            peer.kill()
-            peer.wait()
+            peer.stop()
 
     def test_a_four_at_once_s3rver_weak(self):
         # s3rver has no conditional writes: the weak lease (write, settle,
         # read back) still lets exactly one of four simultaneous starts run
-        peer, port = self.npm_peer(["s3rver", "--openssl-legacy-provider",
-                                    "MOD/bin/s3rver.js", "-d", "DATA", "-a", "127.0.0.1",
-                                    "-p", "PORT", "--configure-bucket", "ckpt-test"])
+        peer = T.NpmPeer("s3rver", self.tmp)
         try:
             env, home = self.machine("m", "s3://ckpt-test/recover")
-            env.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
-                       AWS_REGION="us-east-1", AWS_ENDPOINT_URL="http://127.0.0.1:%d" % port)
+            env.update(peer.env())
             self.race(env, home, 3)
         finally:
-            peer.kill()
-            peer.wait()
+            peer.stop()
 
     # ---- b) SIGKILL -------------------------------------------------------
     def test_b_sigkill_then_takeover(self):
@@ -257,7 +200,7 @@ class RecoverTest(unittest.TestCase):
         env, home = self.machine("m", "file://" + os.path.join(self.tmp, "store"))
         out = os.path.join(home, "b.bin")
         cmd = ["recover", "--run", "b", "--lease", "60s", "--"] + self.trainer_cmd(200, out, 25)
-        a = self.start(cmd, env, home, "a")
+        a = self.start(cmd, env, home)
         self.wait_step(env, home, "b", 30)
         os.kill(a.p.pid, signal.SIGKILL)  # ckptrun only; the child dies with it
         a.wait()
@@ -267,7 +210,7 @@ class RecoverTest(unittest.TestCase):
         self.assertEqual((st["state"], st["lease"]["state"], st["lease"]["live"]),
                          ("stale", "stale", False), sout)
         killed = time.time()
-        p = self.start(cmd, env, home, "b")
+        p = self.start(cmd, env, home)
         self.assertEqual(p.wait(60), 0, p.stderr())
         self.assertLess(time.time() - killed, 30)
         self.assertRegex(p.stderr(), r"lease msg=\"run b was held by \S+ \(epoch 1\), whose "
@@ -300,7 +243,7 @@ class RecoverTest(unittest.TestCase):
         self.assertRegex(err, r"held by \S+ \(epoch 1\), last heartbeat")
         taker = None
         while time.time() - killed < 30 and taker is None:
-            p = self.start(cmd, env, home, "b%d" % int(time.time() * 10))
+            p = self.start(cmd, env, home)
             rc = p.wait(60)
             self.assertIn(rc, (0,), p.stderr())
             if "start command=" in p.stderr():
@@ -323,7 +266,7 @@ class RecoverTest(unittest.TestCase):
         env_b, home_b = self.machine("B", store)
         out_a, out_b = os.path.join(home_a, "c.bin"), os.path.join(home_b, "c.bin")
         a = self.start(["recover", "--run", "c", "--lease", "3s", "--grace", "3s", "--"]
-                       + self.trainer_cmd(300, out_a, 20), env_a, home_a, "a")
+                       + self.trainer_cmd(300, out_a, 20), env_a, home_a)
         self.wait_step(env_a, home_a, "c", 20)
         # freeze the whole "VM": ckptrun and its child's group
         child = int(re.search(r"child_pid=(\d+)", a.stderr()).group(1))
@@ -335,8 +278,7 @@ class RecoverTest(unittest.TestCase):
         while time.time() - frozen < 30 and taker is None:
             time.sleep(1)
             p = self.start(["recover", "--run", "c", "--lease", "3s", "--"]
-                           + self.trainer_cmd(300, out_b, 20), env_b, home_b,
-                           "b%d" % int(time.time() * 10))
+                           + self.trainer_cmd(300, out_b, 20), env_b, home_b)
             # a taker keeps running: tell it apart from a quick exit 0
             try:
                 rc = p.wait(1.5)
@@ -378,7 +320,7 @@ class RecoverTest(unittest.TestCase):
         env, home = self.machine("m", "file://" + os.path.join(self.tmp, "store"))
         out = os.path.join(home, "g.bin")
         a = self.start(["run", "--run", "g", "--lease", "3s", "--"]
-                       + self.trainer_cmd(200, out, 20), env, home, "a")
+                       + self.trainer_cmd(200, out, 20), env, home)
         self.wait_step(env, home, "g", 40)
         rc, _, err = self.ckptrun(["run", "--run", "g", "--", "true"], env, home)
         self.assertEqual(rc, 78, err)
@@ -399,16 +341,13 @@ class RecoverTest(unittest.TestCase):
             e.update(extra_env or {})
         # A polls the mock metadata service (loopback, --metadata-url)
         env_a.pop("AWS_EC2_METADATA_DISABLED", None)
-        mock = subprocess.Popen([PY, os.path.join(SRC, "tests/tools/metadata_mock.py"),
-                                 "--provider", "aws"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        mock = T.metadata_mock("aws")
         try:
-            port = int(mock.stdout.readline().split()[1])
-            murl = "http://127.0.0.1:%d" % port
+            murl = mock.url
             out_a, out_b = os.path.join(home_a, "d.bin"), os.path.join(home_b, "d.bin")
             a = self.start(["recover", "--run", "d", "--lease", "3s", "--notice", "aws",
                             "--metadata-url", murl, "--"] + self.trainer_cmd(300, out_a, 20),
-                           env_a, home_a, "a")
+                           env_a, home_a)
             self.wait_step(env_a, home_a, "d", 20)
             urllib.request.urlopen(urllib.request.Request(
                 murl + "/_mock/notice?kind=terminate&in=30", method="POST"), timeout=5).read()
@@ -417,8 +356,7 @@ class RecoverTest(unittest.TestCase):
             t0 = time.time()
             while time.time() - t0 < 90:
                 p = self.start(["recover", "--run", "d", "--lease", "3s", "--"]
-                               + self.trainer_cmd(300, out_b, 20), env_b, home_b,
-                               "b%d" % len(b_codes))
+                               + self.trainer_cmd(300, out_b, 20), env_b, home_b)
                 b_codes.append(p.wait(120))
                 if "start command=" in p.stderr():
                     b_ran += 1
@@ -441,9 +379,7 @@ class RecoverTest(unittest.TestCase):
             st = json.loads(out)
             self.assertEqual((st["state"], st["preemptions"]), ("completed", 1), out)
         finally:
-            mock.kill()
-            mock.wait()
-            mock.stdout.close()
+            mock.stop()
 
     def test_d_end_to_end_file(self):
         self.e2e("file://" + os.path.join(self.tmp, "store"))
@@ -453,21 +389,11 @@ class RecoverTest(unittest.TestCase):
                            env=base_env(self.tmp, "", self.tmp), timeout=30)
         if b"not built" in r.stderr or b"unsupported" in r.stderr.lower():
             self.skipTest("no S3 store in this build")
-        mock = subprocess.Popen([PY, os.path.join(SRC, "tests/tools/mock_s3.py"), "--bucket",
-                                 "ckpt-test", "--region", "us-east-1", "--access-key", "MOCKAK",
-                                 "--secret-key", "mock/secret+key"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        mock = T.MockS3()
         try:
-            line = mock.stdout.readline()
-            port = int(line.split()[1])
-            self.e2e("s3://ckpt-test/recover", {
-                "AWS_ACCESS_KEY_ID": "MOCKAK", "AWS_SECRET_ACCESS_KEY": "mock/secret+key",
-                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:%d" % port,
-                "CKPT_S3_CONDITIONAL": "1"})
+            self.e2e("s3://ckpt-test/recover", dict(mock.env(), CKPT_S3_CONDITIONAL="1"))
         finally:
-            mock.kill()
-            mock.wait()
-            mock.stdout.close()
+            mock.stop()
 
 
 # The subtests that start a peer from tests/npm (node).

@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,11 +36,11 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BIN = os.environ.get("CKPT_BIN") or os.path.join(REPO, "build", "bin")
-CKPTRUN = os.path.join(BIN, "ckptrun")
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import CKPTRUN, PY  # noqa: E402
+
 TRAINER = os.path.join(HERE, "helper_trainer.py")
-PY = "/usr/bin/python3"
 STEPS = 2500
 SLEEP_MS = 10
 
@@ -68,144 +67,13 @@ exit "$rc"
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Cluster:
-    """munged + slurmctld + slurmd in a temporary directory."""
-
-    def __init__(self, root):
-        self.root = root
-        self.procs = []
-        self.env = dict(os.environ, SLURM_CONF=os.path.join(root, "slurm.conf"))
-        for k in list(self.env):
-            if k.startswith("SLURM_") and k != "SLURM_CONF":
-                del self.env[k]
-
-    def start(self):
-        """@return None when up, else why not."""
-        for prog in ("munged", "slurmctld", "slurmd", "sbatch", "scontrol"):
-            if not shutil.which(prog) and not os.path.exists("/usr/sbin/" + prog):
-                return "%s is not installed" % prog
-        if os.geteuid() != 0:
-            return "slurmd needs root here (job processes run as the submitting user)"
-        r = self.root
-        mdir = os.path.join(r, "munge")
-        os.makedirs(mdir, mode=0o700)
-        with open(os.path.join(mdir, "key"), "wb") as f:
-            f.write(os.urandom(1024))
-        os.chmod(os.path.join(mdir, "key"), 0o400)
-        sock = os.path.join(mdir, "sock")
-        m = subprocess.run(["munged", "--force", "--socket=" + sock,
-                            "--key-file=" + os.path.join(mdir, "key"),
-                            "--log-file=" + os.path.join(mdir, "log"),
-                            "--pid-file=" + os.path.join(mdir, "pid"),
-                            "--seed-file=" + os.path.join(mdir, "seed")],
-                           capture_output=True, text=True)
-        if m.returncode != 0:
-            return "munged: " + (m.stderr or m.stdout).strip()
-        self.munge_pid_file = os.path.join(mdir, "pid")
-        host = socket.gethostname()
-        for d in ("state", "spool"):
-            os.makedirs(os.path.join(r, d))
-        open(os.path.join(r, "plugstack.conf"), "w").close()
-        conf = """ClusterName=ckpttest
-SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={p1}
-SlurmdPort={p2}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket={sock}
-CredType=cred/munge
-StateSaveLocation={r}/state
-SlurmdSpoolDir={r}/spool
-SlurmctldPidFile={r}/slurmctld.pid
-SlurmdPidFile={r}/slurmd.pid
-SlurmctldLogFile={r}/slurmctld.log
-SlurmdLogFile={r}/slurmd.log
-PlugStackConfig={r}/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-MpiDefault=none
-SwitchType=switch/none
-ReturnToService=2
-KillWait=10
-MinJobAge=600
-SlurmdParameters=config_overrides
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-NodeName={host} NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-""".format(host=host, p1=free_port(), p2=free_port(), sock=sock, r=r)
-        with open(self.env["SLURM_CONF"], "w") as f:
-            f.write(conf)
-        for args, log in ((["slurmctld", "-D", "-f", self.env["SLURM_CONF"]], "ctld.out"),
-                          (["slurmd", "-D", "-f", self.env["SLURM_CONF"], "-N", host], "d.out")):
-            with open(os.path.join(r, log), "w") as out:
-                self.procs.append(subprocess.Popen(args, env=self.env, stdout=out,
-                                                   stderr=subprocess.STDOUT,
-                                                   start_new_session=True))
-        end = time.monotonic() + 40
-        while time.monotonic() < end:
-            s = subprocess.run(["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True,
-                               text=True)
-            if s.returncode == 0 and s.stdout.strip() in ("idle", "mix", "alloc"):
-                return None
-            if any(p.poll() is not None for p in self.procs):
-                break
-            time.sleep(0.5)
-        logs = ""
-        for name in ("slurmctld.log", "slurmd.log", "ctld.out", "d.out"):
-            try:
-                with open(os.path.join(r, name)) as f:
-                    logs += "".join(f.readlines()[-5:])
-            except OSError:
-                pass
-        return "the cluster did not come up:\n" + logs
-
-    def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        try:
-            with open(self.munge_pid_file) as f:
-                os.kill(int(f.read().strip()), signal.SIGTERM)
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def run(self, *args, check=True):
-        r = subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=60)
-        if check and r.returncode != 0:
-            raise AssertionError("%s: %s" % (" ".join(args), r.stderr + r.stdout))
-        return r
-
-    def job(self, jid):
-        r = self.run("scontrol", "show", "job", "-o", jid, check=False)
-        return dict(re.findall(r"(\w+)=(\S*)", r.stdout))
-
-
 class Slurm(unittest.TestCase):
     cluster = None
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="ckpt-slurm-")
-        cls.cluster = Cluster(os.path.join(cls.tmp, "cluster"))
+        cls.cluster = T.Cluster(os.path.join(cls.tmp, "cluster"))
         os.makedirs(cls.cluster.root)
         why = cls.cluster.start()
         if why:
@@ -251,20 +119,10 @@ class Slurm(unittest.TestCase):
         return job
 
     def log(self, job):
-        try:
-            with open(job["log"]) as f:
-                return f.read()
-        except OSError:
-            return ""
+        return T.read_text(job["log"])
 
     def wait_log(self, job, pattern, count=1, timeout=90):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if len(re.findall(pattern, self.log(job))) >= count:
-                return
-            time.sleep(0.2)
-        raise AssertionError("%s: no %r in the job's output:\n%s" % (
-            job["name"], pattern, self.log(job)))
+        T.wait_file(job["log"], pattern, count, timeout, what=job["name"])
 
     def until_done(self, job, timeout=200):
         """Release the job whenever it waits on its BeginTime after a requeue;

@@ -28,17 +28,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import test_ckptrun as tc  # noqa: E402  (Proc, Case: one store, HOME, CKPT_DIR per test)
-import test_cli as tcli  # noqa: E402  (Server, tty_run, the tools)
+import ckpt_testlib as T  # noqa: E402  (Proc, Server, tty_run, the tools)
+import test_ckptrun as tc  # noqa: E402  (Case: one store, HOME, CKPT_DIR per test)
 
-CKPTRUN, PY, TRAINER = tc.CKPTRUN, tc.PY, tc.TRAINER
-HAVE_S3 = tcli.HAVE_S3
+CKPTRUN, PY, TRAINER = T.CKPTRUN, T.PY, tc.TRAINER
+HAVE_S3 = T.HAVE_S3
 
 # A trainer that renames N checkpoints of SIZE random bytes into CKPT_DIR,
 # GAP seconds apart, then exits with EXIT.
@@ -252,7 +250,7 @@ class Unprotected(Case):
         self.assertEqual(p.wait(), 0, p.text())
         text = p.text()
         warn = p.wait_line(r"request level=warn msg=\"the periodic checkpoint request reached "
-                           r"nobody: no --signal")
+                           r"nobody: no --signal").string
         self.assertEqual(p.count(r"reached nobody"), 1, text)
         self.assertIn("--signal USR1 for a trainer that saves on it", warn)
         # not at start: after the first tick, once the trainer ran
@@ -276,7 +274,7 @@ class Unprotected(Case):
         p.p.send_signal(signal.SIGTERM)
         self.assertEqual(p.wait(), 74, p.text())
         self.assertIn("the stop checkpoint request reached nobody", p.text())
-        final = p.wait_line(r" final level=warn committed=false")
+        final = p.wait_line(r" final level=warn committed=false").string
         self.assertRegex(final, r"level=warn .*why=\"no request could reach the trainer \(no "
                                 r"--signal, no helper, `import ckpt` or libckpt connection\) and "
                                 r"nothing complete is in CKPT_DIR; the run has no committed "
@@ -289,10 +287,10 @@ class Unprotected(Case):
         # (said once, and when: test_stop; here, what it says)
         env = dict(self.env, CKPT_WARN_NO_CHECKPOINT="1s")
         cmd, go = self.until(os.path.join(self.work, "out"))
-        p = tc.Proc(["--"] + cmd, env, self.work)
+        p = T.Proc(["--"] + cmd, env, self.work)
         line = p.wait_line(r"watch level=warn msg=\"no checkpoint for 1\.0s: nothing complete "
                            r"appeared in %s since the child started" %
-                           re.escape(self.env["CKPT_DIR"]))
+                           re.escape(self.env["CKPT_DIR"])).string
         open(go, "w").close()
         self.assertEqual(p.wait(), 0, p.text())
         self.assertIn("point --dir (CKPT_DIR) there", line)
@@ -425,16 +423,12 @@ if stop:
 class Progress(Case):
     def setUp(self):
         super().setUp()
-        self.servers = []
-        s3 = tcli.Server(os.path.join(tcli.TOOLS, "mock_s3.py"), "--bucket", "ckpt-test")
-        self.servers.append(s3)
+        s3 = self.server(T.MockS3())
         # a link of 3 MB/s: an 8 MiB commit lasts about three seconds
-        proxy = tcli.Server(os.path.join(tcli.TOOLS, "faultproxy.py"), "--upstream",
-                            "127.0.0.1:%d" % s3.port, "--rate", "0", "--upload-bps", "3000000")
-        self.servers.append(proxy)
-        self.s3 = dict(AWS_ENDPOINT_URL="http://127.0.0.1:%d" % proxy.port,
-                       AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="MOCKAK",
-                       AWS_SECRET_ACCESS_KEY="mock/secret+key", AWS_EC2_METADATA_DISABLED="true")
+        proxy = self.server(T.Server(os.path.join(T.TOOLS, "faultproxy.py"), "--upstream",
+                                     "127.0.0.1:%d" % s3.port, "--rate", "0",
+                                     "--upload-bps", "3000000"))
+        self.s3 = s3.env(proxy.port)
         self.on_s3("p")
         self.slow = self.script("slow.py", SLOW)
 
@@ -442,15 +436,10 @@ class Progress(Case):
         self.env.update(self.s3, CKPT_STORE="s3://ckpt-test/" + prefix)
         self.store = self.env["CKPT_STORE"]
 
-    def tearDown(self):
-        for s in self.servers:
-            s.stop()
-        super().tearDown()
-
     def test_commit_and_final_commit_drawn_on_a_terminal_only(self):
         cmd = [CKPTRUN, "--codec", "none", "--grace", "40s", "--", PY, self.slow,
                str(8 << 20), "4", "1"]
-        rc, frames = tcli.tty_run(cmd, self.env, self.work)
+        rc, frames = T.tty_run(cmd, self.env, self.work)
         text = b"".join(d for _, d in frames).decode(errors="replace")
         self.assertEqual(rc, 75, text)
         running = [t for t, d in frames if re.search(rb"commit step 1  ", d)]
@@ -482,7 +471,7 @@ class Progress(Case):
     def test_log_json_on_a_terminal_draws_nothing(self):
         cmd = [CKPTRUN, "--log-json", "--codec", "none", "--", PY, self.slow, str(8 << 20),
                "0.5", "0"]
-        rc, frames = tcli.tty_run(cmd, self.env, self.work)
+        rc, frames = T.tty_run(cmd, self.env, self.work)
         text = b"".join(d for _, d in frames).decode(errors="replace")
         self.assertEqual(rc, 0, text)
         self.assertNotRegex(text, r"commit step \d+  ")

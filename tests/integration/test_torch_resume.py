@@ -16,20 +16,19 @@ trainer runs under /usr/bin/python3 (Debian's torch).
 """
 
 import argparse
-import json
 import os
 import random
-import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"
 STEPS = 2000
@@ -78,61 +77,6 @@ def wait_new_checkpoint(p, ckdir, timeout):
     return None
 
 
-class Sink:
-    """A stand-in for ckptrun's control socket: records the `file` messages
-    the preload shim sends."""
-
-    def __init__(self, path):
-        self.msgs = []
-        self.cv = threading.Condition()
-        self.reading = 0  # connections accepted, not yet read to their end
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(16)
-        self.srv.setblocking(False)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                select.select([self.srv], [], [])
-            except (OSError, ValueError):
-                return
-            # accepted and counted at once, under the lock drain() holds
-            with self.cv:
-                try:
-                    c, _ = self.srv.accept()
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    return
-                self.reading += 1
-            c.setblocking(True)
-            threading.Thread(target=self._read, args=(c,), daemon=True).start()
-
-    def _read(self, c):
-        try:
-            with c, c.makefile("rb") as f:
-                for line in f:
-                    self.msgs.append(json.loads(line))
-        finally:
-            with self.cv:
-                self.reading -= 1
-                self.cv.notify_all()
-
-    def drain(self, timeout=60):
-        """Once every sender is gone: wait until each connection made was
-        accepted and read to its end. @return False at the timeout."""
-        end = time.monotonic() + timeout
-        with self.cv:
-            while self.reading or select.select([self.srv], [], [], 0)[0]:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cv.wait(min(left, 0.05))  # a connection not accepted yet
-        return True
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainer",
@@ -166,7 +110,7 @@ def main():
         if args.preload:
             os.mkdir(ckdir)
             sock = os.path.join(work, "ctl.sock")
-            sink = Sink(sock)
+            sink = T.FakeControl(sock)
             env = dict(env, LD_PRELOAD=args.preload, CKPT_DIR=ckdir,
                        CKPT_SOCKET=sock)
         kills = signalled = runs = resumed = 0
@@ -222,7 +166,7 @@ def main():
                 print("FAIL: the shim's connections still open 60 s after the "
                       "trainer's end")
                 return 1
-            renamed = {m["path"] for m in sink.msgs
+            renamed = {m["path"] for m in sink.messages()
                        if m.get("event") == "renamed"}
             final = {os.path.join(ckdir, n) for n in ckpts
                      if n.startswith("checkpoint-")}

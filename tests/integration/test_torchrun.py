@@ -25,7 +25,6 @@ wants `--redirects 1 --tee 1` with Python 3.11); exits 77 (skip) without.
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,10 +32,10 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_proc import Case, alive, descendants, wait_for  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ckpt_testlib as T  # noqa: E402
+from ckpt_testlib import alive, descendants, wait_for  # noqa: E402
 TRAINER = os.path.join(HERE, "ddp_trainer.py")
 TORCHRUN = "/usr/bin/torchrun"
 STEPS = "600"
@@ -45,6 +44,10 @@ STEPS = "600"
 def launcher(*args):
     return [TORCHRUN, "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
             TRAINER, "--steps", STEPS] + list(args)
+
+
+class Case(T.Case):
+    PREFIX = "ckpt-torchrun-"
 
 
 class Torchrun(Case):
