@@ -772,7 +772,7 @@ CKPT_API void ckpt_request(struct ckpt_ctx *ctx, ckpt_codec codec);
  * library thread; every rank must call them in the same order:
  *
  *   ckpt_open (rank check), ckpt_should_save, ckpt_save, ckpt_wait,
- *   ckpt_restore, ckpt_close.
+ *   ckpt_restore (and ckpt_restore_step, ckpt_restore_alloc), ckpt_close.
  *
  * ckpt_should_save() then costs one all-reduce of 3 integers per call (a
  * few microseconds over shared memory, tens over a network): a request,
@@ -953,7 +953,7 @@ CKPT_API ckpt_status ckpt_progress(struct ckpt_ctx *ctx, struct ckpt_progress *o
  * lifetime. ckpt_protect() reserves and touches a private staging copy of
  * each host region (see "Memory") so that a save stalls only for its copy;
  * CKPT_REGION_NO_STAGE leaves that out, for a region protected only to be
- * restored into (a binding's load): nothing is allocated for it, and a save
+ * restored into: nothing is allocated for it, and a save
  * that includes it copies it through staging blocks allocated then.
  * A device region (CKPT_REGION_DEVICE) may be replicated: each save stages
  * it to host as ckpt_protect_device() describes, then spreads its chunks
@@ -1002,9 +1002,10 @@ typedef int (*ckpt_item_fn)(void *user, const struct ckpt_item_info *item);
  * items then the replicated ones. With CKPT_PART_ALL, every item of every
  * part once: the replicated items and rank 0's own, then each other rank's
  * own, rank by rank (`part` says whose). Reads HEAD and the checkpoint's
- * manifest(s), no chunk: what a binding needs to allocate the regions it
- * then protects and restores (ckpt_restore_step), and what a listing
- * shows. On the calling thread; fn returns nonzero to stop. Not
+ * manifest(s), no chunk: what a listing shows (`ckptrun ls --step`), or a
+ * program needs to allocate regions it then protects and restores
+ * (ckpt_restore_step; ckpt_restore_alloc does both in one call, with the
+ * fallback). On the calling thread; fn returns nonzero to stop. Not
  * collective. Since 0.4.0.
  * @return CKPT_OK, CKPT_E_NOENT (no such committed checkpoint, or no part
  *         `part`: ckpt_errmsg() says which), CKPT_E_CORRUPT (a manifest is

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <zstd.h>
@@ -133,28 +136,84 @@ void ckpt__chunk_id(const void *raw, size_t len, uint8_t id[CKPT_ID_LEN])
     memcpy(id, c.digest, CKPT_ID_LEN);
 }
 
+#if defined(__SSE2__)
+/* Byte grouping 16 elements at a time with SSE2 (every x86-64 has it): the
+ * bytes of each 16-bit lane split into its low and high byte (mask, shift)
+ * and packed -- once for 2-byte elements, twice for 4-byte ones. The
+ * scalar loop below moved ~3 GB/s, a third of a CPU second per GiB saved
+ * (the bench's state); this runs at memory speed. @return the elements
+ * done; the caller does the rest. */
+static size_t group2_sse2(const uint8_t *in, uint8_t *o0, uint8_t *o1, size_t n)
+{
+    const __m128i lo = _mm_set1_epi16(0x00ff);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(in + 2 * i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(in + 2 * i + 16));
+        _mm_storeu_si128((__m128i *)(o0 + i),
+                         _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+        _mm_storeu_si128((__m128i *)(o1 + i),
+                         _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+    }
+    return i;
+}
+
+static size_t group4_sse2(const uint8_t *in, uint8_t *o0, uint8_t *o1, uint8_t *o2, uint8_t *o3,
+                          size_t n)
+{
+    const __m128i lo = _mm_set1_epi16(0x00ff);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i v0 = _mm_loadu_si128((const __m128i *)(in + 4 * i));
+        __m128i v1 = _mm_loadu_si128((const __m128i *)(in + 4 * i + 16));
+        __m128i v2 = _mm_loadu_si128((const __m128i *)(in + 4 * i + 32));
+        __m128i v3 = _mm_loadu_si128((const __m128i *)(in + 4 * i + 48));
+        /* bytes 0 and 2 of elements i..i+7 (e01), bytes 1 and 3 (d01) */
+        __m128i e01 = _mm_packus_epi16(_mm_and_si128(v0, lo), _mm_and_si128(v1, lo));
+        __m128i d01 = _mm_packus_epi16(_mm_srli_epi16(v0, 8), _mm_srli_epi16(v1, 8));
+        __m128i e23 = _mm_packus_epi16(_mm_and_si128(v2, lo), _mm_and_si128(v3, lo));
+        __m128i d23 = _mm_packus_epi16(_mm_srli_epi16(v2, 8), _mm_srli_epi16(v3, 8));
+        _mm_storeu_si128((__m128i *)(o0 + i),
+                         _mm_packus_epi16(_mm_and_si128(e01, lo), _mm_and_si128(e23, lo)));
+        _mm_storeu_si128((__m128i *)(o2 + i),
+                         _mm_packus_epi16(_mm_srli_epi16(e01, 8), _mm_srli_epi16(e23, 8)));
+        _mm_storeu_si128((__m128i *)(o1 + i),
+                         _mm_packus_epi16(_mm_and_si128(d01, lo), _mm_and_si128(d23, lo)));
+        _mm_storeu_si128((__m128i *)(o3 + i),
+                         _mm_packus_epi16(_mm_srli_epi16(d01, 8), _mm_srli_epi16(d23, 8)));
+    }
+    return i;
+}
+#endif
+
 /* Group the bytes of `elem`-byte elements by significance: all byte 0s, then
  * all byte 1s, ... Exponent bytes of floats are highly repetitive, mantissa
  * low bytes are noise; grouping lets the compressor see the former as runs. */
 void ckpt__bytegroup(const uint8_t *in, uint8_t *out, size_t len, unsigned elem)
 {
-    size_t n = len / elem;
+    size_t n = len / elem, i = 0;
     if (elem == 2) {
         uint8_t *o0 = out, *o1 = out + n;
-        for (size_t i = 0; i < n; i++) {
+#if defined(__SSE2__)
+        i = group2_sse2(in, o0, o1, n);
+#endif
+        for (; i < n; i++) {
             o0[i] = in[2 * i];
             o1[i] = in[2 * i + 1];
         }
     } else if (elem == 4) {
         uint8_t *o0 = out, *o1 = out + n, *o2 = out + 2 * n, *o3 = out + 3 * n;
-        for (size_t i = 0; i < n; i++) {
+#if defined(__SSE2__)
+        i = group4_sse2(in, o0, o1, o2, o3, n);
+#endif
+        for (; i < n; i++) {
             o0[i] = in[4 * i];
             o1[i] = in[4 * i + 1];
             o2[i] = in[4 * i + 2];
             o3[i] = in[4 * i + 3];
         }
     } else {
-        for (size_t i = 0; i < n; i++)
+        for (; i < n; i++)
             for (unsigned b = 0; b < elem; b++)
                 out[b * n + i] = in[i * elem + b];
     }

@@ -76,10 +76,11 @@ class PyCase(Case):
         (a periodic request may still start one after it: not the final).
 
         The trainer's line before its save ("saving"), never the one after
-        ("saved"): a stop's save returns only at its commit, and ckptrun
-        terminates the trainer right at that commit (SIGTERM, or SIGINT for
-        Ctrl-C, whose KeyboardInterrupt may surface inside ckpt.save()
-        itself), so under load the trainer is often gone before it prints
+        ("saved"): ckptrun terminates the trainer right at the stop-save's
+        commit (SIGTERM, or SIGINT for Ctrl-C, whose KeyboardInterrupt may
+        surface inside ckpt.save() itself), which follows within moments
+        the return of that save (it returned only at the commit until
+        01c4c20), so under load the trainer is often gone before it prints
         anything after save() -- by design (docs/python.md, "Signals and
         ckptrun"); expecting "saved" failed 4 runs in 8 with two CPU hogs."""
         text = p.text()

@@ -61,6 +61,23 @@ static void test_bytegroup(void **state)
         ckpt__byteungroup(g, out, sizeof in, e);
         assert_memory_equal(in, out, sizeof in);
     }
+    /* the vector paths (16 elements at a time) against the definition, with
+     * every tail length: plane b holds byte b of each element, in order */
+    for (unsigned e = 2; e <= 4; e += 2) {
+        for (size_t len = 0; len < 16 * 4 * 3 + 9; len++) {
+            uint8_t src[16 * 4 * 3 + 9], grp[sizeof src], back[sizeof src];
+            size_t n = len / e;
+            for (size_t i = 0; i < len; i++)
+                src[i] = (uint8_t)(i * 37 + len * 11 + e);
+            ckpt__bytegroup(src, grp, len, e);
+            for (size_t i = 0; i < n; i++)
+                for (unsigned b = 0; b < e; b++)
+                    assert_int_equal(grp[b * n + i], src[i * e + b]);
+            assert_memory_equal(grp + n * e, src + n * e, len - n * e);
+            ckpt__byteungroup(grp, back, len, e);
+            assert_memory_equal(back, src, len);
+        }
+    }
     /* grouping really groups: byte 1 of every fp16 comes after all byte 0s */
     uint8_t h[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, hg[8];
     ckpt__bytegroup(h, hg, 8, 2);
