@@ -393,6 +393,61 @@ static void check_big(struct ckpt_store *st, size_t big)
     free(data);
 }
 
+/* The handle's count of bytes sent (ops->sent, optional): a small put adds
+ * its body exactly; a big one (multipart on an object store) adds its body
+ * and at most a little XML of its completion; a put refused by its
+ * condition adds nothing in the end (its body was not taken); reads add
+ * nothing. */
+static void check_sent(struct ckpt_store *st, size_t big)
+{
+    char err[CKPT_ERR_MAX] = "", key[256];
+    struct ckpt_put_opts o = { CKPT_PUT_IF_NONE_MATCH, NULL, 0 };
+    unsigned char small[5000], *data;
+    uint64_t a, b;
+    void *buf = NULL;
+    size_t len = 0;
+    ckpt_status s;
+
+    if (!ckpt_store_sent(st, &a)) {
+        printf("sent: the backend cannot tell\n");
+        return;
+    }
+    fill(small, sizeof small, 11);
+    key_of(key, sizeof key, "sent", 1);
+    s = ckpt_store_put(st, key, small, sizeof small, NULL, NULL, err);
+    CHECK(s == CKPT_OK, "sent put: %s (%s)", ckpt_strerror(s), err);
+    ckpt_store_sent(st, &b);
+    CHECK(b - a == sizeof small, "sent: a put of %zu bytes counted %llu", sizeof small,
+          (unsigned long long)(b - a));
+    s = ckpt_store_get(st, key, 1 << 20, &buf, &len, NULL, err);
+    free(buf);
+    ckpt_store_sent(st, &a);
+    CHECK(a == b, "sent: a get counted %lld bytes", (long long)(a - b));
+    if (ckpt_store_can(st, CKPT_STORE_CONDITIONAL)) {
+        /* other bytes: a retried create-only put that finds its own bytes
+         * there (its first reply lost) is a success, not a refusal */
+        fill(small, sizeof small, 13);
+        s = ckpt_store_put(st, key, small, sizeof small, &o, NULL, err);
+        CHECK(s == CKPT_E_PRECONDITION, "sent create-only: %s (%s)", ckpt_strerror(s), err);
+        ckpt_store_sent(st, &b);
+        CHECK(a == b, "sent: a refused put counted %lld bytes", (long long)(b - a));
+    }
+    data = big ? malloc(big) : NULL;
+    if (!data)
+        return;
+    fill(data, big, 12);
+    key_of(key, sizeof key, "sent", 2);
+    ckpt_store_sent(st, &a);
+    s = ckpt_store_put(st, key, data, big, NULL, NULL, err);
+    CHECK(s == CKPT_OK, "sent big put: %s (%s)", ckpt_strerror(s), err);
+    ckpt_store_sent(st, &b);
+    CHECK(b - a >= big && b - a <= big + 64 * 1024, "sent: a put of %zu bytes counted %llu",
+          big, (unsigned long long)(b - a));
+    printf("sent: %zu + %zu bytes put, counted %llu + %llu\n", sizeof small, big,
+           (unsigned long long)sizeof small, (unsigned long long)(b - a));
+    free(data);
+}
+
 /* The upload cap holds for the whole handle: 1.5 MiB at 1 MiB/s, put from
  * two threads at once, takes about 1.4 s (100 ms of burst allowed). */
 static void *rate_put(void *arg)
@@ -513,6 +568,7 @@ int main(int argc, char **argv)
         check_many(st, many);
     if (big)
         check_big(st, big);
+    check_sent(st, big);
     if (rate)
         check_rate(argv[1]);
     cleanup(st);

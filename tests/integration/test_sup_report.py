@@ -447,9 +447,17 @@ class Progress(Case):
         self.assertGreaterEqual(len(running), 3, text)
         self.assertGreaterEqual(len(final), 3, text)
         self.assertLess(max(b - a for a, b in zip(running, running[1:])), 0.6, running)
-        # the bytes are read at once; the pack's upload is what lasts
-        self.assertRegex(text, r"commit step 1  8\.00 MiB read, writing to the store, "
-                               r"[12]\.\ds in\r")
+        # the bytes are read at once; the upload is what lasts, and the line
+        # follows it: the share sent moves, with the link's rate and an ETA
+        shares = [int(m) for m in re.findall(r"commit step 1 +(\d+)%  [\d.]+ MiB / 8\.00 MiB  "
+                                            r"[\d.]+ [KM]iB/s  ETA ", text)]
+        self.assertGreaterEqual(len(set(shares)), 3, text)
+        self.assertEqual(shares, sorted(shares), text)
+        self.assertTrue(any(s < 90 for s in shares), text)
+        rates = [float(r) for r in re.findall(r"commit step 1 [^\r]*  ([\d.]+) MiB/s  ETA", text)]
+        self.assertTrue(any(1.5 < r < 5 for r in rates), text)  # the 3 MB/s link, roughly
+        # then the manifest and HEAD
+        self.assertRegex(text, r"commit step 1  8\.00 MiB sent, committing, [1-4]\.\ds in\r")
         self.assertNotRegex(text, r"commit step 1 [^\n]* left")
         self.assertRegex(text, r"commit step 2  [^\n]*  3\d\.\ds left\r")
         self.assertIn("\r", text)
