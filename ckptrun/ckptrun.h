@@ -9,7 +9,8 @@
  *   supervise.c   `run`: the supervisor's setup, event loop and outcome, over
  *                 sup_events.c (what each event source means), stop.c (the
  *                 stop state machine), request.c (asking the child for a
- *                 checkpoint), sup.c (its state and event log: sup.h),
+ *                 checkpoint), sup.h (its state), sup_log.c (its event
+ *                 log and run record),
  *                 child.c (spawn, signals, reap), renewer.c (the lease
  *                 renewal thread), notice_queue.c (notices posted to the
  *                 loop), prestart.c (the restore before start), claim.c

@@ -4,6 +4,7 @@
 #include "runlog.h"
 #include "parse.h"
 #include "sup.h"
+#include "sup_log.h"
 
 enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadline_unix,
                                 const char *codec, int except, enum channel self)

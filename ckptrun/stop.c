@@ -5,6 +5,7 @@
 #include "parse.h"
 #include "request.h"
 #include "sup.h"
+#include "sup_log.h"
 #include "ckpt_store.h"
 
 #include <inttypes.h>

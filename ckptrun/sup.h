@@ -1,5 +1,6 @@
 /*
- * sup.h -- the supervisor's state, shared by the files of `run`:
+ * sup.h -- the supervisor's state and its clocks, shared by the files of
+ * `run` (header only: the event log and run record are sup_log.h):
  * supervise.c (setup, loop, outcome), sup_events.c (the event sources),
  * stop.c (the stop state machine) and request.c (checkpoint requests).
  * Everything here is touched by the supervisor's thread only; what other
@@ -99,15 +100,5 @@ static inline int64_t sup_now_ms(const struct sup *s)
 {
     return s->seam->clock.now_ms(s->seam->clock.user);
 }
-
-/* An empty object for an event's fields (NULL when out of memory). */
-cJSON *sup_fields(void);
-/* Log event `name` with fields f (consumed; may be NULL), and add it to
- * the run record when to_record. */
-void sup_event(struct sup *s, int level, const char *name, cJSON *f, int to_record);
-/* The run record's state ("running", "completed", ...). */
-void sup_set_state(struct sup *s, const char *state);
-/* A checkpoint of the run committed (by either writer). */
-void sup_note_commit(struct sup *s, uint64_t step, double seconds);
 
 #endif

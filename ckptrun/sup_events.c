@@ -9,6 +9,7 @@
 #include "request.h"
 #include "ckpt_store.h"
 #include "sup.h"
+#include "sup_log.h"
 #include "watch.h"
 
 #include <errno.h>

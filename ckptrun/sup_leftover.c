@@ -5,6 +5,7 @@
 #include "record.h"
 #include "runlog.h"
 #include "sup.h"
+#include "sup_log.h"
 
 #include <inttypes.h>
 #include <limits.h>

@@ -7,6 +7,7 @@
 #include "record.h"
 #include "runlog.h"
 #include "sup.h"
+#include "sup_log.h"
 #include "watch.h"
 #include "ckpt_store.h"
 

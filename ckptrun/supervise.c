@@ -22,6 +22,7 @@
 #include "record.h"
 #include "ckpt_store.h"
 #include "sup.h"
+#include "sup_log.h"
 #include "sup_events.h"
 #include "sup_leftover.h"
 #include "sup_nodes.h"

@@ -46,7 +46,7 @@ file(GLOB _watch_src ${_cr}/watch*.c)
 foreach(_t test_stop test_sup_nodes)
   add_executable(${_t} ${CMAKE_CURRENT_LIST_DIR}/unit/${_t}.c
     ${CMAKE_CURRENT_LIST_DIR}/unit/fake_sup.c
-    ${_cr}/stop.c ${_cr}/sup_events.c ${_cr}/sup.c ${_cr}/sup_report.c ${_cr}/request.c
+    ${_cr}/stop.c ${_cr}/sup_events.c ${_cr}/sup_log.c ${_cr}/sup_report.c ${_cr}/request.c
     ${_cr}/sup_nodes.c ${_cr}/nodesync.c ${_cr}/nodes.c ${_cr}/claim.c ${_cr}/lease.c
     ${_cr}/renewer.c ${_cr}/notice_queue.c ${_cr}/child.c ${_cr}/keeper.c ${_cr}/proctree.c
     ${_watch_src} ${_cr}/commit_files.c ${_cr}/record.c ${_cr}/history.c ${_cr}/resume_cmd.c

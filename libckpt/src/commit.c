@@ -13,6 +13,7 @@
 #include "headscan.h"
 #include "retention.h"
 #include "runload.h"
+#include "runobj.h"
 #include "runstate.h"
 #include "save.h"
 

@@ -87,7 +87,7 @@ struct ckpt_ctx {
 
     struct ckpt_item *items, *items_tail;
     size_t nitems;
-    /* ckpt_restore_alloc() in progress (restalloc.h): the restore paths put
+    /* ckpt_restore_alloc() in progress (restore.h): the restore paths put
      * items where its caller says instead of into the protected ones.
      * Training thread only, set for the length of that call. */
     struct ckpt_into *into;

@@ -8,6 +8,7 @@
 #include "headscan.h"
 #include "manifest.h" /* CKPT_FORMAT_VERSION */
 #include "runload.h"
+#include "runobj.h"
 
 ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n)
 {

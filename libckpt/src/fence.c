@@ -6,6 +6,7 @@
 #include "headscan.h"
 #include "manifest.h" /* CKPT_FORMAT_VERSION */
 #include "runload.h"
+#include "runobj.h"
 
 ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
 {

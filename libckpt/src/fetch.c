@@ -10,7 +10,7 @@
 #include "deliver.h"
 #include "fetch.h"
 #include "pool.h"
-#include "runload.h"
+#include "runobj.h"
 
 /* Chunks carry their own checksums (payload XXH64, content XXH3-128), so the
  * store is told not to digest the body again (CKPT_GET_SELF_CHECKED: on S3

@@ -35,6 +35,7 @@
 #include "ctx.h"
 #include "retention.h"
 #include "runload.h"
+#include "runobj.h"
 
 struct objlist {
     char **keys;

@@ -7,7 +7,7 @@
 
 #include "ctx.h"
 #include "headscan.h"
-#include "runload.h"
+#include "runobj.h"
 #include "runstate.h"
 
 #define SCAN_MAX 100000 /* manifests read at most (HEAD's own bound) */

@@ -12,7 +12,7 @@
 
 #include "ctx.h"
 #include "idset.h"
-#include "runload.h"
+#include "runobj.h"
 
 _Static_assert((int)CKPT_KIND_REGION == (int)CKPT_ITEM_MEM &&
                    (int)CKPT_KIND_FILE == (int)CKPT_ITEM_FILE &&

@@ -5,7 +5,7 @@
 
 #include "ctx.h"
 #include "headscan.h"
-#include "runload.h"
+#include "runobj.h"
 
 ckpt_status ckpt_list(struct ckpt_ctx *ctx, ckpt_list_fn fn, void *user)
 {

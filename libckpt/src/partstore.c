@@ -15,7 +15,7 @@
 #include "globalckpt.h"
 #include "headscan.h"
 #include "ranks.h"
-#include "runload.h"
+#include "runobj.h"
 #include "save.h"
 
 static int cmp_item_idx(const void *a, const void *b, void *arg)

@@ -18,6 +18,7 @@
 #include "ranks.h"
 #include "restore.h"
 #include "runload.h"
+#include "runobj.h"
 #include "snapshot.h"
 
 #define COLL_MAX 4096 /* integers per all-reduce (ckpt.h) */
@@ -451,7 +452,7 @@ enum {
     STOP = 4     /* an error older data would not cure: stop together */
 };
 
-static uint64_t verdict(ckpt_status st, enum ckpt__misfit why)
+static uint64_t rank_verdict(ckpt_status st, enum ckpt__misfit why)
 {
     return st == CKPT_OK                                      ? FIT
            : why == CKPT__SKIP                                ? SKIP
@@ -465,7 +466,7 @@ static uint64_t verdict(ckpt_status st, enum ckpt__misfit why)
 static ckpt_status agree_verdict(struct ckpt_ctx *ctx, ckpt_status st, enum ckpt__misfit why,
                                  uint64_t v[4])
 {
-    v[0] = verdict(st, why);
+    v[0] = rank_verdict(st, why);
     v[1] = v[0] == STOP ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
     v[2] = v[0] == SHAPE ? (uint64_t)st << 32 | (ctx->rank + 1u) : 0;
     v[3] = v[0] == DAMAGED;
@@ -611,8 +612,8 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
         }
         if (v[0] == STOP) {
             /* this rank's own error, or the one that stopped another */
-            st = verdict(own, why) == STOP ? own : (ckpt_status)(v[1] >> 32);
-            if (verdict(own, why) != STOP)
+            st = rank_verdict(own, why) == STOP ? own : (ckpt_status)(v[1] >> 32);
+            if (rank_verdict(own, why) != STOP)
                 ckpt__set_ctx_err(ctx,
                                   "restore of step %" PRIu64 " stopped on rank %u: "
                                   "%s",

@@ -2,7 +2,8 @@
  * allocates per item, with ckpt_restore()'s rules. This file only asks the
  * caller and remembers what it gave; which checkpoint is tried, the
  * fallback past damage, its marking in HEAD and the ranks' agreement stay
- * in restore.c and ranks.c, which consult ctx->into (restalloc.h).
+ * in restore.c and ranks.c, which consult ctx->into: the members of
+ * struct ckpt_into (restore.h) that this file fills.
  *
  * Memory the caller gave for a checkpoint stays recorded until the next
  * checkpoint is tried or the call ends: only then is it known to be given
@@ -15,11 +16,11 @@
 
 #include "ctx.h"
 #include "idset.h"
-#include "restalloc.h"
 #include "restore.h"
 #include "runstate.h"
 
-struct ckpt_into {
+struct alloc_into {
+    struct ckpt_into base; /* first: ctx->into points here */
     const struct ckpt_alloc *a;
     /* the checkpoint prepared last */
     uint64_t step;
@@ -32,14 +33,15 @@ struct ckpt_into {
     bool fell_back; /* an older checkpoint than the newest was restored */
 };
 
-void ckpt__into_fell_back(struct ckpt_into *in)
+static void into_fell_back(struct ckpt_into *base)
 {
+    struct alloc_into *in = (struct alloc_into *)base;
     in->fell_back = true;
 }
 
 /* Forget the checkpoint prepared last; its memory goes back to the caller
  * (`release`) unless it was restored (keep). */
-static void forget(struct ckpt_into *in, bool keep)
+static void forget(struct alloc_into *in, bool keep)
 {
     if (!keep && in->ngiven && in->a->release)
         in->a->release(in->a->user, in->step, (void *const *)in->given, in->ngiven);
@@ -51,13 +53,14 @@ static void forget(struct ckpt_into *in, bool keep)
     in->n = in->ngiven = 0;
 }
 
-uint8_t *ckpt__into_dest(const struct ckpt_into *in, size_t i)
+static uint8_t *into_dest(const struct ckpt_into *base, size_t i)
 {
+    const struct alloc_into *in = (const struct alloc_into *)base;
     return in && i < in->n && !in->done[i] ? in->dest[i] : NULL;
 }
 
 /* One round: the caller is asked for items idx[0..k) of m. */
-static ckpt_status ask(struct ckpt_ctx *ctx, struct ckpt_into *in, const struct ckpt_manifest *m,
+static ckpt_status ask(struct ckpt_ctx *ctx, struct alloc_into *in, const struct ckpt_manifest *m,
                        unsigned world, unsigned round, const size_t *idx, size_t k,
                        enum ckpt__misfit *why)
 {
@@ -132,10 +135,10 @@ static bool is_index(const struct ckpt_alloc *a, const char *name)
     return false;
 }
 
-ckpt_status ckpt__into_prepare(struct ckpt_ctx *ctx, const struct ckpt_manifest *m, unsigned world,
-                               enum ckpt__misfit *why)
+static ckpt_status into_prepare(struct ckpt_ctx *ctx, const struct ckpt_manifest *m, unsigned world,
+                                enum ckpt__misfit *why)
 {
-    struct ckpt_into *in = ctx->into;
+    struct alloc_into *in = (struct alloc_into *)ctx->into;
     const struct ckpt_alloc *a = in->a;
     size_t *idx = NULL, k = 0, n = m->nitems;
     ckpt_status st = CKPT_OK;
@@ -200,7 +203,7 @@ out:
 ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step, const struct ckpt_alloc *a,
                                uint64_t *restored)
 {
-    struct ckpt_into in;
+    struct alloc_into in;
     ckpt_status st;
 
     if (!ctx || !a || !a->alloc || a->version != CKPT_ALLOC_VERSION || (a->nindex && !a->index))
@@ -213,8 +216,11 @@ ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step, const struct
         return CKPT_E_INVAL;
     }
     memset(&in, 0, sizeof in);
+    in.base.prepare = into_prepare;
+    in.base.fell_back = into_fell_back;
+    in.base.dest = into_dest;
     in.a = a;
-    ctx->into = &in;
+    ctx->into = &in.base;
     if (ctx->coll && ctx->world_size > 1)
         st = ckpt__ranks_restore(ctx, step, restored); /* the ranks agree (ranks.c) */
     else if (step == CKPT_STEP_LATEST)

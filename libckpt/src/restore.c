@@ -20,8 +20,7 @@
 #include "fetch.h"
 #include "headscan.h"
 #include "pool.h"
-#include "restalloc.h"
-#include "runload.h"
+#include "runobj.h"
 #include "restore.h"
 #include "runstate.h"
 
@@ -251,7 +250,7 @@ static ckpt_status restore_one(struct ckpt_ctx *ctx, const struct ckpt_manifest 
         if (!dir && ctx->into) {
             /* where ckpt_restore_alloc's caller said (NULL: not taken) */
             ds.d[i].kind = CKPT_ITEM_MEM;
-            ds.d[i].ptr = ckpt__into_dest(ctx->into, i);
+            ds.d[i].ptr = ctx->into->dest(ctx->into, i);
             skip = !ds.d[i].ptr;
         } else {
             st = destination(ctx, mi, dir, &ds.d[i], &skip, err);
@@ -355,7 +354,7 @@ ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_ent
                           world, world == 1 ? "" : "s", view);
         st = CKPT_E_NOENT;
     } else if (!dir && ctx->into) {
-        st = ckpt__into_prepare(ctx, m, world, why); /* the caller's memory (restalloc.c) */
+        st = ctx->into->prepare(ctx, m, world, why); /* the caller's memory */
     } else if (!any_world && world != ctx->world_size && (dir || !all_replicated(ctx))) {
         ckpt__set_ctx_err(ctx,
                           "checkpoint step %" PRIu64 " was written by %u rank%s; this "
@@ -580,7 +579,7 @@ void ckpt__restore_fell_back(struct ckpt_ctx *ctx, const char *fmt, ...)
     ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "%s", msg);
     ckpt__set_ctx_err(ctx, "%s", msg);
     if (ctx->into)
-        ckpt__into_fell_back(ctx->into);
+        ctx->into->fell_back(ctx->into);
 }
 
 void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n)

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ckpt.h"
 #include "head.h"
@@ -25,13 +26,36 @@ enum ckpt__misfit {
                       name it, neither damaged nor a misfit */
 };
 
+/* Memory a restore's caller gives per item instead of the protected items
+ * (ckpt_restore_alloc, restalloc.c): set in ctx->into for the length of
+ * that call. The restore paths (this file, ranks.c) reach the caller
+ * through these members only, so the allocating restore sits above them
+ * and they know nothing of it. */
+struct ckpt_into {
+    /* The checkpoint m (rank's view; world: its world size) is tried: the
+     * memory given for the one tried before is released, then the caller
+     * is asked (round 0: the index items, restored at once with
+     * ckpt__restore_write; round 1: the rest). A checkpoint without index
+     * items is CKPT_E_NOENT with *why CKPT__SKIP; a refusal (CKPT_E_SIZE,
+     * CKPT_E_MISMATCH) has *why CKPT__SHAPE; CKPT_E_WORLD when the caller
+     * takes an item that is not replicated from a checkpoint of another
+     * world size. The reason is the context's message. */
+    ckpt_status (*prepare)(struct ckpt_ctx *ctx, const struct ckpt_manifest *m, unsigned world,
+                           enum ckpt__misfit *why);
+    /* The restore fell back (ckpt__restore_fell_back): its message stays. */
+    void (*fell_back)(struct ckpt_into *in);
+    /* Where item i of the manifest prepared goes (NULL: nowhere, or
+     * written already). */
+    uint8_t *(*dest)(const struct ckpt_into *in, size_t i);
+};
+
 /* Restore HEAD entry e as rank `view` sees it, into dir or (NULL) the
  * protected items. A checkpoint of another world size than the job's is
  * CKPT_E_WORLD (naming both), unless any_world (a part: ckpt_restore_part;
  * no part `view` there is CKPT_E_NOENT) or every protected item is
  * replicated. Damaged or missing data: CKPT_E_CORRUPT; *why: a misfit
  * (above). The reason is the context's message; chunks found damaged go
- * into bad. With ctx->into set (ckpt_restore_alloc, restalloc.h) and no
+ * into bad. With ctx->into set (ckpt_restore_alloc, above) and no
  * dir, the items go where its caller says, never into protected ones. */
 ckpt_status ckpt__restore_try(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e, unsigned view,
                               bool any_world, const char *dir, struct ckpt_idset *bad,

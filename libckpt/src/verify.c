@@ -16,7 +16,7 @@
 #include "ctx.h"
 #include "fetch.h"
 #include "headscan.h"
-#include "runload.h"
+#include "runobj.h"
 
 /* The checkpoint of `e` is gone from HEAD since it was read (logged). */
 static int gone(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e)

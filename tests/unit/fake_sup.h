@@ -18,6 +18,7 @@
 #include "nodesync.h"
 #include "opts.h"
 #include "sup.h"
+#include "sup_log.h"
 
 #define T0 5000000                 /* mono ms at the start of each test */
 #define WALL0 1750000000000LL      /* Unix ms then */

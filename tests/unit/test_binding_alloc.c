@@ -20,7 +20,7 @@
 #include "ctx.h"
 #include "manifest.h"
 #include "rank_threads.h"
-#include "runload.h"
+#include "runobj.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {

@@ -4,7 +4,7 @@
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "ctx.h"
-#include "runload.h"
+#include "runobj.h"
 
 #define CU(call) assert_int_equal((int)(call), (int)cudaSuccess)
 

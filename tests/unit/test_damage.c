@@ -23,7 +23,7 @@
 #include "ctx.h"
 #include "envelope.h"
 #include "fault_store.h"
-#include "runload.h"
+#include "runobj.h"
 
 #define N 1000
 

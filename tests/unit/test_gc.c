@@ -13,7 +13,7 @@
 #include "ctx.h"
 #include "gcrecord.h"
 #include "head.h"
-#include "runload.h"
+#include "runobj.h"
 #include "fault_store.h"
 
 #define N (4 * (64 << 10)) /* 4 chunks of 64 KiB */

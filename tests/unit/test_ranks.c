@@ -24,7 +24,7 @@
 #include "head.h"
 #include "manifest.h"
 #include "globalckpt.h"
-#include "runload.h"
+#include "runobj.h"
 #include "rank_threads.h"
 #include "fault_store.h"
 #include "runstate.h"

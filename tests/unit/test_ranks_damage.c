@@ -21,7 +21,7 @@
 #include "head.h"
 #include "manifest.h"
 #include "rank_threads.h"
-#include "runload.h"
+#include "runobj.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {

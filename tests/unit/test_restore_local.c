@@ -11,7 +11,7 @@
 #include "test_util.h"
 #include "ctx.h"
 #include "envelope.h"
-#include "runload.h"
+#include "runobj.h"
 
 static struct ckpt_ctx *open_ctx(const char *url, const char *run, uint64_t epoch)
 {

@@ -6,7 +6,7 @@
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "ctx.h"
-#include "runload.h"
+#include "runobj.h"
 
 #define N 200000
 

@@ -12,7 +12,7 @@
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
 #include "ctx.h"
-#include "runload.h"
+#include "runobj.h"
 #include "staging.h"
 #include "fault_store.h"
 

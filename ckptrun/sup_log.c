@@ -1,5 +1,7 @@
-/* sup.c -- the supervisor's event log and run record (sup.h). */
+/* sup_log.c -- the supervisor's event log and run record (sup_log.h). */
+#include "sup_log.h"
 #include "sup.h"
+#include "sup_report.h"
 #include "runlog.h"
 #include "record.h"
 #include "watch.h"
