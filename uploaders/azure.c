@@ -3,7 +3,7 @@
  * the object-store core (objstore.h).
  *
  * Credentials come from creds.h. Every request carries x-ms-date and
- * x-ms-version and is signed with SharedKey (azure.h), or carries a SAS in
+ * x-ms-version and is signed with SharedKey (azure_sign.h), or carries a SAS in
  * its query. Put Blob for objects up to the block threshold (64 MiB,
  * CKPT_AZ_BLOCK_MIN), else Put Block (8 MiB, CKPT_AZ_BLOCK_SIZE) + Put Block
  * List; every body carries Content-MD5 and the blob's own MD5 is recorded,
@@ -12,8 +12,9 @@
  * If-None-Match / If-Match. Error codes come in x-ms-error-code (or the XML
  * body); a skewed clock comes back as 403 AuthenticationFailed.
  */
-#include "azure.h"
+#include "azure_sign.h"
 #include "backend.h"
+#include "objops.h"
 #include "creds.h"
 #include "digest.h"
 #include "objstore.h"

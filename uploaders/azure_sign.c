@@ -1,8 +1,8 @@
 /*
  * azure_sign.c -- Azure Storage SharedKey: the canonical string to sign and
- * the Authorization header (SPEC.md part B, "Azure Blob"; azure.h).
+ * the Authorization header (SPEC.md part B, "Azure Blob"; azure_sign.h).
  */
-#include "azure.h"
+#include "azure_sign.h"
 #include "digest.h"
 #include "xml.h"
 

@@ -3,6 +3,7 @@
  * the same for every HTTP object store; the dialect supplies the wire
  * details.
  */
+#include "objops.h"
 #include "objstore.h"
 #include "backend.h"
 #include "digest.h"

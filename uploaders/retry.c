@@ -3,6 +3,7 @@
  * The table of what is retried lives here and only here (see retry.h).
  */
 #include "retry.h"
+#include "retryctl.h"
 
 #include <curl/curl.h>
 #include <limits.h>

@@ -104,17 +104,6 @@ void ckpt_retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
  * attempts or budget exhausted). */
 int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind);
 
-/* Process-wide state, thread-safe (atomics).
- * ckpt_retry_answered(): 1 once any store replied in this process (set by
- * ckpt_retry_classify for every HTTP reply). ckpt_retry_reset_answered()
- * is for tests. */
-int ckpt_retry_answered(void);
-void ckpt_retry_reset_answered(void);
-/* retryctl.c, for retry.c: mark that a store replied; the deadline set with
- * ckpt_retry_set_deadline (0: none); the observer (NULL: none). */
-void ckpt__retry_mark_answered(void);
-int64_t ckpt__retry_deadline(void);
-ckpt_retry_observer ckpt__retry_observer(void);
 /* The transport's detail of the failure being classified on this thread
  * (curl's error text), for the retry notice; http.c calls it. */
 void ckpt_retry_note_transport(const char *errmsg);

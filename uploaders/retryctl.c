@@ -1,12 +1,12 @@
 /*
  * retryctl.c -- the process-wide controls of the stores' retries
- * (ckpt_store.h: ckpt_retry_set_deadline, ckpt_retry_set_observer; retry.h).
+ * (ckpt_store.h: ckpt_retry_set_deadline, ckpt_retry_set_observer; retryctl.h).
  * Built whatever backends are compiled in, so a caller sets them without
  * knowing whether any store here retries (the file store never does).
  */
 #include <stdatomic.h>
 
-#include "retry.h"
+#include "retryctl.h"
 
 static atomic_int g_answered;           /* some store replied */
 static atomic_llong g_deadline_ms;      /* a stop's deadline, 0 none */

@@ -9,6 +9,7 @@
  */
 #include "s3.h"
 #include "backend.h"
+#include "objops.h"
 #include "digest.h"
 
 #include <ctype.h>

@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "fileread.h"
 #include "pack.h"
+#include "partstore.h"
 #include "ranks.h"
 #include "save.h"
 

@@ -11,6 +11,7 @@
 #include "control.h"
 #include "ctx.h"
 #include "gpu.h"
+#include "itemset.h"
 #include "pool.h"
 #include "ranks.h"
 #include "restore.h"

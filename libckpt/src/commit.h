@@ -23,7 +23,7 @@ struct ckpt_save;
 struct ckpt_manifest;
 
 /* Commit sv (or, when it failed, report it) and end it: sv is freed. A
- * single writer's save; a rank's part goes to ckpt__part_commit (ranks.h)
+ * single writer's save; a rank's part goes to ckpt__part_commit (partstore.h)
  * instead. */
 void ckpt__commit(struct ckpt_ctx *ctx, struct ckpt_save *sv);
 

@@ -9,6 +9,7 @@
 #include "ctx.h"
 #include "envelope.h"
 #include "globalckpt.h"
+#include "itemset.h"
 #include "runread.h"
 
 #define MAX_WORLD (1u << 20)

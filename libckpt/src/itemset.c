@@ -1,11 +1,11 @@
 /* itemset.c -- the rules a checkpoint's item set keeps, checked whole when
- * a manifest is read and before a save (manifest.h: ckpt__manifest_check,
- * ckpt__target_valid): unique names, no item also the directory of
- * another, links that land on items of the same checkpoint
- * (docs/FORMAT.md, "Links"). */
+ * a manifest is read and before a save (itemset.h): unique names, no item
+ * also the directory of another, links that land on items of the same
+ * checkpoint (docs/FORMAT.md, "Links"). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "itemset.h"
 #include "manifest.h"
 #include "util.h"
 

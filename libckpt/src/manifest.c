@@ -9,6 +9,7 @@
 #include "codec.h"
 #include "envelope.h"
 #include "idset.h"
+#include "itemset.h"
 #include "manifest.h"
 
 #define MAX_ITEMS 1000000u

@@ -90,14 +90,6 @@ void ckpt__manifest_free(struct ckpt_manifest *m);
  * checkpoint (world_size > 1), else 3 with a link item or a name outside
  * the old alphabet, else 2 with packs, else 1. */
 unsigned ckpt__manifest_format(const struct ckpt_manifest *m);
-/* The manifest as a whole: names unique, no item also a directory of
- * another, every link's target relative and resolving, inside the
- * checkpoint, to a non-link item or a directory of items. CKPT_E_CORRUPT
- * with the reason (callers saving map it to CKPT_E_INVAL). */
-ckpt_status ckpt__manifest_check(const struct ckpt_manifest *m, char *err);
-/* A link target's own text: relative, 1..CKPT_TARGET_MAX bytes of UTF-8
- * text. 1 if valid. */
-int ckpt__target_valid(const char *target);
 ckpt_status ckpt__manifest_encode(const struct ckpt_manifest *m, char **out, size_t *len);
 ckpt_status ckpt__manifest_decode(const void *buf, size_t len, struct ckpt_manifest *m,
                                   char *err);

@@ -1,5 +1,5 @@
 /* partstore.c -- parts in the store: a rank's part manifest written by its
- * save (ckpt__part_commit), the parts not committed yet (ckpt_pending), and
+ * save (partstore.h), the parts not committed yet (ckpt_pending), and
  * the commit of a global step from its parts (ckpt_commit_parts). */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include "events.h"
 #include "globalckpt.h"
 #include "headscan.h"
+#include "partstore.h"
 #include "ranks.h"
 #include "runobj.h"
 #include "save.h"

@@ -1,6 +1,6 @@
 /* ranks.h -- multi-rank jobs (ckpt.h "Ranks", docs/multirank.md): each
  * rank's save writes its part (a part manifest, on a worker:
- * ckpt__part_commit); with a collective, the ranks agree on the application
+ * ckpt__part_commit, partstore.h); with a collective, the ranks agree on the application
  * thread -- at ckpt_save, ckpt_should_save, ckpt_wait, ckpt_restore and
  * ckpt_close -- and rank 0 commits the global step once every part is
  * durable; without one (CKPT_RANKS_STORE), ckpt_commit_parts commits from
@@ -74,10 +74,6 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
 
 /* ckpt_save without a collective (CKPT_RANKS_STORE): a part of its own nonce. */
 ckpt_status ckpt__ranks_store_save(struct ckpt_ctx *ctx, uint64_t step);
-
-/* The chunk stage of a save is over (a worker): write this rank's part
- * manifest, create-only, and end the save (sv is freed). */
-void ckpt__part_commit(struct ckpt_ctx *ctx, struct ckpt_save *sv);
 
 /* A random 32-bit nonce. */
 uint32_t ckpt__nonce32(void);

@@ -9,6 +9,7 @@
 #include "ctx.h"
 #include "events.h"
 #include "gpu.h"
+#include "itemset.h"
 #include "pool.h"
 #include "save.h"
 #include "signals.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "azure.h"
+#include "azure_sign.h"
 
 #define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 #define DATE "Fri, 24 May 2013 00:00:00 GMT"

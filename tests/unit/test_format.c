@@ -1,5 +1,6 @@
 /* test_format.c -- the store format: manifests, HEAD, keys and id sets: round trip,
  * damage, hostile input. */
+#include "itemset.h"
 #include "test_util.h"
 #include "envelope.h"
 #include "gcrecord.h"

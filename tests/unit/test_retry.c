@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "retry.h"
+#include "retryctl.h"
 
 static void expect(long http, int cc, const char *code, ckpt_status want_st,
                    ckpt_retry_kind want_kind)

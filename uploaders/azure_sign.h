@@ -1,10 +1,10 @@
 /*
- * azure.h -- Azure Storage SharedKey signing (azure_sign.c), used by the
+ * azure_sign.h -- Azure Storage SharedKey signing (azure_sign.c), used by the
  * Azure Blob dialect (azure.c) and checked by tests/unit/test_azure_sign.c.
  * Pure functions, thread-safe.
  */
-#ifndef CKPT_AZURE_H
-#define CKPT_AZURE_H
+#ifndef CKPT_AZURE_SIGN_H
+#define CKPT_AZURE_SIGN_H
 #include <stddef.h>
 #include "ckpt.h"
 
