@@ -108,7 +108,7 @@ int ckpt_name_sanitize(const char *in, char *out, size_t n);
  * in ckpt.h: level ranges and speed classes are policy that may change
  * without an API promise, while the public enum keeps its explicit values.
  * A new codec: its value in ckpt.h, a row here, its implementation in
- * libckpt/src/codec.c.
+ * libckpt/src/format/codec.c.
  *
  * zstd stops at 19: its "ultra" levels 20..22 need a large window the
  * reader would have to allow. */

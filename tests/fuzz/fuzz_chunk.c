@@ -1,7 +1,7 @@
 /* fuzz_chunk.c -- chunk objects come from the store: hostile. */
 #include <stdlib.h>
 #include <string.h>
-#include "codec.h"
+#include "format/codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

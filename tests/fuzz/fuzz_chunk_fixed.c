@@ -12,7 +12,7 @@
 #include <string.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
-#include "codec.h"
+#include "format/codec.h"
 
 #define RAW_MAX (256u << 10)
 

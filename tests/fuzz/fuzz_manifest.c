@@ -2,11 +2,11 @@
  * store: hostile. (A dictionary of their field names: manifest.dict.) */
 #include <stdlib.h>
 #include <string.h>
-#include "envelope.h"
-#include "gcrecord.h"
-#include "globalckpt.h"
-#include "head.h"
-#include "manifest.h"
+#include "format/envelope.h"
+#include "format/gcrecord.h"
+#include "run/globalckpt.h"
+#include "format/head.h"
+#include "format/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

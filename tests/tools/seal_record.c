@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envelope.h"
+#include "format/envelope.h"
 
 int main(void)
 {

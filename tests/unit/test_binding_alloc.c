@@ -17,10 +17,10 @@
 #include "test_util.h"
 
 #include "ckpt.h"
-#include "ctx.h"
-#include "manifest.h"
+#include "core/ctx.h"
+#include "format/manifest.h"
 #include "rank_threads.h"
-#include "runobj.h"
+#include "run/runobj.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {

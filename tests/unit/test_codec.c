@@ -1,7 +1,7 @@
 /* test_codec.c -- chunk encode/decode for every codec and filter, and damage
  * detection for every byte of a chunk object. */
 #include "test_util.h"
-#include "codec.h"
+#include "format/codec.h"
 
 static const ckpt_codec codecs[] = { CKPT_CODEC_NONE, CKPT_CODEC_ZSTD, CKPT_CODEC_LZ4 };
 static const unsigned elems[] = { 0, 2, 4 };

@@ -1,11 +1,11 @@
 /* test_config.c -- struct ckpt_config + the environment -> a context's
- * settings (libckpt/src/config.c): defaults, the zeroed struct, version
+ * settings (libckpt/src/api/config.c): defaults, the zeroed struct, version
  * gating of the fields in reserved slots, the config over the environment,
  * refusals, and the defaults that depend on the store. */
 #include "test_util.h"
-#include "config.h"
-#include "codec.h"
-#include "ctx.h"
+#include "api/config.h"
+#include "format/codec.h"
+#include "core/ctx.h"
 #if defined(CKPT_WITH_S3) || defined(CKPT_WITH_AZURE)
 #include "retry.h"
 #endif

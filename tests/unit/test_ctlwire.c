@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "test_util.h"
-#include "ctlwire.h"
+#include "control/ctlwire.h"
 
 static void builds_one_line_of_json(void **state)
 {

@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "ctx.h"
-#include "runobj.h"
+#include "core/ctx.h"
+#include "run/runobj.h"
 
 #define CU(call) assert_int_equal((int)(call), (int)cudaSuccess)
 

@@ -20,10 +20,10 @@
 #include <stdatomic.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "ctx.h"
-#include "envelope.h"
+#include "core/ctx.h"
+#include "format/envelope.h"
 #include "fault_store.h"
-#include "runobj.h"
+#include "run/runobj.h"
 
 #define N 1000
 

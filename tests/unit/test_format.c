@@ -1,13 +1,13 @@
 /* test_format.c -- the store format: manifests, HEAD, keys and id sets: round trip,
  * damage, hostile input. */
-#include "itemset.h"
+#include "format/itemset.h"
 #include "test_util.h"
-#include "envelope.h"
-#include "gcrecord.h"
-#include "head.h"
-#include "idset.h"
-#include "manifest.h"
-#include "globalckpt.h"
+#include "format/envelope.h"
+#include "format/gcrecord.h"
+#include "format/head.h"
+#include "base/idset.h"
+#include "format/manifest.h"
+#include "run/globalckpt.h"
 
 static void make_manifest(struct ckpt_manifest *m)
 {

@@ -9,11 +9,11 @@
 #include <time.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "codec.h"
-#include "ctx.h"
-#include "gcrecord.h"
-#include "head.h"
-#include "runobj.h"
+#include "format/codec.h"
+#include "core/ctx.h"
+#include "format/gcrecord.h"
+#include "format/head.h"
+#include "run/runobj.h"
 #include "fault_store.h"
 
 #define N (4 * (64 << 10)) /* 4 chunks of 64 KiB */

@@ -7,9 +7,9 @@
 #include <time.h>
 #include "test_util.h"
 #include "ckpt_store.h"
-#include "ctx.h"
+#include "core/ctx.h"
 #include "lease.h"
-#include "runstate.h"
+#include "core/runstate.h"
 
 static char *g_dir;
 static char g_url[700];

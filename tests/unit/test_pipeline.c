@@ -7,12 +7,12 @@
 #include <time.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "codec.h"
-#include "ctx.h"
+#include "format/codec.h"
+#include "core/ctx.h"
 #include "fault_store.h"
-#include "pool.h"
-#include "signals.h"
-#include "staging.h"
+#include "core/pool.h"
+#include "control/signals.h"
+#include "core/staging.h"
 
 static struct ckpt_ctx *open_run(const char *run, size_t chunk, unsigned workers)
 {

@@ -19,15 +19,15 @@
 #include "test_util.h"
 
 #include "ckpt.h"
-#include "config.h"
-#include "ctx.h"
-#include "head.h"
-#include "manifest.h"
-#include "globalckpt.h"
-#include "runobj.h"
+#include "api/config.h"
+#include "core/ctx.h"
+#include "format/head.h"
+#include "format/manifest.h"
+#include "run/globalckpt.h"
+#include "run/runobj.h"
 #include "rank_threads.h"
 #include "fault_store.h"
-#include "runstate.h"
+#include "core/runstate.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {

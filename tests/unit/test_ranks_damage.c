@@ -17,11 +17,11 @@
 #include "test_util.h"
 
 #include "ckpt.h"
-#include "ctx.h"
-#include "head.h"
-#include "manifest.h"
+#include "core/ctx.h"
+#include "format/head.h"
+#include "format/manifest.h"
 #include "rank_threads.h"
-#include "runobj.h"
+#include "run/runobj.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {

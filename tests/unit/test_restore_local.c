@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "ctx.h"
-#include "envelope.h"
-#include "runobj.h"
+#include "core/ctx.h"
+#include "format/envelope.h"
+#include "run/runobj.h"
 
 static struct ckpt_ctx *open_ctx(const char *url, const char *run, uint64_t epoch)
 {

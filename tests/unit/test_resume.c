@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "ctx.h"
-#include "runobj.h"
+#include "core/ctx.h"
+#include "run/runobj.h"
 
 #define N 200000
 

@@ -11,9 +11,9 @@
 #include <cjson/cJSON.h>
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
-#include "ctx.h"
-#include "runobj.h"
-#include "staging.h"
+#include "core/ctx.h"
+#include "run/runobj.h"
+#include "core/staging.h"
 #include "fault_store.h"
 
 static struct ckpt_ctx *open_run(const char *run, ckpt_codec codec, size_t chunk, unsigned keep)

@@ -1,5 +1,5 @@
 /* test_signals.c -- libckpt under ckptrun takes SIGTERM/SIGINT that reach
- * the process directly as stops (libckpt/src/signals.c, control.c): a fake
+ * the process directly as stops (libckpt/src/control/signals.c, control.c): a fake
  * ckptrun on a Unix socket; each case runs in a forked child, since the
  * signal's default action ends it. */
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include "test_util.h"
 #include "ckpt.h"
-#include "signals.h"
+#include "control/signals.h"
 
 static char *g_dir;
 static char g_url[700], g_sock[700];

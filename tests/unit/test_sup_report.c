@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "test_util.h"
-#include "ctx.h"
+#include "core/ctx.h"
 #include "fault_store.h"
 #include "history.h"
 #include "opts.h"

@@ -24,7 +24,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "ctlwire.h"
+#include "control/ctlwire.h"
 #include "parts.h"
 
 /* An interposer is a static shim_<name> exported under libc's name as an

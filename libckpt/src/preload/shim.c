@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "util.h"
+#include "core/ctx.h"
+#include "base/util.h"
 #include "ckpt_preload.h"
 #include "parts.h"
 

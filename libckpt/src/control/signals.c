@@ -1,0 +1,251 @@
+/*
+ * signals.c -- under ckptrun, SIGTERM and SIGINT that reach the trainer
+ * directly become a stop (docs/CONTROL.md, "Signals").
+ *
+ * A scheduler, Kubernetes, systemd or `kill -TERM -PGID` signals every
+ * process of a job at once, and Ctrl-C reaches the trainer directly (it
+ * holds the terminal). Without help the trainer would die before ckptrun's
+ * checkpoint request reaches it. So, when a context connects to ckptrun
+ * and the program has left the signal's default action (it installed no
+ * handler of its own), a handler is installed that:
+ *
+ *   - on the first SIGTERM (or SIGINT): asks for a checkpoint (the context's
+ *     request flag, as ckpt_request) and has the control connection tell
+ *     ckptrun (`signal` message); the trainer saves at its next safe point;
+ *   - once ckptrun has said `stopping` (it is about to end the trainer,
+ *     after the final checkpoint), on a second one, or in a process forked
+ *     from the one that installed it: restores the default action and
+ *     raises the signal again, so it takes effect at once. A repeat within
+ *     REPEAT_MS is the same stop, forwarded by a launcher to its workers
+ *     (torchrun sends the signal it got on to its ranks at once).
+ *
+ * A program that installs its own handler later wins (sigaction replaces
+ * ours); ckpt_close puts the previous action back only if ours is still the
+ * one installed. One context per process owns the handlers.
+ *
+ * The handler is async-signal-safe: atomics, getpid, clock_gettime, write
+ * to a pipe (read by the control thread, which sends the message),
+ * sigaction and raise. Library threads block every signal (ckpt_thread_start),
+ * so it runs on one of the program's threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/ctx.h"
+#include "ckpt_common.h"
+#include "control/signals.h"
+
+#define REPEAT_MS 500
+
+enum { S_TERM = 0, S_INT = 1, S_N = 2 };
+static const int g_signo[S_N] = { SIGTERM, SIGINT };
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* install/uninstall */
+static atomic_int g_owner;             /* pid whose handlers these are, 0 none */
+static _Atomic(struct ckpt_ctx *) g_ctx; /* its context, NULL after uninstall */
+static atomic_int g_busy;              /* handlers using g_ctx right now */
+static atomic_int g_stopping;          /* ckptrun said `stopping` */
+static atomic_int g_stop_req;          /* ckptrun's stop request arrived */
+static atomic_int g_seen;              /* bit per signal: taken as a stop */
+static atomic_int g_report;            /* bit per signal: not yet reported */
+static atomic_llong g_when[S_N];       /* CLOCK_MONOTONIC ms of the first */
+static int g_installed[S_N];
+static struct sigaction g_prev[S_N];
+static int g_pipe[2] = { -1, -1 };     /* wakes the control thread */
+static int g_pipe_pid;
+/* The handler's clock: ckpt_mono_ms unless a test set its own
+ * (ckpt__signals_test_clock). */
+static _Atomic(ckpt__signals_clock_fn) g_clock;
+
+/* What signal `sig` (SIGTERM or SIGINT) means now, in this process:
+ * CKPT_SIGNAL_STOP (a request is made and a report queued),
+ * CKPT_SIGNAL_REPEAT or CKPT_SIGNAL_DEFAULT. `ctx`: the context the
+ * program's own handler asks for (ckpt_signal), NULL from ours. */
+static int decide(int sig, struct ckpt_ctx *ctx)
+{
+    int k = sig == SIGTERM ? S_TERM : S_INT, bit = 1 << k;
+    ckpt__signals_clock_fn test_clock = atomic_load(&g_clock);
+    long long now = (long long)(test_clock ? test_clock() : ckpt_mono_ms());
+    struct ckpt_ctx *own;
+
+    if (getpid() != atomic_load(&g_owner) || atomic_load(&g_stopping))
+        return CKPT_SIGNAL_DEFAULT;
+    if (ctx && ctx != atomic_load(&g_ctx))
+        return CKPT_SIGNAL_DEFAULT; /* another context handles the stops */
+    if (atomic_fetch_or(&g_seen, bit) & bit) {
+        if (now - atomic_load(&g_when[k]) < REPEAT_MS)
+            return CKPT_SIGNAL_REPEAT; /* the same stop, forwarded */
+        return CKPT_SIGNAL_DEFAULT;    /* a second one: now */
+    }
+    atomic_store(&g_when[k], now);
+    /* A stop ckptrun already asked for (it got the same job-wide signal
+     * first) is the one this signal means: its save is asked for already. */
+    if (!atomic_load(&g_stop_req)) {
+        atomic_fetch_add(&g_busy, 1);
+        if ((own = atomic_load(&g_ctx)))
+            atomic_store(&own->requested, 1);
+        atomic_fetch_sub(&g_busy, 1);
+    }
+    atomic_fetch_or(&g_report, bit);
+    if (write(g_pipe[1], "s", 1) < 0) {
+        /* full: the control thread is already woken */
+    }
+    return CKPT_SIGNAL_STOP;
+}
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+
+    if (decide(sig, NULL) == CKPT_SIGNAL_DEFAULT) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sig, &sa, NULL);
+        /* Blocked while this handler runs: delivered, with its default
+         * action, as soon as it returns. */
+        raise(sig);
+    }
+    errno = saved;
+}
+
+int ckpt_signal(struct ckpt_ctx *ctx, int sig)
+{
+    int saved = errno, r;
+    if (!ctx || (sig != SIGTERM && sig != SIGINT))
+        return CKPT_SIGNAL_DEFAULT;
+    r = decide(sig, ctx);
+    errno = saved;
+    return r;
+}
+
+int ckpt__signals_install(struct ckpt_ctx *ctx)
+{
+    int any = 0, me = (int)getpid();
+
+    pthread_mutex_lock(&g_mu);
+    if (atomic_load(&g_owner) == me && atomic_load(&g_ctx))
+        goto out; /* another context of this process owns them */
+    if (g_pipe_pid != me) {
+        /* First use, or a forked child: a pipe of our own (the parent's
+         * copies stay the parent's). */
+        if (g_pipe[0] >= 0) {
+            close(g_pipe[0]);
+            close(g_pipe[1]);
+            g_pipe[0] = g_pipe[1] = -1;
+        }
+        if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+            goto out;
+        g_pipe_pid = me;
+    }
+    atomic_store(&g_stopping, 0);
+    atomic_store(&g_stop_req, 0);
+    atomic_store(&g_seen, 0);
+    atomic_store(&g_report, 0);
+    atomic_store(&g_ctx, ctx);
+    atomic_store(&g_owner, me);
+    for (int k = 0; k < S_N; k++) {
+        struct sigaction cur, sa;
+        g_installed[k] = 0;
+        if (sigaction(g_signo[k], NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+            cur.sa_handler != SIG_DFL)
+            continue; /* the program has its own (or ignores it): it decides */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction(g_signo[k], &sa, &g_prev[k]) == 0) {
+            g_installed[k] = 1;
+            any = 1;
+        }
+    }
+    if (!any) {
+        atomic_store(&g_ctx, NULL);
+        atomic_store(&g_owner, 0);
+    }
+out:
+    pthread_mutex_unlock(&g_mu);
+    return any;
+}
+
+void ckpt__signals_uninstall(struct ckpt_ctx *ctx)
+{
+    pthread_mutex_lock(&g_mu);
+    if (atomic_load(&g_ctx) != ctx || atomic_load(&g_owner) != (int)getpid())
+        goto out;
+    for (int k = 0; k < S_N; k++) {
+        struct sigaction cur;
+        if (!g_installed[k])
+            continue;
+        /* Only ours is put back: a handler the program installed since
+         * stays. */
+        if (sigaction(g_signo[k], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_handler == on_signal)
+            sigaction(g_signo[k], &g_prev[k], NULL);
+        g_installed[k] = 0;
+    }
+    atomic_store(&g_ctx, NULL);
+    atomic_store(&g_owner, 0);
+    /* A handler that loaded the context before it was cleared is done
+     * with it once g_busy drops: the context may then be freed. */
+    while (atomic_load(&g_busy))
+        sched_yield();
+out:
+    pthread_mutex_unlock(&g_mu);
+}
+
+int ckpt__signals_wake_fd(void)
+{
+    return g_pipe_pid == (int)getpid() ? g_pipe[0] : -1;
+}
+
+int ckpt__signals_take(int *sig, long long *when_ms)
+{
+    char buf[64];
+
+    if (g_pipe_pid == (int)getpid())
+        while (read(g_pipe[0], buf, sizeof buf) > 0)
+            ;
+    for (int k = 0; k < S_N; k++) {
+        /* One reporter wins each bit (the control thread or a sender). */
+        if (atomic_fetch_and(&g_report, ~(1 << k)) & (1 << k)) {
+            *sig = g_signo[k];
+            *when_ms = atomic_load(&g_when[k]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int ckpt__signals_taken(void)
+{
+    return atomic_load(&g_owner) == (int)getpid() && atomic_load(&g_seen) != 0;
+}
+
+void ckpt__signals_stopping(void)
+{
+    atomic_store(&g_stopping, 1);
+}
+
+void ckpt__signals_stop_requested(void)
+{
+    atomic_store(&g_stop_req, 1);
+}
+
+int ckpt__signals_stop_pending(void)
+{
+    return atomic_load(&g_stop_req) || ckpt__signals_taken();
+}
+
+void ckpt__signals_test_clock(ckpt__signals_clock_fn now_ms)
+{
+    atomic_store(&g_clock, now_ms);
+}

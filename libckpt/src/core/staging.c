@@ -1,0 +1,206 @@
+/* staging.c -- blocks and arenas for the snapshot's copy (staging.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/pool.h"
+#include "core/staging.h"
+
+int ckpt__populate(void *base, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    return len && madvise(base, len, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
+#else
+    (void)base;
+    (void)len;
+    return -1;
+#endif
+}
+
+static struct ckpt_arena *arena_map(size_t chunk, size_t n, int touch)
+{
+    struct ckpt_arena *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->len = chunk * n;
+    a->base = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    a->blocks = calloc(n, sizeof *a->blocks);
+    if (a->base == MAP_FAILED || !a->blocks) {
+        if (a->base != MAP_FAILED)
+            munmap(a->base, a->len);
+        free(a->blocks);
+        free(a);
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(a->base, a->len, MADV_HUGEPAGE);
+#endif
+    /* faulted in without a pass of writes where the kernel can */
+    if (touch && ckpt__populate(a->base, a->len) != 0)
+        memset(a->base, 0, a->len);
+    for (size_t i = 0; i < n; i++) {
+        a->blocks[i].data = (uint8_t *)a->base + i * chunk;
+        a->blocks[i].next = i + 1 < n ? &a->blocks[i + 1] : NULL;
+    }
+    return a;
+}
+
+struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n)
+{
+    return arena_map(chunk, n, 1);
+}
+
+/* A pool job: fault in a mapping (its address and length, copied: the
+ * arena may be freed first, and populating what is no longer mapped, or
+ * mapped anew, writes nothing). */
+struct touch {
+    void *base;
+    size_t len;
+};
+
+static void touch_job(void *arg, struct ckpt_codec_ws *ws)
+{
+    struct touch *t = arg;
+    (void)ws;
+    (void)ckpt__populate(t->base, t->len);
+    free(t);
+}
+
+struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckpt_pool *pool)
+{
+    struct ckpt_arena *a = arena_map(chunk, n, 0);
+    struct touch *t;
+    size_t head;
+    if (!a)
+        return NULL;
+    /* the first 2 MiB now: whether the kernel can fault in without writing */
+    head = a->len < (2u << 20) ? a->len : (2u << 20);
+    if (ckpt__populate(a->base, head) != 0) {
+        /* it cannot: a save copying into the stage would race a memset of
+         * it in the background, so the memset is now */
+        memset(a->base, 0, a->len);
+        return a;
+    }
+    if (a->len == head)
+        return a;
+    t = malloc(sizeof *t);
+    if (t) {
+        t->base = (uint8_t *)a->base + head;
+        t->len = a->len - head;
+    }
+    if (!t || ckpt__pool_submit(pool, touch_job, t) != CKPT_OK) {
+        free(t);
+        (void)ckpt__populate((uint8_t *)a->base + head, a->len - head); /* now, then */
+    }
+    return a;
+}
+
+void ckpt__arena_free(struct ckpt_arena *a)
+{
+    if (!a)
+        return;
+    munmap(a->base, a->len);
+    free(a->blocks);
+    free(a);
+}
+
+void ckpt__staging_init(struct ckpt_staging *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+}
+
+void ckpt__staging_setup(struct ckpt_staging *s, size_t chunk_bytes, size_t max_bytes)
+{
+    s->chunk_bytes = chunk_bytes;
+    s->max_bytes = max_bytes;
+}
+
+ckpt_status ckpt__staging_reserve(struct ckpt_staging *s, size_t n)
+{
+    struct ckpt_arena *a;
+    size_t max = s->max_bytes ? s->max_bytes / s->chunk_bytes : SIZE_MAX;
+    if (max == 0)
+        max = 1;
+    pthread_mutex_lock(&s->mu);
+    if (n > max)
+        n = max;
+    n = n > s->total ? n - s->total : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!n)
+        return CKPT_OK;
+    a = ckpt__arena_new(s->chunk_bytes, n);
+    if (!a)
+        return CKPT_E_NOMEM;
+    pthread_mutex_lock(&s->mu);
+    a->next = s->arenas;
+    s->arenas = a;
+    a->blocks[n - 1].next = s->free;
+    s->free = &a->blocks[0];
+    s->total += n;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return CKPT_OK;
+}
+
+struct ckpt_block *ckpt__staging_get(struct ckpt_staging *s)
+{
+    struct ckpt_block *b = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (s->free) {
+            b = s->free;
+            s->free = b->next;
+            break;
+        }
+        if (!s->max_bytes || (s->total + 1) * s->chunk_bytes <= s->max_bytes || s->total == 0) {
+            /* not reserved (a region grew?): take one more, faults and all */
+            struct ckpt_arena *a = ckpt__arena_new(s->chunk_bytes, 1);
+            if (a) {
+                a->next = s->arenas;
+                s->arenas = a;
+                b = &a->blocks[0];
+                s->total++;
+            }
+            break;
+        }
+        pthread_cond_wait(&s->cv, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return b;
+}
+
+void ckpt__staging_put(struct ckpt_staging *s, struct ckpt_block *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&s->mu);
+    b->next = s->free;
+    s->free = b;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+size_t ckpt__staging_blocks(struct ckpt_staging *s)
+{
+    size_t n;
+    pthread_mutex_lock(&s->mu);
+    n = s->total;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void ckpt__staging_destroy(struct ckpt_staging *s)
+{
+    struct ckpt_arena *a, *n;
+    for (a = s->arenas; a; a = n) {
+        n = a->next;
+        ckpt__arena_free(a);
+    }
+    s->arenas = NULL;
+    s->free = NULL;
+    s->total = 0;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+}
