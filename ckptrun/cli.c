@@ -6,8 +6,8 @@
 #include "cli.h"
 #include "ckpt_common.h"
 #include "ckpt_store.h"
-#include "notice.h"
-#include "parse.h"
+#include "notice/notice.h"
+#include "base/parse.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * the one edit distance of parse.c.
  */
 #include "cli.h"
-#include "parse.h"
+#include "base/parse.h"
 
 #include <stdlib.h>
 #include <string.h>

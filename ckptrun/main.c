@@ -6,9 +6,9 @@
  */
 #include "ckptrun.h"
 #include "cli.h"
-#include "runlog.h"
-#include "notice.h"
-#include "parse.h"
+#include "base/runlog.h"
+#include "notice/notice.h"
+#include "base/parse.h"
 #include "ckpt_store.h"
 
 #include <getopt.h>

@@ -3,9 +3,9 @@
  * says, the context configuration, and whether a run exists (opts.h).
  */
 #include "opts.h"
-#include "runlog.h"
-#include "parse.h"
-#include "runs.h"
+#include "base/runlog.h"
+#include "base/parse.h"
+#include "record/runs.h"
 #include "ckpt_store.h"
 
 #include <stdio.h>

@@ -1,11 +1,11 @@
 # ckptrun tests, included from tests/CMakeLists.txt.
-#   unit:        test_ckptrun_parse (cmocka) -- pure parsing in ckptrun/parse.c
+#   unit:        test_ckptrun_parse (cmocka) -- pure parsing in ckptrun/base/parse.c
 #                test_ckptrun_sup (cmocka) -- notice queue, lease renewer,
 #                the child's environment, fsutil
 #                test_watch (cmocka) -- the directory watch's rules, the
 #                control socket's `file` message
 #                test_stop (cmocka) -- the stop state machine and the
-#                supervisor's events under a fake clock (ckptrun/sup_seam.h)
+#                supervisor's events under a fake clock (ckptrun/sup/sup_seam.h)
 #                test_sup_nodes (cmocka) -- a node of a job of several
 #                under the same fake clock (sup_nodes.c)
 #   integration: ckptrun_integration -- tests/integration/test_ckptrun.py drives
@@ -14,7 +14,7 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
 add_executable(test_ckptrun_parse ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_parse.c
-  ${CMAKE_SOURCE_DIR}/ckptrun/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c
+  ${CMAKE_SOURCE_DIR}/ckptrun/base/parse.c ${CMAKE_SOURCE_DIR}/ckptrun/cli.c
   ${CMAKE_SOURCE_DIR}/ckptrun/cli_suggest.c)
 target_include_directories(test_ckptrun_parse PRIVATE ${CMAKE_SOURCE_DIR}/ckptrun)
 target_link_libraries(test_ckptrun_parse PRIVATE ckpt_internal PkgConfig::CMOCKA)
@@ -25,8 +25,8 @@ set_tests_properties(test_ckptrun_parse PROPERTIES LABELS unit TIMEOUT 60)
 # renewer, the child's environment, fsutil (cmocka; no wall-clock waits).
 set(_cr ${CMAKE_SOURCE_DIR}/ckptrun)
 add_executable(test_ckptrun_sup ${CMAKE_CURRENT_LIST_DIR}/unit/test_ckptrun_sup.c
-  ${_cr}/notice_queue.c ${_cr}/renewer.c ${_cr}/lease.c ${_cr}/child.c ${_cr}/keeper.c
-  ${_cr}/proctree.c ${_cr}/fsutil.c ${_cr}/runlog.c ${_cr}/parse.c)
+  ${_cr}/sup/notice_queue.c ${_cr}/sup/renewer.c ${_cr}/record/lease.c ${_cr}/sup/child.c ${_cr}/sup/keeper.c
+  ${_cr}/sup/proctree.c ${_cr}/base/fsutil.c ${_cr}/base/runlog.c ${_cr}/base/parse.c)
 target_include_directories(test_ckptrun_sup PRIVATE ${_cr})
 target_link_libraries(test_ckptrun_sup PRIVATE ckpt_internal PkgConfig::CMOCKA m)
 add_dependencies(test_ckptrun_sup ckpt_python) # the child's PYTHONPATH names the package
@@ -34,7 +34,7 @@ add_test(NAME test_ckptrun_sup COMMAND test_ckptrun_sup)
 set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 
 # The supervisor's stop state machine and what its events mean, under a
-# fake clock and a fake world (ckptrun/sup_seam.h): notices, SIGTERM, the
+# fake clock and a fake world (ckptrun/sup/sup_seam.h): notices, SIGTERM, the
 # whole job's SIGTERM, short deadlines and their codec, failed commits,
 # the child gone before the commit, Ctrl-C, requests that reach nobody
 # (cmocka; nothing sleeps, starts a process or opens a socket or store).
@@ -42,15 +42,15 @@ set_tests_properties(test_ckptrun_sup PROPERTIES LABELS unit TIMEOUT 60)
 # code under test reaches them only through the seam.
 # test_sup_nodes: a node of a job of several (sup_nodes.c) in the same
 # fake world, its nodes' thread a view the test writes (tests/unit/fake_sup.h).
-file(GLOB _watch_src ${_cr}/watch*.c)
+file(GLOB _watch_src ${_cr}/watch/*.c)
 foreach(_t test_stop test_sup_nodes)
   add_executable(${_t} ${CMAKE_CURRENT_LIST_DIR}/unit/${_t}.c
     ${CMAKE_CURRENT_LIST_DIR}/unit/fake_sup.c
-    ${_cr}/stop.c ${_cr}/sup_events.c ${_cr}/sup_log.c ${_cr}/sup_report.c ${_cr}/request.c
-    ${_cr}/sup_nodes.c ${_cr}/nodesync.c ${_cr}/nodes.c ${_cr}/claim.c ${_cr}/lease.c
-    ${_cr}/renewer.c ${_cr}/notice_queue.c ${_cr}/child.c ${_cr}/keeper.c ${_cr}/proctree.c
-    ${_watch_src} ${_cr}/commit_files.c ${_cr}/record.c ${_cr}/history.c ${_cr}/resume_cmd.c
-    ${_cr}/fsutil.c ${_cr}/opts.c ${_cr}/runs.c ${_cr}/runlog.c ${_cr}/parse.c)
+    ${_cr}/sup/stop.c ${_cr}/sup/sup_events.c ${_cr}/sup/sup_log.c ${_cr}/sup/sup_report.c ${_cr}/sup/request.c
+    ${_cr}/sup/sup_nodes.c ${_cr}/nodes/nodesync.c ${_cr}/nodes/nodes.c ${_cr}/sup/claim.c ${_cr}/record/lease.c
+    ${_cr}/sup/renewer.c ${_cr}/sup/notice_queue.c ${_cr}/sup/child.c ${_cr}/sup/keeper.c ${_cr}/sup/proctree.c
+    ${_watch_src} ${_cr}/record/record.c ${_cr}/record/history.c ${_cr}/sup/resume_cmd.c
+    ${_cr}/base/fsutil.c ${_cr}/opts.c ${_cr}/record/runs.c ${_cr}/base/runlog.c ${_cr}/base/parse.c)
   target_include_directories(${_t} PRIVATE ${_cr})
   target_link_libraries(${_t} PRIVATE ckpt_internal PkgConfig::CMOCKA m)
   add_test(NAME ${_t} COMMAND ${_t})
@@ -61,10 +61,10 @@ endforeach()
 # watcher's watch_uncommitted() through the fault seam (unit/fault_store.h),
 # the event history's failed commits, the RUN record's added fields, the
 # resume command's words through /bin/sh.
-file(GLOB _watch_src ${_cr}/watch*.c)
+file(GLOB _watch_src ${_cr}/watch/*.c)
 add_executable(test_sup_report ${CMAKE_CURRENT_LIST_DIR}/unit/test_sup_report.c
-  ${CMAKE_CURRENT_LIST_DIR}/unit/fault_store.c ${_watch_src} ${_cr}/commit_files.c
-  ${_cr}/record.c ${_cr}/runlog.c ${_cr}/parse.c ${_cr}/history.c ${_cr}/resume_cmd.c)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/fault_store.c ${_watch_src}
+  ${_cr}/record/record.c ${_cr}/base/runlog.c ${_cr}/base/parse.c ${_cr}/record/history.c ${_cr}/sup/resume_cmd.c)
 target_include_directories(test_sup_report PRIVATE ${_cr} ${CMAKE_CURRENT_LIST_DIR}/unit)
 target_link_libraries(test_sup_report PRIVATE ckpt_internal PkgConfig::CMOCKA m)
 add_test(NAME test_sup_report COMMAND test_sup_report)
@@ -73,11 +73,10 @@ set_tests_properties(test_sup_report PROPERTIES LABELS unit TIMEOUT 120)
 # The directory watch (when an entry is complete, at which step it is
 # committed) on a real directory and file:// store, and the control
 # socket's `file` message (cmocka; the rules tested never wait on a clock).
+file(GLOB _watch_src ${_cr}/watch/*.c)
 add_executable(test_watch ${CMAKE_CURRENT_LIST_DIR}/unit/test_watch.c
-  ${_cr}/watch.c ${_cr}/watch_commit.c ${_cr}/watch_entry.c ${_cr}/watch_events.c
-  ${_cr}/watch_judge.c ${_cr}/watch_links.c ${_cr}/watch_plan.c ${_cr}/watch_steps.c
-  ${_cr}/watch_writers.c ${_cr}/commit_files.c ${_cr}/record.c ${_cr}/ctlserver.c
-  ${_cr}/proctree.c ${_cr}/runlog.c ${_cr}/parse.c)
+  ${_watch_src} ${_cr}/record/record.c ${_cr}/sup/ctlserver.c
+  ${_cr}/sup/proctree.c ${_cr}/base/runlog.c ${_cr}/base/parse.c)
 target_include_directories(test_watch PRIVATE ${_cr})
 target_link_libraries(test_watch PRIVATE ckpt_internal PkgConfig::CMOCKA m)
 add_test(NAME test_watch COMMAND test_watch)

@@ -2,7 +2,7 @@
 # tests/CMakeLists.txt. Labels: unit, integration, fuzz.
 # Every test talks to 127.0.0.1 only (tests/tools/metadata_mock.py).
 if(NOT TARGET ckpt_notice)
-  include(${CMAKE_CURRENT_LIST_DIR}/../ckptrun/notice.cmake)
+  include(${CMAKE_CURRENT_LIST_DIR}/../ckptrun/notice/notice.cmake)
 endif()
 set(_nt ${CMAKE_CURRENT_LIST_DIR})
 
@@ -42,8 +42,8 @@ endif()
 # providers are read from the table (NOTICE_PROVIDER_LIST in notice.h): a
 # new provider gets its integration_notice_<name> here, and notice_itest
 # fails until it has a test for it.
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_nt}/../ckptrun/notice.h)
-file(STRINGS ${_nt}/../ckptrun/notice.h _nl REGEX "^#define NOTICE_PROVIDER_LIST\\(X\\)")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_nt}/../ckptrun/notice/notice.h)
+file(STRINGS ${_nt}/../ckptrun/notice/notice.h _nl REGEX "^#define NOTICE_PROVIDER_LIST\\(X\\)")
 string(REGEX MATCHALL "X\\(([a-z0-9_]+)\\)" _nl "${_nl}")
 string(REGEX REPLACE "X\\(([a-z0-9_]+)\\)" "\\1" CKPT_NOTICE_PROVIDERS "${_nl}")
 if(NOT CKPT_NOTICE_PROVIDERS)

@@ -1,6 +1,6 @@
 # tests/recover.cmake -- `ckptrun recover`, leases and fencing; include()d
 # from tests/CMakeLists.txt.
-#   unit:        test_lease (tests/CMakeLists.txt) -- ckptrun/lease.c alone
+#   unit:        test_lease (tests/CMakeLists.txt) -- ckptrun/record/lease.c alone
 #   integration: tests/integration/test_recover.py drives the real ckptrun
 #                and c_trainer: races of `recover`, SIGKILL and SIGSTOP of a
 #                runner, and a preemption by a mock metadata notice resumed

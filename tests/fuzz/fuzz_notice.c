@@ -17,8 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "notice.h"
-#include "notice_provider.h"
+#include "notice/notice.h"
+#include "notice/provider.h"
 
 #define NOW_MS 1505722800000LL /* fixed clock: results must not depend on the run */
 

@@ -22,7 +22,7 @@
 
 #include "ckpt_common.h"
 #include "ckpt_http.h"
-#include "notice.h"
+#include "notice/notice.h"
 
 static const char *mock_script;
 static int failures, checks;

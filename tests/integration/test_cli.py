@@ -116,7 +116,7 @@ class Subcommands(Case):
 
     def test_operands_are_checked_before_anything(self):
         """Every administration command checks its operands the same way
-        (ckptrun/cmd_open.c), says what it got, and opens nothing."""
+        (ckptrun/cmd/open.c), says what it got, and opens nothing."""
         d = self.src("c", 100)
         for args, want in ((["ls", "x"], "ls takes no arguments (got 'x'; see ckptrun ls --help)"),
                            (["status", "x"], "status takes no arguments (got 'x'; see ckptrun "

@@ -3,7 +3,7 @@
 
 Usage: metadata_mock.py --provider NAME [--port N]
 
-NAME is a provider of ckptrun's table (ckptrun/notice.h) that has a
+NAME is a provider of ckptrun's table (ckptrun/notice/notice.h) that has a
 serve_NAME method below: adding a provider here is adding that method.
 
 Binds 127.0.0.1 (port 0 by default) and prints "PORT <n>" on stdout, then

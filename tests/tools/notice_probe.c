@@ -1,5 +1,5 @@
 /*
- * notice_probe.c -- run the notice poller by hand and print what it sees.
+ * notice/probe.c -- run the notice poller by hand and print what it sees.
  *
  *   notice_probe [-p MODE] [-u METADATA_URL]
  *                [-d DMI_DIR] [-i POLL_MS] [-t SECONDS] [-a] [-q]
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "notice.h"
+#include "notice/notice.h"
 
 static volatile sig_atomic_t done;
 static volatile sig_atomic_t got;

@@ -2,14 +2,14 @@
  * decisions (fake_sup.h). */
 #include <signal.h>
 #include "fake_sup.h"
-#include "commit_files.h"
-#include "ctlserver.h"
-#include "keeper.h"
-#include "notice_queue.h"
-#include "runlog.h"
-#include "stop.h"
-#include "sup_events.h"
-#include "watch.h"
+#include "watch/commit_files.h"
+#include "sup/ctlserver.h"
+#include "sup/keeper.h"
+#include "sup/notice_queue.h"
+#include "base/runlog.h"
+#include "sup/stop.h"
+#include "sup/sup_events.h"
+#include "watch/watch.h"
 
 /* ---- the fake world ---------------------------------------------------------- */
 

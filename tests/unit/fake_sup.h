@@ -1,7 +1,7 @@
 /*
- * fake_sup.h -- a supervisor (ckptrun/sup.h) in a fake world, for the unit
+ * fake_sup.h -- a supervisor (ckptrun/sup/sup.h) in a fake world, for the unit
  * tests of its decisions (test_stop.c, test_sup_nodes.c): its seam
- * (ckptrun/sup_seam.h) is a clock that moves only when a test moves it, a
+ * (ckptrun/sup/sup_seam.h) is a clock that moves only when a test moves it, a
  * job that records the signals it is sent, a control socket with the
  * clients a test gives it, a watcher that is busy when a test says so, and
  * other nodes whose view a test writes. Events are fed as data (a signal,
@@ -14,11 +14,11 @@
 #define TEST_FAKE_SUP_H
 
 #include "test_util.h"
-#include "ctlserver.h"
-#include "nodesync.h"
+#include "sup/ctlserver.h"
+#include "nodes/nodesync.h"
 #include "opts.h"
-#include "sup.h"
-#include "sup_log.h"
+#include "sup/sup.h"
+#include "sup/sup_log.h"
 
 #define T0 5000000                 /* mono ms at the start of each test */
 #define WALL0 1750000000000LL      /* Unix ms then */

@@ -1,4 +1,4 @@
-/* Unit tests of ckptrun's own pure parsing helpers (ckptrun/parse.c) and
+/* Unit tests of ckptrun's own pure parsing helpers (ckptrun/base/parse.c) and
  * the command-line table (ckptrun/cli.c: suggestions for mistyped
  * subcommands and options, on the one edit-distance helper of parse.c). What it shares with
  * libckpt: test_common.c. */
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "cli.h"
-#include "parse.h"
+#include "base/parse.h"
 
 static void test_step_from_name(void **state)
 {

@@ -1,8 +1,8 @@
 /* Unit tests of the supervisor's parts that stand on their own: the notice
- * queue (ckptrun/notice_queue.c), the lease renewer (ckptrun/renewer.c, on
+ * queue (ckptrun/sup/notice_queue.c), the lease renewer (ckptrun/sup/renewer.c, on
  * the file store, with a test clock for the lease), the child's environment
- * (ckptrun/child.c) and the directories ckptrun makes and removes
- * (ckptrun/fsutil.c). No test waits on the wall clock: the renewer is asked
+ * (ckptrun/sup/child.c) and the directories ckptrun makes and removes
+ * (ckptrun/base/fsutil.c). No test waits on the wall clock: the renewer is asked
  * to renew at once, and its loss is awaited through its wake-up (bounded,
  * so that a lost request fails the test instead of hanging it). */
 #include <errno.h>
@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "test_util.h"
-#include "child.h"
-#include "fsutil.h"
-#include "lease.h"
-#include "notice_queue.h"
-#include "renewer.h"
+#include "sup/child.h"
+#include "base/fsutil.h"
+#include "record/lease.h"
+#include "sup/notice_queue.h"
+#include "sup/renewer.h"
 #include "ckpt_store.h"
 
 static char *g_dir;

@@ -8,7 +8,7 @@
 #include "test_util.h"
 #include "ckpt_store.h"
 #include "core/ctx.h"
-#include "lease.h"
+#include "record/lease.h"
 #include "core/runstate.h"
 
 static char *g_dir;

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "notice.h"
-#include "notice_int.h"
+#include "notice/notice.h"
+#include "notice/int.h"
 
 #define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
 #define S(x) x, strlen(x)

@@ -1,6 +1,6 @@
-/* Unit tests of the supervisor's stop state machine (ckptrun/stop.h) and
- * of what its events mean (ckptrun/sup_events.h), under a fake clock and a
- * fake world (fake_sup.h, over ckptrun/sup_seam.h). Nothing sleeps, no
+/* Unit tests of the supervisor's stop state machine (ckptrun/sup/stop.h) and
+ * of what its events mean (ckptrun/sup/sup_events.h), under a fake clock and a
+ * fake world (fake_sup.h, over ckptrun/sup/sup_seam.h). Nothing sleeps, no
  * process is started, no socket or store is opened.
  *
  * The paths: a notice (its deadline, answered or not), SIGTERM to ckptrun
@@ -14,13 +14,13 @@
  * other decision by time, the warning for a CKPT_DIR without checkpoints. */
 #include <signal.h>
 #include "fake_sup.h"
-#include "commit_files.h"
-#include "keeper.h"
-#include "notice_queue.h"
-#include "runlog.h"
-#include "stop.h"
-#include "sup_events.h"
-#include "watch.h"
+#include "watch/commit_files.h"
+#include "sup/keeper.h"
+#include "sup/notice_queue.h"
+#include "base/runlog.h"
+#include "sup/stop.h"
+#include "sup/sup_events.h"
+#include "watch/watch.h"
 
 /* ---- a notice ------------------------------------------------------------------ */
 

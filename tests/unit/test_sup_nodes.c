@@ -1,5 +1,5 @@
 /* Unit tests of the supervisor as one node of a job of several
- * (ckptrun/sup_nodes.c), under the fake clock and world of fake_sup.h: the
+ * (ckptrun/sup/sup_nodes.c), under the fake clock and world of fake_sup.h: the
  * nodes' thread is a view the test writes (W.nv) and the store objects it
  * would write are recorded (W.empty, W.posted). What the node decides by
  * time -- when another node's part asks for this node's empty part, how
@@ -7,10 +7,10 @@
  * answer a stop begun on another node -- is checked without sleeping. */
 #include <signal.h>
 #include "fake_sup.h"
-#include "runlog.h"
-#include "stop.h"
-#include "sup_events.h"
-#include "sup_nodes.h"
+#include "base/runlog.h"
+#include "sup/stop.h"
+#include "sup/sup_events.h"
+#include "sup/sup_nodes.h"
 
 /* Stands in for the nodes' thread: never dereferenced, since every call
  * of the code under test goes through the seam. */

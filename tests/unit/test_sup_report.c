@@ -1,5 +1,5 @@
 /* Unit tests of what `ckptrun run` says so that nothing is lost in silence
- * (ckptrun/sup_report.h):
+ * (ckptrun/sup/sup_report.h):
  *   - watch_uncommitted() (watch.h), the watcher's query behind the last
  *     attempt, on a real watcher whose store is the fault seam
  *     (tests/unit/fault_store.h): a commit refused, seen as uncommitted,
@@ -17,12 +17,12 @@
 #include "test_util.h"
 #include "core/ctx.h"
 #include "fault_store.h"
-#include "history.h"
+#include "record/history.h"
 #include "opts.h"
-#include "record.h"
-#include "resume_cmd.h"
-#include "runlog.h"
-#include "watch.h"
+#include "record/record.h"
+#include "sup/resume_cmd.h"
+#include "base/runlog.h"
+#include "watch/watch.h"
 
 static char *g_dir;
 

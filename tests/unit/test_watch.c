@@ -1,4 +1,4 @@
-/* Unit tests of ckptrun's directory watch (ckptrun/watch*.c) on a real
+/* Unit tests of ckptrun's directory watch (ckptrun/watch/) on a real
  * directory, inotify and a file:// store: when an entry is complete and at
  * which step it is committed (docs/ckptrun.md, "Watched directory"). The
  * settle time is 10 s and the marker's quiet time 2 s, longer than any of
@@ -7,7 +7,7 @@
  * newer checkpoint's marker, a rename, the trainer's saved(). Nothing sleeps
  * to order events: each step is looked at by one tick, and commits are
  * awaited on the watch's result pipe. Also the control socket's `file`
- * message and its step (ckptrun/ctlserver.c). */
+ * message and its step (ckptrun/sup/ctlserver.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,9 +18,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include "test_util.h"
-#include "ctlserver.h"
-#include "runlog.h"
-#include "watch_int.h"
+#include "sup/ctlserver.h"
+#include "base/runlog.h"
+#include "watch/int.h"
 
 #define MARKER "trainer_state.json"
 
