@@ -7,7 +7,7 @@
  *   - the manual page and the bash and zsh completions, which the build
  *     generates by running the freshly built ckptrun in a hidden mode
  *     (`ckptrun __generate man|bash|zsh`, cli_generate) and installs;
- *   - what a mistyped subcommand or option resembles (cli_suggest.c).
+ *   - what a mistyped subcommand or option resembles (cli_suggest.h).
  * Adding an option is one row in cli.c's table (and one case in main.c).
  */
 #ifndef CKPTRUN_CLI_H
@@ -62,19 +62,6 @@ extern const size_t cli_nopts;
 
 /* @return the command named `s`, or -1. */
 int cli_cmd_find(const char *s);
-/* The closest command (or well-known alias such as "list" or "version")
- * to a mistyped word, as text to suggest ("status", "--version"), or NULL
- * when nothing is close. */
-const char *cli_suggest(const char *word);
-/* What to say of an option getopt refused, `arg` as written ("--stroe",
- * "--stroe=x", "-store"), written to buf (size bytes):
- *   1: the closest options of command `cmd` (else of any command), "did
- *      you mean --store" (for "-store": "... (long options take two
- *      dashes)");
- *   2: a prefix of several options, "it could be --store, --storage-class,
- *      --sse, ...";
- *   0: nothing close (buf ""). */
-int cli_suggest_option(const char *arg, int cmd, char *buf, size_t size);
 
 /* A getopt_long table of every option (static storage, NULL-terminated),
  * and the matching short-option string for getopt ("+" first when `stop`

@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 #include "base/parse.h"
+#include "cli_suggest.h"
 
 #include <stdlib.h>
 #include <string.h>

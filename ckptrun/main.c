@@ -7,6 +7,7 @@
 #include "ckptrun.h"
 #include "cli.h"
 #include "base/runlog.h"
+#include "cli_suggest.h"
 #include "notice/notice.h"
 #include "base/parse.h"
 #include "ckpt_store.h"

@@ -1,5 +1,6 @@
-/* doctor/changed.c -- changed: how much of the state a final save sends (doctor.h). */
-#include "doctor/doctor.h"
+/* doctor/changed.c -- changed: how much of the state a final save sends (doctor/changed.h). */
+#include "doctor/changed.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

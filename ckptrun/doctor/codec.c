@@ -1,5 +1,7 @@
-/* doctor/codec.c -- codec: the codec measured on this CPU, on a sample of the state (doctor.h). */
-#include "doctor/doctor.h"
+/* doctor/codec.c -- codec: the codec measured on this CPU, on a sample of the state
+ * (doctor/codec.h). */
+#include "doctor/codec.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

@@ -1,6 +1,7 @@
 /* doctor/disk.c -- disk and disk-survival: room for a checkpoint in CKPT_DIR, and whether it
- * outlives the instance (doctor.h). */
-#include "doctor/doctor.h"
+ * outlives the instance (doctor/disk.h). */
+#include "doctor/disk.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "notice/notice.h"
 #include "opts.h"

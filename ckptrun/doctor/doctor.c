@@ -1,10 +1,52 @@
 /*
- * doctor.c -- `ckptrun doctor` (doctor.h): the checks in order, the
- * summary (a line a person reads, or one JSON document), and the clean-up
- * of what the checks wrote.
+ * doctor/doctor.c -- `ckptrun doctor`: will a checkpoint taken on this instance
+ * reach the store before the instance goes away? (docs/doctor.md documents
+ * each line and the estimate's formula.)
+ *
+ * Checks run in order, each in its own file, each printing one line (ok /
+ * warn / fail, what was found and, when it is not ok, what to do):
+ *   provider, metadata, imds-token, window      doctor/notice.c: where the
+ *                                               notice comes from
+ *   state                                       doctor/state.c
+ *   disk, disk-survival                         doctor/disk.c
+ *   store, store-rw, conditional                doctor/store.c: credentials
+ *                                               and lease guarantee
+ *   changed                                     doctor/changed.c: how much of
+ *                                               the state a final save sends
+ *                                               (--changed, the run's own
+ *                                               checkpoints, else all of it)
+ *   codec                                       doctor/codec.c
+ *   upload, download                            doctor/throughput.c
+ *   estimate-full, estimate-incremental,        doctor/estimate.c: notice ->
+ *   lost-work                                   committed, vs window; training
+ *                                               lost per preemption
+ * doctor.c runs them and prints the summary; doctor/report.c records lines.
+ *
+ * Bounds. Time: every phase gets a share of --budget (default 30 s); the
+ * store's retry budget and stall timeout are lowered to fit (environment
+ * variables of this process only), and the throughput probe is sized from a
+ * first small transfer so that it ends inside its share. Bytes: at most
+ * PROBE_MAX (32 MiB) of throughput objects plus a few small probe objects
+ * are written, and at most as much read back, all under RUN/.doctor/ and
+ * deleted afterwards. Metadata: two small requests, and none at all when
+ * no provider is detected.
+ *
+ * Credentials are never printed: only where they came from (the store
+ * backends fill `cred_source` for that, see store.h).
+ *
+ * This file: the checks in order, the summary (a line a person reads, or
+ * one JSON document), and the clean-up of what the checks wrote.
  */
 #include "ckptrun.h"
-#include "doctor/doctor.h"
+#include "doctor/changed.h"
+#include "doctor/codec.h"
+#include "doctor/disk.h"
+#include "doctor/estimate.h"
+#include "doctor/notice.h"
+#include "doctor/report.h"
+#include "doctor/state.h"
+#include "doctor/store.h"
+#include "doctor/throughput.h"
 #include "base/fsutil.h"
 #include "base/runlog.h"
 #include "base/parse.h"

@@ -1,6 +1,8 @@
 /* doctor/estimate.c -- estimate-full, estimate-incremental and lost-work: from notice to commit,
- * against the window (doctor.h). */
-#include "doctor/doctor.h"
+ * against the window (doctor/estimate.h). */
+#include "doctor/estimate.h"
+#include "doctor/codec.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

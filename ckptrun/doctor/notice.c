@@ -1,11 +1,13 @@
 /* doctor/notice.c -- provider, metadata, imds-token and window: where the notice comes from
- * and how long it gives (doctor.h); what is said of each provider is its table entry's
+ * and how long it gives (doctor/notice.h); what is said of each provider is its table entry's
  * hints (notice.h). */
-#include "doctor/doctor.h"
+#include "doctor/notice.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "notice/notice.h"
 #include "opts.h"
 #include "base/parse.h"
+#include "notice/probe.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* doctor/report.c -- the doctor's lines (doctor.h). */
-#include "doctor/doctor.h"
+/* doctor/report.c -- the doctor's lines (doctor/report.h). */
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

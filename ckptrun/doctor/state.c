@@ -1,5 +1,6 @@
-/* doctor/state.c -- state: how big a checkpoint is (doctor.h). */
-#include "doctor/doctor.h"
+/* doctor/state.c -- state: how big a checkpoint is (doctor/state.h). */
+#include "doctor/state.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

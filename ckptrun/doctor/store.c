@@ -1,6 +1,7 @@
 /* doctor/store.c -- store, store-rw and conditional: the credentials work, and the lease is
- * enforced (doctor.h). */
-#include "doctor/doctor.h"
+ * enforced (doctor/store.h). */
+#include "doctor/store.h"
+#include "doctor/report.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

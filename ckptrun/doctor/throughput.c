@@ -1,5 +1,8 @@
-/* doctor/throughput.c -- upload and download: the link to the store, measured (doctor.h). */
-#include "doctor/doctor.h"
+/* doctor/throughput.c -- upload and download: the link to the store, measured
+ * (doctor/throughput.h). */
+#include "doctor/throughput.h"
+#include "doctor/report.h"
+#include "doctor/store.h"
 #include "base/runlog.h"
 #include "opts.h"
 #include "base/parse.h"

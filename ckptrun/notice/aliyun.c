@@ -6,6 +6,8 @@
  * the token PUT is refused (notice/poll.c).
  */
 #include "notice/int.h"
+#include "notice/parse.h"
+#include "notice/aliyun.h"
 
 #include <string.h>
 #include <strings.h>

@@ -6,6 +6,10 @@
  * also uses (one session token for both, renewed and dropped there).
  */
 #include "notice/int.h"
+#include "notice/report.h"
+#include "notice/net.h"
+#include "notice/parse.h"
+#include "notice/aws.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

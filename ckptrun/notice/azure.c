@@ -6,6 +6,10 @@
  * acknowledged (StartRequests) only after the final checkpoint committed.
  */
 #include "notice/int.h"
+#include "notice/report.h"
+#include "notice/net.h"
+#include "notice/parse.h"
+#include "notice/azure.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

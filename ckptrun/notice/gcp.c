@@ -5,6 +5,10 @@
  * watch with wait_for_change and the reply's ETag.
  */
 #include "notice/int.h"
+#include "notice/report.h"
+#include "notice/net.h"
+#include "notice/parse.h"
+#include "notice/gcp.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * build with libcurl (notice/none.c otherwise). */
 #include "notice/int.h"
 #include "ckpt_http.h"
+#include "notice/net.h"
 
 #include <stdio.h>
 #include <stdlib.h>

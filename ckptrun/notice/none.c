@@ -7,6 +7,7 @@
  * reply parsers and doctor's hints are there all the same.
  */
 #include "notice/int.h"
+#include "notice/net.h"
 
 #include <stdio.h>
 #include <string.h>

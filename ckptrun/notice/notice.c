@@ -8,6 +8,10 @@
  * aborted on stop (notice_http_cancel).
  */
 #include "notice/int.h"
+#include "notice/table.h"
+#include "notice/report.h"
+#include "notice/poll.h"
+#include "notice/net.h"
 
 #include <stdio.h>
 #include <stdlib.h>

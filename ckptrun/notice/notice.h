@@ -158,40 +158,9 @@ struct notice_probe_result {
     char detail[256];        /* what failed, or the notice path's body summary */
 };
 
-/* Detects the provider as notice_start() would (DMI only for "auto") and,
- * unless it resolves to "none", sends the provider's token PUT (when it has
- * a session token) and one GET of its first path, each with `timeout_ms`.
- * Touches no network when the provider is "none". Blocking; no thread, no
- * callback.
- * @return 0 (see *r, also for an unreachable endpoint), -1 on bad arguments. */
-int notice_probe(const struct notice_config *cfg, long timeout_ms,
-                 struct notice_probe_result *r);
-
-/* ---- reply parsers, exposed for unit tests and the fuzz target ----------- */
-/* (Each is defined in its provider's file. A provider added later reaches
- * its tests through the table: notice_provider_find(name)->paths[i].parse,
- * notice/provider.h.) */
-
-/* Strict time parsers. @return 0 and *ms (Unix ms), or -1. */
-int notice_parse_iso8601(const char *s, size_t len, int64_t *ms);  /* 2017-09-18T08:22:00Z,
-                                                                      optional .fff, Z or +hh:mm */
-int notice_parse_rfc1123(const char *s, size_t len, int64_t *ms);  /* Mon, 19 Sep 2016 18:29:47 GMT */
-int notice_parse_tencent(const char *s, size_t len, int64_t *ms);  /* 2018-08-18 12:05:33 (UTC+8) */
-
-/* Each reply parser looks at one HTTP 200 body and fills *ev (kind, deadline,
- * id, detail; not provider).
- * @return 1 notice, 0 no notice, -1 malformed/stale (a reason is in *ev->detail). */
-int notice_parse_aws_action(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-int notice_parse_aws_termtime(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-int notice_parse_aws_rebalance(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-int notice_parse_gcp_preempted(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-int notice_parse_gcp_maintenance(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-int notice_parse_azure(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-/* As notice_parse_azure, ignoring events whose Resources do not name `vm`
- * (NULL: accept every event; an availability set shows its peers' events). */
-int notice_parse_azure_for(const char *body, size_t len, int64_t now_ms, const char *vm,
-                           struct notice_event *ev);
-int notice_parse_aliyun(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
-int notice_parse_tencent_reply(const char *body, size_t len, int64_t now_ms, struct notice_event *ev);
+/* The probe is notice/probe.h. The reply parsers are each provider's own
+ * (notice/<name>.h, for the unit tests and the fuzz target); a provider
+ * added later reaches its tests through the table:
+ * notice_provider_find(name)->paths[i].parse, notice/provider.h. */
 
 #endif

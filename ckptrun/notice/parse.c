@@ -11,6 +11,7 @@
  */
 #include "notice/notice.h"
 #include "notice/provider.h"
+#include "notice/parse.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

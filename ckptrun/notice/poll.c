@@ -3,6 +3,9 @@
  * (notice/provider.h); this loop asks for each path every round, hands 200
  * replies to its parser and logs every other answer once per condition. */
 #include "notice/int.h"
+#include "notice/report.h"
+#include "notice/poll.h"
+#include "notice/net.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,10 @@
  * request to its notice path, all from its table entry; no thread, no
  * callback. */
 #include "notice/int.h"
+#include "notice/table.h"
+#include "notice/poll.h"
+#include "notice/net.h"
+#include "notice/probe.h"
 
 #include <stdio.h>
 #include <stdlib.h>

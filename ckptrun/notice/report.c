@@ -3,6 +3,7 @@
  * parser accepts becomes an event (notice/parse.c). */
 #include "notice/int.h"
 #include "base/runlog.h"
+#include "notice/report.h"
 
 #include <errno.h>
 #include <stdarg.h>

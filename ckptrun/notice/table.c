@@ -2,6 +2,7 @@
  * (notice.h), and what is read from it: names, DMI detection, doctor's
  * hints (notice/provider.h). Nothing here touches the network. */
 #include "notice/int.h"
+#include "notice/table.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -4,6 +4,8 @@
  * without a zone ("2018-08-18 12:05:33"), 404 until then.
  */
 #include "notice/int.h"
+#include "notice/parse.h"
+#include "notice/tencent.h"
 
 #include <string.h>
 #include <strings.h>

@@ -11,6 +11,7 @@
  * `auto` never picks it.
  */
 #include "notice/int.h"
+#include "notice/parse.h"
 
 #include <string.h>
 

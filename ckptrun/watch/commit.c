@@ -3,6 +3,9 @@
  * libckpt context, and comes back through a pipe the supervisor polls. */
 #include "watch/int.h"
 #include "base/runlog.h"
+#include "watch/commit.h"
+#include "watch/entry.h"
+#include "watch/plan.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -4,6 +4,7 @@
 #include "watch/int.h"
 #include "base/runlog.h"
 #include "base/parse.h"
+#include "watch/entry.h"
 
 #include <dirent.h>
 #include <errno.h>

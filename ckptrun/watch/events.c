@@ -4,6 +4,8 @@
 #include "watch/int.h"
 #include "base/runlog.h"
 #include "base/parse.h"
+#include "watch/entry.h"
+#include "watch/writers.h"
 
 #include <dirent.h>
 #include <fnmatch.h>

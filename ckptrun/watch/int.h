@@ -10,8 +10,10 @@
  *   watch/entry.c    entries, inotify watches, signatures, the step counter
  *   watch/steps.c    whose step an entry has: saved(), trainer_state.json,
  *                    its name, or the counter
- * Everything runs on the supervisor's thread except watch/commit.c's
- * worker, which touches only the queue (under mu) and its context.
+ * Each file's own functions are its header (watch/<file>.h); this one is
+ * the state they share. Everything runs on the supervisor's thread except
+ * watch/commit.c's worker, which touches only the queue (under mu) and its
+ * context.
  */
 #ifndef CKPTRUN_WATCH_INT_H
 #define CKPTRUN_WATCH_INT_H
@@ -209,92 +211,5 @@ struct watch {
     pthread_t thr;
     int thr_started;
 };
-
-/* ---- watch/entry.c ----------------------------------------------------------- */
-
-/* After a marker: min(settle, QUIET_MAX_MS) with no change. */
-uint64_t quiet_ms(const struct watch *w);
-void entry_path(const struct watch *w, const struct entry *e, char *p, size_t n);
-struct entry *find_entry(struct watch *w, const char *name);
-/* The entry of that name, if it is still the instance `gen`. */
-struct entry *find_gen(struct watch *w, const char *name, uint64_t gen);
-void add_wd(struct watch *w, int wd, const char *entry);
-/* The entry an inotify watch belongs to ("" = the root), or NULL. */
-const char *wd_entry(struct watch *w, int wd);
-void drop_wd(struct watch *w, int wd);
-/* Watch a directory inside an entry and every directory below it. */
-void watch_tree(struct watch *w, const char *path, const char *entry, int depth);
-void read_link(struct watch *w, struct entry *e);
-/* (Re)initialize `e` as a new instance of what `name` is on disk now.
- * @return 0, or -1 when it is not a file, directory or link. */
-int init_entry(struct watch *w, struct entry *e, const char *name, int64_t now);
-/* The entry `name`, added when new. @return NULL when it is none (hidden,
- * temporary, too many, gone). */
-struct entry *add_entry(struct watch *w, const char *name, int64_t now);
-void remove_entry(struct watch *w, struct entry *e, int64_t now);
-void entry_lost(struct watch *w, struct entry *e, const char *what);
-/* @return 0, or -1 when something vanished during the walk. */
-int entry_sig(struct watch *w, const struct entry *e, struct sig *s);
-int sig_eq(const struct sig *a, const struct sig *b);
-/* Complete, and may be part of a snapshot now. */
-int includable(const struct entry *e);
-/* Includable, and this version is neither committed nor failed already. */
-int needs_commit(const struct entry *e);
-/* An event touched it: walk it at the next tick. */
-void touch(struct entry *e, int64_t now);
-/* *next = the earlier of *next and due (-1: none). */
-void due_min(int64_t *next, int64_t due);
-
-/* ---- watch/steps.c ----------------------------------------------------------- */
-
-/* The step of a version of `e` that is complete now: a saved() report of
- * this version, trainer_state.json's global_step, the name's number, or the
- * counter. Sets e->step, e->numbered, e->step_from. */
-void resolve_step(struct watch *w, struct entry *e);
-/* The saved() report matching this version of `e`, or NULL. */
-struct claim *claim_of(struct watch *w, const struct entry *e);
-
-/* ---- watch/writers.c ----------------------------------------------------------- */
-
-enum fate writer_fate(const struct wpid *wp);
-/* Processes (other than ckptrun) holding `path` or a file under it open
- * for writing: up to `max` into out (out may be NULL: then the first one
- * ends the search). @return how many were found. */
-int writers_of(struct watch *w, const char *path, struct wpid *out, int max);
-int writer_under(struct watch *w, const struct entry *e);
-/* Learn the writers of file entries being written, while they write. */
-void scan_writers(struct watch *w, int64_t now, int64_t *next);
-
-/* ---- watch/links.c --------------------------------------------------------------- */
-
-enum link_class { L_NONE, L_INSIDE, L_OUTSIDE };
-/* Can link `l` be part of a snapshot now, and as what (*target: the entry
- * it points into; *copy: committed as what it points to)? */
-enum link_class link_member(struct watch *w, const struct entry *l, int64_t now,
-                            struct entry **target, int *copy);
-/* Have the links changed since the newest snapshot committed? */
-int links_changed_vs_head(struct watch *w, int64_t now);
-
-/* ---- watch/judge.c ---------------------------------------------------------------- */
-
-void mark_ok(struct watch *w, struct entry *e, const char *by, int64_t now);
-/* Is `e` complete now? Marks it, or says when to look again (*next). */
-void judge(struct watch *w, struct entry *e, int64_t now, int64_t *next);
-/* Warn once when entries keep changing and none is ever complete. */
-void stuck_check(struct watch *w, int64_t now, int64_t *next);
-
-/* ---- watch/plan.c ------------------------------------------------------------------- */
-
-void job_free(struct watch_job *j);
-/* Decide and queue the next commit (one at a time). */
-void watch_plan(struct watch *w, int64_t now, int64_t *next);
-
-/* ---- watch/commit.c -------------------------------------------------------------------- */
-
-/* The commit thread (arg: the watch). */
-void *watch_worker(void *arg);
-/* A finished commit: @return 1 to hand it to the caller, 0 when handled
- * here (dropped, or to be read again). */
-int watch_settle(struct watch *w, struct watch_result *r);
 
 #endif

@@ -3,6 +3,10 @@
  * (watch/int.h). */
 #include "watch/int.h"
 #include "base/runlog.h"
+#include "watch/entry.h"
+#include "watch/judge.h"
+#include "watch/steps.h"
+#include "watch/writers.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,6 +3,8 @@
  * directory is restored as a link to the restored file; one that points
  * outside is committed as the file it points to. */
 #include "watch/int.h"
+#include "watch/entry.h"
+#include "watch/links.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -2,6 +2,9 @@
  * commit thread (watch/int.h). */
 #include "watch/int.h"
 #include "base/runlog.h"
+#include "watch/entry.h"
+#include "watch/links.h"
+#include "watch/plan.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -4,6 +4,9 @@
  * "Step"); and which steps the directory holds (watch.h). */
 #include "watch/int.h"
 #include "base/runlog.h"
+#include "watch/entry.h"
+#include "watch/steps.h"
+#include "watch/writers.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

@@ -9,6 +9,11 @@
 #include "watch/int.h"
 #include "base/runlog.h"
 #include "record/record.h"
+#include "watch/commit.h"
+#include "watch/entry.h"
+#include "watch/judge.h"
+#include "watch/plan.h"
+#include "watch/writers.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,6 +2,8 @@
  * open for writing, and what became of them (watch/int.h). A close is only
  * a completion if its writer is still alive after it. */
 #include "watch/int.h"
+#include "watch/entry.h"
+#include "watch/writers.h"
 
 #include <dirent.h>
 #include <fcntl.h>

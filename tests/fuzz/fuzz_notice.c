@@ -19,6 +19,12 @@
 
 #include "notice/notice.h"
 #include "notice/provider.h"
+#include "notice/parse.h"
+#include "notice/aws.h"
+#include "notice/gcp.h"
+#include "notice/azure.h"
+#include "notice/aliyun.h"
+#include "notice/tencent.h"
 
 #define NOW_MS 1505722800000LL /* fixed clock: results must not depend on the run */
 

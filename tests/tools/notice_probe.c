@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "notice/notice.h"
+#include "notice/probe.h"
 
 static volatile sig_atomic_t done;
 static volatile sig_atomic_t got;

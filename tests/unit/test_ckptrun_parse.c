@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "base/parse.h"
+#include "cli_suggest.h"
 
 static void test_step_from_name(void **state)
 {

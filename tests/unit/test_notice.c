@@ -18,6 +18,12 @@
 
 #include "notice/notice.h"
 #include "notice/int.h"
+#include "notice/parse.h"
+#include "notice/aws.h"
+#include "notice/gcp.h"
+#include "notice/azure.h"
+#include "notice/aliyun.h"
+#include "notice/tencent.h"
 
 #define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
 #define S(x) x, strlen(x)

@@ -21,6 +21,7 @@
 #include "sup/ctlserver.h"
 #include "base/runlog.h"
 #include "watch/int.h"
+#include "watch/entry.h"
 
 #define MARKER "trainer_state.json"
 

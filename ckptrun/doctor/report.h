@@ -1,41 +1,10 @@
 /*
- * doctor.h -- `ckptrun doctor`: will a checkpoint taken on this instance
- * reach the store before the instance goes away? (docs/doctor.md documents
- * each line and the estimate's formula.)
- *
- * Checks run in order, each in its own file, each printing one line (ok /
- * warn / fail, what was found and, when it is not ok, what to do):
- *   provider, metadata, imds-token, window      doctor/notice.c: where the
- *                                               notice comes from
- *   state                                       doctor/state.c
- *   disk, disk-survival                         doctor/disk.c
- *   store, store-rw, conditional                doctor/store.c: credentials
- *                                               and lease guarantee
- *   changed                                     doctor/changed.c: how much of
- *                                               the state a final save sends
- *                                               (--changed, the run's own
- *                                               checkpoints, else all of it)
- *   codec                                       doctor/codec.c
- *   upload, download                            doctor/throughput.c
- *   estimate-full, estimate-incremental,        doctor/estimate.c: notice ->
- *   lost-work                                   committed, vs window; training
- *                                               lost per preemption
- * doctor.c runs them and prints the summary; doctor/report.c records lines.
- *
- * Bounds. Time: every phase gets a share of --budget (default 30 s); the
- * store's retry budget and stall timeout are lowered to fit (environment
- * variables of this process only), and the throughput probe is sized from a
- * first small transfer so that it ends inside its share. Bytes: at most
- * PROBE_MAX (32 MiB) of throughput objects plus a few small probe objects
- * are written, and at most as much read back, all under RUN/.doctor/ and
- * deleted afterwards. Metadata: two small requests, and none at all when
- * no provider is detected.
- *
- * Credentials are never printed: only where they came from (the store
- * backends fill `cred_source` for that, see store.h).
+ * doctor/report.h -- the doctor's state, shared by its checks (doctor.c
+ * runs them: the overview is there), and the lines they record
+ * (report.c). Bounds and constants the checks share are here too.
  */
-#ifndef CKPTRUN_DOCTOR_H
-#define CKPTRUN_DOCTOR_H
+#ifndef CKPTRUN_DOCTOR_REPORT_H
+#define CKPTRUN_DOCTOR_REPORT_H
 
 #include <limits.h>
 #include <stddef.h>
@@ -136,34 +105,5 @@ int64_t doctor_left_ms(const struct doctor *d);
 double doctor_rnd1(double x);
 /* "12.3 MiB" for a byte count given as a double. */
 const char *doctor_mb(double bytes, char *buf, size_t n);
-
-/* ---- the checks, in the order they run --------------------------------------- */
-
-void check_notice(struct doctor *d);
-void check_state(struct doctor *d);
-void check_disk(struct doctor *d);
-void check_store(struct doctor *d);
-void check_changed(struct doctor *d);
-void check_codec(struct doctor *d);
-void check_throughput(struct doctor *d);
-void check_estimate(struct doctor *d, cJSON *ej);
-
-/* doctor/store.c: what a failed store operation asks of the user (the
- * store's URL decides for file:// paths); bytes no
- * codec shrinks (like chunks); every object under `prefix` deleted (what
- * an interrupted doctor left). */
-const char *store_advice(const struct doctor *d, ckpt_status st);
-void fill_random(uint8_t *b, size_t n, uint64_t seed);
-void clean_prefix(struct doctor *d, const char *prefix);
-
-/* doctor/codec.c: two small saves of the sample through the public API to
- * the scratch file:// store (run RUN_NAME): everything new, then nothing
- * changed. @return CKPT_OK and *m, or the failing status (*what says which
- * step). */
-struct meas {
-    double t_full_s, t_same_s, ratio;
-};
-ckpt_status measure(struct doctor *d, const char *run_name, ckpt_codec codec, int level,
-                    struct meas *m, const char **what);
 
 #endif
