@@ -33,11 +33,12 @@ static int sig_explicit;
 static void warn_si(const char *what, const char *v, uint64_t bytes)
 {
     char b[32];
-    log_msg(LOG_WARN, "options", "%s '%s' is %llu bytes (kB, MB, GB are powers of 1000; "
+    log_msg(LOG_WARN, "options",
+            "%s '%s' is %llu bytes (kB, MB, GB are powers of 1000; "
             "earlier versions read them as KiB, MiB, GiB): write %.*sM or %.*sMiB for "
-            "powers of 1024 (this is %s)", what, v, (unsigned long long)bytes,
-            (int)strcspn(v, "kKmMgGtT"), v, (int)strcspn(v, "kKmMgGtT"), v,
-            ckpt_fmt_bytes(bytes, b, sizeof b));
+            "powers of 1024 (this is %s)",
+            what, v, (unsigned long long)bytes, (int)strcspn(v, "kKmMgGtT"), v,
+            (int)strcspn(v, "kKmMgGtT"), v, ckpt__fmt_bytes(bytes, b, sizeof b));
 }
 
 /* Options read from the environment are configuration (exit 78 when bad);
@@ -45,7 +46,7 @@ static void warn_si(const char *what, const char *v, uint64_t bytes)
 static int env_duration(const char *var, uint64_t *ms)
 {
     const char *v = getenv(var);
-    if (v && *v && ckpt_parse_duration_ms(v, ms) != 0) {
+    if (v && *v && ckpt__parse_duration_ms(v, ms) != 0) {
         log_error("%s='%s' is not a duration (e.g. 90s, 30m, 1h)", var, v);
         return EXIT_CONFIG;
     }
@@ -80,7 +81,7 @@ static int set_defaults_from_env(struct opts *o)
     }
     if ((v = getenv("CKPT_SIGNAL")) && *v)
         sig_explicit = 1;
-    if ((v = getenv("CKPT_SIGNAL")) && *v && ckpt_parse_signal(v, &o->sig) != 0) {
+    if ((v = getenv("CKPT_SIGNAL")) && *v && ckpt__parse_signal(v, &o->sig) != 0) {
         log_error("CKPT_SIGNAL='%s' is not a signal name (USR1, SIGTERM, 10, none)", v);
         rc = EXIT_CONFIG;
         goto out;
@@ -91,7 +92,7 @@ static int set_defaults_from_env(struct opts *o)
         goto out;
     }
     if ((v = getenv("CKPT_CODEC")) && *v) {
-        if (ckpt_parse_codec(v, &o->codec, &o->codec_level) != 0) {
+        if (ckpt__parse_codec(v, &o->codec, &o->codec_level) != 0) {
             log_error("CKPT_CODEC='%s' is not one of %s", v, CKPT_CODEC_RULE);
             rc = EXIT_CONFIG;
             goto out;
@@ -99,7 +100,7 @@ static int set_defaults_from_env(struct opts *o)
         o->codec_str = v;
     }
     if ((v = getenv("CKPT_MAX_RATE")) && *v) {
-        if (ckpt_parse_size(v, &n, &si) != 0) {
+        if (ckpt__parse_size(v, &n, &si) != 0) {
             log_error("CKPT_MAX_RATE='%s' is not a rate in bytes/s (e.g. 50M, 1G)", v);
             rc = EXIT_CONFIG;
             goto out;
@@ -300,25 +301,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_RUN: o->run = optarg; break;
         case O_DIR: o->dir = optarg; break;
         case O_INTERVAL:
-            if (ckpt_parse_duration_ms(optarg, &o->interval_ms) != 0) {
+            if (ckpt__parse_duration_ms(optarg, &o->interval_ms) != 0) {
                 rc = bad_duration("--interval", optarg);
                 goto out;
             }
             break;
         case O_GRACE:
-            if (ckpt_parse_duration_ms(optarg, &o->grace_ms) != 0) {
+            if (ckpt__parse_duration_ms(optarg, &o->grace_ms) != 0) {
                 rc = bad_duration("--grace", optarg);
                 goto out;
             }
             break;
         case O_LEAD:
-            if (ckpt_parse_duration_ms(optarg, &o->lead_ms) != 0) {
+            if (ckpt__parse_duration_ms(optarg, &o->lead_ms) != 0) {
                 rc = bad_duration("--lead", optarg);
                 goto out;
             }
             break;
         case O_SETTLE:
-            if (ckpt_parse_duration_ms(optarg, &o->settle_ms) != 0) {
+            if (ckpt__parse_duration_ms(optarg, &o->settle_ms) != 0) {
                 rc = bad_duration("--settle", optarg);
                 goto out;
             }
@@ -326,19 +327,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_STATE_BYTES: o->state_bytes = optarg; break;
         case O_CHANGED: o->changed = optarg; break;
         case O_BUDGET:
-            if (ckpt_parse_duration_ms(optarg, &o->budget_ms) != 0 || o->budget_ms == 0) {
+            if (ckpt__parse_duration_ms(optarg, &o->budget_ms) != 0 || o->budget_ms == 0) {
                 rc = bad_duration("--budget", optarg);
                 goto out;
             }
             break;
         case O_MIN_AGE:
-            if (ckpt_parse_duration_ms(optarg, &o->min_age_ms) != 0) {
+            if (ckpt__parse_duration_ms(optarg, &o->min_age_ms) != 0) {
                 rc = bad_duration("--min-age", optarg);
                 goto out;
             }
             break;
         case O_LEASE:
-            if (ckpt_parse_duration_ms(optarg, &o->lease_ms) != 0 || o->lease_ms < 1000) {
+            if (ckpt__parse_duration_ms(optarg, &o->lease_ms) != 0 || o->lease_ms < 1000) {
                 log_error("--lease '%s' is not a duration of at least 1s (e.g. 60s)", optarg);
                 rc = EXIT_USAGE;
                 goto out;
@@ -363,14 +364,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_FORCE: o->force = 1; break;
         case O_SIGNAL:
             sig_explicit = 1;
-            if (ckpt_parse_signal(optarg, &o->sig) != 0) {
+            if (ckpt__parse_signal(optarg, &o->sig) != 0) {
                 log_error("--signal '%s' is not a signal (USR1, SIGUSR1, 10, none)", optarg);
                 rc = EXIT_USAGE;
                 goto out;
             }
             break;
         case O_CODEC:
-            if (ckpt_parse_codec(optarg, &o->codec, &o->codec_level) != 0) {
+            if (ckpt__parse_codec(optarg, &o->codec, &o->codec_level) != 0) {
                 log_error("--codec '%s' is not one of %s", optarg, CKPT_CODEC_RULE);
                 rc = EXIT_USAGE;
                 goto out;
@@ -407,7 +408,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             setenv("CKPT_S3_SSE_KMS_KEY_ID", optarg, 1);
             break;
         case O_MAX_RATE:
-            if (ckpt_parse_size(optarg, &n, &si) != 0) {
+            if (ckpt__parse_size(optarg, &n, &si) != 0) {
                 log_error("--max-rate '%s' is not a rate in bytes/s (e.g. 50M, 1G)", optarg);
                 rc = EXIT_USAGE;
                 goto out;
@@ -534,13 +535,13 @@ static int resolve(struct opts *o)
     if (o->run && *o->run) {
         /* An existing run opens under any name ckptrun or libckpt accepted
          * before the rules were shared; a new one needs the strict name. */
-        if (!ckpt_run_name_ok(o->run, 0)) {
+        if (!ckpt__run_name_ok(o->run, 0)) {
             log_error("run name '%s' is not valid: use " "1-128 of A-Z a-z 0-9 . _ - "
                       "(not starting with '.')", o->run);
             rc = run_from_env ? EXIT_CONFIG : EXIT_USAGE;
             goto out;
         }
-        if (creates && !ckpt_run_name_ok(o->run, 1)) {
+        if (creates && !ckpt__run_name_ok(o->run, 1)) {
             int e = run_exists(o);
             if (e < 0) {
                 rc = -e;
@@ -562,8 +563,8 @@ static int resolve(struct opts *o)
         rc = EXIT_USAGE;
         goto out;
     } else {
-        if (!getcwd(cwd, sizeof cwd) || ckpt_name_sanitize(basename(cwd), o->run_buf,
-                                                       sizeof o->run_buf) != 0) {
+        if (!getcwd(cwd, sizeof cwd) ||
+            ckpt__name_sanitize(basename(cwd), o->run_buf, sizeof o->run_buf) != 0) {
             log_error("cannot name the run after the working directory: use --run NAME");
             rc = EXIT_USAGE;
             goto out;

@@ -43,15 +43,15 @@ extern "C" {
 #endif
 
 /* ---- the clock ------------------------------------------------------------ */
-int64_t ckpt_now_ms(void);   /* wall clock, Unix ms */
-int64_t ckpt_mono_ms(void);  /* monotonic, ms (for deadlines and ages) */
-uint64_t ckpt_mono_ns(void); /* monotonic, ns (for measurements) */
+int64_t ckpt__now_ms(void);   /* wall clock, Unix ms */
+int64_t ckpt__mono_ms(void);  /* monotonic, ms (for deadlines and ages) */
+uint64_t ckpt__mono_ns(void); /* monotonic, ns (for measurements) */
 
 /* ---- threads --------------------------------------------------------------- */
 /* pthread_create with every signal blocked in the new thread (the caller's
  * mask is restored): a library's threads must not take the signals the
  * application (or ckptrun's signalfd) waits for. @return 0 or an errno. */
-int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+int ckpt__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* ---- error details ------------------------------------------------------------ */
 /* printf into err, a buffer of n bytes, truncated; nothing is written when
@@ -70,14 +70,14 @@ void ckpt__errf(char *err, size_t n, const char *fmt, ...) __attribute__((format
  * (CKPT_MAX_RATE, CKPT_PACK_BYTES) read "MB" as MiB, so callers warn where
  * such an input changes meaning. @return 0, or -1 when malformed, zero or
  * above 2^62. */
-int ckpt_parse_size(const char *s, uint64_t *bytes, int *si);
+int ckpt__parse_size(const char *s, uint64_t *bytes, int *si);
 /* A duration into *ms, integer arithmetic throughout ("0.1s" is exactly
  * 100 ms). @return 0, or -1 when malformed or overflowing. */
-int ckpt_parse_duration_ms(const char *s, uint64_t *ms);
+int ckpt__parse_duration_ms(const char *s, uint64_t *ms);
 /* Human forms into buf (size n); @return buf. */
-char *ckpt_fmt_bytes(uint64_t bytes, char *buf, size_t n);   /* "12.3 MiB" */
-char *ckpt_fmt_rate(double bytes_per_s, char *buf, size_t n); /* "12.3 MiB/s" */
-char *ckpt_fmt_duration(uint64_t ms, char *buf, size_t n);   /* "1h02m", "4.2s" */
+char *ckpt__fmt_bytes(uint64_t bytes, char *buf, size_t n);    /* "12.3 MiB" */
+char *ckpt__fmt_rate(double bytes_per_s, char *buf, size_t n); /* "12.3 MiB/s" */
+char *ckpt__fmt_duration(uint64_t ms, char *buf, size_t n);    /* "1h02m", "4.2s" */
 
 /* ---- names -------------------------------------------------------------------- */
 #define CKPT_RUN_NAME_MAX_OPEN 200
@@ -85,11 +85,11 @@ char *ckpt_fmt_duration(uint64_t ms, char *buf, size_t n);   /* "1h02m", "4.2s" 
 #define CKPT_RUN_NAME_RULE "1-128 of A-Z a-z 0-9 . _ - (not starting with '.')"
 /* 1 when `name` may name a run: `creating` 0 for a run that already exists
  * (the lenient rule), 1 for one being created (the strict rule). */
-int ckpt_run_name_ok(const char *name, int creating);
+int ckpt__run_name_ok(const char *name, int creating);
 /* Copy `in` into out (size n) with every character outside [A-Za-z0-9._-]
  * replaced by '_' and leading '.' dropped: a run name from a directory's
  * name, a host name in a key. @return 0, -1 if empty or longer than 128. */
-int ckpt_name_sanitize(const char *in, char *out, size_t n);
+int ckpt__name_sanitize(const char *in, char *out, size_t n);
 
 /* ---- codecs ------------------------------------------------------------------
  * Every codec, one row each:
@@ -101,9 +101,9 @@ int ckpt_name_sanitize(const char *in, char *out, size_t n);
  * none (its level columns are 0 and a level given is ignored); speed: its
  * CKPT_SPEED_<speed> class. Rows are listed in the order users see them.
  *
- * Generated from it: the bounds every check uses (ckpt_codec_spec: a value
- * with no row is refused), the parser and the names (ckpt_parse_codec,
- * ckpt_codec_name), the messages (CKPT_CODEC_RULE) and ckptrun's --help and
+ * Generated from it: the bounds every check uses (ckpt__codec_spec: a value
+ * with no row is refused), the parser and the names (ckpt__parse_codec,
+ * ckpt__codec_name), the messages (CKPT_CODEC_RULE) and ckptrun's --help and
  * completions (CKPT_CODEC_FORMS, CKPT_CODEC_WORDS). The map is internal, not
  * in ckpt.h: level ranges and speed classes are policy that may change
  * without an API promise, while the public enum keeps its explicit values.
@@ -124,7 +124,7 @@ enum ckpt_codec_speed {
     CKPT_SPEED_DENSE = 2 /* a better ratio at a fraction of that speed */
 };
 
-struct ckpt_codec_spec {
+struct ckpt__codec_spec {
     const char *name;         /* "zstd" */
     ckpt_codec id;            /* CKPT_CODEC_ZSTD */
     int has_levels;           /* 1: takes ":LEVEL" */
@@ -136,11 +136,11 @@ struct ckpt_codec_spec {
 /* The row of a codec, NULL for CKPT_CODEC_DEFAULT and any value without
  * one (the bound of every check of a codec value: a config's, a chunk
  * header's). */
-const struct ckpt_codec_spec *ckpt_codec_spec(ckpt_codec codec);
+const struct ckpt__codec_spec *ckpt__codec_spec(ckpt_codec codec);
 /* Row i in the map's order, NULL past the end. */
-const struct ckpt_codec_spec *ckpt_codec_at(size_t i);
+const struct ckpt__codec_spec *ckpt__codec_at(size_t i);
 /* The first row of speed class `speed`, NULL when none has it. */
-const struct ckpt_codec_spec *ckpt_codec_of_speed(enum ckpt_codec_speed speed);
+const struct ckpt__codec_spec *ckpt__codec_of_speed(enum ckpt_codec_speed speed);
 
 /* How specs are written, as literals built from the map:
  *  CKPT_CODEC_FORMS  " zstd[:1-19] lz4 none" (each after a space, for a
@@ -164,19 +164,19 @@ const struct ckpt_codec_spec *ckpt_codec_of_speed(enum ckpt_codec_speed speed);
  * range for a codec that has levels): *codec and *level (0 = the codec's
  * default). @return 0, or -1 when the text is not a codec this library
  * writes. */
-int ckpt_parse_codec(const char *s, ckpt_codec *codec, int *level);
+int ckpt__parse_codec(const char *s, ckpt_codec *codec, int *level);
 /* A row's name ("zstd", "lz4", "none": as the control protocol and the logs
  * spell them), "default" for CKPT_CODEC_DEFAULT, "?" for anything else. */
-const char *ckpt_codec_name(ckpt_codec codec);
+const char *ckpt__codec_name(ckpt_codec codec);
 
 /* ---- signal names ------------------------------------------------------------- */
 /* "none" (0), "USR1", "SIGUSR1", "usr1" or a number 1..64 into *sig.
  * @return 0, or -1 (unknown, KILL, STOP, out of range). */
-int ckpt_parse_signal(const char *s, int *sig);
+int ckpt__parse_signal(const char *s, int *sig);
 /* "SIGUSR1" for a signal number, "none" for 0, the number itself for one
  * without a name (then in a per-thread buffer, valid until the calling
  * thread's next call). */
-const char *ckpt_signal_name(int sig);
+const char *ckpt__signal_name(int sig);
 
 #ifdef __cplusplus
 }

@@ -3,21 +3,21 @@
 
 #include "ckpt_common.h"
 
-int64_t ckpt_now_ms(void)
+int64_t ckpt__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t ckpt_mono_ms(void)
+int64_t ckpt__mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-uint64_t ckpt_mono_ns(void)
+uint64_t ckpt__mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

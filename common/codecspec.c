@@ -15,16 +15,16 @@ CKPT_CODEC_MAP(CHECK_)
 #define HAS_LEVELS_FIXED 0
 #define ROW_(name, ID, lv, lo, hi, dflt, speed) \
     { #name, CKPT_CODEC_##ID, HAS_LEVELS_##lv, lo, hi, dflt, CKPT_SPEED_##speed },
-static const struct ckpt_codec_spec codecs[] = { CKPT_CODEC_MAP(ROW_) };
+static const struct ckpt__codec_spec codecs[] = { CKPT_CODEC_MAP(ROW_) };
 #undef ROW_
 #define NCODECS (sizeof codecs / sizeof codecs[0])
 
-const struct ckpt_codec_spec *ckpt_codec_at(size_t i)
+const struct ckpt__codec_spec *ckpt__codec_at(size_t i)
 {
     return i < NCODECS ? &codecs[i] : NULL;
 }
 
-const struct ckpt_codec_spec *ckpt_codec_spec(ckpt_codec codec)
+const struct ckpt__codec_spec *ckpt__codec_spec(ckpt_codec codec)
 {
     for (size_t i = 0; i < NCODECS; i++)
         if (codecs[i].id == codec)
@@ -32,7 +32,7 @@ const struct ckpt_codec_spec *ckpt_codec_spec(ckpt_codec codec)
     return NULL;
 }
 
-const struct ckpt_codec_spec *ckpt_codec_of_speed(enum ckpt_codec_speed speed)
+const struct ckpt__codec_spec *ckpt__codec_of_speed(enum ckpt_codec_speed speed)
 {
     for (size_t i = 0; i < NCODECS; i++)
         if (codecs[i].speed == speed)
@@ -57,10 +57,10 @@ static int small_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-int ckpt_parse_codec(const char *s, ckpt_codec *codec, int *level)
+int ckpt__parse_codec(const char *s, ckpt_codec *codec, int *level)
 {
     for (size_t i = 0; s && i < NCODECS; i++) {
-        const struct ckpt_codec_spec *c = &codecs[i];
+        const struct ckpt__codec_spec *c = &codecs[i];
         size_t n = strlen(c->name);
         long l = 0;
         if (strncmp(s, c->name, n) != 0)
@@ -78,8 +78,8 @@ int ckpt_parse_codec(const char *s, ckpt_codec *codec, int *level)
     return -1;
 }
 
-const char *ckpt_codec_name(ckpt_codec codec)
+const char *ckpt__codec_name(ckpt_codec codec)
 {
-    const struct ckpt_codec_spec *c = ckpt_codec_spec(codec);
+    const struct ckpt__codec_spec *c = ckpt__codec_spec(codec);
     return c ? c->name : codec == CKPT_CODEC_DEFAULT ? "default" : "?";
 }

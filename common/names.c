@@ -9,7 +9,7 @@ static int name_char(char c)
            c == '.' || c == '_' || c == '-';
 }
 
-int ckpt_run_name_ok(const char *name, int creating)
+int ckpt__run_name_ok(const char *name, int creating)
 {
     size_t n = name ? strlen(name) : 0;
     int ok = 0;
@@ -28,7 +28,7 @@ out:
     return ok;
 }
 
-int ckpt_name_sanitize(const char *in, char *out, size_t n)
+int ckpt__name_sanitize(const char *in, char *out, size_t n)
 {
     size_t j = 0;
     int rc = -1;

@@ -10,18 +10,32 @@ static const struct {
     const char *name; /* with its "SIG" */
     int sig;
 } signames[] = {
-    { "SIGHUP", SIGHUP },     { "SIGINT", SIGINT },   { "SIGQUIT", SIGQUIT },
-    { "SIGUSR1", SIGUSR1 },   { "SIGUSR2", SIGUSR2 }, { "SIGTERM", SIGTERM },
-    { "SIGXCPU", SIGXCPU },   { "SIGWINCH", SIGWINCH }, { "SIGPWR", SIGPWR },
-    { "SIGURG", SIGURG },     { "SIGALRM", SIGALRM }, { "SIGCONT", SIGCONT },
-    /* named in logs only: ckpt_parse_signal refuses KILL and STOP */
-    { "SIGKILL", SIGKILL },   { "SIGSEGV", SIGSEGV }, { "SIGABRT", SIGABRT },
-    { "SIGBUS", SIGBUS },     { "SIGFPE", SIGFPE },   { "SIGILL", SIGILL },
-    { "SIGPIPE", SIGPIPE },   { "SIGTRAP", SIGTRAP }, { "SIGSTOP", SIGSTOP },
+    { "SIGHUP", SIGHUP },
+    { "SIGINT", SIGINT },
+    { "SIGQUIT", SIGQUIT },
+    { "SIGUSR1", SIGUSR1 },
+    { "SIGUSR2", SIGUSR2 },
+    { "SIGTERM", SIGTERM },
+    { "SIGXCPU", SIGXCPU },
+    { "SIGWINCH", SIGWINCH },
+    { "SIGPWR", SIGPWR },
+    { "SIGURG", SIGURG },
+    { "SIGALRM", SIGALRM },
+    { "SIGCONT", SIGCONT },
+    /* named in logs only: ckpt__parse_signal refuses KILL and STOP */
+    { "SIGKILL", SIGKILL },
+    { "SIGSEGV", SIGSEGV },
+    { "SIGABRT", SIGABRT },
+    { "SIGBUS", SIGBUS },
+    { "SIGFPE", SIGFPE },
+    { "SIGILL", SIGILL },
+    { "SIGPIPE", SIGPIPE },
+    { "SIGTRAP", SIGTRAP },
+    { "SIGSTOP", SIGSTOP },
     { "SIGTSTP", SIGTSTP },
 };
 
-int ckpt_parse_signal(const char *s, int *sig)
+int ckpt__parse_signal(const char *s, int *sig)
 {
     unsigned long n = 0;
     int rc = -1;
@@ -58,7 +72,7 @@ out:
     return rc;
 }
 
-const char *ckpt_signal_name(int sig)
+const char *ckpt__signal_name(int sig)
 {
     static __thread char buf[16];
     if (sig == 0)

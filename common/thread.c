@@ -3,7 +3,7 @@
 
 #include "ckpt_common.h"
 
-int ckpt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+int ckpt__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     int rc;

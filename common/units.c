@@ -50,7 +50,7 @@ static int scale(uint64_t ip, uint64_t frac, uint64_t div, uint64_t mult, uint64
     return 0;
 }
 
-int ckpt_parse_size(const char *s, uint64_t *bytes, int *si)
+int ckpt__parse_size(const char *s, uint64_t *bytes, int *si)
 {
     static const char units[] = "KMGT";
     uint64_t ip, frac, div, mult = 1, v;
@@ -104,7 +104,7 @@ static int unit_ms(const char **p, uint64_t *mult)
     return -1;
 }
 
-int ckpt_parse_duration_ms(const char *s, uint64_t *ms)
+int ckpt__parse_duration_ms(const char *s, uint64_t *ms)
 {
     uint64_t total = 0;
     const char *p = s;
@@ -134,7 +134,7 @@ out:
     return rc;
 }
 
-char *ckpt_fmt_bytes(uint64_t bytes, char *buf, size_t n)
+char *ckpt__fmt_bytes(uint64_t bytes, char *buf, size_t n)
 {
     /* one convention everywhere: binary multiples, named so */
     static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
@@ -151,15 +151,15 @@ char *ckpt_fmt_bytes(uint64_t bytes, char *buf, size_t n)
     return buf;
 }
 
-char *ckpt_fmt_rate(double bytes_per_s, char *buf, size_t n)
+char *ckpt__fmt_rate(double bytes_per_s, char *buf, size_t n)
 {
     char b[32];
-    ckpt_fmt_bytes(bytes_per_s > 0 ? (uint64_t)bytes_per_s : 0, b, sizeof b);
+    ckpt__fmt_bytes(bytes_per_s > 0 ? (uint64_t)bytes_per_s : 0, b, sizeof b);
     snprintf(buf, n, "%s/s", b);
     return buf;
 }
 
-char *ckpt_fmt_duration(uint64_t ms, char *buf, size_t n)
+char *ckpt__fmt_duration(uint64_t ms, char *buf, size_t n)
 {
     if (ms < 1000)
         snprintf(buf, n, "%llums", (unsigned long long)ms);

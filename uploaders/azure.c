@@ -2,7 +2,7 @@
  * azure.c -- the Azure Blob store (az://container/prefix): its dialect of
  * the object-store core (objstore.h).
  *
- * Credentials come from creds.h. Every request carries x-ms-date and
+ * Credentials come from creds_azure.h. Every request carries x-ms-date and
  * x-ms-version and is signed with SharedKey (azure_sign.h), or carries a SAS in
  * its query. Put Blob for objects up to the block threshold (64 MiB,
  * CKPT_AZ_BLOCK_MIN), else Put Block (8 MiB, CKPT_AZ_BLOCK_SIZE) + Put Block
@@ -15,7 +15,7 @@
 #include "azure_sign.h"
 #include "backend.h"
 #include "objops.h"
-#include "creds.h"
+#include "creds_azure.h"
 #include "digest.h"
 #include "objstore.h"
 #include "xml.h"
@@ -39,7 +39,7 @@ struct az {
 
 /* ---- requests ------------------------------------------------------------------ */
 
-static ckpt_status az_prepare(struct ckpt_obj *o, struct ckpt_obj_call *c)
+static ckpt_status az_prepare(struct ckpt_obj *o, struct ckpt__obj_call *c)
 {
     const struct ckpt_obj_rq *rq = c->rq;
 
@@ -48,14 +48,14 @@ static ckpt_status az_prepare(struct ckpt_obj *o, struct ckpt_obj_call *c)
         c->path = NULL;
         return CKPT_E_NOMEM;
     }
-    c->path_enc = ckpt_uri_encode(c->path, strlen(c->path), 1);
+    c->path_enc = ckpt__uri_encode(c->path, strlen(c->path), 1);
     if (!c->path_enc)
         return CKPT_E_NOMEM;
-    ckpt_md5_base64(rq->body ? rq->body : "", rq->len, c->md5);
+    ckpt__md5_base64(rq->body ? rq->body : "", rq->len, c->md5);
     return CKPT_OK;
 }
 
-static ckpt_status az_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **url,
+static ckpt_status az_build(struct ckpt_obj *o, struct ckpt__obj_call *c, char **url,
                             struct ckpt_obj_lines *h, char *err)
 {
     const struct az *a = AZ(o);
@@ -84,50 +84,50 @@ static ckpt_status az_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **
      * itself, but it is signed). */
     hv[nh].name = "x-ms-date";
     hv[nh++].value = date;
-    ckpt_obj_line(h, "x-ms-date: %s", date);
+    ckpt__obj_line(h, "x-ms-date: %s", date);
     hv[nh].name = "x-ms-version";
     hv[nh++].value = AZ_VERSION;
-    ckpt_obj_line(h, "x-ms-version: %s", AZ_VERSION);
+    ckpt__obj_line(h, "x-ms-version: %s", AZ_VERSION);
     if (strcmp(rq->method, "PUT") == 0 || strcmp(rq->method, "POST") == 0) {
         hv[nh].name = "Content-MD5";
         hv[nh++].value = c->md5;
-        ckpt_obj_line(h, "Content-MD5: %s", c->md5);
+        ckpt__obj_line(h, "Content-MD5: %s", c->md5);
         snprintf(clen, sizeof(clen), "%zu", rq->len);
         hv[nh].name = "Content-Length";
         hv[nh++].value = clen;
     }
     for (i = 0; i < rq->nhdrs; i++) {
-        if (nh == CKPT_OBJ_LINES_MAX || !ckpt_obj_split(rq->hdrs[i], names[i], sizeof(names[i]),
-                                                        &hv[nh].value))
+        if (nh == CKPT_OBJ_LINES_MAX ||
+            !ckpt__obj_split(rq->hdrs[i], names[i], sizeof(names[i]), &hv[nh].value))
             return CKPT_E_INTERNAL;
         hv[nh++].name = names[i];
-        ckpt_obj_line(h, "%s", rq->hdrs[i]);
+        ckpt__obj_line(h, "%s", rq->hdrs[i]);
     }
     if (a->cr.key_b64) {
-        char *sts = ckpt_az_string_to_sign(a->cr.account, rq->method, c->path_enc,
-                                           rq->query, hv, nh);
-        ckpt_status st = sts ? ckpt_az_authorization(a->cr.account, a->cr.key_b64, sts, auth,
-                                                     sizeof(auth))
-                             : CKPT_E_NOMEM;
+        char *sts =
+            ckpt__az_string_to_sign(a->cr.account, rq->method, c->path_enc, rq->query, hv, nh);
+        ckpt_status st =
+            sts ? ckpt__az_authorization(a->cr.account, a->cr.key_b64, sts, auth, sizeof(auth))
+                : CKPT_E_NOMEM;
         free(sts);
         if (st != CKPT_OK) {
             ckpt__seterr(err, "azure: cannot sign (account key not valid base64?)");
             return st;
         }
-        ckpt_obj_line(h, "Authorization: %s", auth);
-        ckpt_wipe(auth, sizeof(auth));
+        ckpt__obj_line(h, "Authorization: %s", auth);
+        ckpt__wipe(auth, sizeof(auth));
     }
     return h->oom ? CKPT_E_NOMEM : CKPT_OK;
 }
 
-static void az_reply(struct ckpt_obj *o, const struct ckpt_obj_call *c,
+static void az_reply(struct ckpt_obj *o, const struct ckpt__obj_call *c,
                      struct ckpt_http_resp *resp, char *code, size_t n)
 {
     (void)o;
     (void)c;
-    if (resp->status >= 300 && !ckpt_http_header(resp, "x-ms-error-code", code, n) &&
-        resp->body && resp->len)
-        ckpt_xml_find(resp->body, resp->len, "Error/Code", code, n);
+    if (resp->status >= 300 && !ckpt__http_header(resp, "x-ms-error-code", code, n) && resp->body &&
+        resp->len)
+        ckpt__xml_find(resp->body, resp->len, "Error/Code", code, n);
 }
 
 /* The blob's Content-MD5 (Put Blob and Put Block List record it). */
@@ -135,9 +135,9 @@ static int az_holds(const struct ckpt_http_resp *resp, const void *buf, size_t l
 {
     char have[256], want[25];
 
-    if (!ckpt_http_header(resp, "Content-MD5", have, sizeof(have)))
+    if (!ckpt__http_header(resp, "Content-MD5", have, sizeof(have)))
         return -1;
-    ckpt_md5_base64(buf, len, want);
+    ckpt__md5_base64(buf, len, want);
     return strcmp(want, have) == 0;
 }
 
@@ -172,8 +172,8 @@ static char *az_block_query(struct ckpt_obj_parts *mp, size_t i)
     /* Block ids: base64 of a fixed-width counter, so all have the same
      * length as Azure requires ("blk00000001" -> 16 characters). */
     snprintf(raw, sizeof(raw), "blk%08u", (unsigned)i);
-    ckpt_base64_encode(raw, 11, mp->tags[i]);
-    id_enc = ckpt_uri_encode(mp->tags[i], strlen(mp->tags[i]), 0);
+    ckpt__base64_encode(raw, 11, mp->tags[i]);
+    id_enc = ckpt__uri_encode(mp->tags[i], strlen(mp->tags[i]), 0);
     if (id_enc && asprintf(&query, "comp=block&blockid=%s", id_enc) < 0)
         query = NULL;
     free(id_enc);
@@ -190,7 +190,7 @@ static const struct ckpt_obj_multipart az_blocks = {
 
 static int64_t az_time(const char *text)
 {
-    int64_t t = ckpt_http_date(text);
+    int64_t t = ckpt__http_date(text);
     return t > 0 ? t : 0;
 }
 
@@ -204,7 +204,7 @@ static const struct ckpt_obj_listing az_listing = {
 
 static void az_free(struct ckpt_obj *o)
 {
-    ckpt_az_creds_free(&AZ(o)->cr);
+    ckpt__az_creds_free(&AZ(o)->cr);
 }
 
 static const struct ckpt_obj_dialect az_dialect = {
@@ -230,16 +230,16 @@ static ckpt_status create_container(struct ckpt_obj *o, char *err)
 {
     struct ckpt_http_resp resp;
     struct ckpt_obj_rq rq = { .method = "PUT", .query = "restype=container" };
-    ckpt_status st = ckpt_obj_call(o, &rq, &resp, err);
+    ckpt_status st = ckpt__obj_call(o, &rq, &resp, err);
 
     if (st == CKPT_E_PRECONDITION)   /* 409 ContainerAlreadyExists */
         st = CKPT_OK;
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     return st;
 }
 
-ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *cfg,
-                               struct ckpt_store **out, char *err)
+ckpt_status ckpt__store_az_open(const char *url, const struct ckpt_store_config *cfg,
+                                struct ckpt_store **out, char *err)
 {
     ckpt_status st;
     struct az *a = NULL;
@@ -256,11 +256,11 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
         st = CKPT_E_NOMEM;
         goto out;
     }
-    st = ckpt_obj_open(&a->o, &az_ops, &az_dialect, "az", url, "container", cfg, err);
+    st = ckpt__obj_open(&a->o, &az_ops, &az_dialect, "az", url, "container", cfg, err);
     if (st == CKPT_OK)
-        st = ckpt_az_creds_load(&a->cr, err);
+        st = ckpt__az_creds_load(&a->cr, err);
     if (st == CKPT_OK)
-        st = ckpt_obj_endpoint(&a->o, a->cr.endpoint, err);
+        st = ckpt__obj_endpoint(&a->o, a->cr.endpoint, err);
     if (st != CKPT_OK)
         goto out;
     snprintf(a->o.base.cred_source, sizeof(a->o.base.cred_source), "%s", a->cr.source);
@@ -269,12 +269,12 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
     /* Azure enforces conditions and records every blob's MD5. */
     a->o.base.caps.flags |= CKPT_STORE_CONDITIONAL;
     a->o.verify = 1;
-    ckpt_obj_parts_config(&a->o, "CKPT_AZ_BLOCK_SIZE", 64 * 1024, "CKPT_AZ_BLOCK_MIN");
+    ckpt__obj_parts_config(&a->o, "CKPT_AZ_BLOCK_SIZE", 64 * 1024, "CKPT_AZ_BLOCK_MIN");
     a->o.page_size = LIST_MAX;
     v = getenv("CKPT_AZ_LIST_MAX");
     if (v && atoi(v) > 0 && atoi(v) <= LIST_MAX)
         a->o.page_size = (unsigned)atoi(v);
-    st = ckpt_obj_start(&a->o, cfg);
+    st = ckpt__obj_start(&a->o, cfg);
     if (st != CKPT_OK)
         goto out;
     /* Test set-ups start from an empty Azurite: let them create the
@@ -288,6 +288,6 @@ ckpt_status ckpt_store_az_open(const char *url, const struct ckpt_store_config *
     *out = &a->o.base;
     a = NULL;
 out:
-    ckpt_obj_close(a ? &a->o.base : NULL);
+    ckpt__obj_close(a ? &a->o.base : NULL);
     return st;
 }

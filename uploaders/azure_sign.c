@@ -20,7 +20,7 @@ struct sb {
 
 static void sb_put(struct sb *b, const char *s)
 {
-    if (!b->oom && ckpt_xml_raw_append(&b->p, &b->len, &b->cap, s))
+    if (!b->oom && ckpt__xml_raw_append(&b->p, &b->len, &b->cap, s))
         b->oom = 1;
 }
 
@@ -49,9 +49,8 @@ static int qcmp(const void *x, const void *y)
                   ((const struct ckpt_query_param *)y)->name);
 }
 
-char *ckpt_az_string_to_sign(const char *account, const char *method,
-                             const char *path, const char *query,
-                             const struct ckpt_az_header *h, size_t nh)
+char *ckpt__az_string_to_sign(const char *account, const char *method, const char *path,
+                              const char *query, const struct ckpt_az_header *h, size_t nh)
 {
     static const char *const std_hdrs[] = {
         "Content-Encoding", "Content-Language", "Content-Length", "Content-MD5",
@@ -101,7 +100,7 @@ char *ckpt_az_string_to_sign(const char *account, const char *method,
     sb_put(&b, path && *path ? path : "/");
     /* Query parameters: lowercase names, decoded values, sorted by name;
      * repeated names would be comma-joined (we never send any). */
-    nq = ckpt_query_split(query, &qs);
+    nq = ckpt__query_split(query, &qs);
     if (nq < 0) {
         nq = 0;
         goto fail;
@@ -127,13 +126,12 @@ done:
     for (i = 0; i < nx; i++)
         free(xs[i].k);
     free(xs);
-    ckpt_query_free(qs, nq);
+    ckpt__query_free(qs, nq);
     return b.p;
 }
 
-ckpt_status ckpt_az_authorization(const char *account, const char *key_b64,
-                                  const char *string_to_sign, char *out,
-                                  size_t outlen)
+ckpt_status ckpt__az_authorization(const char *account, const char *key_b64,
+                                   const char *string_to_sign, char *out, size_t outlen)
 {
     ckpt_status st = CKPT_OK;
     size_t klen = strlen(key_b64);
@@ -145,18 +143,18 @@ ckpt_status ckpt_az_authorization(const char *account, const char *key_b64,
         st = CKPT_E_NOMEM;
         goto out;
     }
-    n = ckpt_base64_decode(key_b64, key);
+    n = ckpt__base64_decode(key_b64, key);
     if (n < 0) {
         st = CKPT_E_CONFIG;
         goto out;
     }
-    ckpt_hmac_sha256(key, (size_t)n, string_to_sign, strlen(string_to_sign), mac);
-    ckpt_base64_encode(mac, 32, b64);
+    ckpt__hmac_sha256(key, (size_t)n, string_to_sign, strlen(string_to_sign), mac);
+    ckpt__base64_encode(mac, 32, b64);
     if ((size_t)snprintf(out, outlen, "SharedKey %s:%s", account, b64) >= outlen)
         st = CKPT_E_INTERNAL;
 out:
     if (key) {
-        ckpt_wipe(key, klen + 3);
+        ckpt__wipe(key, klen + 3);
         free(key);
     }
     return st;

@@ -17,14 +17,12 @@ struct ckpt_az_header {
  * with the given headers (any case; standard ones picked by name, x-ms-*
  * canonicalized), the URL path as sent (percent-encoded, starting with '/')
  * and the wire query (without '?', may be NULL). malloc'd, or NULL. */
-char *ckpt_az_string_to_sign(const char *account, const char *method,
-                             const char *path, const char *query,
-                             const struct ckpt_az_header *h, size_t nh);
+char *ckpt__az_string_to_sign(const char *account, const char *method, const char *path,
+                              const char *query, const struct ckpt_az_header *h, size_t nh);
 
 /* "SharedKey ACCOUNT:SIGNATURE" into out. `key_b64` is the account key as
  * given (base64). @return CKPT_OK, CKPT_E_CONFIG (key not base64),
  * CKPT_E_NOMEM. */
-ckpt_status ckpt_az_authorization(const char *account, const char *key_b64,
-                                  const char *string_to_sign, char *out,
-                                  size_t outlen);
+ckpt_status ckpt__az_authorization(const char *account, const char *key_b64,
+                                   const char *string_to_sign, char *out, size_t outlen);
 #endif

@@ -38,7 +38,7 @@ int ckpt_key_valid(const char *key)
     return ckpt_path_valid(key, 1024, NULL);
 }
 
-ckpt_status ckpt_store_prefixed_key(const char *prefix, const char *key, char **out, char *err)
+ckpt_status ckpt__store_prefixed_key(const char *prefix, const char *key, char **out, char *err)
 {
     size_t pl, kl;
     *out = NULL;

@@ -1,8 +1,8 @@
 /*
- * creds_aws.c -- AWS credentials, region and endpoint (see creds.h): the
+ * creds_aws.c -- AWS credentials, region and endpoint (creds_aws.h): the
  * environment, the INI profile files, the EC2 instance role.
  */
-#include "creds.h"
+#include "creds_aws.h"
 #include "backend.h"
 #include "digest.h"
 #include "ckpt_http.h"
@@ -18,16 +18,16 @@
 #define ROLE_TIMEOUT_MS 2000
 #define ROLE_FALLBACK_TTL_S 900  /* an Expiration we cannot read */
 
-void ckpt_aws_keys_free(struct ckpt_aws_keys *k)
+void ckpt__aws_keys_free(struct ckpt_aws_keys *k)
 {
-    ckpt_wipe_free(k->ak);
-    ckpt_wipe_free(k->sk);
-    ckpt_wipe_free(k->token);
+    ckpt__wipe_free(k->ak);
+    ckpt__wipe_free(k->sk);
+    ckpt__wipe_free(k->token);
     k->ak = k->sk = k->token = NULL;
     k->expiry = 0;
 }
 
-int64_t ckpt_aws_time(const char *s)
+int64_t ckpt__aws_time(const char *s)
 {
     struct tm tm;
 
@@ -39,11 +39,11 @@ int64_t ckpt_aws_time(const char *s)
 
 /* ---- profiles ---------------------------------------------------------------- */
 
-void ckpt_aws_profile_free(struct ckpt_aws_profile *p)
+void ckpt__aws_profile_free(struct ckpt_aws_profile *p)
 {
-    ckpt_wipe_free(p->ak);
-    ckpt_wipe_free(p->sk);
-    ckpt_wipe_free(p->token);
+    ckpt__wipe_free(p->ak);
+    ckpt__wipe_free(p->sk);
+    ckpt__wipe_free(p->token);
     free(p->region);
     free(p->endpoint);
     free(p->s3_endpoint);
@@ -68,7 +68,7 @@ static void set_once(char **dst, const char *v)
         *dst = strdup(v);
 }
 
-void ckpt_aws_profile_read(const char *file, const char *want, struct ckpt_aws_profile *p)
+void ckpt__aws_profile_read(const char *file, const char *want, struct ckpt_aws_profile *p)
 {
     FILE *f = fopen(file, "r");
     char line[4096];
@@ -126,11 +126,11 @@ void ckpt_aws_profile_read(const char *file, const char *want, struct ckpt_aws_p
         }
     }
     /* Secrets were in `line`: do not leave them on the stack. */
-    ckpt_wipe(line, sizeof(line));
+    ckpt__wipe(line, sizeof(line));
     fclose(f);
 }
 
-void ckpt_aws_profile_load(struct ckpt_aws_profile *p)
+void ckpt__aws_profile_load(struct ckpt_aws_profile *p)
 {
     const char *name = getenv("AWS_PROFILE");
     const char *home = getenv("HOME");
@@ -142,10 +142,10 @@ void ckpt_aws_profile_load(struct ckpt_aws_profile *p)
         name = "default";
     snprintf(p->name, sizeof(p->name), "%s", name);
     if (cf && *cf) {
-        ckpt_aws_profile_read(cf, name, p);
+        ckpt__aws_profile_read(cf, name, p);
     } else if (home) {
         snprintf(path, sizeof(path), "%s/.aws/credentials", home);
-        ckpt_aws_profile_read(path, name, p);
+        ckpt__aws_profile_read(path, name, p);
     }
     /* In the config file, named profiles are "[profile NAME]". */
     if (strcmp(name, "default") == 0)
@@ -153,10 +153,10 @@ void ckpt_aws_profile_load(struct ckpt_aws_profile *p)
     else
         snprintf(sec, sizeof(sec), "profile %s", name);
     if (cfg && *cfg) {
-        ckpt_aws_profile_read(cfg, sec, p);
+        ckpt__aws_profile_read(cfg, sec, p);
     } else if (home) {
         snprintf(path, sizeof(path), "%s/.aws/config", home);
-        ckpt_aws_profile_read(path, sec, p);
+        ckpt__aws_profile_read(path, sec, p);
     }
 }
 
@@ -177,13 +177,13 @@ static const char *first(const char *a, const char *b, const char *c, const char
     return NULL;
 }
 
-const char *ckpt_aws_region(const struct ckpt_aws_profile *p)
+const char *ckpt__aws_region(const struct ckpt_aws_profile *p)
 {
     const char *v = first(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), p->region, NULL);
     return v ? v : "us-east-1";
 }
 
-const char *ckpt_aws_endpoint(const struct ckpt_aws_profile *p)
+const char *ckpt__aws_endpoint(const struct ckpt_aws_profile *p)
 {
     return first(getenv("AWS_ENDPOINT_URL_S3"), getenv("AWS_ENDPOINT_URL"), p->s3_endpoint,
                  p->endpoint);
@@ -191,8 +191,8 @@ const char *ckpt_aws_endpoint(const struct ckpt_aws_profile *p)
 
 /* ---- the chain ---------------------------------------------------------------- */
 
-int ckpt_aws_keys_static(int gcs, struct ckpt_aws_profile *p, struct ckpt_aws_keys *k,
-                         char *source, size_t n)
+int ckpt__aws_keys_static(int gcs, struct ckpt_aws_profile *p, struct ckpt_aws_keys *k,
+                          char *source, size_t n)
 {
     const char *v;
 
@@ -219,10 +219,10 @@ int ckpt_aws_keys_static(int gcs, struct ckpt_aws_profile *p, struct ckpt_aws_ke
     return 1;
 }
 
-ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, char *err)
+ckpt_status ckpt__aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, char *err)
 {
     ckpt_status st = CKPT_E_AUTH;
-    struct ckpt_imds *m = ckpt_imds_shared(NULL);
+    struct ckpt_imds *m = ckpt__imds_shared(NULL);
     char *body = NULL, path[512], role[256];
     size_t len = 0;
     long http = 0;
@@ -234,8 +234,8 @@ ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, 
                           "disabled");
         goto out;
     }
-    if (ckpt_imds_get(m, ROLE_PATH, ROLE_TIMEOUT_MS, 4096, &body, &len, &http, NULL) !=
-            CKPT_OK || http != 200 || !body || !*body) {
+    if (ckpt__imds_get(m, ROLE_PATH, ROLE_TIMEOUT_MS, 4096, &body, &len, &http, NULL) != CKPT_OK ||
+        http != 200 || !body || !*body) {
         ckpt__seterr(err, "no credentials: env, profile empty and no instance role");
         goto out;
     }
@@ -244,8 +244,8 @@ ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, 
     free(body);
     body = NULL;
     snprintf(path, sizeof(path), ROLE_PATH "%s", role);
-    if (ckpt_imds_get(m, path, ROLE_TIMEOUT_MS, 64 * 1024, &body, &len, &http, NULL) !=
-            CKPT_OK || http != 200 || !body) {
+    if (ckpt__imds_get(m, path, ROLE_TIMEOUT_MS, 64 * 1024, &body, &len, &http, NULL) != CKPT_OK ||
+        http != 200 || !body) {
         ckpt__seterr(err, "instance role credentials unavailable (HTTP %ld)", http);
         goto out;
     }
@@ -258,17 +258,17 @@ ckpt_status ckpt_aws_keys_role(struct ckpt_aws_keys *k, char *source, size_t n, 
         ckpt__seterr(err, "instance role credentials malformed");
         goto out;
     }
-    ckpt_aws_keys_free(k);
+    ckpt__aws_keys_free(k);
     k->ak = strdup(ak);
     k->sk = strdup(sk);
     k->token = tok && *tok ? strdup(tok) : NULL;
-    k->expiry = ckpt_aws_time(exp);
+    k->expiry = ckpt__aws_time(exp);
     if (!k->expiry)
         k->expiry = (int64_t)time(NULL) + ROLE_FALLBACK_TTL_S;
     st = k->ak && k->sk ? CKPT_OK : CKPT_E_NOMEM;
 out:
     if (body) {
-        ckpt_wipe(body, len);
+        ckpt__wipe(body, len);
         free(body);
     }
     cJSON_Delete(j);

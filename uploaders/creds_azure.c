@@ -1,7 +1,7 @@
 /*
- * creds_azure.c -- Azure Blob credentials from the environment (creds.h).
+ * creds_azure.c -- Azure Blob credentials from the environment (creds_azure.h).
  */
-#include "creds.h"
+#include "creds_azure.h"
 #include "backend.h"
 #include "digest.h"
 
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-char *ckpt_az_cs_get(const char *cs, const char *name)
+char *ckpt__az_cs_get(const char *cs, const char *name)
 {
     size_t nl = strlen(name);
     const char *p = cs;
@@ -35,16 +35,16 @@ static char *env_dup(const char *name)
     return v && *v ? strdup(v) : NULL;
 }
 
-void ckpt_az_creds_free(struct ckpt_az_creds *c)
+void ckpt__az_creds_free(struct ckpt_az_creds *c)
 {
     free(c->account);
-    ckpt_wipe_free(c->key_b64);
-    ckpt_wipe_free(c->sas);
+    ckpt__wipe_free(c->key_b64);
+    ckpt__wipe_free(c->sas);
     free(c->endpoint);
     memset(c, 0, sizeof(*c));
 }
 
-ckpt_status ckpt_az_creds_load(struct ckpt_az_creds *c, char *err)
+ckpt_status ckpt__az_creds_load(struct ckpt_az_creds *c, char *err)
 {
     const char *cs = getenv("AZURE_STORAGE_CONNECTION_STRING");
     char *proto = NULL, *suffix = NULL;
@@ -52,12 +52,12 @@ ckpt_status ckpt_az_creds_load(struct ckpt_az_creds *c, char *err)
     int from_cs = cs && *cs;
 
     if (from_cs) {
-        c->account = ckpt_az_cs_get(cs, "AccountName");
-        c->key_b64 = ckpt_az_cs_get(cs, "AccountKey");
-        c->sas = ckpt_az_cs_get(cs, "SharedAccessSignature");
-        c->endpoint = ckpt_az_cs_get(cs, "BlobEndpoint");
-        proto = ckpt_az_cs_get(cs, "DefaultEndpointsProtocol");
-        suffix = ckpt_az_cs_get(cs, "EndpointSuffix");
+        c->account = ckpt__az_cs_get(cs, "AccountName");
+        c->key_b64 = ckpt__az_cs_get(cs, "AccountKey");
+        c->sas = ckpt__az_cs_get(cs, "SharedAccessSignature");
+        c->endpoint = ckpt__az_cs_get(cs, "BlobEndpoint");
+        proto = ckpt__az_cs_get(cs, "DefaultEndpointsProtocol");
+        suffix = ckpt__az_cs_get(cs, "EndpointSuffix");
     } else {
         c->account = env_dup("AZURE_STORAGE_ACCOUNT");
         c->key_b64 = env_dup("AZURE_STORAGE_KEY");
@@ -67,7 +67,7 @@ ckpt_status ckpt_az_creds_load(struct ckpt_az_creds *c, char *err)
         memmove(c->sas, c->sas + 1, strlen(c->sas));
     if (c->key_b64 && c->sas) {
         /* Both given: the key signs, the SAS is not needed. */
-        ckpt_wipe_free(c->sas);
+        ckpt__wipe_free(c->sas);
         c->sas = NULL;
     }
     if (!c->account && c->endpoint) {

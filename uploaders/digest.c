@@ -24,7 +24,7 @@ static void to_hex(const unsigned char *md, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-void ckpt_sha256_hex(const void *buf, size_t len, char out[65])
+void ckpt__sha256_hex(const void *buf, size_t len, char out[65])
 {
     unsigned char md[32];
     unsigned int n = 0;
@@ -33,24 +33,24 @@ void ckpt_sha256_hex(const void *buf, size_t len, char out[65])
     to_hex(md, 32, out);
 }
 
-void ckpt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
-                      unsigned char out[32])
+void ckpt__hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
+                       unsigned char out[32])
 {
     unsigned int n = 32;
 
     HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &n);
 }
 
-void ckpt_md5_base64(const void *buf, size_t len, char out[25])
+void ckpt__md5_base64(const void *buf, size_t len, char out[25])
 {
     unsigned char md[16];
     unsigned int n = 0;
 
     EVP_Digest(buf, len, md, &n, EVP_md5(), NULL);
-    ckpt_base64_encode(md, 16, out);
+    ckpt__base64_encode(md, 16, out);
 }
 
-void ckpt_md5_hex(const void *buf, size_t len, char out[33])
+void ckpt__md5_hex(const void *buf, size_t len, char out[33])
 {
     unsigned char md[16];
     unsigned int n = 0;
@@ -59,7 +59,7 @@ void ckpt_md5_hex(const void *buf, size_t len, char out[33])
     to_hex(md, 16, out);
 }
 
-int ckpt_crc32c_base64(const void *buf, size_t len, char out[9])
+int ckpt__crc32c_base64(const void *buf, size_t len, char out[9])
 {
 #ifdef CKPT_HAVE_ISAL
     const unsigned char *p = buf;
@@ -77,7 +77,7 @@ int ckpt_crc32c_base64(const void *buf, size_t len, char out[9])
     be[1] = (unsigned char)(crc >> 16);
     be[2] = (unsigned char)(crc >> 8);
     be[3] = (unsigned char)crc;
-    ckpt_base64_encode(be, 4, out);
+    ckpt__base64_encode(be, 4, out);
     return 1;
 #else
     (void)buf;
@@ -87,12 +87,12 @@ int ckpt_crc32c_base64(const void *buf, size_t len, char out[9])
 #endif
 }
 
-void ckpt_base64_encode(const void *in, size_t n, char *out)
+void ckpt__base64_encode(const void *in, size_t n, char *out)
 {
     EVP_EncodeBlock((unsigned char *)out, in, (int)n);
 }
 
-long ckpt_base64_decode(const char *in, unsigned char *out)
+long ckpt__base64_decode(const char *in, unsigned char *out)
 {
     size_t len = strlen(in);
     long n;
@@ -115,7 +115,7 @@ static int unreserved(unsigned char c)
     return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
 }
 
-char *ckpt_uri_encode(const char *s, size_t len, int keep_slash)
+char *ckpt__uri_encode(const char *s, size_t len, int keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
     char *out = malloc(3 * len + 1), *o = out;
@@ -147,7 +147,7 @@ static int hexval(int c)
     return -1;
 }
 
-size_t ckpt_uri_decode(const char *s, size_t n, char *out)
+size_t ckpt__uri_decode(const char *s, size_t n, char *out)
 {
     size_t i, o = 0;
 
@@ -163,7 +163,7 @@ size_t ckpt_uri_decode(const char *s, size_t n, char *out)
     return o;
 }
 
-void ckpt_query_free(struct ckpt_query_param *p, long n)
+void ckpt__query_free(struct ckpt_query_param *p, long n)
 {
     for (long i = 0; i < n; i++) {
         free(p[i].name);
@@ -172,7 +172,7 @@ void ckpt_query_free(struct ckpt_query_param *p, long n)
     free(p);
 }
 
-long ckpt_query_split(const char *q, struct ckpt_query_param **out)
+long ckpt__query_split(const char *q, struct ckpt_query_param **out)
 {
     struct ckpt_query_param *ps = NULL, *nps, *x;
     const char *p = q;
@@ -194,8 +194,8 @@ long ckpt_query_split(const char *q, struct ckpt_query_param **out)
             x->value = malloc(eq ? plen - nl : 1);
             if (!x->name || !x->value)
                 goto fail;
-            x->name_len = ckpt_uri_decode(p, nl, x->name);
-            x->value_len = eq ? ckpt_uri_decode(eq + 1, plen - nl - 1, x->value) : 0;
+            x->name_len = ckpt__uri_decode(p, nl, x->name);
+            x->value_len = eq ? ckpt__uri_decode(eq + 1, plen - nl - 1, x->value) : 0;
             if (!eq)
                 x->value[0] = '\0';
         }
@@ -206,20 +206,20 @@ long ckpt_query_split(const char *q, struct ckpt_query_param **out)
     *out = ps;
     return n;
 fail:
-    ckpt_query_free(ps, n);
+    ckpt__query_free(ps, n);
     return -1;
 }
 
-void ckpt_wipe(void *p, size_t n)
+void ckpt__wipe(void *p, size_t n)
 {
     if (p && n)
         OPENSSL_cleanse(p, n);
 }
 
-void ckpt_wipe_free(char *s)
+void ckpt__wipe_free(char *s)
 {
     if (s) {
-        ckpt_wipe(s, strlen(s));
+        ckpt__wipe(s, strlen(s));
         free(s);
     }
 }

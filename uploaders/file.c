@@ -483,8 +483,8 @@ static const struct ckpt_store_ops file_ops = {
     "file", fput, fget, fget_range, fhead, flist, fdel, fbarrier, fclose_store, fsent,
 };
 
-ckpt_status ckpt_store_file_open(const char *path, const struct ckpt_store_config *cfg,
-                                 struct ckpt_store **out, char *err)
+ckpt_status ckpt__store_file_open(const char *path, const struct ckpt_store_config *cfg,
+                                  struct ckpt_store **out, char *err)
 {
     struct file_store *fs;
     size_t len = strlen(path);

@@ -34,7 +34,7 @@ struct ckpt_http {
     struct job *queue;        /* submitted, not yet in the multi handle */
     struct job **queue_tail;
     int stopping;
-    int cancelled;            /* ckpt_http_cancel: abort all, refuse new */
+    int cancelled; /* ckpt__http_cancel: abort all, refuse new */
     /* owned by the loop thread */
     CURLM *multi;             /* one connection cache for every transfer */
     pthread_t thread;
@@ -46,7 +46,7 @@ struct ckpt_http {
     long connect_timeout_ms;
     int no_proxy;
     char *ca_file;            /* from AWS_CA_BUNDLE / SSL_CERT_FILE */
-    /* request-body bytes handed to the network (ckpt_http_sent): added by
+    /* request-body bytes handed to the network (ckpt__http_sent): added by
      * the loop thread's reads, taken back by rewinds and failed transfers */
     atomic_uint_fast64_t sent;
 };
@@ -61,7 +61,7 @@ static void global_init(void)
 
 static void *loop_main(void *arg);
 
-struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
+struct ckpt_http *ckpt__http_new(const struct ckpt_http_opts *opts)
 {
     struct ckpt_http *h = NULL;
     const char *ca, *stall;
@@ -100,7 +100,7 @@ struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts)
     h->queue_tail = &h->queue;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
-    if (ckpt_thread_start(&h->thread, loop_main, h) != 0) {
+    if (ckpt__thread_start(&h->thread, loop_main, h) != 0) {
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->cv);
         goto fail;
@@ -117,7 +117,7 @@ fail:
     return NULL;
 }
 
-void ckpt_http_cancel(struct ckpt_http *h)
+void ckpt__http_cancel(struct ckpt_http *h)
 {
     if (!h)
         return;
@@ -127,7 +127,7 @@ void ckpt_http_cancel(struct ckpt_http *h)
     curl_multi_wakeup(h->multi);
 }
 
-void ckpt_http_free(struct ckpt_http *h)
+void ckpt__http_free(struct ckpt_http *h)
 {
     unsigned i;
 
@@ -296,7 +296,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 static int64_t book(struct ckpt_http *h, size_t n)
 {
     const int64_t burst_ns = 100000000;
-    int64_t now = (int64_t)ckpt_mono_ns(), slot;
+    int64_t now = (int64_t)ckpt__mono_ns(), slot;
 
     if (h->next_ns < now - burst_ns)
         h->next_ns = now - burst_ns;
@@ -320,7 +320,7 @@ static size_t on_read(char *p, size_t sz, size_t n, void *u)
             x->booked = want;
             x->slot_ns = book(x->h, want);
         }
-        if (x->slot_ns > (int64_t)ckpt_mono_ns()) {
+        if (x->slot_ns > (int64_t)ckpt__mono_ns()) {
             x->paused = 1;    /* the loop resumes it at slot_ns */
             return CURL_READFUNC_PAUSE;
         }
@@ -424,7 +424,7 @@ static void *loop_main(void *arg)
         }
         /* paced uploads whose slot has come go on; the next slot bounds
          * the wait */
-        now = (int64_t)ckpt_mono_ns();
+        now = (int64_t)ckpt__mono_ns();
         for (unsigned i = 0; i < h->nactive; i++) {
             x = h->active[i];
             if (!x->paused)
@@ -438,7 +438,7 @@ static void *loop_main(void *arg)
             }
         }
         /* returns early for socket activity, curl's own timers, or
-         * curl_multi_wakeup() from a new request or ckpt_http_free() */
+         * curl_multi_wakeup() from a new request or ckpt__http_free() */
         curl_multi_poll(h->multi, NULL, 0, (int)wait_ms, NULL);
     }
     return NULL;
@@ -466,14 +466,14 @@ static ckpt_status status_of_curl(CURLcode rc)
     }
 }
 
-ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
-                         struct ckpt_http_resp *resp)
+ckpt_status ckpt__http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
+                          struct ckpt_http_resp *resp)
 {
-    return ckpt_http_do_within(h, req, 0, resp);
+    return ckpt__http_do_within(h, req, 0, resp);
 }
 
-ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
-                                long timeout_ms, struct ckpt_http_resp *resp)
+ckpt_status ckpt__http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
+                                 long timeout_ms, struct ckpt_http_resp *resp)
 {
     ckpt_status st = CKPT_OK;
     struct curl_slist *hl = NULL, *tmp;
@@ -626,19 +626,19 @@ ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req 
         atomic_fetch_sub_explicit(&h->sent, x.counted, memory_order_relaxed);
     /* the detail a retry notice names ("Failed to connect to ...: Connection
      * refused"); cleared by a transfer that got its reply */
-    ckpt_retry_note_transport(resp->status ? "" : resp->errmsg);
+    ckpt__retry_note_transport(resp->status ? "" : resp->errmsg);
     release(h, c);
 out:
     curl_slist_free_all(hl);
     return st;
 }
 
-uint64_t ckpt_http_sent(const struct ckpt_http *h)
+uint64_t ckpt__http_sent(const struct ckpt_http *h)
 {
     return h ? (uint64_t)atomic_load_explicit(&h->sent, memory_order_relaxed) : 0;
 }
 
-void ckpt_http_resp_free(struct ckpt_http_resp *resp)
+void ckpt__http_resp_free(struct ckpt_http_resp *resp)
 {
     if (!resp)
         return;
@@ -650,8 +650,7 @@ void ckpt_http_resp_free(struct ckpt_http_resp *resp)
     resp->len = resp->hdrs_len = 0;
 }
 
-int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,
-                     char *out, size_t outlen)
+int ckpt__http_header(const struct ckpt_http_resp *resp, const char *name, char *out, size_t outlen)
 {
     const char *p, *eol, *v, *e;
     size_t nlen = strlen(name), vlen;
@@ -686,8 +685,7 @@ out:
     return found;
 }
 
-ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
-                                     size_t *len_out)
+ckpt_status ckpt__http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out, size_t *len_out)
 {
     if (resp->body_external) { /* the caller's own buffer: copy it out */
         void *c = malloc(resp->len + 1);
@@ -710,12 +708,12 @@ ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out
     return CKPT_OK;
 }
 
-const char *ckpt_http_reason(int curl_code)
+const char *ckpt__http_reason(int curl_code)
 {
     return curl_easy_strerror((CURLcode)curl_code);
 }
 
-int ckpt_http_cleartext_remote(const char *endpoint)
+int ckpt__http_cleartext_remote(const char *endpoint)
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL;
@@ -766,13 +764,13 @@ out:
     return remote;
 }
 
-int ckpt_http_cleartext_first(void)
+int ckpt__http_cleartext_first(void)
 {
     static atomic_int warned;
     return atomic_exchange(&warned, 1) == 0;
 }
 
-int64_t ckpt_http_date(const char *s)
+int64_t ckpt__http_date(const char *s)
 {
     time_t t;
 

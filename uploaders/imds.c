@@ -56,7 +56,7 @@ static int env_true(const char *name)
     return v && strcasecmp(v, "true") == 0;
 }
 
-struct ckpt_imds *ckpt_imds_shared(const char *base_url)
+struct ckpt_imds *ckpt__imds_shared(const char *base_url)
 {
     /* Metadata addresses never go through a proxy (DESIGN.md 3); a few
      * requests at a time are all a poller and a credential refresh make. */
@@ -87,7 +87,7 @@ struct ckpt_imds *ckpt_imds_shared(const char *base_url)
     m = calloc(1, sizeof *m);
     if (!m)
         goto out;
-    m->http = ckpt_http_new(&hopts);
+    m->http = ckpt__http_new(&hopts);
     if (!m->http) {
         free(m);
         m = NULL;
@@ -128,7 +128,7 @@ static ckpt_status exchange(struct ckpt_imds *m, const char *url, int put,
 
     *body = NULL;
     *len = 0;
-    st = ckpt_http_do_within(m->http, &req, timeout_ms > 0 ? timeout_ms : 1000L, &resp);
+    st = ckpt__http_do_within(m->http, &req, timeout_ms > 0 ? timeout_ms : 1000L, &resp);
     if (st == CKPT_OK && resp.body_overflow) {
         st = CKPT_E_CORRUPT;
         ckpt__errf(err, IMDS_ERR_MAX, "imds: reply body over %zu bytes", max_len);
@@ -137,14 +137,14 @@ static ckpt_status exchange(struct ckpt_imds *m, const char *url, int put,
     } else if (st != CKPT_OK) {
         st = CKPT_E_UNREACHABLE;
         ckpt__errf(err, IMDS_ERR_MAX, "imds: %s",
-                   resp.errmsg[0] ? resp.errmsg : ckpt_http_reason(resp.curl_code));
+                   resp.errmsg[0] ? resp.errmsg : ckpt__http_reason(resp.curl_code));
     } else {
         *http_status = resp.status;
-        st = ckpt_http_resp_take_body(&resp, (void **)body, len);
+        st = ckpt__http_resp_take_body(&resp, (void **)body, len);
         if (st)
             ckpt__errf(err, IMDS_ERR_MAX, "imds: out of memory");
     }
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     return st;
 }
 
@@ -155,7 +155,7 @@ static ckpt_status ensure_token(struct ckpt_imds *m, long timeout_ms, char *err)
     ckpt_status st = CKPT_OK;
     char url[IMDS_BASE_MAX + 32], ttl[64], *body = NULL;
     long code = 0;
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
     size_t n = 0;
 
     if (m->v1 && now < m->v1_until_ms)
@@ -203,9 +203,8 @@ out:
     return st;
 }
 
-ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms,
-                          size_t max_len, char **body, size_t *len,
-                          long *http_status, char *err)
+ckpt_status ckpt__imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size_t max_len,
+                           char **body, size_t *len, long *http_status, char *err)
 {
     ckpt_status st = CKPT_OK;
     char url[IMDS_BASE_MAX + 1024];

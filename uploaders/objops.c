@@ -30,14 +30,16 @@ static ckpt_status settle_ambiguous(struct ckpt_obj *o, const char *fk, const vo
     char herr[CKPT_ERR_MAX];
     struct ckpt_obj_rq rq = { .method = "HEAD", .key = fk };
 
-    if (ckpt_obj_call(o, &rq, &resp, herr) == CKPT_OK &&
+    if (ckpt__obj_call(o, &rq, &resp, herr) == CKPT_OK &&
         o->d->holds(&resp, buf ? buf : "", len) == 1) {
         st = CKPT_OK;
-        ckpt_obj_etag(o, &resp, etag_out);
-        ckpt_obj_log(o, CKPT_LOG_INFO, "%s: conditional put of %s had landed before a "
-                     "failed attempt", o->tag, fk);
+        ckpt__obj_etag(o, &resp, etag_out);
+        ckpt__obj_log(o, CKPT_LOG_INFO,
+                      "%s: conditional put of %s had landed before a "
+                      "failed attempt",
+                      o->tag, fk);
     }
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     return st;
 }
 
@@ -53,14 +55,14 @@ static ckpt_status put_part(struct ckpt_obj *o, struct ckpt_obj_parts *mp, size_
     {
         struct ckpt_obj_rq rq = { .method = "PUT", .key = mp->key, .query = query,
                                   .body = buf, .len = n };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st == CKPT_OK && o->d->multipart->part_etag &&
-        !ckpt_http_header(&resp, "ETag", mp->tags[i], CKPT_ETAG_MAX)) {
+        !ckpt__http_header(&resp, "ETag", mp->tags[i], CKPT_ETAG_MAX)) {
         st = CKPT_E_CORRUPT;
         ckpt__seterr(err, "%s multipart: part %zu without ETag", o->tag, i + 1);
     }
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(query);
     return st;
 }
@@ -78,25 +80,25 @@ static ckpt_status end_parts(struct ckpt_obj *o, struct ckpt_obj_parts *mp, cons
     char extra[CKPT_OBJ_LINE_MAX], cond[CKPT_OBJ_LINE_MAX];
     const char *hdrs[2];
     size_t xlen = 0, xcap = 0, nh = 0, i;
-    int bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, m->list_open);
+    int bad = ckpt__xml_raw_append(&xml, &xlen, &xcap, m->list_open);
 
     memset(&resp, 0, sizeof(resp));
     for (i = 0; i < mp->n && !bad; i++) {
         snprintf(num, sizeof(num), "%zu", i + 1);
-        bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, m->item_open) ||
-              (m->number_close && (ckpt_xml_raw_append(&xml, &xlen, &xcap, num) ||
-                                   ckpt_xml_raw_append(&xml, &xlen, &xcap, m->number_close))) ||
-              ckpt_xml_escape_append(&xml, &xlen, &xcap, mp->tags[i]) ||
-              ckpt_xml_raw_append(&xml, &xlen, &xcap, m->item_close);
+        bad = ckpt__xml_raw_append(&xml, &xlen, &xcap, m->item_open) ||
+              (m->number_close && (ckpt__xml_raw_append(&xml, &xlen, &xcap, num) ||
+                                   ckpt__xml_raw_append(&xml, &xlen, &xcap, m->number_close))) ||
+              ckpt__xml_escape_append(&xml, &xlen, &xcap, mp->tags[i]) ||
+              ckpt__xml_raw_append(&xml, &xlen, &xcap, m->item_close);
     }
-    if (bad || ckpt_xml_raw_append(&xml, &xlen, &xcap, m->list_close) ||
+    if (bad || ckpt__xml_raw_append(&xml, &xlen, &xcap, m->list_close) ||
         asprintf(&query, "%s%s", m->end_query, mp->id ? mp->id : "") < 0) {
         query = NULL;
         goto out;
     }
     if (m->md5_header) {
         /* the whole object's digest, so later GETs can be checked */
-        ckpt_md5_base64(buf, len, md5);
+        ckpt__md5_base64(buf, len, md5);
         snprintf(extra, sizeof(extra), "%s: %s", m->md5_header, md5);
         hdrs[nh++] = extra;
     }
@@ -106,21 +108,21 @@ static ckpt_status end_parts(struct ckpt_obj *o, struct ckpt_obj_parts *mp, cons
         struct ckpt_obj_rq rq = { .method = m->end_method, .key = mp->key, .query = query,
                                   .hdrs = hdrs, .nhdrs = nh, .body = xml, .len = xlen,
                                   .body_error_check = m->end_check };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st != CKPT_OK || !etag_out)
         goto out;
     if (!m->etag_path) {
-        ckpt_obj_etag(o, &resp, etag_out);
+        ckpt__obj_etag(o, &resp, etag_out);
         goto out;
     }
     etag_out[0] = '\0';
     if (resp.body)
-        ckpt_xml_find(resp.body, resp.len, m->etag_path, etag_out, CKPT_ETAG_MAX);
+        ckpt__xml_find(resp.body, resp.len, m->etag_path, etag_out, CKPT_ETAG_MAX);
     if (o->d->etag_header)
-        ckpt_http_header(&resp, o->d->etag_header, etag_out, CKPT_ETAG_MAX);
+        ckpt__http_header(&resp, o->d->etag_header, etag_out, CKPT_ETAG_MAX);
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(xml);
     free(query);
     return st;
@@ -168,9 +170,8 @@ out:
     return st;
 }
 
-ckpt_status ckpt_obj_put(struct ckpt_store *st_, const char *key, const void *buf,
-                         size_t len, const struct ckpt_put_opts *opts, char *etag_out,
-                         char *err)
+ckpt_status ckpt__obj_put(struct ckpt_store *st_, const char *key, const void *buf, size_t len,
+                          const struct ckpt_put_opts *opts, char *etag_out, char *err)
 {
     struct ckpt_obj *o = OBJ(st_);
     static const struct ckpt_put_opts plain = { CKPT_PUT_PLAIN, NULL, 0 };
@@ -184,7 +185,7 @@ ckpt_status ckpt_obj_put(struct ckpt_store *st_, const char *key, const void *bu
     memset(&resp, 0, sizeof(resp));
     if (!opts)
         opts = &plain;
-    st = ckpt_store_prefixed_key(o->prefix, key, &fk, err);
+    st = ckpt__store_prefixed_key(o->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
     if (opts->cond == CKPT_PUT_IF_MATCH && (!opts->if_match || !*opts->if_match)) {
@@ -205,23 +206,22 @@ ckpt_status ckpt_obj_put(struct ckpt_store *st_, const char *key, const void *bu
         struct ckpt_obj_rq rq = { .method = "PUT", .key = fk, .hdrs = hdrs, .nhdrs = nh,
                                   .body = buf ? buf : "", .len = len,
                                   .ambiguous = &ambiguous };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st == CKPT_OK)
-        ckpt_obj_etag(o, &resp, etag_out);
+        ckpt__obj_etag(o, &resp, etag_out);
     else if (st == CKPT_E_PRECONDITION && ambiguous && o->verify)
         st = settle_ambiguous(o, fk, buf, len, etag_out);
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(fk);
     return st;
 }
 
 /* ---- get, head ------------------------------------------------------------ */
 
-ckpt_status ckpt_obj_get(struct ckpt_store *st_, const char *key, size_t max_len,
-                         unsigned flags, void **buf_out, size_t *len_out, char *etag_out,
-                         char *err)
+ckpt_status ckpt__obj_get(struct ckpt_store *st_, const char *key, size_t max_len, unsigned flags,
+                          void **buf_out, size_t *len_out, char *etag_out, char *err)
 {
     struct ckpt_obj *o = OBJ(st_);
     ckpt_status st;
@@ -231,7 +231,7 @@ ckpt_status ckpt_obj_get(struct ckpt_store *st_, const char *key, size_t max_len
     memset(&resp, 0, sizeof(resp));
     *buf_out = NULL;
     *len_out = 0;
-    st = ckpt_store_prefixed_key(o->prefix, key, &fk, err);
+    st = ckpt__store_prefixed_key(o->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
     {
@@ -241,7 +241,7 @@ ckpt_status ckpt_obj_get(struct ckpt_store *st_, const char *key, size_t max_len
                                   .max_body = max_len ? max_len : 1,
                                   .digest_check = o->verify &&
                                                   !(flags & CKPT_GET_SELF_CHECKED) };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st != CKPT_OK)
         goto out;
@@ -251,17 +251,17 @@ ckpt_status ckpt_obj_get(struct ckpt_store *st_, const char *key, size_t max_len
                      max_len);
         goto out;
     }
-    ckpt_obj_etag(o, &resp, etag_out);
-    st = ckpt_http_resp_take_body(&resp, buf_out, len_out);
+    ckpt__obj_etag(o, &resp, etag_out);
+    st = ckpt__http_resp_take_body(&resp, buf_out, len_out);
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(fk);
     return st;
 }
 
-ckpt_status ckpt_obj_get_range(struct ckpt_store *st_, const char *key, uint64_t off,
-                               size_t len, unsigned flags, void *dst,
-                               const struct ckpt_range_watch *watch, char *err)
+ckpt_status ckpt__obj_get_range(struct ckpt_store *st_, const char *key, uint64_t off, size_t len,
+                                unsigned flags, void *dst, const struct ckpt_range_watch *watch,
+                                char *err)
 {
     struct ckpt_obj *o = OBJ(st_);
     ckpt_status st;
@@ -273,7 +273,7 @@ ckpt_status ckpt_obj_get_range(struct ckpt_store *st_, const char *key, uint64_t
     memset(&resp, 0, sizeof(resp));
     if (len == 0)
         return CKPT_E_INVAL;
-    st = ckpt_store_prefixed_key(o->prefix, key, &fk, err);
+    st = ckpt__store_prefixed_key(o->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
     snprintf(range, sizeof(range), "%s: bytes=%llu-%llu", o->d->range_header,
@@ -281,7 +281,7 @@ ckpt_status ckpt_obj_get_range(struct ckpt_store *st_, const char *key, uint64_t
     {
         struct ckpt_obj_rq rq = { .method = "GET", .key = fk, .hdrs = hdrs, .nhdrs = 1,
                                   .max_body = len, .dst = dst, .watch = watch };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st != CKPT_OK)
         goto out;
@@ -300,13 +300,13 @@ ckpt_status ckpt_obj_get_range(struct ckpt_store *st_, const char *key, uint64_t
                      (unsigned long long)off, len, resp.len);
     }
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(fk);
     return st;
 }
 
-ckpt_status ckpt_obj_head(struct ckpt_store *st_, const char *key, uint64_t *size,
-                          char *etag_out, char *err)
+ckpt_status ckpt__obj_head(struct ckpt_store *st_, const char *key, uint64_t *size, char *etag_out,
+                           char *err)
 {
     struct ckpt_obj *o = OBJ(st_);
     ckpt_status st;
@@ -314,21 +314,21 @@ ckpt_status ckpt_obj_head(struct ckpt_store *st_, const char *key, uint64_t *siz
     char *fk = NULL, cl[64];
 
     memset(&resp, 0, sizeof(resp));
-    st = ckpt_store_prefixed_key(o->prefix, key, &fk, err);
+    st = ckpt__store_prefixed_key(o->prefix, key, &fk, err);
     if (st != CKPT_OK)
         goto out;
     {
         struct ckpt_obj_rq rq = { .method = "HEAD", .key = fk };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st != CKPT_OK)
         goto out;
     if (size)
-        *size = ckpt_http_header(&resp, "Content-Length", cl, sizeof(cl))
-                    ? strtoull(cl, NULL, 10) : 0;
-    ckpt_obj_etag(o, &resp, etag_out);
+        *size =
+            ckpt__http_header(&resp, "Content-Length", cl, sizeof(cl)) ? strtoull(cl, NULL, 10) : 0;
+    ckpt__obj_etag(o, &resp, etag_out);
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(fk);
     return st;
 }
@@ -400,8 +400,8 @@ static void list_init(struct list_state *ls, const struct ckpt_obj *o)
              l->truncated ? "/" : "", l->truncated ? l->truncated : "");
 }
 
-ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_cb cb,
-                          void *user, char *err)
+ckpt_status ckpt__obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_cb cb, void *user,
+                           char *err)
 {
     struct ckpt_obj *o = OBJ(st_);
     const struct ckpt_obj_listing *l = o->d->listing;
@@ -420,7 +420,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
         st = CKPT_E_NOMEM;
         goto out;
     }
-    fp_enc = ckpt_uri_encode(fp, strlen(fp), 0);
+    fp_enc = ckpt__uri_encode(fp, strlen(fp), 0);
     if (!fp_enc) {
         st = CKPT_E_NOMEM;
         goto out;
@@ -431,7 +431,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
         query = NULL;
         free(tok_enc);
         tok_enc = NULL;
-        if (ls.token[0] && !(tok_enc = ckpt_uri_encode(ls.token, strlen(ls.token), 0))) {
+        if (ls.token[0] && !(tok_enc = ckpt__uri_encode(ls.token, strlen(ls.token), 0))) {
             st = CKPT_E_NOMEM;
             goto out;
         }
@@ -445,14 +445,14 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
         {
             struct ckpt_obj_rq rq = { .method = "GET", .query = query,
                                       .max_body = l->max_body };
-            st = ckpt_obj_call(o, &rq, &resp, err);
+            st = ckpt__obj_call(o, &rq, &resp, err);
         }
         if (st != CKPT_OK)
             goto out;
         ls.more = 0;
         ls.token[0] = '\0';
-        st = ckpt_xml_parse(resp.body, resp.len, list_cb, &ls);
-        ckpt_http_resp_free(&resp);
+        st = ckpt__xml_parse(resp.body, resp.len, list_cb, &ls);
+        ckpt__http_resp_free(&resp);
         if (ls.stopped) {
             st = CKPT_OK;
             goto out;
@@ -472,7 +472,7 @@ ckpt_status ckpt_obj_list(struct ckpt_store *st_, const char *prefix, ckpt_list_
         }
     }
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(fp);
     free(fp_enc);
     free(tok_enc);
@@ -492,17 +492,16 @@ static ckpt_status del_one(struct ckpt_obj *o, const char *key, char *err)
         return CKPT_E_NOMEM;
     {
         struct ckpt_obj_rq rq = { .method = "DELETE", .key = fk };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st == CKPT_E_NOENT)
         st = CKPT_OK;
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(fk);
     return st;
 }
 
-ckpt_status ckpt_obj_del(struct ckpt_store *st_, const char *const *keys, size_t n,
-                         char *err)
+ckpt_status ckpt__obj_del(struct ckpt_store *st_, const char *const *keys, size_t n, char *err)
 {
     struct ckpt_obj *o = OBJ(st_);
     const struct ckpt_obj_dialect *d = o->d;
@@ -526,7 +525,7 @@ ckpt_status ckpt_obj_del(struct ckpt_store *st_, const char *const *keys, size_t
     return st;
 }
 
-ckpt_status ckpt_obj_barrier(struct ckpt_store *st_, char *err)
+ckpt_status ckpt__obj_barrier(struct ckpt_store *st_, char *err)
 {
     (void)st_;
     (void)err;
@@ -534,9 +533,9 @@ ckpt_status ckpt_obj_barrier(struct ckpt_store *st_, char *err)
     return CKPT_OK;
 }
 
-uint64_t ckpt_obj_sent(struct ckpt_store *st_)
+uint64_t ckpt__obj_sent(struct ckpt_store *st_)
 {
     /* the transport counts every request body: puts, their parts and
      * retries (taken back when they fail) */
-    return ckpt_http_sent(OBJ(st_)->http);
+    return ckpt__http_sent(OBJ(st_)->http);
 }

@@ -16,7 +16,7 @@
 #define ERRBODY_MAX (256 * 1024)
 #define SKEW_403_S 600   /* a 403 with the clock this far off is the clock */
 
-void ckpt_obj_log(const struct ckpt_obj *o, ckpt_log_level lvl, const char *fmt, ...)
+void ckpt__obj_log(const struct ckpt_obj *o, ckpt_log_level lvl, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -31,7 +31,7 @@ void ckpt_obj_log(const struct ckpt_obj *o, ckpt_log_level lvl, const char *fmt,
 
 /* ---- header lines ---------------------------------------------------------- */
 
-void ckpt_obj_line(struct ckpt_obj_lines *l, const char *fmt, ...)
+void ckpt__obj_line(struct ckpt_obj_lines *l, const char *fmt, ...)
 {
     va_list ap;
     char *s = NULL;
@@ -53,15 +53,15 @@ void ckpt_obj_line(struct ckpt_obj_lines *l, const char *fmt, ...)
     l->v[l->n++] = s;
 }
 
-void ckpt_obj_lines_clear(struct ckpt_obj_lines *l)
+void ckpt__obj_lines_clear(struct ckpt_obj_lines *l)
 {
     for (size_t i = 0; i < l->n; i++)
-        ckpt_wipe_free(l->v[i]);
+        ckpt__wipe_free(l->v[i]);
     l->n = 0;
     l->oom = 0;
 }
 
-int ckpt_obj_split(const char *line, char *name, size_t n, const char **value)
+int ckpt__obj_split(const char *line, char *name, size_t n, const char **value)
 {
     const char *colon = strchr(line, ':');
     size_t klen = colon ? (size_t)(colon - line) : 0;
@@ -93,17 +93,16 @@ static int prefix_valid(const char *prefix)
     return ok;
 }
 
-ckpt_status ckpt_obj_open(struct ckpt_obj *o, const struct ckpt_store_ops *ops,
-                          const struct ckpt_obj_dialect *d, const char *tag,
-                          const char *url, const char *noun,
-                          const struct ckpt_store_config *cfg, char *err)
+ckpt_status ckpt__obj_open(struct ckpt_obj *o, const struct ckpt_store_ops *ops,
+                           const struct ckpt_obj_dialect *d, const char *tag, const char *url,
+                           const char *noun, const struct ckpt_store_config *cfg, char *err)
 {
     const char *rest = strstr(url, "://"), *slash, *v;
     size_t n;
 
     pthread_mutex_init(&o->mu, NULL);
-    ckpt_throttle_init(&o->thr);
-    ckpt_retry_policy_init_budget(&o->pol, cfg ? cfg->retry_budget_ms : 0);
+    ckpt__throttle_init(&o->thr);
+    ckpt__retry_policy_init_budget(&o->pol, cfg ? cfg->retry_budget_ms : 0);
     o->d = d;
     o->tag = tag;
     o->base.ops = ops;
@@ -137,8 +136,8 @@ ckpt_status ckpt_obj_open(struct ckpt_obj *o, const struct ckpt_store_ops *ops,
     return CKPT_OK;
 }
 
-void ckpt_obj_parts_config(struct ckpt_obj *o, const char *size_env, size_t size_floor,
-                           const char *min_env)
+void ckpt__obj_parts_config(struct ckpt_obj *o, const char *size_env, size_t size_floor,
+                            const char *min_env)
 {
     const char *v = getenv(size_env);
 
@@ -153,7 +152,7 @@ void ckpt_obj_parts_config(struct ckpt_obj *o, const char *size_env, size_t size
         o->part_min = o->part_size;
 }
 
-ckpt_status ckpt_obj_endpoint(struct ckpt_obj *o, const char *url, char *err)
+ckpt_status ckpt__obj_endpoint(struct ckpt_obj *o, const char *url, char *err)
 {
     const char *p = strstr(url, "://"), *slash;
     size_t n;
@@ -175,18 +174,18 @@ ckpt_status ckpt_obj_endpoint(struct ckpt_obj *o, const char *url, char *err)
     return CKPT_OK;
 }
 
-ckpt_status ckpt_obj_start(struct ckpt_obj *o, const struct ckpt_store_config *cfg)
+ckpt_status ckpt__obj_start(struct ckpt_obj *o, const struct ckpt_store_config *cfg)
 {
     struct ckpt_http_opts ho;
 
     memset(&ho, 0, sizeof(ho));
     ho.max_handles = cfg && cfg->connections ? cfg->connections : 16;
     ho.max_rate_bps = cfg ? cfg->max_rate_bps : 0;
-    o->http = ckpt_http_new(&ho);
+    o->http = ckpt__http_new(&ho);
     return o->http ? CKPT_OK : CKPT_E_NOMEM;
 }
 
-void ckpt_obj_close(struct ckpt_store *st)
+void ckpt__obj_close(struct ckpt_store *st)
 {
     struct ckpt_obj *o = (struct ckpt_obj *)st;
 
@@ -194,8 +193,8 @@ void ckpt_obj_close(struct ckpt_store *st)
         return;
     if (o->d && o->d->close)
         o->d->close(o);
-    ckpt_http_free(o->http);
-    ckpt_throttle_destroy(&o->thr);
+    ckpt__http_free(o->http);
+    ckpt__throttle_destroy(&o->thr);
     pthread_mutex_destroy(&o->mu);
     free(o->base.url);
     free(o->container);
@@ -206,14 +205,14 @@ void ckpt_obj_close(struct ckpt_store *st)
     free(o);
 }
 
-void ckpt_obj_etag(const struct ckpt_obj *o, const struct ckpt_http_resp *resp, char *out)
+void ckpt__obj_etag(const struct ckpt_obj *o, const struct ckpt_http_resp *resp, char *out)
 {
     if (!out)
         return;
     out[0] = '\0';
-    if (o->d->etag_header && ckpt_http_header(resp, o->d->etag_header, out, CKPT_ETAG_MAX))
+    if (o->d->etag_header && ckpt__http_header(resp, o->d->etag_header, out, CKPT_ETAG_MAX))
         return;
-    ckpt_http_header(resp, "ETag", out, CKPT_ETAG_MAX);
+    ckpt__http_header(resp, "ETag", out, CKPT_ETAG_MAX);
 }
 
 /* ---- one request ---------------------------------------------------------- */
@@ -229,8 +228,8 @@ static void correct_clock(struct ckpt_obj *o, const struct ckpt_http_resp *resp,
 
     if (*kind != CKPT_RETRY_SKEW && !(o->d->skew_on_403 && resp->status == 403))
         return;
-    if (!ckpt_http_header(resp, "Date", date, sizeof(date)) ||
-        !ckpt_retry_skew_from_date(date, &off))
+    if (!ckpt__http_header(resp, "Date", date, sizeof(date)) ||
+        !ckpt__retry_skew_from_date(date, &off))
         return;
     if (*kind != CKPT_RETRY_SKEW && off <= SKEW_403_S && off >= -SKEW_403_S)
         return;
@@ -238,15 +237,15 @@ static void correct_clock(struct ckpt_obj *o, const struct ckpt_http_resp *resp,
     o->skew_s = off;
     pthread_mutex_unlock(&o->mu);
     *kind = CKPT_RETRY_SKEW;
-    ckpt_obj_log(o, CKPT_LOG_WARN, "%s: clock skew %lld s corrected", o->tag, (long long)off);
+    ckpt__obj_log(o, CKPT_LOG_WARN, "%s: clock skew %lld s corrected", o->tag, (long long)off);
 }
 
-ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
-                          struct ckpt_http_resp *resp, char *err)
+ckpt_status ckpt__obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
+                           struct ckpt_http_resp *resp, char *err)
 {
     const struct ckpt_obj_dialect *d = o->d;
     ckpt_status st;
-    struct ckpt_obj_call c;
+    struct ckpt__obj_call c;
     struct ckpt_obj_lines h;
     struct ckpt_retry r;
     ckpt_retry_kind kind;
@@ -259,12 +258,12 @@ ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
     st = d->prepare(o, &c);
     if (st != CKPT_OK)
         goto out;
-    ckpt_retry_begin(&r, &o->pol, &o->thr);
+    ckpt__retry_begin(&r, &o->pol, &o->thr);
     for (;;) {
-        ckpt_throttle_wait(&o->thr);
+        ckpt__throttle_wait(&o->thr);
         free(url);
         url = NULL;
-        ckpt_obj_lines_clear(&h);
+        ckpt__obj_lines_clear(&h);
         st = d->build(o, &c, &url, &h, err);
         if (st != CKPT_OK)
             goto out;
@@ -274,18 +273,17 @@ ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
                 rq->max_body ? rq->max_body : ERRBODY_MAX, rq->dst,
                 rq->watch ? rq->watch->fn : NULL, rq->watch ? rq->watch->arg : NULL
             };
-            ckpt_http_resp_free(resp);
-            st = ckpt_http_do(o->http, &hr, resp);
+            ckpt__http_resp_free(resp);
+            st = ckpt__http_do(o->http, &hr, resp);
         }
-        ckpt_obj_lines_clear(&h); /* the signature does not outlive its request */
+        ckpt__obj_lines_clear(&h); /* the signature does not outlive its request */
         if (st == CKPT_E_NOMEM)
             goto out;
         code[0] = '\0';
         d->reply(o, &c, resp, code, sizeof(code));
         if (d->redirect && d->redirect(o, &c, resp))
             continue;
-        st = ckpt_retry_classify(resp->status, resp->curl_code, code[0] ? code : NULL,
-                                 &kind);
+        st = ckpt__retry_classify(resp->status, resp->curl_code, code[0] ? code : NULL, &kind);
         /* A body cut at max_body is the caller's business (too large), not
          * a damaged transfer: never retried, never checked. */
         if (st == CKPT_OK && rq->digest_check && resp->status == 200 &&
@@ -296,7 +294,7 @@ ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
             snprintf(code, sizeof(code), "BodyMD5Mismatch");
         }
         if (st == CKPT_OK) {
-            ckpt_throttle_note(&o->thr, 0);
+            ckpt__throttle_note(&o->thr, 0);
             break;
         }
         correct_clock(o, resp, &kind);
@@ -309,13 +307,13 @@ ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
         if (rq->ambiguous && kind != CKPT_RETRY_NEVER &&
             (resp->status == 0 || resp->status >= 500))
             *rq->ambiguous = 1;
-        if (!ckpt_retry_again(&r, kind))
+        if (!ckpt__retry_again(&r, kind))
             break;
-        ckpt_obj_log(o, CKPT_LOG_DEBUG, "%s (attempt %u, retrying)", err ? err : o->tag,
-                     r.attempt);
+        ckpt__obj_log(o, CKPT_LOG_DEBUG, "%s (attempt %u, retrying)", err ? err : o->tag,
+                      r.attempt);
     }
 out:
-    ckpt_obj_lines_clear(&h);
+    ckpt__obj_lines_clear(&h);
     free(url);
     free(c.path);
     free(c.path_enc);

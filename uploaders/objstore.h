@@ -14,7 +14,7 @@
  * and where its error codes are.
  *
  * A backend's handle starts with a struct ckpt_obj (then its own fields);
- * it is opened with ckpt_obj_open and ckpt_obj_start, and its function
+ * it is opened with ckpt__obj_open and ckpt__obj_start, and its function
  * table is CKPT_OBJ_OPS(scheme). Locking: `mu` guards `skew_s` and whatever
  * the dialect changes after open (S3: the region, role credentials); the
  * rest is fixed at open. The transport, retry policy and throttle are
@@ -57,7 +57,7 @@ struct ckpt_obj_rq {
 /* A request across its attempts, as the dialect sees it. prepare() fills
  * the path and whatever digests of the body it signs; the core frees the
  * paths. */
-struct ckpt_obj_call {
+struct ckpt__obj_call {
     const struct ckpt_obj_rq *rq;
     char *path;               /* the URL path as signed (SigV4: raw) */
     char *path_enc;           /* the URL path as sent */
@@ -75,13 +75,13 @@ struct ckpt_obj_lines {
     size_t n;
     int oom;                  /* an allocation failed or the table was full */
 };
-void ckpt_obj_line(struct ckpt_obj_lines *l, const char *fmt, ...)
+void ckpt__obj_line(struct ckpt_obj_lines *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void ckpt_obj_lines_clear(struct ckpt_obj_lines *l);
+void ckpt__obj_lines_clear(struct ckpt_obj_lines *l);
 /* Split a "Name: value" line: the name into `name` (n bytes), *value to the
  * text after the colon and its blanks. @return 1, or 0 if the name did not
  * fit. */
-int ckpt_obj_split(const char *line, char *name, size_t n, const char **value);
+int ckpt__obj_split(const char *line, char *name, size_t n, const char **value);
 
 /* A multipart upload (S3 parts, Azure blocks) in progress. */
 struct ckpt_obj_parts {
@@ -129,18 +129,18 @@ struct ckpt_obj_dialect {
     int skew_on_403;          /* a 403 with a Date > 10 min off is our clock */
     const struct ckpt_obj_listing *listing;
     /* Once per request: c->path, c->path_enc and the body's digests. */
-    ckpt_status (*prepare)(struct ckpt_obj *o, struct ckpt_obj_call *c);
+    ckpt_status (*prepare)(struct ckpt_obj *o, struct ckpt__obj_call *c);
     /* Every attempt: the URL (malloc'd) and the signed header lines. A
      * failure (credentials, signing) ends the request; detail in err. */
-    ckpt_status (*build)(struct ckpt_obj *o, struct ckpt_obj_call *c, char **url,
+    ckpt_status (*build)(struct ckpt_obj *o, struct ckpt__obj_call *c, char **url,
                          struct ckpt_obj_lines *h, char *err);
     /* The service's error code of a reply into code ("" if none); may turn a
      * 200 that carries an error into its real status. */
-    void (*reply)(struct ckpt_obj *o, const struct ckpt_obj_call *c,
-                  struct ckpt_http_resp *resp, char *code, size_t n);
+    void (*reply)(struct ckpt_obj *o, const struct ckpt__obj_call *c, struct ckpt_http_resp *resp,
+                  char *code, size_t n);
     /* 1: the reply says where the request must go instead (S3: the bucket's
      * region, now set), and it is made again. NULL: never. */
-    int (*redirect)(struct ckpt_obj *o, struct ckpt_obj_call *c,
+    int (*redirect)(struct ckpt_obj *o, struct ckpt__obj_call *c,
                     const struct ckpt_http_resp *resp);
     /* Whether a reply's digest (ETag, Content-MD5) shows `buf`: 1 yes, 0 it
      * shows other bytes, -1 it carries no usable digest. */
@@ -192,40 +192,39 @@ struct ckpt_obj {
     int64_t skew_s;           /* server clock - local clock */
 };
 
-/* Release a handle opened by ckpt_obj_open (the store op `close`). */
-void ckpt_obj_close(struct ckpt_store *st);
+/* Release a handle opened by ckpt__obj_open (the store op `close`). */
+void ckpt__obj_close(struct ckpt_store *st);
 
 /* Open the common part of a handle `o` (zeroed, allocated by the backend
- * with its own fields after it, freed by ckpt_obj_close): locks, retry policy (cfg->retry_budget_ms),
- * logging, the URL "xx://container/prefix" split and checked (`noun`
+ * with its own fields after it, freed by ckpt__obj_close): locks, retry policy
+ * (cfg->retry_budget_ms), logging, the URL "xx://container/prefix" split and checked (`noun`
  * "bucket" or "container" for the message). The capabilities every object
  * store has are declared (ranges, packs, latency-bound, 8 MiB chunks); the
  * backend adds CKPT_STORE_CONDITIONAL when the service enforces it. After a
- * failure, and in any case once initialised, ckpt_obj_close releases it. */
-ckpt_status ckpt_obj_open(struct ckpt_obj *o, const struct ckpt_store_ops *ops,
-                          const struct ckpt_obj_dialect *d, const char *tag,
-                          const char *url, const char *noun,
-                          const struct ckpt_store_config *cfg, char *err);
+ * failure, and in any case once initialised, ckpt__obj_close releases it. */
+ckpt_status ckpt__obj_open(struct ckpt_obj *o, const struct ckpt_store_ops *ops,
+                           const struct ckpt_obj_dialect *d, const char *tag, const char *url,
+                           const char *noun, const struct ckpt_store_config *cfg, char *err);
 /* Parts of `size_env` bytes (default 8 MiB, at least `size_floor`) for
  * objects above `min_env` bytes (default 64 MiB, at least one part). */
-void ckpt_obj_parts_config(struct ckpt_obj *o, const char *size_env, size_t size_floor,
-                           const char *min_env);
+void ckpt__obj_parts_config(struct ckpt_obj *o, const char *size_env, size_t size_floor,
+                            const char *min_env);
 /* Split an endpoint URL "scheme://host[:port][/path]" into o->ep_scheme,
  * ep_host and ep_path (without trailing '/').
  * @return CKPT_OK, CKPT_E_CONFIG (no "://"; detail in err), CKPT_E_NOMEM. */
-ckpt_status ckpt_obj_endpoint(struct ckpt_obj *o, const char *url, char *err);
+ckpt_status ckpt__obj_endpoint(struct ckpt_obj *o, const char *url, char *err);
 /* Start the transport (cfg->connections, cfg->max_rate_bps). */
-ckpt_status ckpt_obj_start(struct ckpt_obj *o, const struct ckpt_store_config *cfg);
+ckpt_status ckpt__obj_start(struct ckpt_obj *o, const struct ckpt_store_config *cfg);
 
 /* One request with the dialect's addressing and signing, retries, clock
  * correction and digest checks. On CKPT_OK resp holds the 2xx reply; on a
  * failure it may hold the last one. The caller frees resp in every case. */
-ckpt_status ckpt_obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
-                          struct ckpt_http_resp *resp, char *err);
+ckpt_status ckpt__obj_call(struct ckpt_obj *o, const struct ckpt_obj_rq *rq,
+                           struct ckpt_http_resp *resp, char *err);
 /* The object's etag from a reply into out (CKPT_ETAG_MAX bytes; NULL-safe). */
-void ckpt_obj_etag(const struct ckpt_obj *o, const struct ckpt_http_resp *resp, char *out);
+void ckpt__obj_etag(const struct ckpt_obj *o, const struct ckpt_http_resp *resp, char *out);
 /* Log at `lvl` under the subject "store". */
-void ckpt_obj_log(const struct ckpt_obj *o, ckpt_log_level lvl, const char *fmt, ...)
+void ckpt__obj_log(const struct ckpt_obj *o, ckpt_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

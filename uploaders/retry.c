@@ -28,7 +28,7 @@ static _Thread_local struct {
     char transport[256];
 } t_last;
 
-void ckpt_retry_note_transport(const char *errmsg)
+void ckpt__retry_note_transport(const char *errmsg)
 {
     snprintf(t_last.transport, sizeof t_last.transport, "%s", errmsg ? errmsg : "");
 }
@@ -47,7 +47,7 @@ static long env_long(const char *name, long def, long lo)
     return x;
 }
 
-void ckpt_retry_policy_init(struct ckpt_retry_policy *p)
+void ckpt__retry_policy_init(struct ckpt_retry_policy *p)
 {
     p->base_ms = env_long("CKPT_RETRY_BASE_MS", 200, 0);
     p->cap_ms = env_long("CKPT_RETRY_CAP_MS", 20000, 0);
@@ -57,9 +57,9 @@ void ckpt_retry_policy_init(struct ckpt_retry_policy *p)
     p->min_attempts = p->max_attempts < 6 ? p->max_attempts : 6;
 }
 
-void ckpt_retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms)
+void ckpt__retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms)
 {
-    ckpt_retry_policy_init(p);
+    ckpt__retry_policy_init(p);
     if (budget_ms)
         p->budget_ms = budget_ms > LONG_MAX ? LONG_MAX : (long)budget_ms;
 }
@@ -69,8 +69,8 @@ static int code_is(const char *code, const char *want)
     return code && strcmp(code, want) == 0;
 }
 
-ckpt_status ckpt_retry_classify(long http_status, int curl_code,
-                                const char *code, ckpt_retry_kind *kind)
+ckpt_status ckpt__retry_classify(long http_status, int curl_code, const char *code,
+                                 ckpt_retry_kind *kind)
 {
     ckpt_status st;
 
@@ -188,13 +188,13 @@ out:
     return st;
 }
 
-void ckpt_throttle_init(struct ckpt_throttle *t)
+void ckpt__throttle_init(struct ckpt_throttle *t)
 {
     pthread_mutex_init(&t->mu, NULL);
     t->delay_ms = 0;
 }
 
-void ckpt_throttle_destroy(struct ckpt_throttle *t)
+void ckpt__throttle_destroy(struct ckpt_throttle *t)
 {
     pthread_mutex_destroy(&t->mu);
 }
@@ -211,7 +211,7 @@ static void sleep_ms(long ms)
         ;
 }
 
-void ckpt_throttle_wait(struct ckpt_throttle *t)
+void ckpt__throttle_wait(struct ckpt_throttle *t)
 {
     long d;
 
@@ -221,7 +221,7 @@ void ckpt_throttle_wait(struct ckpt_throttle *t)
     sleep_ms(d);
 }
 
-void ckpt_throttle_note(struct ckpt_throttle *t, int throttled)
+void ckpt__throttle_note(struct ckpt_throttle *t, int throttled)
 {
     pthread_mutex_lock(&t->mu);
     if (throttled)
@@ -235,15 +235,15 @@ void ckpt_throttle_note(struct ckpt_throttle *t, int throttled)
     pthread_mutex_unlock(&t->mu);
 }
 
-void ckpt_retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
-                      struct ckpt_throttle *t)
+void ckpt__retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
+                       struct ckpt_throttle *t)
 {
     struct timespec ts;
 
     r->p = p;
     r->t = t;
     r->attempt = 0;
-    r->start_ms = ckpt_mono_ms();
+    r->start_ms = ckpt__mono_ms();
     clock_gettime(CLOCK_REALTIME, &ts);
     /* Per-request seed so that threads do not back off in lock step. */
     r->seed = (unsigned)ts.tv_nsec ^ (unsigned)(uintptr_t)r ^ (unsigned)getpid();
@@ -260,7 +260,7 @@ static void reason(char *out, size_t n)
         snprintf(out, n, "%s", curl_easy_strerror((CURLcode)t_last.curl));
 }
 
-int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
+int ckpt__retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
 {
     long ceiling, sleep, cap = r->p->cap_ms, budget = r->p->budget_ms;
     unsigned max = r->p->max_attempts, min = r->p->min_attempts;
@@ -273,8 +273,8 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
     if (kind == CKPT_RETRY_NEVER)
         goto out;
     if (r->t)
-        ckpt_throttle_note(r->t, kind == CKPT_RETRY_THROTTLE);
-    if (kind == CKPT_RETRY_CONNECT && !ckpt_retry_answered()) {
+        ckpt__throttle_note(r->t, kind == CKPT_RETRY_THROTTLE);
+    if (kind == CKPT_RETRY_CONNECT && !ckpt__retry_answered()) {
         /* Nothing has ever answered: most likely a wrong endpoint or a store
          * that is not running. Say so in seconds (retry.h). */
         const char *v = getenv("CKPT_RETRY_FAST_MS"), *a = getenv("CKPT_RETRY_FAST_ATTEMPTS");
@@ -287,8 +287,8 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
     }
     if (r->attempt >= max)
         goto out;
-    elapsed = ckpt_mono_ms() - r->start_ms;
-    if (deadline && ckpt_mono_ms() >= deadline)
+    elapsed = ckpt__mono_ms() - r->start_ms;
+    if (deadline && ckpt__mono_ms() >= deadline)
         goto out; /* a stop's deadline: no new attempt after it */
     if (kind == CKPT_RETRY_SKEW) {
         /* The caller corrected its clock from the reply: retry at once
@@ -305,7 +305,7 @@ int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind)
     if (ceiling > cap || ceiling < 0)
         ceiling = cap;
     sleep = ceiling > 0 ? (long)(rand_r(&r->seed) % (ceiling + 1)) : 0;
-    if (deadline && ckpt_mono_ms() + sleep >= deadline)
+    if (deadline && ckpt__mono_ms() + sleep >= deadline)
         goto out; /* the next attempt would start after the deadline */
     if ((obs = ckpt__retry_observer()) != NULL) {
         char why[300];
@@ -319,7 +319,7 @@ out:
     return again;
 }
 
-int ckpt_retry_skew_from_date(const char *date_hdr, int64_t *offset_s)
+int ckpt__retry_skew_from_date(const char *date_hdr, int64_t *offset_s)
 {
     time_t server;
     int ok = 0;

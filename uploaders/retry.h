@@ -2,7 +2,7 @@
  * retry.h -- the one place where object-store failures are classified and
  * retried (docs/stores.md, "Retries").
  *
- * Classification (ckpt_retry_classify) turns an HTTP reply (status, the
+ * Classification (ckpt__retry_classify) turns an HTTP reply (status, the
  * service's error code from the XML body or x-ms-error-code) or a transport
  * failure (CURLcode) into a ckpt_status and a retry kind:
  *   retry:    500, 502, 503 ServiceUnavailable, 504, 400 RequestTimeout,
@@ -67,15 +67,15 @@ struct ckpt_retry_policy {
 };
 
 /* Defaults overridden by the CKPT_RETRY_* environment variables. */
-void ckpt_retry_policy_init(struct ckpt_retry_policy *p);
+void ckpt__retry_policy_init(struct ckpt_retry_policy *p);
 /* The same, with a time budget of `budget_ms` when it is not 0 (a store's
  * configured retry_budget_ms, ahead of CKPT_RETRY_BUDGET_MS). */
-void ckpt_retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms);
+void ckpt__retry_policy_init_budget(struct ckpt_retry_policy *p, uint64_t budget_ms);
 
 /* Classify one attempt. `http_status` 0 means no reply arrived and
  * `curl_code` says why; `code` is the service error code or NULL. */
-ckpt_status ckpt_retry_classify(long http_status, int curl_code,
-                                const char *code, ckpt_retry_kind *kind);
+ckpt_status ckpt__retry_classify(long http_status, int curl_code, const char *code,
+                                 ckpt_retry_kind *kind);
 
 /* Client-wide throttle shared by every request of one store: each SlowDown
  * doubles a delay that every request waits before it is sent (up to 5 s);
@@ -84,10 +84,10 @@ struct ckpt_throttle {
     pthread_mutex_t mu;
     long delay_ms;
 };
-void ckpt_throttle_init(struct ckpt_throttle *t);
-void ckpt_throttle_destroy(struct ckpt_throttle *t);
-void ckpt_throttle_wait(struct ckpt_throttle *t);
-void ckpt_throttle_note(struct ckpt_throttle *t, int throttled);
+void ckpt__throttle_init(struct ckpt_throttle *t);
+void ckpt__throttle_destroy(struct ckpt_throttle *t);
+void ckpt__throttle_wait(struct ckpt_throttle *t);
+void ckpt__throttle_note(struct ckpt_throttle *t, int throttled);
 
 /* One request's retry state. */
 struct ckpt_retry {
@@ -97,19 +97,19 @@ struct ckpt_retry {
     int64_t start_ms;
     unsigned seed;
 };
-void ckpt_retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
-                      struct ckpt_throttle *t);
+void ckpt__retry_begin(struct ckpt_retry *r, const struct ckpt_retry_policy *p,
+                       struct ckpt_throttle *t);
 /* After a failed attempt of `kind`: sleeps the backoff and @return 1 when the
  * caller should try again, 0 when it must give up (never-retry kind,
  * attempts or budget exhausted). */
-int ckpt_retry_again(struct ckpt_retry *r, ckpt_retry_kind kind);
+int ckpt__retry_again(struct ckpt_retry *r, ckpt_retry_kind kind);
 
 /* The transport's detail of the failure being classified on this thread
  * (curl's error text), for the retry notice; http.c calls it. */
-void ckpt_retry_note_transport(const char *errmsg);
+void ckpt__retry_note_transport(const char *errmsg);
 
 /* Clock skew: seconds to add to the local clock so that it matches the
  * server's, from an HTTP Date header. @return 1 if parsed. */
-int ckpt_retry_skew_from_date(const char *date_hdr, int64_t *offset_s);
+int ckpt__retry_skew_from_date(const char *date_hdr, int64_t *offset_s);
 
 #endif

@@ -12,12 +12,12 @@ static atomic_int g_answered;           /* some store replied */
 static atomic_llong g_deadline_ms;      /* a stop's deadline, 0 none */
 static _Atomic(ckpt_retry_observer) g_observer;
 
-int ckpt_retry_answered(void)
+int ckpt__retry_answered(void)
 {
     return atomic_load(&g_answered);
 }
 
-void ckpt_retry_reset_answered(void)
+void ckpt__retry_reset_answered(void)
 {
     atomic_store(&g_answered, 0);
 }

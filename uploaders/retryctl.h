@@ -10,11 +10,11 @@
 #include "ckpt_store.h"
 
 /* Process-wide state, thread-safe (atomics).
- * ckpt_retry_answered(): 1 once any store replied in this process (set by
- * ckpt_retry_classify for every HTTP reply). ckpt_retry_reset_answered()
+ * ckpt__retry_answered(): 1 once any store replied in this process (set by
+ * ckpt__retry_classify for every HTTP reply). ckpt__retry_reset_answered()
  * is for tests. */
-int ckpt_retry_answered(void);
-void ckpt_retry_reset_answered(void);
+int ckpt__retry_answered(void);
+void ckpt__retry_reset_answered(void);
 /* For retry.c: mark that a store replied; the deadline set with
  * ckpt_retry_set_deadline (0: none); the observer (NULL: none). */
 void ckpt__retry_mark_answered(void);

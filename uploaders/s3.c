@@ -57,8 +57,8 @@ static ckpt_status snapshot(struct s3 *s, struct creds *c, char *err)
     memset(c, 0, sizeof(*c));
     pthread_mutex_lock(&s->o.mu);
     if (s->keys.expiry && (int64_t)time(NULL) + CRED_REFRESH_S >= s->keys.expiry) {
-        st = ckpt_aws_keys_role(&s->keys, s->o.base.cred_source,
-                                sizeof(s->o.base.cred_source), err);
+        st = ckpt__aws_keys_role(&s->keys, s->o.base.cred_source, sizeof(s->o.base.cred_source),
+                                 err);
         if (st != CKPT_OK && s->keys.ak && (int64_t)time(NULL) < s->keys.expiry)
             st = CKPT_OK;   /* old ones still valid: use them, retry later */
     }
@@ -75,8 +75,8 @@ static ckpt_status snapshot(struct s3 *s, struct creds *c, char *err)
 
 static void creds_wipe(struct creds *c)
 {
-    ckpt_wipe(c->sk, sizeof(c->sk));
-    ckpt_wipe_free(c->token);
+    ckpt__wipe(c->sk, sizeof(c->sk));
+    ckpt__wipe_free(c->token);
     c->token = NULL;
 }
 
@@ -103,7 +103,7 @@ static int use_crc(const struct s3 *s, const struct ckpt_obj_rq *rq)
 
 /* ---- requests ------------------------------------------------------------------ */
 
-static ckpt_status s3_prepare(struct ckpt_obj *o, struct ckpt_obj_call *c)
+static ckpt_status s3_prepare(struct ckpt_obj *o, struct ckpt__obj_call *c)
 {
     const struct s3 *s = S3(o);
     const struct ckpt_obj_rq *rq = c->rq;
@@ -115,18 +115,18 @@ static ckpt_status s3_prepare(struct ckpt_obj *o, struct ckpt_obj_call *c)
     if (rq->body && rq->len > 0 && !s->gcs)
         snprintf(c->sha256, sizeof(c->sha256), "UNSIGNED-PAYLOAD");
     else
-        ckpt_sha256_hex(rq->body ? rq->body : "", rq->len, c->sha256);
+        ckpt__sha256_hex(rq->body ? rq->body : "", rq->len, c->sha256);
     if (use_crc(s, rq))
-        ckpt_crc32c_base64(rq->body, rq->len, c->crc32c);
+        ckpt__crc32c_base64(rq->body, rq->len, c->crc32c);
     else
-        ckpt_md5_base64(rq->body ? rq->body : "", rq->len, c->md5);
+        ckpt__md5_base64(rq->body ? rq->body : "", rq->len, c->md5);
     /* The path as signed (S3 mode encodes it once) and as sent. */
     if (asprintf(&c->path, "%s%s%s/%s", o->ep_path, s->path_style ? "/" : "",
                  s->path_style ? o->container : "", rq->key ? rq->key : "") < 0) {
         c->path = NULL;
         return CKPT_E_NOMEM;
     }
-    c->path_enc = ckpt_uri_encode(c->path, strlen(c->path), 1);
+    c->path_enc = ckpt__uri_encode(c->path, strlen(c->path), 1);
     return c->path_enc ? CKPT_OK : CKPT_E_NOMEM;
 }
 
@@ -145,10 +145,10 @@ static void add(struct ckpt_obj_lines *h, struct signed_hdrs *sh, const char *na
     }
     sh->v[sh->n].name = name;
     sh->v[sh->n++].value = value;
-    ckpt_obj_line(h, "%s: %s", name, value);
+    ckpt__obj_line(h, "%s: %s", name, value);
 }
 
-static ckpt_status s3_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **url,
+static ckpt_status s3_build(struct ckpt_obj *o, struct ckpt__obj_call *c, char **url,
                             struct ckpt_obj_lines *h, char *err)
 {
     struct s3 *s = S3(o);
@@ -172,7 +172,7 @@ static ckpt_status s3_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **
         st = CKPT_E_NOMEM;
         goto out;
     }
-    ckpt_sigv4_amz_date((long long)time(NULL) + cr.skew_s, amz);
+    ckpt__sigv4_amz_date((long long)time(NULL) + cr.skew_s, amz);
     add(h, &sh, "Host", host);
     add(h, &sh, "x-amz-date", amz);
     add(h, &sh, "x-amz-content-sha256", c->sha256);
@@ -184,7 +184,7 @@ static ckpt_status s3_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **
         add(h, &sh, "x-amz-security-token", cr.token);
     for (i = 0; i < rq->nhdrs; i++) {
         const char *v;
-        if (!ckpt_obj_split(rq->hdrs[i], names[i], sizeof(names[i]), &v)) {
+        if (!ckpt__obj_split(rq->hdrs[i], names[i], sizeof(names[i]), &v)) {
             st = CKPT_E_INTERNAL;
             goto out;
         }
@@ -207,25 +207,25 @@ static ckpt_status s3_build(struct ckpt_obj *o, struct ckpt_obj_call *c, char **
     in.region = cr.region;
     in.service = "s3";
     in.amz_date = amz;
-    st = ckpt_sigv4_sign(&in, &auth, NULL, NULL);
+    st = ckpt__sigv4_sign(&in, &auth, NULL, NULL);
     if (st == CKPT_OK)
-        ckpt_obj_line(h, "Authorization: %s", auth);
+        ckpt__obj_line(h, "Authorization: %s", auth);
     if (st == CKPT_OK && h->oom)
         st = CKPT_E_NOMEM;
 out:
     creds_wipe(&cr);
-    ckpt_wipe_free(auth);
+    ckpt__wipe_free(auth);
     return st;
 }
 
-static void s3_reply(struct ckpt_obj *o, const struct ckpt_obj_call *c,
+static void s3_reply(struct ckpt_obj *o, const struct ckpt__obj_call *c,
                      struct ckpt_http_resp *resp, char *code, size_t n)
 {
     (void)o;
     if (resp->status >= 300 && resp->body && resp->len)
-        ckpt_xml_find(resp->body, resp->len, "Error/Code", code, n);
+        ckpt__xml_find(resp->body, resp->len, "Error/Code", code, n);
     if (resp->status == 200 && c->rq->body_error_check && resp->body &&
-        ckpt_xml_find(resp->body, resp->len, "Error/Code", code, n)) {
+        ckpt__xml_find(resp->body, resp->len, "Error/Code", code, n)) {
         /* CompleteMultipartUpload's "200 with an error inside". */
         resp->status = strcmp(code, "InternalError") == 0 ? 500
                        : strcmp(code, "SlowDown") == 0     ? 503
@@ -235,14 +235,14 @@ static void s3_reply(struct ckpt_obj *o, const struct ckpt_obj_call *c,
 
 /* Region discovery: AWS names the bucket's region on a redirect or an
  * AuthorizationHeaderMalformed 400. */
-static int s3_redirect(struct ckpt_obj *o, struct ckpt_obj_call *c,
+static int s3_redirect(struct ckpt_obj *o, struct ckpt__obj_call *c,
                        const struct ckpt_http_resp *resp)
 {
     struct s3 *s = S3(o);
     char region[256];
 
     if ((resp->status != 301 && resp->status != 307 && resp->status != 400) ||
-        !ckpt_http_header(resp, "x-amz-bucket-region", region, sizeof(region)) ||
+        !ckpt__http_header(resp, "x-amz-bucket-region", region, sizeof(region)) ||
         strcmp(region, c->region) == 0 || c->redirects++ >= 2)
         return 0;
     pthread_mutex_lock(&o->mu);
@@ -251,7 +251,7 @@ static int s3_redirect(struct ckpt_obj *o, struct ckpt_obj_call *c,
     if (!s->region)
         s->region = strdup("us-east-1");
     pthread_mutex_unlock(&o->mu);
-    ckpt_obj_log(o, CKPT_LOG_INFO, "s3: bucket %s is in region %s", o->container, region);
+    ckpt__obj_log(o, CKPT_LOG_INFO, "s3: bucket %s is in region %s", o->container, region);
     return 1;
 }
 
@@ -280,9 +280,9 @@ static int s3_holds(const struct ckpt_http_resp *resp, const void *buf, size_t l
 {
     char et[CKPT_ETAG_MAX], want[33], got[33];
 
-    if (!ckpt_http_header(resp, "ETag", et, sizeof(et)) || !is_md5_etag(et, want))
+    if (!ckpt__http_header(resp, "ETag", et, sizeof(et)) || !is_md5_etag(et, want))
         return -1;
-    ckpt_md5_hex(buf, len, got);
+    ckpt__md5_hex(buf, len, got);
     return strcmp(want, got) == 0;
 }
 
@@ -340,19 +340,19 @@ static ckpt_status mpu_begin(struct ckpt_obj *o, struct ckpt_obj_parts *mp, char
     {
         struct ckpt_obj_rq rq = { .method = "POST", .key = mp->key, .query = "uploads=",
                                   .hdrs = hdrs, .nhdrs = nh };
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
     }
     if (st == CKPT_OK && resp.body)
-        ckpt_xml_find(resp.body, resp.len, "InitiateMultipartUploadResult/UploadId", id,
-                      sizeof(id));
-    ckpt_http_resp_free(&resp);
+        ckpt__xml_find(resp.body, resp.len, "InitiateMultipartUploadResult/UploadId", id,
+                       sizeof(id));
+    ckpt__http_resp_free(&resp);
     if (st != CKPT_OK)
         return st;
     if (!id[0]) {
         ckpt__seterr(err, "s3 multipart: no UploadId in reply");
         return CKPT_E_CORRUPT;
     }
-    mp->id = ckpt_uri_encode(id, strlen(id), 0);
+    mp->id = ckpt__uri_encode(id, strlen(id), 0);
     return mp->id ? CKPT_OK : CKPT_E_NOMEM;
 }
 
@@ -384,11 +384,10 @@ static void mpu_abort(struct ckpt_obj *o, struct ckpt_obj_parts *mp)
         return;
     {
         struct ckpt_obj_rq rq = { .method = "DELETE", .key = mp->key, .query = q };
-        if (ckpt_obj_call(o, &rq, &resp, abort_err) != CKPT_OK)
-            ckpt_obj_log(o, CKPT_LOG_WARN, "s3: abort of multipart upload failed: %s",
-                         abort_err);
+        if (ckpt__obj_call(o, &rq, &resp, abort_err) != CKPT_OK)
+            ckpt__obj_log(o, CKPT_LOG_WARN, "s3: abort of multipart upload failed: %s", abort_err);
     }
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(q);
 }
 
@@ -433,15 +432,15 @@ static ckpt_status s3_del_batch(struct ckpt_obj *o, const char *const *keys, siz
     int attempt, bad;
 
     memset(&resp, 0, sizeof(resp));
-    bad = ckpt_xml_raw_append(&xml, &xlen, &xcap,
-                              "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-                              "<Quiet>true</Quiet>");
+    bad = ckpt__xml_raw_append(&xml, &xlen, &xcap,
+                               "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                               "<Quiet>true</Quiet>");
     for (i = 0; i < n && !bad; i++)
-        bad = ckpt_xml_raw_append(&xml, &xlen, &xcap, "<Object><Key>") ||
-              ckpt_xml_escape_append(&xml, &xlen, &xcap, o->prefix) ||
-              ckpt_xml_escape_append(&xml, &xlen, &xcap, keys[i]) ||
-              ckpt_xml_raw_append(&xml, &xlen, &xcap, "</Key></Object>");
-    if (bad || ckpt_xml_raw_append(&xml, &xlen, &xcap, "</Delete>")) {
+        bad = ckpt__xml_raw_append(&xml, &xlen, &xcap, "<Object><Key>") ||
+              ckpt__xml_escape_append(&xml, &xlen, &xcap, o->prefix) ||
+              ckpt__xml_escape_append(&xml, &xlen, &xcap, keys[i]) ||
+              ckpt__xml_raw_append(&xml, &xlen, &xcap, "</Key></Object>");
+    if (bad || ckpt__xml_raw_append(&xml, &xlen, &xcap, "</Delete>")) {
         st = CKPT_E_NOMEM;
         goto out;
     }
@@ -452,15 +451,15 @@ static ckpt_status s3_del_batch(struct ckpt_obj *o, const char *const *keys, siz
         struct ckpt_obj_rq rq = { .method = "POST", .query = "delete=", .body = xml,
                                   .len = xlen, .max_body = 4 * MIB };
         memset(&d, 0, sizeof(d));
-        st = ckpt_obj_call(o, &rq, &resp, err);
+        st = ckpt__obj_call(o, &rq, &resp, err);
         if (st != CKPT_OK)
             goto out;
-        if (ckpt_xml_parse(resp.body, resp.len, del_cb, &d) != CKPT_OK) {
+        if (ckpt__xml_parse(resp.body, resp.len, del_cb, &d) != CKPT_OK) {
             st = CKPT_E_CORRUPT;
             ckpt__seterr(err, "s3 delete: malformed reply");
             goto out;
         }
-        ckpt_http_resp_free(&resp);
+        ckpt__http_resp_free(&resp);
         if (!d.errors)
             goto out;
         st = strcmp(d.first_code, "AccessDenied") == 0 ? CKPT_E_AUTH : CKPT_E_TRANSIENT;
@@ -470,7 +469,7 @@ static ckpt_status s3_del_batch(struct ckpt_obj *o, const char *const *keys, siz
             goto out;
     }
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     free(xml);
     return st;
 }
@@ -478,9 +477,9 @@ out:
 /* ---- listing: ListObjectsV2 ------------------------------------------------- */
 
 static const struct ckpt_obj_listing s3_listing = {
-    "list-type=2", "max-keys", "continuation-token", "ListBucketResult", "Contents", "Key",
-    "Size", "LastModified", "NextContinuationToken", "IsTruncated", ckpt_aws_time,
-    LIST_BODY_MAX
+    "list-type=2",  "max-keys",   "continuation-token", "ListBucketResult",      "Contents",
+    "Key",          "Size",       "LastModified",       "NextContinuationToken", "IsTruncated",
+    ckpt__aws_time, LIST_BODY_MAX
 };
 
 /* ---- the dialects ------------------------------------------------------------ */
@@ -493,7 +492,7 @@ static void s3_free(struct ckpt_obj *o)
     free(s->sse);
     free(s->kms_key);
     free(s->region);
-    ckpt_aws_keys_free(&s->keys);
+    ckpt__aws_keys_free(&s->keys);
 }
 
 #define S3_DIALECT(etag_hdr, batch)                                           \

@@ -5,7 +5,7 @@
 #ifndef CKPT_S3_H
 #define CKPT_S3_H
 
-#include "creds.h"
+#include "creds_aws.h"
 #include "objstore.h"
 
 struct s3 {

@@ -1,5 +1,5 @@
 /*
- * s3_open.c -- opening an s3:// or gs:// store: credentials (creds.h),
+ * s3_open.c -- opening an s3:// or gs:// store: credentials (creds_aws.h),
  * region, endpoint and addressing style, the checksum, multipart and
  * encryption settings, and whether conditional writes are enforced.
  *
@@ -56,11 +56,11 @@ static ckpt_status endpoint(struct s3 *s, const struct ckpt_aws_profile *prof, i
             ep = "https://storage.googleapis.com";
         s->path_style = 1;
     } else {
-        ep = ckpt_aws_endpoint(prof);
+        ep = ckpt__aws_endpoint(prof);
         s->path_style = prof->path_style;
     }
     if (ep) {
-        st = ckpt_obj_endpoint(&s->o, ep, err);
+        st = ckpt__obj_endpoint(&s->o, ep, err);
         if (st != CKPT_OK)
             return st;
         if ((strcmp(s->o.ep_scheme, "https") != 0 && strcmp(s->o.ep_scheme, "http") != 0) ||
@@ -92,7 +92,7 @@ static ckpt_status checksum(struct s3 *s, char *err)
 {
     const char *v = getenv("CKPT_S3_CHECKSUM");
     char crcbuf[9];
-    int have_crc = ckpt_crc32c_base64("", 0, crcbuf);
+    int have_crc = ckpt__crc32c_base64("", 0, crcbuf);
 
     if (!v || !*v || strcmp(v, "auto") == 0) {
         size_t hl = strlen(s->o.ep_host);
@@ -134,8 +134,8 @@ static ckpt_status settings(struct s3 *s, const struct ckpt_store_config *cfg, c
     return CKPT_OK;
 }
 
-ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *cfg,
-                               struct ckpt_store **out, char *err)
+ckpt_status ckpt__store_s3_open(const char *url, const struct ckpt_store_config *cfg,
+                                struct ckpt_store **out, char *err)
 {
     ckpt_status st;
     struct s3 *s = NULL;
@@ -157,14 +157,14 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
         goto out;
     }
     s->gcs = gcs;
-    st = ckpt_obj_open(&s->o, gcs ? &gs_ops : &s3_ops, gcs ? &ckpt_gs_dialect : &ckpt_s3_dialect,
-                       gcs ? "gs" : "s3", url, "bucket", cfg, err);
+    st = ckpt__obj_open(&s->o, gcs ? &gs_ops : &s3_ops, gcs ? &ckpt_gs_dialect : &ckpt_s3_dialect,
+                        gcs ? "gs" : "s3", url, "bucket", cfg, err);
     if (st != CKPT_OK)
         goto out;
-    ckpt_aws_profile_load(&prof);
-    ckpt_aws_keys_static(gcs, &prof, &s->keys, s->o.base.cred_source,
-                         sizeof(s->o.base.cred_source));
-    s->region = strdup(gcs ? "auto" : ckpt_aws_region(&prof));
+    ckpt__aws_profile_load(&prof);
+    ckpt__aws_keys_static(gcs, &prof, &s->keys, s->o.base.cred_source,
+                          sizeof(s->o.base.cred_source));
+    s->region = strdup(gcs ? "auto" : ckpt__aws_region(&prof));
     if (!s->region) {
         st = CKPT_E_NOMEM;
         goto out;
@@ -175,8 +175,8 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
     /* The instance role last, for s3:// only. */
     if (!s->keys.ak && !gcs) {
         pthread_mutex_lock(&s->o.mu);
-        st = ckpt_aws_keys_role(&s->keys, s->o.base.cred_source,
-                                sizeof(s->o.base.cred_source), err);
+        st = ckpt__aws_keys_role(&s->keys, s->o.base.cred_source, sizeof(s->o.base.cred_source),
+                                 err);
         pthread_mutex_unlock(&s->o.mu);
         if (st != CKPT_OK)
             goto out;
@@ -201,9 +201,9 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
         st = settings(s, cfg, err);
     if (st != CKPT_OK)
         goto out;
-    ckpt_obj_parts_config(&s->o, "CKPT_S3_PART_SIZE", 1024 * 1024, "CKPT_S3_MULTIPART_MIN");
+    ckpt__obj_parts_config(&s->o, "CKPT_S3_PART_SIZE", 1024 * 1024, "CKPT_S3_MULTIPART_MIN");
     s->o.page_size = 1000;   /* ListObjectsV2's most */
-    st = ckpt_obj_start(&s->o, cfg);
+    st = ckpt__obj_start(&s->o, cfg);
     if (st != CKPT_OK)
         goto out;
     if (s->default_ep)
@@ -212,14 +212,13 @@ ckpt_status ckpt_store_s3_open(const char *url, const struct ckpt_store_config *
     else
         snprintf(s->o.base.endpoint, sizeof(s->o.base.endpoint), "%s://%.150s%.60s (region %.30s)",
                  s->o.ep_scheme, s->o.ep_host, s->o.ep_path, s->region);
-    ckpt_obj_log(&s->o, CKPT_LOG_DEBUG, "%s: bucket %s prefix '%s' region %s %s-style%s",
-                 s->o.tag, s->o.container, s->o.prefix, s->region,
-                 s->path_style ? "path" : "virtual-host",
-                 conditional ? "" : ", conditional puts not enforced");
+    ckpt__obj_log(&s->o, CKPT_LOG_DEBUG, "%s: bucket %s prefix '%s' region %s %s-style%s", s->o.tag,
+                  s->o.container, s->o.prefix, s->region, s->path_style ? "path" : "virtual-host",
+                  conditional ? "" : ", conditional puts not enforced");
     *out = &s->o.base;
     s = NULL;
 out:
-    ckpt_aws_profile_free(&prof);
-    ckpt_obj_close(s ? &s->o.base : NULL);
+    ckpt__aws_profile_free(&prof);
+    ckpt__obj_close(s ? &s->o.base : NULL);
     return st;
 }

@@ -45,7 +45,7 @@ static void sb_puts(struct sbuf *b, const char *s)
     sb_putn(b, s, strlen(s));
 }
 
-void ckpt_sigv4_amz_date(long long t, char out[17])
+void ckpt__sigv4_amz_date(long long t, char out[17])
 {
     time_t tt = (time_t)t;
     struct tm tm;
@@ -109,7 +109,7 @@ static char *canonical_query(const char *q, int *oom)
 {
     struct sbuf b = { 0 };
     struct ckpt_query_param *ps = NULL;
-    long np = ckpt_query_split(q, &ps), i;
+    long np = ckpt__query_split(q, &ps), i;
 
     sb_puts(&b, "");
     if (np < 0) {
@@ -118,8 +118,8 @@ static char *canonical_query(const char *q, int *oom)
         goto done;
     }
     for (i = 0; i < np; i++) {
-        char *name = ckpt_uri_encode(ps[i].name, ps[i].name_len, 0);
-        char *value = ckpt_uri_encode(ps[i].value, ps[i].value_len, 0);
+        char *name = ckpt__uri_encode(ps[i].name, ps[i].name_len, 0);
+        char *value = ckpt__uri_encode(ps[i].value, ps[i].value_len, 0);
         free(ps[i].name);
         free(ps[i].value);
         ps[i].name = name;
@@ -139,7 +139,7 @@ static char *canonical_query(const char *q, int *oom)
         sb_puts(&b, ps[i].value);
     }
 done:
-    ckpt_query_free(ps, np);
+    ckpt__query_free(ps, np);
     *oom = b.oom;
     return b.p;
 }
@@ -198,12 +198,11 @@ static char *trim_collapse(const char *s)
 static void hmac256(const void *key, size_t klen, const char *msg,
                     unsigned char out[32])
 {
-    ckpt_hmac_sha256(key, klen, msg, strlen(msg), out);
+    ckpt__hmac_sha256(key, klen, msg, strlen(msg), out);
 }
 
-ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
-                            char **authorization, char **canonical_out,
-                            char **sts_out)
+ckpt_status ckpt__sigv4_sign(const struct ckpt_sigv4_input *in, char **authorization,
+                             char **canonical_out, char **sts_out)
 {
     static const char hex[] = "0123456789abcdef";
     ckpt_status st = CKPT_OK;
@@ -237,7 +236,7 @@ ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
         st = CKPT_E_NOMEM;
         goto out;
     }
-    enc = ckpt_uri_encode(path, strlen(path), 1);
+    enc = ckpt__uri_encode(path, strlen(path), 1);
     if (!enc) {
         st = CKPT_E_NOMEM;
         goto out;
@@ -295,7 +294,7 @@ ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
     }
 
     /* 2. String to sign. */
-    ckpt_sha256_hex(cr.p, cr.len, crhash);
+    ckpt__sha256_hex(cr.p, cr.len, crhash);
     snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", date, in->region,
              in->service);
     sb_puts(&sts, "AWS4-HMAC-SHA256\n");
@@ -349,11 +348,11 @@ ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
 out:
     /* The signing key material is secret: wipe it. */
     if (kbuf.p)
-        ckpt_wipe(kbuf.p, kbuf.len);
-    ckpt_wipe(k1, sizeof(k1));
-    ckpt_wipe(k2, sizeof(k2));
-    ckpt_wipe(k3, sizeof(k3));
-    ckpt_wipe(k4, sizeof(k4));
+        ckpt__wipe(kbuf.p, kbuf.len);
+    ckpt__wipe(k1, sizeof(k1));
+    ckpt__wipe(k2, sizeof(k2));
+    ckpt__wipe(k3, sizeof(k3));
+    ckpt__wipe(k4, sizeof(k4));
     free(kbuf.p);
     for (i = 0; i < nh; i++) {
         free(hs[i].name);

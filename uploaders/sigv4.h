@@ -49,11 +49,10 @@ struct ckpt_sigv4_input {
  * canonical_out and sts_out (may be NULL) receive the malloc'd canonical
  * request and string to sign, for tests and debugging (they hold no secret).
  * @return CKPT_OK, CKPT_E_INVAL (bad date or missing field), CKPT_E_NOMEM. */
-ckpt_status ckpt_sigv4_sign(const struct ckpt_sigv4_input *in,
-                            char **authorization, char **canonical_out,
-                            char **sts_out);
+ckpt_status ckpt__sigv4_sign(const struct ckpt_sigv4_input *in, char **authorization,
+                             char **canonical_out, char **sts_out);
 
 /* "YYYYMMDDTHHMMSSZ" for time t (UTC). out: 17 bytes. */
-void ckpt_sigv4_amz_date(long long t, char out[17]);
+void ckpt__sigv4_amz_date(long long t, char out[17]);
 
 #endif

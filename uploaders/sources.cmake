@@ -9,7 +9,7 @@
 #   retryctl.c            the process-wide retry controls (ckpt_store.h),
 #                         built whatever backends are
 #   objstore.c, objops.c  the object-store core, shared by S3/GCS and Azure
-#   http.c, retry.c       the HTTP transport (include/ckpt_http.h), retries
+#   http.c, retry.c       the HTTP transport (include/ckpt_http.h, internal), retries
 #   xml.c, digest.c       reply parsing; digests and encodings
 #   s3*.c, sigv4.c,       the S3/GCS dialect, SigV4, AWS credentials
 #     creds_aws.c, imds.c   (instance roles through IMDSv2)
@@ -34,11 +34,8 @@ endif()
 # linked: once is enough.
 list(REMOVE_DUPLICATES CKPT_STORE_SRC)
 
-# The public headers: the store interface always, the HTTP transport when it
-# is built.
+# The public header: the store interface. include/ckpt_http.h (the HTTP
+# transport) is internal: ckptrun includes it from the tree, nothing
+# installs it (its header says why).
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/include/ckpt_store.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-if(CKPT_WITH_S3 OR CKPT_WITH_AZURE)
-  install(FILES ${CMAKE_CURRENT_LIST_DIR}/include/ckpt_http.h
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-endif()

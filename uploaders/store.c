@@ -55,7 +55,7 @@ static ckpt_status config_from_env(const struct ckpt_store_config *in, int s3,
             c->sse_kms_key_id = v;
     }
     if (!c->max_rate_bps && (v = getenv("CKPT_MAX_RATE")) && *v &&
-        ckpt_parse_size(v, &c->max_rate_bps, NULL) != 0) {
+        ckpt__parse_size(v, &c->max_rate_bps, NULL) != 0) {
         ckpt__seterr(err,
                      "CKPT_MAX_RATE='%.40s': expected bytes per second "
                      "like 50M or 1G",
@@ -120,7 +120,7 @@ static ckpt_status opened(ckpt_status st, struct ckpt_store *const *out,
     const struct ckpt_store *s = st == CKPT_OK ? *out : NULL; /* after the open, not before */
     ckpt_log_fn fn = c->log_fn && c->log_level <= CKPT_LOG_WARN ? c->log_fn : notice_fn;
     void *user = c->log_fn && c->log_level <= CKPT_LOG_WARN ? c->log_user : notice_user;
-    if (s && fn && ckpt_http_cleartext_remote(s->endpoint) && ckpt_http_cleartext_first()) {
+    if (s && fn && ckpt__http_cleartext_remote(s->endpoint) && ckpt__http_cleartext_first()) {
         char msg[400];
         snprintf(msg, sizeof msg, "endpoint %.*s is plain http and not on this machine: "
                  "requests, signatures and any session token travel unencrypted "
@@ -142,14 +142,14 @@ static ckpt_status open_FILE(const char *url, const struct ckpt_store_config *cf
         ckpt__seterr(err, "file store URL must be file:///absolute/path: %.400s", url);
         return CKPT_E_CONFIG;
     }
-    return ckpt_store_file_open(url + 7, cfg, out, err);
+    return ckpt__store_file_open(url + 7, cfg, out, err);
 }
 
 static ckpt_status open_S3(const char *url, const struct ckpt_store_config *cfg,
                            struct ckpt_store **out, char *err)
 {
 #ifdef CKPT_WITH_S3
-    return opened(ckpt_store_s3_open(url, cfg, out, err), out, cfg);
+    return opened(ckpt__store_s3_open(url, cfg, out, err), out, cfg);
 #else
     (void)cfg, (void)out;
     ckpt__seterr(err, "%.*s:// stores are not compiled into this build", (int)strcspn(url, ":"),
@@ -162,7 +162,7 @@ static ckpt_status open_AZURE(const char *url, const struct ckpt_store_config *c
                               struct ckpt_store **out, char *err)
 {
 #ifdef CKPT_WITH_AZURE
-    return opened(ckpt_store_az_open(url, cfg, out, err), out, cfg);
+    return opened(ckpt__store_az_open(url, cfg, out, err), out, cfg);
 #else
     (void)cfg, (void)out;
     ckpt__seterr(err, "%.*s:// stores are not compiled into this build", (int)strcspn(url, ":"),

@@ -92,8 +92,7 @@ static void on_doctype(void *u, const XML_Char *name, const XML_Char *sysid,
     stop(u);
 }
 
-ckpt_status ckpt_xml_parse(const char *doc, size_t len, ckpt_xml_cb cb,
-                           void *user)
+ckpt_status ckpt__xml_parse(const char *doc, size_t len, ckpt_xml_cb cb, void *user)
 {
     struct pstate s;
     ckpt_status st = CKPT_OK;
@@ -125,7 +124,7 @@ out:
     return st;
 }
 
-int ckpt_xml_escape_append(char **buf, size_t *len, size_t *cap, const char *s)
+int ckpt__xml_escape_append(char **buf, size_t *len, size_t *cap, const char *s)
 {
     int rc = 0;
 
@@ -163,7 +162,7 @@ out:
     return rc;
 }
 
-int ckpt_xml_raw_append(char **buf, size_t *len, size_t *cap, const char *s)
+int ckpt__xml_raw_append(char **buf, size_t *len, size_t *cap, const char *s)
 {
     size_t n = strlen(s);
     int rc = 0;
@@ -205,13 +204,12 @@ static int find_cb(void *u, const char *path, const char *text, size_t len)
     return 0;
 }
 
-int ckpt_xml_find(const char *doc, size_t len, const char *path, char *out,
-                  size_t outlen)
+int ckpt__xml_find(const char *doc, size_t len, const char *path, char *out, size_t outlen)
 {
     struct find f = { path, out, outlen, 0 };
 
     if (!doc || !len)
         return 0;
-    ckpt_xml_parse(doc, len, find_cb, &f);
+    ckpt__xml_parse(doc, len, find_cb, &f);
     return f.found;
 }

@@ -17,18 +17,16 @@
 typedef int (*ckpt_xml_cb)(void *user, const char *path, const char *text,
                            size_t len);
 
-ckpt_status ckpt_xml_parse(const char *doc, size_t len, ckpt_xml_cb cb,
-                           void *user);
+ckpt_status ckpt__xml_parse(const char *doc, size_t len, ckpt_xml_cb cb, void *user);
 
 /* Append `s` escaped for XML text to a malloc'd buffer (*buf, *len, *cap).
  * @return 0, or -1 on allocation failure. */
-int ckpt_xml_escape_append(char **buf, size_t *len, size_t *cap, const char *s);
+int ckpt__xml_escape_append(char **buf, size_t *len, size_t *cap, const char *s);
 
 /* Append `s` verbatim (markup). @return 0, or -1 on allocation failure. */
-int ckpt_xml_raw_append(char **buf, size_t *len, size_t *cap, const char *s);
+int ckpt__xml_raw_append(char **buf, size_t *len, size_t *cap, const char *s);
 
 /* The text of the first element with exactly `path`, copied into out.
  * @return 1 if found (and it fit). Handy for <Error><Code>. */
-int ckpt_xml_find(const char *doc, size_t len, const char *path, char *out,
-                  size_t outlen);
+int ckpt__xml_find(const char *doc, size_t len, const char *path, char *out, size_t outlen);
 #endif

@@ -197,7 +197,7 @@ static void put_json(const char *event, int level, const cJSON *fields, const ch
     char *s = NULL;
 
     if (o) {
-        cJSON_AddStringToObject(o, "time", iso_time(ckpt_now_ms(), ts, sizeof ts));
+        cJSON_AddStringToObject(o, "time", iso_time(ckpt__now_ms(), ts, sizeof ts));
         cJSON_AddStringToObject(o, "event", event);
         if (level >= LOG_WARN)
             cJSON_AddStringToObject(o, "level", level_word(level));
@@ -228,7 +228,7 @@ void log_event(int level, const char *event, const cJSON *fields)
         char *buf = NULL;
         size_t len = 0;
         FILE *m = line_open(&buf, &len);
-        fprintf(m, "ckptrun: %s %s", iso_time(ckpt_now_ms(), ts, sizeof ts), event);
+        fprintf(m, "ckptrun: %s %s", iso_time(ckpt__now_ms(), ts, sizeof ts), event);
         if (level >= LOG_WARN) {
             fputs(" level=", m);
             put_level(m, level);

@@ -41,16 +41,16 @@ static char *line_text(const char *what, uint64_t done, uint64_t total, double r
 {
     char d[32], t[32], r[32], eta[32] = "";
 
-    ckpt_fmt_bytes(done, d, sizeof d);
-    ckpt_fmt_rate(rate, r, sizeof r);
+    ckpt__fmt_bytes(done, d, sizeof d);
+    ckpt__fmt_rate(rate, r, sizeof r);
     if (total && done <= total) {
         if (eta_ms >= 0) {
             char e[32];
             snprintf(eta, sizeof eta, "  ETA %s",
-                     ckpt_fmt_duration((uint64_t)eta_ms, e, sizeof e));
+                     ckpt__fmt_duration((uint64_t)eta_ms, e, sizeof e));
         }
         snprintf(buf, n, "%s %3u%%  %s / %s  %s%s", what, (unsigned)(done * 100 / total), d,
-                 ckpt_fmt_bytes(total, t, sizeof t), r, eta);
+                 ckpt__fmt_bytes(total, t, sizeof t), r, eta);
     } else {
         snprintf(buf, n, "%s  %s  %s", what, d, r);
     }
@@ -79,14 +79,14 @@ char *progress_save_text(const char *what, const struct ckpt_progress *pr, doubl
     uint64_t will, sent;
     double frac;
 
-    ckpt_fmt_duration((uint64_t)(took_ms > 0 ? took_ms : 0), d, sizeof d);
+    ckpt__fmt_duration((uint64_t)(took_ms > 0 ? took_ms : 0), d, sizeof d);
     if (!(pr->flags & CKPT_PROGRESS_SENT)) {
         /* the store cannot tell what has left: what has been read, then
          * how long the writing takes */
         if (reading)
             return progress_text(what, pr->bytes_done, pr->bytes_total, rate, buf, n);
         snprintf(buf, n, "%s  %s read, writing to the store, %s in", what,
-                 ckpt_fmt_bytes(pr->bytes_total, a, sizeof a), d);
+                 ckpt__fmt_bytes(pr->bytes_total, a, sizeof a), d);
         return buf;
     }
     /* What the save will send: the encoded bytes once every chunk is read,
@@ -97,8 +97,8 @@ char *progress_save_text(const char *what, const struct ckpt_progress *pr, doubl
                           (double)pr->bytes_done);
     sent = pr->sent_bytes;
     if (!reading && sent >= will) { /* every chunk is out: manifest, HEAD */
-        snprintf(buf, n, "%s  %s sent, committing, %s in", what,
-                 ckpt_fmt_bytes(sent, a, sizeof a), d);
+        snprintf(buf, n, "%s  %s sent, committing, %s in", what, ckpt__fmt_bytes(sent, a, sizeof a),
+                 d);
         return buf;
     }
     if (!will) /* nothing new encoded yet: nothing to measure against */
@@ -139,7 +139,7 @@ static void draw_run(struct progress *p)
 {
     struct ckpt_progress pr;
     char line[400], tmp[256], label[48], left[48] = "", d[32];
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
 
     pthread_mutex_lock(&p->mu);
     if ((!p->active && !p->waiting[0]) || now - p->since < FIRST_MS)
@@ -147,7 +147,7 @@ static void draw_run(struct progress *p)
     if (p->deadline)
         snprintf(
             left, sizeof left, "  %s left",
-            ckpt_fmt_duration((uint64_t)(p->deadline > now ? p->deadline - now : 0), d, sizeof d));
+            ckpt__fmt_duration((uint64_t)(p->deadline > now ? p->deadline - now : 0), d, sizeof d));
     if (p->active && ckpt_progress(p->ctx, &pr) == CKPT_OK && pr.phase != CKPT_PROGRESS_IDLE) {
         if (pr.started_ms != p->cur_started) { /* a new commit: a new window */
             p->cur_started = pr.started_ms;
@@ -160,8 +160,7 @@ static void draw_run(struct progress *p)
             snprintf(label, sizeof label, "commit step %llu", (unsigned long long)pr.step);
         if (pr.phase == CKPT_PROGRESS_SAVE)
             progress_save_text(label, &pr, window_rate(p, progress_save_count(&pr), now),
-                               pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0, tmp,
-                               sizeof tmp);
+                               pr.started_ms ? ckpt__now_ms() - pr.started_ms : 0, tmp, sizeof tmp);
         else
             progress_text(label, pr.bytes_done, pr.bytes_total,
                           window_rate(p, pr.bytes_done, now), tmp, sizeof tmp);
@@ -180,7 +179,7 @@ static void draw(struct progress *p)
 {
     struct ckpt_progress pr;
     char line[320], tmp[256];
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
 
     if (p->run_mode) {
         draw_run(p);
@@ -190,7 +189,7 @@ static void draw(struct progress *p)
         return;
     if (pr.phase == CKPT_PROGRESS_SAVE)
         progress_save_text(p->what, &pr, window_rate(p, progress_save_count(&pr), now),
-                           pr.started_ms ? ckpt_now_ms() - pr.started_ms : 0, tmp, sizeof tmp);
+                           pr.started_ms ? ckpt__now_ms() - pr.started_ms : 0, tmp, sizeof tmp);
     else
         progress_text(p->what, pr.bytes_done, pr.bytes_total,
                       window_rate(p, pr.bytes_done, now), tmp, sizeof tmp);
@@ -237,11 +236,11 @@ static struct progress *start(struct ckpt_ctx *ctx, const char *what, int run_mo
     p->ctx = ctx;
     p->what = what;
     p->run_mode = run_mode;
-    p->t0 = ckpt_mono_ms();
+    p->t0 = ckpt__mono_ms();
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     /* signals stay with the main thread (as the library's threads do) */
-    if (ckpt_thread_start(&p->thread, run, p) != 0) {
+    if (ckpt__thread_start(&p->thread, run, p) != 0) {
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->cv);
         free(p);
@@ -269,7 +268,7 @@ void progress_run_state(struct progress *p, int active, const char *waiting, int
     pthread_mutex_lock(&p->mu);
     was = p->active || p->waiting[0];
     if (on && !was)
-        p->since = ckpt_mono_ms();
+        p->since = ckpt__mono_ms();
     p->active = active;
     snprintf(p->waiting, sizeof p->waiting, "%s", waiting ? waiting : "");
     p->deadline = deadline_mono;

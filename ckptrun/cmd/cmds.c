@@ -24,7 +24,7 @@ void print_json(cJSON *j)
 
 double secs_since(int64_t t0)
 {
-    return (double)(ckpt_mono_ms() - t0) / 1000.0;
+    return (double)(ckpt__mono_ms() - t0) / 1000.0;
 }
 
 int rows_cb(void *user, const struct ckpt_info *i)

@@ -105,7 +105,7 @@ int cmd_gc(struct opts *o)
     uint64_t deleted = 0, marks = 0;
     char err[CKPT_ERR_MAX] = "", msg[CKPT_ERR_MAX + 100], b1[32];
     int have_usage = 0;
-    int64_t t0 = ckpt_mono_ms();
+    int64_t t0 = ckpt__mono_ms();
     ckpt_status st;
     int rc = 0;
 
@@ -132,7 +132,7 @@ int cmd_gc(struct opts *o)
             }
         }
         log_result("gc", f, "dry run: %" PRIu64 " objects (%s) would be deleted; nothing was",
-                   deleted, ckpt_fmt_bytes(show.bytes, b1, sizeof b1));
+                   deleted, ckpt__fmt_bytes(show.bytes, b1, sizeof b1));
         if (o->json && f)
             print_json(f);
         cJSON_Delete(f);
@@ -165,9 +165,8 @@ int cmd_gc(struct opts *o)
                                     (double)(int64_t)(secs_since(t0) * 1000) / 1000);
         }
         log_result("gc", f, "kept %zu checkpoint%s; deleted %" PRIu64 " objects%s%s in %.1fs",
-                   kept.n, kept.n == 1 ? "" : "s", deleted + marks,
-                   have_usage ? ", freed " : "", have_usage ? ckpt_fmt_bytes(freed, b1, sizeof b1) : "",
-                   secs_since(t0));
+                   kept.n, kept.n == 1 ? "" : "s", deleted + marks, have_usage ? ", freed " : "",
+                   have_usage ? ckpt__fmt_bytes(freed, b1, sizeof b1) : "", secs_since(t0));
         if (o->json && f)
             print_json(f);
         cJSON_Delete(f);

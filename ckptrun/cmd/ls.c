@@ -28,7 +28,7 @@ static unsigned parallel_reads(void)
 
 static void runs_print(const struct runs *r)
 {
-    int64_t now = ckpt_now_ms();
+    int64_t now = ckpt__now_ms();
     int w = 3;
     char step[24], upd[40], size[32];
 
@@ -45,7 +45,7 @@ static void runs_print(const struct runs *r)
             snprintf(step, sizeof step, "%s", s->head_bad ? "?" : "-");
         printf("%-*s  %-9s  %11s  %-12s  %10s\n", w, s->name, s->state, step,
                s->newest_ms > 0 ? ago(s->newest_ms, now, upd, sizeof upd) : "?",
-               ckpt_fmt_bytes(s->bytes, size, sizeof size));
+               ckpt__fmt_bytes(s->bytes, size, sizeof size));
     }
 }
 
@@ -148,9 +148,9 @@ static void ls_print(const struct rows *r, struct record *rec)
         snprintf(st, sizeof st, "%" PRIu64 "%s", i->step, strcmp(from, "counter") ? "" : "*");
         printf("%-12s %-24s %7" PRIu64 " %10s %10s %10s\n", st,
                i->time_ms < 0 ? "? (manifest unreadable)" : iso_time(i->time_ms, ts, sizeof ts),
-               i->items, ckpt_fmt_bytes(i->raw, raw, sizeof raw),
-               ckpt_fmt_bytes(i->stored, stored, sizeof stored),
-               ckpt_fmt_bytes(i->new_bytes, nw, sizeof nw));
+               i->items, ckpt__fmt_bytes(i->raw, raw, sizeof raw),
+               ckpt__fmt_bytes(i->stored, stored, sizeof stored),
+               ckpt__fmt_bytes(i->new_bytes, nw, sizeof nw));
     }
     if (counted)
         printf("* step counted by ckptrun: the trainer gave none (saved(path, step), a number "
@@ -338,9 +338,9 @@ static void items_print(const struct items *l)
         /* a link has no bytes of its own; an item of bytes always has chunks */
         printf("%-*s  %-10s  %10s  %10s%s%s\n", w, name,
                r->replicated ? "replicated" : kind_name(r->kind),
-               r->kind == CKPT_KIND_LINK ? "-" : ckpt_fmt_bytes(r->size, size, sizeof size),
+               r->kind == CKPT_KIND_LINK ? "-" : ckpt__fmt_bytes(r->size, size, sizeof size),
                r->kind == CKPT_KIND_LINK   ? "-"
-               : r->chunks || r->size == 0 ? ckpt_fmt_bytes(r->stored, stored, sizeof stored)
+               : r->chunks || r->size == 0 ? ckpt__fmt_bytes(r->stored, stored, sizeof stored)
                                            : "?",
                parts ? "  " : "", parts ? part : "");
     }

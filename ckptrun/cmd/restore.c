@@ -59,7 +59,7 @@ int cmd_restore(struct opts *o)
         rc = EXIT_CONFIG;
         goto out;
     }
-    t0 = ckpt_mono_ms();
+    t0 = ckpt__mono_ms();
     pg = progress_start(ctx, "restore");
     st = ckpt_restore_dir(ctx, o->step_set ? o->step : CKPT_STEP_LATEST, o->args[0], &restored);
     progress_stop(pg);
@@ -98,8 +98,8 @@ int cmd_restore(struct opts *o)
                 cJSON_AddNumberToObject(j, "fallback_from", (double)nw->step);
         }
         log_result("restore", j, "step %" PRIu64 " into %s: %" PRIu64 " files, %s in %.1fs (%s)",
-                   restored, o->args[0], files, ckpt_fmt_bytes(bytes, b1, sizeof b1), secs,
-                   ckpt_fmt_rate(rate, r1, sizeof r1));
+                   restored, o->args[0], files, ckpt__fmt_bytes(bytes, b1, sizeof b1), secs,
+                   ckpt__fmt_rate(rate, r1, sizeof r1));
         if (o->json && j)
             print_json(j);
     }

@@ -150,12 +150,13 @@ int cmd_save(struct opts *o)
             cJSON_AddNumberToObject(j, "seconds", (double)(int64_t)(res.seconds * 1000) / 1000);
             cJSON_AddNumberToObject(j, "bytes_per_s", (double)(int64_t)rate);
         }
-        log_result("save", j, "step %" PRIu64 " committed: %" PRIu64 " files, %s, %s stored "
-                   "(%s new), %s in %.1fs", res.step, res.files,
-                   ckpt_fmt_bytes(res.raw_bytes, b1, sizeof b1),
-                   ckpt_fmt_bytes(res.stored_bytes, b2, sizeof b2),
-                   ckpt_fmt_bytes(res.new_bytes, b3, sizeof b3), ckpt_fmt_rate(rate, r1, sizeof r1),
-                   res.seconds);
+        log_result("save", j,
+                   "step %" PRIu64 " committed: %" PRIu64 " files, %s, %s stored "
+                   "(%s new), %s in %.1fs",
+                   res.step, res.files, ckpt__fmt_bytes(res.raw_bytes, b1, sizeof b1),
+                   ckpt__fmt_bytes(res.stored_bytes, b2, sizeof b2),
+                   ckpt__fmt_bytes(res.new_bytes, b3, sizeof b3),
+                   ckpt__fmt_rate(rate, r1, sizeof r1), res.seconds);
         if (o->json && j)
             print_json(j);
         cJSON_Delete(j);

@@ -113,7 +113,7 @@ int cmd_status(struct opts *o)
     struct history h;
     size_t skipped = 0;
     uint64_t raw = 0;
-    int64_t now = ckpt_now_ms();
+    int64_t now = ckpt__now_ms();
     char err[CKPT_ERR_MAX] = "", why[CKPT_ERR_MAX + 200];
     ckpt_status st;
     int rc = 0;
@@ -257,9 +257,10 @@ int cmd_status(struct opts *o)
         if (nw) {
             printf("newest       step %" PRIu64 ", %s (%s), %" PRIu64 " items, %s (%s stored)\n",
                    nw->step, iso_time(nw->time_ms, a, sizeof a), ago(nw->time_ms, now, b, sizeof b),
-                   nw->items, ckpt_fmt_bytes(nw->raw, c, sizeof c), ckpt_fmt_bytes(nw->stored, d, sizeof d));
+                   nw->items, ckpt__fmt_bytes(nw->raw, c, sizeof c),
+                   ckpt__fmt_bytes(nw->stored, d, sizeof d));
             printf("checkpoints  %zu retained (steps %" PRIu64 "..%" PRIu64 "), %s\n", rows.n,
-                   rows.v[rows.n - 1].step, rows.v[0].step, ckpt_fmt_bytes(raw, a, sizeof a));
+                   rows.v[rows.n - 1].step, rows.v[0].step, ckpt__fmt_bytes(raw, a, sizeof a));
         } else {
             printf("checkpoints  none\n");
         }
@@ -268,23 +269,24 @@ int cmd_status(struct opts *o)
             double rate = h.last_seconds > 0 ? h.last_bytes / h.last_seconds : 0;
             printf("last commit  step %.0f %s: %s, %s new, %s in %.1fs\n", h.last_step,
                    ago(h.last_ms, now, a, sizeof a),
-                   ckpt_fmt_bytes((uint64_t)h.last_bytes, b, sizeof b),
-                   ckpt_fmt_bytes((uint64_t)h.last_stored, c, sizeof c),
-                   ckpt_fmt_rate(rate, d, sizeof d), h.last_seconds);
+                   ckpt__fmt_bytes((uint64_t)h.last_bytes, b, sizeof b),
+                   ckpt__fmt_bytes((uint64_t)h.last_stored, c, sizeof c),
+                   ckpt__fmt_rate(rate, d, sizeof d), h.last_seconds);
         }
         printf("commits      %" PRIu64 " (%s, %s new stored)\n", h.commits,
-               ckpt_fmt_bytes(h.commit_bytes, a, sizeof a), ckpt_fmt_bytes(h.commit_stored, b, sizeof b));
+               ckpt__fmt_bytes(h.commit_bytes, a, sizeof a),
+               ckpt__fmt_bytes(h.commit_stored, b, sizeof b));
         printf("preemptions  %" PRIu64 "\n", h.stops);
         print_failures(out, &h, now);
         if (h.crashes)
             printf("crashes      %" PRIu64 " (runners that ended without a word: SIGKILL, a "
                    "lost machine)\n", h.crashes);
-        printf("run time     %s in %" PRIu64 " session%s\n", ckpt_fmt_duration(h.run_ms, c, sizeof c),
-               h.sessions, h.sessions == 1 ? "" : "s");
+        printf("run time     %s in %" PRIu64 " session%s\n",
+               ckpt__fmt_duration(h.run_ms, c, sizeof c), h.sessions, h.sessions == 1 ? "" : "s");
         printf("lost work    %s (estimate, %" PRIu64 " stop%s, %" PRIu64 " failure%s, %" PRIu64
                " crash%s: training done after a session's last commit, or its start, until it "
                "stopped, failed or was last heard of; a resume redoes it)\n",
-               ckpt_fmt_duration(h.lost_ms, a, sizeof a), h.stops, h.stops == 1 ? "" : "s",
+               ckpt__fmt_duration(h.lost_ms, a, sizeof a), h.stops, h.stops == 1 ? "" : "s",
                h.failures, h.failures == 1 ? "" : "s", h.crashes, h.crashes == 1 ? "" : "es");
         if (h.uncommitted_ends)
             printf("             %" PRIu64 " end%s with the newest checkpoint not in the store "

@@ -39,7 +39,7 @@ int cmd_verify(struct opts *o)
                 files += rows.v[i].items;
             }
     }
-    t0 = ckpt_mono_ms();
+    t0 = ckpt__mono_ms();
     pg = progress_start(ctx, "verify");
     st = ckpt_verify(ctx, o->step_set ? o->step : CKPT_STEP_ALL);
     progress_stop(pg);
@@ -98,8 +98,8 @@ int cmd_verify(struct opts *o)
                    "%" PRIu64 " checkpoint%s intact%s: %" PRIu64 " files, %" PRIu64
                    " chunks, %s checked in %.1fs (%s)",
                    ncheck, ncheck == 1 ? "" : "s", g, files, (uint64_t)pr.chunks_done,
-                   ckpt_fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
-                   ckpt_fmt_rate(secs > 0 ? (double)pr.bytes_done / secs : 0, r1, sizeof r1));
+                   ckpt__fmt_bytes(pr.bytes_done, b1, sizeof b1), secs,
+                   ckpt__fmt_rate(secs > 0 ? (double)pr.bytes_done / secs : 0, r1, sizeof r1));
     }
     if (o->json && j)
         print_json(j);

@@ -122,14 +122,14 @@ ckpt_status measure(struct doctor *d, const char *run_name, ckpt_codec codec, in
                               d->bf16_bytes ? CKPT_ELEM_F32 : CKPT_ELEM_BYTES)) != CKPT_OK)
         goto out;
     *what = "scratch save";
-    t = ckpt_mono_ms();
+    t = ckpt__mono_ms();
     if ((st = ckpt_save(ctx, 1)) != CKPT_OK || (st = ckpt_wait(ctx)) != CKPT_OK)
         goto out;
-    m->t_full_s = (double)(ckpt_mono_ms() - t) / 1000.0;
-    t = ckpt_mono_ms();
+    m->t_full_s = (double)(ckpt__mono_ms() - t) / 1000.0;
+    t = ckpt__mono_ms();
     if ((st = ckpt_save(ctx, 2)) != CKPT_OK || (st = ckpt_wait(ctx)) != CKPT_OK)
         goto out;
-    m->t_same_s = (double)(ckpt_mono_ms() - t) / 1000.0;
+    m->t_same_s = (double)(ckpt__mono_ms() - t) / 1000.0;
     *what = "read-back";
     memset(&info, 0, sizeof info);
     if ((st = ckpt_list(ctx, newest_info, &info)) != CKPT_OK)
@@ -188,12 +188,13 @@ void check_codec(struct doctor *d)
     d->ratio = m.ratio;
     d->codec_ok = 1;
     doctor_add(d, "codec", V_OK, NULL,
-        "%s on this CPU: %s/s, stored %.0f%% of the raw bytes (%s sample, %s); unchanged "
-        "data %s/s", codec, doctor_mb((double)d->sample_bytes / d->t_full_s, b1, sizeof b1),
-        d->ratio * 100.0, ckpt_fmt_bytes(d->sample_bytes, b2, sizeof b2),
-        d->sample_dir[0] ? "from --dir" : "synthetic fp32/bf16",
-        doctor_mb((double)d->sample_bytes / (d->t_same_s > 0.0005 ? d->t_same_s : 0.0005), b3,
-           sizeof b3));
+               "%s on this CPU: %s/s, stored %.0f%% of the raw bytes (%s sample, %s); unchanged "
+               "data %s/s",
+               codec, doctor_mb((double)d->sample_bytes / d->t_full_s, b1, sizeof b1),
+               d->ratio * 100.0, ckpt__fmt_bytes(d->sample_bytes, b2, sizeof b2),
+               d->sample_dir[0] ? "from --dir" : "synthetic fp32/bf16",
+               doctor_mb((double)d->sample_bytes / (d->t_same_s > 0.0005 ? d->t_same_s : 0.0005),
+                         b3, sizeof b3));
 out:
     return;
 }

@@ -126,10 +126,10 @@ void check_disk(struct doctor *d)
     avail = (uint64_t)vs.f_bavail * vs.f_frsize;
     /* Test hook (docs/doctor.md): pretend the filesystem has this much free. */
     if (ov && *ov)
-        ckpt_parse_size(ov, &avail, NULL);
+        ckpt__parse_size(ov, &avail, NULL);
     mount_of(real, mnt, sizeof mnt, type, sizeof type, src, sizeof src);
-    ckpt_fmt_bytes(avail, b1, sizeof b1);
-    ckpt_fmt_bytes(need, b2, sizeof b2);
+    ckpt__fmt_bytes(avail, b1, sizeof b1);
+    ckpt__fmt_bytes(need, b2, sizeof b2);
     if (avail < need)
         doctor_add(d, "disk", V_FAIL,
             "free space there, or point --dir (CKPT_DIR) at a larger filesystem: the trainer "

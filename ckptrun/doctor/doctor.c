@@ -72,7 +72,7 @@ int cmd_doctor(struct opts *o)
     }
     d->o = o;
     /* sizes follow the one convention (rules.h): 7GiB = 7G = 7 x 2^30 */
-    if (o->state_bytes && (ckpt_parse_size(o->state_bytes, &d->state_bytes, NULL) != 0 ||
+    if (o->state_bytes && (ckpt__parse_size(o->state_bytes, &d->state_bytes, NULL) != 0 ||
                            d->state_bytes > (uint64_t)1e15)) {
         log_error("--state-bytes '%s' is not a size (e.g. 7GiB, 1.5G, 512M)", o->state_bytes);
         rc = EXIT_USAGE;
@@ -95,7 +95,7 @@ int cmd_doctor(struct opts *o)
         goto out;
     }
     budget = o->budget_ms ? o->budget_ms : DEFAULT_BUDGET_MS;
-    d->t0 = ckpt_mono_ms();
+    d->t0 = ckpt__mono_ms();
     /* Keep a little of the budget for the summary and clean-up. */
     d->deadline = d->t0 + (int64_t)budget - (int64_t)(budget / 20);
     root = cJSON_CreateObject();
@@ -108,7 +108,7 @@ int cmd_doctor(struct opts *o)
     }
     if (!o->json)
         printf("ckptrun doctor: run '%s' in %s, budget %s\n", o->run, o->store,
-               ckpt_fmt_duration(budget, b1, sizeof b1));
+               ckpt__fmt_duration(budget, b1, sizeof b1));
 
     check_notice(d);
     check_state(d);
@@ -180,7 +180,7 @@ int cmd_doctor(struct opts *o)
         }
         cJSON_AddItemToObject(root, "estimate", ej);
         ej = NULL;
-        cJSON_AddNumberToObject(root, "elapsed_ms", (double)(ckpt_mono_ms() - d->t0));
+        cJSON_AddNumberToObject(root, "elapsed_ms", (double)(ckpt__mono_ms() - d->t0));
         cJSON_AddNumberToObject(root, "bytes_sent", (double)d->sent);
         cJSON_AddNumberToObject(root, "bytes_received", (double)d->received);
         s = cJSON_PrintUnformatted(root);
@@ -190,8 +190,8 @@ int cmd_doctor(struct opts *o)
     } else {
         printf("doctor: %d ok, %d warn, %d fail, %d skipped in %s; sent %s to the store. %s\n",
                nv[V_OK], nv[V_WARN], nv[V_FAIL], nv[V_SKIP],
-               ckpt_fmt_duration((uint64_t)(ckpt_mono_ms() - d->t0), b1, sizeof b1),
-               ckpt_fmt_bytes(d->sent, b2, sizeof b2),
+               ckpt__fmt_duration((uint64_t)(ckpt__mono_ms() - d->t0), b1, sizeof b1),
+               ckpt__fmt_bytes(d->sent, b2, sizeof b2),
                nv[V_FAIL]   ? "Something will not work: fix the fail lines first."
                : nv[V_WARN] ? "Should work; read the warn lines."
                             : "Everything fits.");

@@ -26,14 +26,14 @@ static double env_step_s(void)
 {
     const char *v = getenv("CKPT_DOCTOR_STEP");
     uint64_t ms = 0;
-    return v && *v && ckpt_parse_duration_ms(v, &ms) == 0 ? (double)ms / 1000.0 : 0;
+    return v && *v && ckpt__parse_duration_ms(v, &ms) == 0 ? (double)ms / 1000.0 : 0;
 }
 
 static double env_upload_bps(void)
 {
     const char *v = getenv("CKPT_DOCTOR_UPLOAD_RATE");
     uint64_t b = 0;
-    return v && *v && ckpt_parse_size(v, &b, NULL) == 0 ? (double)b : 0;
+    return v && *v && ckpt__parse_size(v, &b, NULL) == 0 ? (double)b : 0;
 }
 
 /* Raw bytes the workers compress at once before the first upload can
@@ -105,7 +105,7 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
     char b1[32], b2[32], w[32];
     double avg = iv / 2.0 + commit_s, worst = iv + commit_s;
 
-    ckpt_fmt_duration((uint64_t)d->window_ms, w, sizeof w);
+    ckpt__fmt_duration((uint64_t)d->window_ms, w, sizeof w);
     if (iv > 0) {
         /* preempted at a uniform moment of an interval: the last periodic
          * checkpoint is I/2 old on average, one interval when its
@@ -114,8 +114,8 @@ static void check_lost(struct doctor *d, cJSON *ej, int final_ok, double commit_
         cJSON_AddNumberToObject(ej, "lost_if_final_fails_s", doctor_rnd1(avg));
         cJSON_AddNumberToObject(ej, "lost_if_final_fails_max_s", doctor_rnd1(worst));
     }
-    ckpt_fmt_duration((uint64_t)(avg * 1000), b1, sizeof b1);
-    ckpt_fmt_duration((uint64_t)(worst * 1000), b2, sizeof b2);
+    ckpt__fmt_duration((uint64_t)(avg * 1000), b1, sizeof b1);
+    ckpt__fmt_duration((uint64_t)(worst * 1000), b2, sizeof b2);
     if (d->window_ms > 0 && final_ok) {
         cJSON_AddNumberToObject(ej, "lost_per_preemption_s", 0);
         if (iv > 0)
@@ -185,7 +185,7 @@ void check_estimate(struct doctor *d, cJSON *ej)
     m.ratio = d->ratio;
     estimate(d, &m, 1.0, &full);
     estimate(d, &m, d->changed, &fin);
-    ckpt_fmt_duration((uint64_t)d->window_ms, w, sizeof w);
+    ckpt__fmt_duration((uint64_t)d->window_ms, w, sizeof w);
     vf = fit(full.total_s, win);
     vi = fit(fin.total_s, win);
     /* The final save of a stop sends what changed since the last commit.
@@ -216,12 +216,16 @@ void check_estimate(struct doctor *d, cJSON *ej)
             cJSON_AddNumberToObject(ej, "full_lz4_s", doctor_rnd1(le.total_s));
         }
     }
-    doctor_add(d, "estimate-full", vf, adv,
+    doctor_add(
+        d, "estimate-full", vf, adv,
         "full checkpoint of %s: ~%.1f s from notice to commit (compress %.1f s, upload %.1f s "
-        "of %.0f%% stored, overlapped)%s%s%s%s", ckpt_fmt_bytes(d->state_bytes, b1, sizeof b1),
-        full.total_s, full.cpu_s, full.net_s, d->ratio * 100.0,
-        win > 0 ? "; window " : "; no notice window", win > 0 ? w : "",
-        vf == V_OK ? "" : full.total_s > win ? ": does NOT fit" : ": tight", fits_why);
+        "of %.0f%% stored, overlapped)%s%s%s%s",
+        ckpt__fmt_bytes(d->state_bytes, b1, sizeof b1), full.total_s, full.cpu_s, full.net_s,
+        d->ratio * 100.0, win > 0 ? "; window " : "; no notice window", win > 0 ? w : "",
+        vf == V_OK           ? ""
+        : full.total_s > win ? ": does NOT fit"
+                             : ": tight",
+        fits_why);
     if (!small) {
         doctor_add(d, "estimate-incremental", V_SKIP, NULL, "not counted on: %s, so the final save "
             "is a full one", d->changed_src);

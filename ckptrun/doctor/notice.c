@@ -114,12 +114,13 @@ static void check_window(struct doctor *d)
         snprintf(d->window_src, sizeof d->window_src, "SLURM signal lead (--lead)");
     }
     d->window_ms = w;
-    ckpt_fmt_duration((uint64_t)w, b1, sizeof b1);
+    ckpt__fmt_duration((uint64_t)w, b1, sizeof b1);
     if (w == 0) {
         if (o->interval_ms)
             doctor_add(d, "window", V_OK, NULL,
-                "no notice window: periodic checkpoint requests every %s bound the work lost, "
-                DOCTOR_REACH, ckpt_fmt_duration(o->interval_ms, b2, sizeof b2));
+                       "no notice window: periodic checkpoint requests every %s bound the work "
+                       "lost, " DOCTOR_REACH,
+                       ckpt__fmt_duration(o->interval_ms, b2, sizeof b2));
         else
             doctor_add(d, "window", V_WARN,
                 "set --interval (e.g. 30m) " DOCTOR_REACH ": the work lost in a stop is then at "

@@ -17,7 +17,7 @@ const char *doctor_verdict_name(enum verdict v)
 
 int64_t doctor_left_ms(const struct doctor *d)
 {
-    int64_t l = d->deadline - ckpt_mono_ms();
+    int64_t l = d->deadline - ckpt__mono_ms();
     return l > 0 ? l : 0;
 }
 
@@ -28,7 +28,7 @@ double doctor_rnd1(double x)
 
 const char *doctor_mb(double bytes, char *buf, size_t n)
 {
-    return ckpt_fmt_bytes(bytes > 0 ? (uint64_t)bytes : 0, buf, n);
+    return ckpt__fmt_bytes(bytes > 0 ? (uint64_t)bytes : 0, buf, n);
 }
 
 const struct doctor_check *doctor_find(const struct doctor *d, const char *name)

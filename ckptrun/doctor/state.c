@@ -55,8 +55,8 @@ void check_state(struct doctor *d)
     if (o->state_bytes) {
         /* parsed in cmd_doctor */
         snprintf(d->state_src, sizeof d->state_src, "--state-bytes, synthetic fp32/bf16 weights");
-        doctor_add(d, "state", V_OK, NULL, "%s (%s)", ckpt_fmt_bytes(d->state_bytes, b1, sizeof b1),
-            d->state_src);
+        doctor_add(d, "state", V_OK, NULL, "%s (%s)",
+                   ckpt__fmt_bytes(d->state_bytes, b1, sizeof b1), d->state_src);
         goto out;
     }
     dir = opendir(o->dir);
@@ -77,16 +77,16 @@ void check_state(struct doctor *d)
     if (d->state_bytes) {
         snprintf(d->sample_dir, sizeof d->sample_dir, "%s", best);
         snprintf(d->state_src, sizeof d->state_src, "newest entry %.200s, %u files", best, files);
-        doctor_add(d, "state", V_OK, NULL, "%s (%s)", ckpt_fmt_bytes(d->state_bytes, b1, sizeof b1),
-            d->state_src);
+        doctor_add(d, "state", V_OK, NULL, "%s (%s)",
+                   ckpt__fmt_bytes(d->state_bytes, b1, sizeof b1), d->state_src);
     } else {
         d->state_bytes = DEFAULT_STATE;
         snprintf(d->state_src, sizeof d->state_src, "assumed, synthetic fp32/bf16 weights");
         doctor_add(d, "state", V_WARN,
-            "pass --state-bytes SIZE (e.g. 14GiB: parameters x 2 for bf16 weights, + x 12 "
-            "with fp32 Adam state) or --dir with a checkpoint in it",
-            "no checkpoint in %s: assuming %s", o->dir,
-            ckpt_fmt_bytes(d->state_bytes, b1, sizeof b1));
+                   "pass --state-bytes SIZE (e.g. 14GiB: parameters x 2 for bf16 weights, + x 12 "
+                   "with fp32 Adam state) or --dir with a checkpoint in it",
+                   "no checkpoint in %s: assuming %s", o->dir,
+                   ckpt__fmt_bytes(d->state_bytes, b1, sizeof b1));
     }
 out:
     return;

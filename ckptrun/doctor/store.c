@@ -151,16 +151,16 @@ void check_store(struct doctor *d)
     if (gethostname(host, sizeof host) != 0)
         snprintf(host, sizeof host, "host");
     host[sizeof host - 1] = '\0';
-    if (ckpt_name_sanitize(host, hs, sizeof hs) != 0)
+    if (ckpt__name_sanitize(host, hs, sizeof hs) != 0)
         snprintf(hs, sizeof hs, "host");
     snprintf(d->prefix, sizeof d->prefix, "%s/.doctor/%.60s-%ld/", d->o->run, hs, (long)getpid());
 
     /* Write, read back, delete, and check it is gone. */
     fill_random(small, sizeof small, (uint64_t)getpid());
     snprintf(key, sizeof key, "%sprobe", d->prefix);
-    t = ckpt_mono_ms();
+    t = ckpt__mono_ms();
     st = ckpt_store_put(d->st, key, small, sizeof small, NULL, NULL, err);
-    d->rtt_ms = (double)(ckpt_mono_ms() - t);
+    d->rtt_ms = (double)(ckpt__mono_ms() - t);
     if (st == CKPT_OK) {
         d->sent += sizeof small;
         st = ckpt_store_get(d->st, key, sizeof small, &back, &blen, NULL, err);

@@ -34,7 +34,7 @@ static void *xfer_worker(void *arg)
     char key[512], err[CKPT_ERR_MAX];
     unsigned i;
 
-    while ((i = atomic_fetch_add(&x->next, 1)) < x->nobj && ckpt_mono_ms() < x->deadline &&
+    while ((i = atomic_fetch_add(&x->next, 1)) < x->nobj && ckpt__mono_ms() < x->deadline &&
            !atomic_load(&x->failed)) {
         ckpt_status st;
         snprintf(key, sizeof key, "%schunk-%03u", x->d->prefix, i);
@@ -62,7 +62,7 @@ static double run_xfer(struct xfer *x)
 {
     pthread_t th[MAX_THREADS];
     unsigned n = x->nobj < MAX_THREADS ? x->nobj : MAX_THREADS, started = 0;
-    int64_t t = ckpt_mono_ms();
+    int64_t t = ckpt__mono_ms();
 
     for (unsigned i = 0; i < n; i++)
         if (pthread_create(&th[i], NULL, xfer_worker, x) == 0)
@@ -71,7 +71,7 @@ static double run_xfer(struct xfer *x)
         xfer_worker(x);
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    return (double)(ckpt_mono_ms() - t) / 1000.0;
+    return (double)(ckpt__mono_ms() - t) / 1000.0;
 }
 
 void check_throughput(struct doctor *d)
@@ -103,7 +103,7 @@ void check_throughput(struct doctor *d)
     }
     obj = ckpt_store_can(d->st, CKPT_STORE_PACKS) ? PROBE_OBJ_REMOTE : PROBE_OBJ;
     /* A smaller bound may be asked for (tests, metered links); never more. */
-    if (ov && *ov && ckpt_parse_size(ov, &cap, NULL) == 0 && cap > PROBE_MAX)
+    if (ov && *ov && ckpt__parse_size(ov, &cap, NULL) == 0 && cap > PROBE_MAX)
         cap = PROBE_MAX;
     if (cap < 64 * 1024)
         cap = 64 * 1024;
@@ -120,9 +120,9 @@ void check_throughput(struct doctor *d)
     /* First a 256 KiB object alone: a rough rate that sizes the parallel
      * probe so it ends inside its share of the budget. */
     snprintf(key, sizeof key, "%sfirst", d->prefix);
-    t = ckpt_mono_ms();
+    t = ckpt__mono_ms();
     st = ckpt_store_put(d->st, key, buf, obj < (256u << 10) ? obj : (256u << 10), NULL, NULL, err);
-    secs = (double)(ckpt_mono_ms() - t) / 1000.0;
+    secs = (double)(ckpt__mono_ms() - t) / 1000.0;
     if (st != CKPT_OK) {
         doctor_add(d, "upload", V_FAIL, store_advice(d, st), "probe upload failed: %s (%s)", err,
                    ckpt_strerror(st));
@@ -152,7 +152,7 @@ void check_throughput(struct doctor *d)
     x.buf = buf;
     x.obj = obj;
     x.nobj = nobj;
-    x.deadline = ckpt_mono_ms() + share;
+    x.deadline = ckpt__mono_ms() + share;
     secs = run_xfer(&x);
     d->sent += (uint64_t)atomic_load(&x.done) * obj;
     if (atomic_load(&x.failed)) {
@@ -168,15 +168,15 @@ void check_throughput(struct doctor *d)
     }
     d->up_bps = (double)atomic_load(&x.done) * (double)obj / (secs > 0.001 ? secs : 0.001);
     doctor_add(d, "upload", V_OK, NULL, "%s/s (%u x %s objects, %u in parallel, %.1f s)",
-        doctor_mb(d->up_bps, b1, sizeof b1), atomic_load(&x.done), ckpt_fmt_bytes(obj, b2, sizeof b2),
-        nobj < MAX_THREADS ? nobj : MAX_THREADS, secs);
+               doctor_mb(d->up_bps, b1, sizeof b1), atomic_load(&x.done),
+               ckpt__fmt_bytes(obj, b2, sizeof b2), nobj < MAX_THREADS ? nobj : MAX_THREADS, secs);
 
     /* Download what was uploaded, the way a restore reads chunks. */
     x.nobj = atomic_load(&x.done);
     atomic_store(&x.next, 0);
     atomic_store(&x.done, 0);
     x.download = 1;
-    x.deadline = ckpt_mono_ms() + doctor_left_ms(d) * 2 / 3;
+    x.deadline = ckpt__mono_ms() + doctor_left_ms(d) * 2 / 3;
     secs = run_xfer(&x);
     d->received += (uint64_t)atomic_load(&x.done) * obj;
     if (atomic_load(&x.failed))

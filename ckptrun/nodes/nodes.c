@@ -104,7 +104,7 @@ static void nap_ms(int64_t ms)
 int nodes_join_lease(struct record *rec, const struct opts *o, const struct nodes_id *id,
                      uint64_t wait_ms, uint64_t *epoch, int *rc)
 {
-    int64_t until = ckpt_mono_ms() + (int64_t)wait_ms, since = ckpt_now_ms();
+    int64_t until = ckpt__mono_ms() + (int64_t)wait_ms, since = ckpt__now_ms();
     struct lease_info li;
     char err[CKPT_ERR_MAX];
     int told = 0;
@@ -113,7 +113,7 @@ int nodes_join_lease(struct record *rec, const struct opts *o, const struct node
         ckpt_status st;
         err[0] = '\0';
         st = lease_read(record_store(rec), o->run, &li, NULL, err);
-        if (st == CKPT_OK && lease_state(&li, ckpt_now_ms()) == LEASE_LIVE) {
+        if (st == CKPT_OK && lease_state(&li, ckpt__now_ms()) == LEASE_LIVE) {
             if (strcmp(li.job, id->job) == 0) {
                 *epoch = li.epoch;
                 log_msg(LOG_INFO, "lease", "node %u of %u joined job %s (epoch %" PRIu64
@@ -140,13 +140,13 @@ int nodes_join_lease(struct record *rec, const struct opts *o, const struct node
             *rc = exit_code_for_status(st);
             return 1;
         }
-        if (ckpt_mono_ms() >= until) {
+        if (ckpt__mono_ms() >= until) {
             log_error("node 0 of job %s did not take the lease of run %s in %" PRIu64 " s; "
                       "not starting", id->job, o->run, wait_ms / 1000);
             *rc = EXIT_UNAVAILABLE;
             return 1;
         }
-        if (!told++ && st == CKPT_OK && lease_state(&li, ckpt_now_ms()) == LEASE_LIVE)
+        if (!told++ && st == CKPT_OK && lease_state(&li, ckpt__now_ms()) == LEASE_LIVE)
             log_msg(LOG_INFO, "lease", "node %u of %u: run %s is held by %s of job %s; "
                     "waiting for it to be renewed (alive: refused) or taken over by node 0 "
                     "of job %s", id->rank, id->nnodes, o->run, li.holder,

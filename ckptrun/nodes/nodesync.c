@@ -64,7 +64,7 @@ static void write_stop(struct nodesync *ns, const char *reason, int64_t deadline
     cJSON_AddStringToObject(j, "reason", reason);
     cJSON_AddNumberToObject(j, "deadline_ms", (double)deadline);
     cJSON_AddBoolToObject(j, "user", user);
-    cJSON_AddNumberToObject(j, "time_ms", (double)ckpt_now_ms());
+    cJSON_AddNumberToObject(j, "time_ms", (double)ckpt__now_ms());
     body = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     if (!body)
@@ -201,10 +201,10 @@ static void poll_once(struct nodesync *ns, struct nodesync_view *v, int64_t *nex
     }
     if (ckpt_list(ns->c.ctx, newest_cb, &newest) == CKPT_OK)
         v->global_step = newest;
-    if (ns->c.rank != 0 && ckpt_mono_ms() >= *next_lease) {
+    if (ns->c.rank != 0 && ckpt__mono_ms() >= *next_lease) {
         struct lease_info li;
         char err[CKPT_ERR_MAX] = "";
-        *next_lease = ckpt_mono_ms() + LEASE_EVERY_MS;
+        *next_lease = ckpt__mono_ms() + LEASE_EVERY_MS;
         st = lease_read(ns->c.st, ns->run, &li, NULL, err);
         if (st == CKPT_OK && (li.epoch != ns->c.epoch || strcmp(li.job, ns->job) != 0)) {
             v->lost = 1;

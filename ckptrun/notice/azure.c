@@ -158,9 +158,9 @@ static void azure_vm_name(struct nwatch *w)
     struct notice_reply r;
     size_t i;
 
-    if (st->vm[0] || ckpt_mono_ms() < st->vm_retry_ms)
+    if (st->vm[0] || ckpt__mono_ms() < st->vm_retry_ms)
         return;
-    st->vm_retry_ms = ckpt_mono_ms() + 60000;
+    st->vm_retry_ms = ckpt__mono_ms() + 60000;
     snprintf(url, sizeof url,
              "%s/metadata/instance/compute/name?api-version=2021-02-01&format=text", p->base);
     if (notice_http(p->http, "GET", url, azure_hdrs, NULL, NAME_TIMEOUT_MS, 256, &r))

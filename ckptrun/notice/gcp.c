@@ -80,7 +80,7 @@ static void gcp_run(struct nwatch *w)
     while (!atomic_load(&p->stop)) {
         struct notice_reply r;
         long pause = 0;
-        int64_t t0 = ckpt_mono_ms();
+        int64_t t0 = ckpt__mono_ms();
         snprintf(url, sizeof url, "%s%s?wait_for_change=true&timeout_sec=%d&last_etag=%s", p->base,
                  path->path, GCP_WAIT_S, etag);
         if (notice_http(p->http, "GET", url, gcp_hdrs, NULL, (GCP_WAIT_S + 5) * 1000L,
@@ -106,7 +106,7 @@ static void gcp_run(struct nwatch *w)
         }
         free(r.body);
         /* Never faster than 4 requests a second, whatever the server does. */
-        if (!pause && ckpt_mono_ms() - t0 < 250)
+        if (!pause && ckpt__mono_ms() - t0 < 250)
             pause = 250;
         if (pause && notice_nap(p, pause))
             break;

@@ -21,19 +21,19 @@ struct ckpt_http *notice_http_new(void)
     /* Metadata never goes through a proxy (DESIGN.md §3); a handful of
      * requests at once at most (GCP's two long polls, an acknowledgement). */
     struct ckpt_http_opts o = { .max_handles = 4, .connect_timeout_ms = CONNECT_MS, .no_proxy = 1 };
-    return ckpt_http_new(&o);
+    return ckpt__http_new(&o);
 }
 
 /* The ETag of a reply, kept only if it is a plain token: it goes back into
  * a URL. */
 void notice_http_cancel(struct ckpt_http *h)
 {
-    ckpt_http_cancel(h);
+    ckpt__http_cancel(h);
 }
 
 void notice_http_free(struct ckpt_http *h)
 {
-    ckpt_http_free(h);
+    ckpt__http_free(h);
 }
 
 static void plain_etag(const struct ckpt_http_resp *resp, char *out, size_t n)
@@ -42,7 +42,7 @@ static void plain_etag(const struct ckpt_http_resp *resp, char *out, size_t n)
     size_t i;
 
     out[0] = '\0';
-    if (!ckpt_http_header(resp, "ETag", v, sizeof v) || strlen(v) >= n)
+    if (!ckpt__http_header(resp, "ETag", v, sizeof v) || strlen(v) >= n)
         return;
     for (i = 0; v[i]; i++)
         if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'z') ||
@@ -73,12 +73,12 @@ int notice_http(struct ckpt_http *h, const char *method, const char *url, const 
     req.body = body;
     req.body_len = body ? strlen(body) : 0;
     req.max_body = max;
-    st = ckpt_http_do_within(h, &req, timeout_ms, &resp);
+    st = ckpt__http_do_within(h, &req, timeout_ms, &resp);
     if (st != CKPT_OK) {
         /* the fixed text, not curl's detail ("... after 12 ms"): a poller
          * logs a failing condition once, until it changes */
         snprintf(r->err, sizeof r->err, "%s",
-                 resp.curl_code ? ckpt_http_reason(resp.curl_code) : ckpt_strerror(st));
+                 resp.curl_code ? ckpt__http_reason(resp.curl_code) : ckpt_strerror(st));
         r->unreachable = st == CKPT_E_UNREACHABLE;
         goto out;
     }
@@ -87,7 +87,7 @@ int notice_http(struct ckpt_http *h, const char *method, const char *url, const 
         snprintf(r->err, sizeof r->err, "reply body over %zu bytes", max);
         goto out;
     }
-    if (ckpt_http_resp_take_body(&resp, &b, &r->len) != CKPT_OK) {
+    if (ckpt__http_resp_take_body(&resp, &b, &r->len) != CKPT_OK) {
         snprintf(r->err, sizeof r->err, "out of memory");
         goto out;
     }
@@ -96,13 +96,13 @@ int notice_http(struct ckpt_http *h, const char *method, const char *url, const 
     plain_etag(&resp, r->etag, sizeof r->etag);
     ret = 0;
 out:
-    ckpt_http_resp_free(&resp);
+    ckpt__http_resp_free(&resp);
     return ret;
 }
 
 struct ckpt_imds *notice_imds(const char *base)
 {
-    return ckpt_imds_shared(base);
+    return ckpt__imds_shared(base);
 }
 
 int notice_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size_t max,
@@ -111,7 +111,7 @@ int notice_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size
     char err[512] = "", *body = NULL;
     size_t len = 0;
     long code = 0;
-    ckpt_status st = ckpt_imds_get(m, path, timeout_ms, max, &body, &len, &code, err);
+    ckpt_status st = ckpt__imds_get(m, path, timeout_ms, max, &body, &len, &code, err);
 
     memset(r, 0, sizeof *r);
     if (st != CKPT_OK) {

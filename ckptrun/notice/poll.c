@@ -25,10 +25,10 @@ static void session_token(struct nwatch *w)
     struct notice_reply r;
     size_t n;
 
-    if (ckpt_mono_ms() < w->token_renew_ms)
+    if (ckpt__mono_ms() < w->token_renew_ms)
         return; /* held and fresh, or recently refused: wait before asking again */
     w->token[0] = '\0';
-    w->token_renew_ms = ckpt_mono_ms() + TOKEN_RETRY_MS;
+    w->token_renew_ms = ckpt__mono_ms() + TOKEN_RETRY_MS;
     snprintf(url, sizeof url, "%s%s", p->base, tk->path);
     snprintf(ttl, sizeof ttl, "%s: %ld", tk->ttl_header, tk->ttl_s);
     if (notice_http(p->http, "PUT", url, hdrs, "", p->prov->timeout_ms, 1024, &r))
@@ -40,7 +40,7 @@ static void session_token(struct nwatch *w)
         !memchr(r.body, '\r', n)) {
         memcpy(w->token, r.body, n);
         w->token[n] = '\0';
-        w->token_renew_ms = ckpt_mono_ms() + (tk->ttl_s - 60) * 1000LL; /* a minute early */
+        w->token_renew_ms = ckpt__mono_ms() + (tk->ttl_s - 60) * 1000LL; /* a minute early */
     }
     free(r.body);
 }
@@ -94,7 +94,7 @@ void notice_poll_paths(struct nwatch *w)
             }
             if (r.status == 200) {
                 struct notice_event ev;
-                int64_t now = ckpt_now_ms();
+                int64_t now = ckpt__now_ms();
                 int k = pv->parse ? pv->parse(w, i, r.body, r.len, now, &ev)
                                   : path->parse(r.body, r.len, now, &ev);
                 notice_result(w, (int)i, k, &ev);

@@ -111,18 +111,18 @@ int notice_probe(const struct notice_config *cfg, long timeout_ms, struct notice
     hdrs[nh] = NULL;
     path = &pv->paths[0];
     snprintf(url, sizeof url, "%s%s", r->base, path->path);
-    t0 = ckpt_mono_ms();
+    t0 = ckpt__mono_ms();
     if (notice_http(http, "GET", url, hdrs, NULL, timeout_ms, PROBE_BODY_MAX, &rep)) {
-        r->latency_ms = (long)(ckpt_mono_ms() - t0);
+        r->latency_ms = (long)(ckpt__mono_ms() - t0);
         snprintf(r->detail, sizeof r->detail, "%.60s: %.180s", path->path, rep.err);
         goto out;
     }
-    r->latency_ms = (long)(ckpt_mono_ms() - t0);
+    r->latency_ms = (long)(ckpt__mono_ms() - t0);
     r->reachable = 1;
     r->status = rep.status;
     if (rep.status == 200) {
         struct notice_event ev;
-        int k = path->parse(rep.body, rep.len, ckpt_now_ms(), &ev);
+        int k = path->parse(rep.body, rep.len, ckpt__now_ms(), &ev);
         r->pending = k > 0;
         if (k != 0)
             snprintf(r->detail, sizeof r->detail, "%s", ev.detail);

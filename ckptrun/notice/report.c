@@ -95,9 +95,10 @@ void notice_deliver(struct notice_poller *p, struct notice_event *ev)
         p->nkeys++;
     }
     notice_log(p, CKPT_LOG_INFO, "%s: %s notice, deadline in %lld ms: %s", p->provider,
-         ev->kind == NOTICE_TERMINATE ? "terminate"
-         : ev->kind == NOTICE_REBALANCE ? "rebalance" : "maintenance",
-         ev->deadline_ms ? (long long)(ev->deadline_ms - ckpt_now_ms()) : 0LL, ev->detail);
+               ev->kind == NOTICE_TERMINATE   ? "terminate"
+               : ev->kind == NOTICE_REBALANCE ? "rebalance"
+                                              : "maintenance",
+               ev->deadline_ms ? (long long)(ev->deadline_ms - ckpt__now_ms()) : 0LL, ev->detail);
     p->cb(p->user, ev);
 out:
     pthread_mutex_unlock(&p->deliver_mu);
@@ -117,5 +118,5 @@ void notice_result(struct nwatch *w, int slot, int r, struct notice_event *ev)
 void notice_handle(struct nwatch *w, int slot, notice_parser parse, const char *body, size_t len)
 {
     struct notice_event ev;
-    notice_result(w, slot, parse(body, len, ckpt_now_ms(), &ev), &ev);
+    notice_result(w, slot, parse(body, len, ckpt__now_ms(), &ev), &ev);
 }

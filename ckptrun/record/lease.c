@@ -40,7 +40,7 @@ struct lease {
 static int64_t sys_now_ms(void *user)
 {
     (void)user;
-    return ckpt_now_ms();
+    return ckpt__now_ms();
 }
 
 static void sys_sleep_ms(void *user, int64_t ms)

@@ -51,7 +51,8 @@ ckpt_status record_open(const char *url, const char *run, struct record **out, c
         goto out;
     snprintf(r->run, sizeof r->run, "%s", run);
     /* Host names go into keys: sanitize to the key alphabet. */
-    if (gethostname(hn, sizeof hn - 1) != 0 || ckpt_name_sanitize(hn, r->host, sizeof r->host) != 0)
+    if (gethostname(hn, sizeof hn - 1) != 0 ||
+        ckpt__name_sanitize(hn, r->host, sizeof r->host) != 0)
         snprintf(r->host, sizeof r->host, "host");
     r->pid = getpid();
     st = ckpt_store_open(url, NULL, &r->st, err);
@@ -238,7 +239,7 @@ ckpt_status record_set_state(struct record *r, const char *state, int64_t last_s
     snprintf(key, sizeof key, "%s/RUN", r->run);
     cJSON_AddNumberToObject(j, "format", RECORD_FORMAT);
     cJSON_AddStringToObject(j, "state", state);
-    cJSON_AddNumberToObject(j, "updated_ms", (double)ckpt_now_ms());
+    cJSON_AddNumberToObject(j, "updated_ms", (double)ckpt__now_ms());
     cJSON_AddNumberToObject(j, "started_ms", (double)started_ms);
     cJSON_AddStringToObject(j, "host", r->host);
     cJSON_AddNumberToObject(j, "pid", (double)r->pid);
@@ -261,7 +262,7 @@ out:
 ckpt_status record_event(struct record *r, const char *type, const cJSON *fields)
 {
     char key[320];
-    int64_t t = ckpt_now_ms();
+    int64_t t = ckpt__now_ms();
     cJSON *j = cJSON_CreateObject();
     ckpt_status st = CKPT_E_NOMEM;
 

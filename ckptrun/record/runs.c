@@ -215,7 +215,7 @@ static void describe(struct ckpt_store *st, struct run_sum *s)
         /* status's rule: running with no live runner holding the lease is stale */
         struct lease_info li;
         c = lease_read(st, s->name, &li, NULL, err);
-        if (c == CKPT_OK && lease_state(&li, ckpt_now_ms()) != LEASE_LIVE)
+        if (c == CKPT_OK && lease_state(&li, ckpt__now_ms()) != LEASE_LIVE)
             s->state = "stale";
         else if (c != CKPT_OK && c != CKPT_E_NOENT)
             set_error(s, c, "LEASE", err);

@@ -101,7 +101,7 @@ char **child_env(const struct child_vars *v)
     ADD("CKPT_DIR=%s", v->dir);
     ADD("CKPT_STORE=%s", v->store);
     ADD("CKPT_RUN=%s", v->run);
-    ADD("CKPT_SIGNAL=%s", v->sig ? ckpt_signal_name(v->sig) : "none");
+    ADD("CKPT_SIGNAL=%s", v->sig ? ckpt__signal_name(v->sig) : "none");
     ADD("CKPT_RESUMED=%d", v->resumed);
     if (v->resumed)
         ADD("CKPT_STEP=%" PRIu64, v->step);
@@ -194,7 +194,7 @@ int child_spawn(struct child *c, char **args, char **env, int tty)
 void child_signal_group(struct child *c, int sig)
 {
     if (c->pgid > 0 && kill(-c->pgid, sig) != 0 && errno != ESRCH)
-        log_msg(LOG_WARN, "signal", "kill(-%d, %s): %s", (int)c->pgid, ckpt_signal_name(sig),
+        log_msg(LOG_WARN, "signal", "kill(-%d, %s): %s", (int)c->pgid, ckpt__signal_name(sig),
                 strerror(errno));
 }
 
@@ -265,9 +265,10 @@ int child_reap(struct child *c, int *status)
         if (pid == c->kp.pid && c->kp.alive) {
             c->kp.alive = 0;
             if (c->alive && !WIFEXITED(st))
-                log_msg(LOG_WARN, "keeper", "the job's keeper (pid %d) was killed (%s): its "
-                        "processes are no longer tracked", (int)pid,
-                        WIFSIGNALED(st) ? ckpt_signal_name(WTERMSIG(st)) : "?");
+                log_msg(LOG_WARN, "keeper",
+                        "the job's keeper (pid %d) was killed (%s): its "
+                        "processes are no longer tracked",
+                        (int)pid, WIFSIGNALED(st) ? ckpt__signal_name(WTERMSIG(st)) : "?");
         } else if (pid == c->pid && c->alive) {
             *status = st; /* re-parented to us: the keeper is gone */
             got = 1;
@@ -278,13 +279,13 @@ int child_reap(struct child *c, int *status)
 
 void child_end_tree(struct child *c)
 {
-    int64_t until = ckpt_mono_ms() + 2000;
+    int64_t until = ckpt__mono_ms() + 2000;
     int st;
 
     if (!c->kp.alive)
         return;
     keeper_kill(&c->kp);
-    while (c->kp.alive && ckpt_mono_ms() < until) {
+    while (c->kp.alive && ckpt__mono_ms() < until) {
         struct timespec ts = { 0, 10 * 1000000L };
         if (child_reap(c, &st))
             child_ended(c, st);

@@ -83,7 +83,7 @@ int claim_lease(struct record *rec, const struct opts *o, int recover, struct cl
         lease_set_job(c->lease, c->job);
     st = lease_acquire(c->lease, &other, err);
     if (st == CKPT_E_EXISTS || st == CKPT_E_PRECONDITION) {
-        now = ckpt_now_ms();
+        now = ckpt__now_ms();
         if (other.holder[0])
             snprintf(desc, sizeof desc, "held by %s (epoch %" PRIu64 "), last heartbeat %s "
                      "(%llds ago), expires %s", other.holder, other.epoch,

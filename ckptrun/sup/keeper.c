@@ -217,13 +217,13 @@ __attribute__((noreturn)) static void keeper_main(char *const *argv, char *const
         }
         if (none_left && mode != M_RUN)
             _exit(0); /* nothing of the job is left */
-        if (mode == M_FINISH && ckpt_mono_ms() >= kill_at)
+        if (mode == M_FINISH && ckpt__mono_ms() >= kill_at)
             mode = M_KILL;
         if (mode == M_KILL) {
             signal_tree(SIGKILL);
             timeout = 20;
         } else if (mode == M_FINISH) {
-            int64_t left = kill_at - ckpt_mono_ms();
+            int64_t left = kill_at - ckpt__mono_ms();
             timeout = left < 0 ? 0 : left > 50 ? 50 : (int)left;
         }
         if (cmd >= 0)
@@ -244,7 +244,7 @@ __attribute__((noreturn)) static void keeper_main(char *const *argv, char *const
                 mode = M_KILL;
             } else if (r == (ssize_t)sizeof c && c.type == KC_FINISH && mode == M_RUN) {
                 mode = M_FINISH;
-                kill_at = ckpt_mono_ms() + (c.value > 0 ? c.value : 0);
+                kill_at = ckpt__mono_ms() + (c.value > 0 ? c.value : 0);
                 signal_tree(SIGTERM);
             }
         }

@@ -16,7 +16,7 @@ static void *renew_main(void *arg)
 
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
-        int64_t now = ckpt_mono_ms(), next = r->next;
+        int64_t now = ckpt__mono_ms(), next = r->next;
         ckpt_status st;
         if (now < next) {
             struct timespec ts;
@@ -38,7 +38,7 @@ static void *renew_main(void *arg)
             /* A kick that came during this renewal is answered by it: the
              * write was conditional on our lease, so no takeover preceded
              * it, and none can follow before the lease it extended expires. */
-            r->next = ckpt_mono_ms() + every;
+            r->next = ckpt__mono_ms() + every;
             continue;
         }
         if (st == CKPT_E_FENCED || lease_expired(r->l)) {
@@ -57,7 +57,7 @@ static void *renew_main(void *arg)
         /* Transient: retry soon, until expiry. */
         log_msg(LOG_WARN, "lease", "renewal failed (%s%s%s); retrying", ckpt_strerror(st),
                 err[0] ? ": " : "", err);
-        r->next = ckpt_mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
+        r->next = ckpt__mono_ms() + (every / 10 < 1000 ? every / 10 : 1000);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -75,7 +75,7 @@ int renewer_start(struct renewer *r, struct lease *l, void (*wake)(void))
     /* The first renewal is scheduled here, not by the thread: a
      * renewer_kick() made before the new thread first runs (a commit
      * fenced at once; a loaded machine) must not be overwritten by it. */
-    r->next = ckpt_mono_ms() + (int64_t)lease_ttl_ms(l) / 3;
+    r->next = ckpt__mono_ms() + (int64_t)lease_ttl_ms(l) / 3;
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

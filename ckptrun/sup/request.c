@@ -41,14 +41,17 @@ enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadl
         if (s->seam->signal_handlers(&s->ch, s->o->sig, pids, sizeof pids) > 0)
             ch = CH_SIGNAL;
         else
-            log_msg(LOG_WARN, "request", "the command does not handle %s now (no process of "
+            log_msg(LOG_WARN, "request",
+                    "the command does not handle %s now (no process of "
                     "its tree does: still starting, or exiting): not sent, it would kill it",
-                    ckpt_signal_name(s->o->sig));
+                    ckpt__signal_name(s->o->sig));
     }
     if (f) {
         cJSON_AddStringToObject(f, "reason", reason);
-        cJSON_AddStringToObject(f, "via", ch == CH_SOCKET || ch == CH_FILES ? "socket"
-                                         : ch == CH_SIGNAL ? ckpt_signal_name(s->o->sig) : "none");
+        cJSON_AddStringToObject(f, "via",
+                                ch == CH_SOCKET || ch == CH_FILES ? "socket"
+                                : ch == CH_SIGNAL                 ? ckpt__signal_name(s->o->sig)
+                                                                  : "none");
         if (pids[0])
             cJSON_AddStringToObject(f, "pids", pids);
         if (deadline_unix)

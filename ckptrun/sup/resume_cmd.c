@@ -126,7 +126,7 @@ char *resume_command(const struct opts *o, const char *self, const char *cwd, co
     if (o->interval_ms)
         opt_ms(f, "--interval", o->interval_ms);
     if (o->sig)
-        opt(f, "--signal", ckpt_signal_name(o->sig));
+        opt(f, "--signal", ckpt__signal_name(o->sig));
     if (o->keep && o->keep != 3) {
         snprintf(num, sizeof num, "%u", o->keep);
         opt(f, "--keep", num);

@@ -99,12 +99,12 @@ static void enter_term(struct sup *s)
         return;
     }
     if ((f = sup_fields())) {
-        cJSON_AddStringToObject(f, "signal", ckpt_signal_name(st->term_sig));
+        cJSON_AddStringToObject(f, "signal", ckpt__signal_name(st->term_sig));
         if (!st->no_kill)
             cJSON_AddNumberToObject(f, "kill_in_ms", (double)(st->deadline - sup_mono_ms(s)));
     }
     sup_event(s, LOG_INFO, "terminate", f, 0);
-    told = s->seam->ctl_stopping(s->ctl, st->reason, ckpt_signal_name(st->term_sig));
+    told = s->seam->ctl_stopping(s->ctl, st->reason, ckpt__signal_name(st->term_sig));
     if (told > 0) {
         int64_t due = sup_mono_ms(s) + STOPPING_ACK_MS;
         st->term_due = due < st->deadline || st->no_kill ? due : st->deadline;
@@ -195,9 +195,9 @@ static void stop_again(struct sup *s, const struct stop_cause *c, int64_t d)
 /* A short budget takes a faster codec (a faster speed class of
  * CKPT_CODEC_MAP) for this one save. @return its row, or NULL for the
  * run's own. */
-static const struct ckpt_codec_spec *stop_codec(const struct sup *s, int64_t budget)
+static const struct ckpt__codec_spec *stop_codec(const struct sup *s, int64_t budget)
 {
-    const struct ckpt_codec_spec *own = ckpt_codec_spec(s->o->codec); /* NULL: zstd's default */
+    const struct ckpt__codec_spec *own = ckpt__codec_spec(s->o->codec); /* NULL: zstd's default */
     enum ckpt_codec_speed want;
     if (budget < 3000)
         want = CKPT_SPEED_COPY;
@@ -207,14 +207,14 @@ static const struct ckpt_codec_spec *stop_codec(const struct sup *s, int64_t bud
         return NULL;
     if (own && own->speed <= CKPT_SPEED_FAST)
         return NULL; /* already fast: a short budget does not change it */
-    return ckpt_codec_of_speed(want);
+    return ckpt__codec_of_speed(want);
 }
 
 void stop_begin(struct sup *s, const struct stop_cause *c)
 {
     struct stop_state *st = &s->stop;
     int64_t now = sup_mono_ms(s), wall = sup_now_ms(s), d, total, killwin;
-    const struct ckpt_codec_spec *codec;
+    const struct ckpt__codec_spec *codec;
     const char *reason = c->reason;
     int user = 0;
     cJSON *f;
@@ -305,8 +305,8 @@ void stop_on_signal(struct sup *s, int sig, int job, int from_slot, enum channel
     char reason[16];
     struct stop_cause c = { reason, 0, NULL, -1, CH_NONE, since_mono, job, 0 };
 
-    /* a copy: ckpt_signal_name() reuses one buffer */
-    snprintf(reason, sizeof reason, "%s", ckpt_signal_name(sig));
+    /* a copy: ckpt__signal_name() reuses one buffer */
+    snprintf(reason, sizeof reason, "%s", ckpt__signal_name(sig));
     if (job && from_slot < 0) {
         c.except = -2;
     } else if (from_slot >= 0) {

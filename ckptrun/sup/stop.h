@@ -57,7 +57,7 @@ struct stop_cause {
 
 struct stop_state {
     enum phase phase;
-    char reason[32];          /* a copy: ckpt_signal_name() reuses one buffer */
+    char reason[32]; /* a copy: ckpt__signal_name() reuses one buffer */
     char provider[32];
     enum channel via;
     int64_t t0, ckpt_end, deadline; /* mono ms */

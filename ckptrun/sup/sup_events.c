@@ -38,7 +38,7 @@ static void child_exited(struct sup *s, pid_t pid, int st)
         cJSON_AddNumberToObject(f, "pid", (double)pid);
         cJSON_AddNumberToObject(f, "code", s->ch.code);
         if (WIFSIGNALED(st))
-            cJSON_AddStringToObject(f, "signal", ckpt_signal_name(WTERMSIG(st)));
+            cJSON_AddStringToObject(f, "signal", ckpt__signal_name(WTERMSIG(st)));
     }
     sup_event(s, LOG_INFO, "child-exit", f, 0);
     /* A clean exit leaves no writer: what is still settling is done;
@@ -81,7 +81,7 @@ void sup_on_keeper_msg(struct sup *s, const struct keeper_msg *m)
          * it had been sent to us. */
         if (m->value == SIGTERM || m->value == SIGINT) {
             if ((f = sup_fields())) {
-                cJSON_AddStringToObject(f, "signal", ckpt_signal_name(m->value));
+                cJSON_AddStringToObject(f, "signal", ckpt__signal_name(m->value));
                 cJSON_AddNumberToObject(f, "sender", m->pid);
             }
             sup_event(s, LOG_INFO, "group-signal", f, 0);
@@ -131,7 +131,7 @@ void sup_on_signal(struct sup *s, int sig)
     case SIGHUP:
     case SIGQUIT:
         if ((f = sup_fields()))
-            cJSON_AddStringToObject(f, "signal", ckpt_signal_name(sig));
+            cJSON_AddStringToObject(f, "signal", ckpt__signal_name(sig));
         sup_event(s, LOG_INFO, "forward", f, 0);
         s->seam->signal_group(&s->ch, sig);
         /* SIGINT is the user interrupting the run: the job's processes got

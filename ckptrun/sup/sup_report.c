@@ -29,7 +29,7 @@ int sup_report_init(struct sup *s)
     if ((int64_t)s->o->interval_ms * 2 > r->no_ckpt_ms)
         r->no_ckpt_ms = (int64_t)s->o->interval_ms * 2;
     if (v && *v) {
-        if (ckpt_parse_duration_ms(v, &ms) != 0) {
+        if (ckpt__parse_duration_ms(v, &ms) != 0) {
             log_error("CKPT_WARN_NO_CHECKPOINT='%s' is not a duration (e.g. 15m; 0 is off)", v);
             return EXIT_CONFIG;
         }
@@ -155,7 +155,7 @@ void sup_report_tick(struct sup *s, int64_t now)
         return;
     }
     r->no_ckpt_told = 1;
-    ckpt_fmt_duration((uint64_t)r->no_ckpt_ms, d, sizeof d);
+    ckpt__fmt_duration((uint64_t)r->no_ckpt_ms, d, sizeof d);
     if (s->last_step >= 0)
         snprintf(newest, sizeof newest, " (the newest committed: step %" PRId64 ")", s->last_step);
     log_msg(LOG_WARN, "watch",
@@ -272,7 +272,7 @@ void sup_report_final_why(struct sup *s, cJSON *f)
         snprintf(w, n,
                  "the trainer was asked (%s) but no checkpoint it wrote after the request "
                  "committed in time",
-                 st->via == CH_SIGNAL ? ckpt_signal_name(s->o->sig) : "over the socket");
+                 st->via == CH_SIGNAL ? ckpt__signal_name(s->o->sig) : "over the socket");
     if (s->last_step < 0 && strlen(w) + 40 < n)
         strcat(w, "; the run has no committed checkpoint");
     if (f)

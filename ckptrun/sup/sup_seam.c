@@ -10,13 +10,13 @@
 static int64_t sys_mono_ms(void *user)
 {
     (void)user;
-    return ckpt_mono_ms(); /* CLOCK_MONOTONIC: the timerfd's clock too */
+    return ckpt__mono_ms(); /* CLOCK_MONOTONIC: the timerfd's clock too */
 }
 
 static int64_t sys_now_ms(void *user)
 {
     (void)user;
-    return ckpt_now_ms();
+    return ckpt__now_ms();
 }
 
 const struct sup_seam sup_seam_system = {

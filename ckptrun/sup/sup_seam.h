@@ -17,7 +17,7 @@
  * sup_seam_system is the real one: each member is the function of child.h,
  * ctlserver.h or watch.h of the same name, or nodesync.h's for nodes_*
  * (so what ckptrun does is what it did before the seam), and the clocks
- * are ckpt_mono_ms/ckpt_now_ms.
+ * are ckpt__mono_ms/ckpt__now_ms.
  *
  * The same rule as lease.h's `struct lease_clock` (STYLE.md 16): code that
  * decides by time reads the time here. Both clocks come from the same seam

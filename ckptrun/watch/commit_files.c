@@ -323,11 +323,11 @@ ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *
         st = CKPT_E_PRECONDITION;
         goto out;
     }
-    t0 = ckpt_mono_ms();
+    t0 = ckpt__mono_ms();
     st = ckpt_save(ctx, step);
     if (st == CKPT_OK)
         st = ckpt_wait(ctx);
-    res->seconds = (double)(ckpt_mono_ms() - t0) / 1000.0;
+    res->seconds = (double)(ckpt__mono_ms() - t0) / 1000.0;
     if (st != CKPT_OK) {
         snprintf(res->detail, sizeof res->detail, "%s", ckpt_errmsg(ctx));
         if (st == CKPT_E_CHANGED)

@@ -156,7 +156,7 @@ void watch_handle_inotify(struct watch *w)
 {
     char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
     ssize_t n;
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
 
     while ((n = read(w->ifd, buf, sizeof buf)) > 0) {
         for (char *p = buf; p < buf + n;) {
@@ -197,7 +197,7 @@ void watch_file_event(struct watch *w, const char *path, const char *event)
     char name[256];
     const char *rel, *slash, *base;
     struct entry *e;
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
 
     if (strncmp(path, w->dir, n) != 0 || path[n] != '/')
         return;

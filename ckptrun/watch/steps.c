@@ -231,7 +231,7 @@ void watch_saved(struct watch *w, const char *path, const char *event, int has_s
     char name[256];
     struct entry *e;
     struct sig s;
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
 
     if (!has_step) {
         watch_file_event(w, path, event);

@@ -119,7 +119,7 @@ int watch_open(struct watch **out, const char *dir, const char *marker, uint64_t
     DIR *d = NULL;
     struct dirent *de;
     struct stored sd = { 0 };
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
     int rc = -1, adopted = 0, fresh = 0;
 
     *out = NULL;
@@ -306,7 +306,7 @@ void watch_stopping(struct watch *w)
         w->last_look = 1;
         watch_tick(w);
         w->last_look = 0;
-        w->stop_at = ckpt_mono_ms();
+        w->stop_at = ckpt__mono_ms();
     }
     w->dirty = 1;
 }
@@ -324,7 +324,7 @@ int watch_busy(struct watch *w)
 
 int64_t watch_tick(struct watch *w)
 {
-    int64_t now = ckpt_mono_ms(), next = -1;
+    int64_t now = ckpt__mono_ms(), next = -1;
 
     w->dirty = 0;
     if (w->paused)
@@ -388,7 +388,7 @@ int64_t watch_tick(struct watch *w)
 
 void watch_child_exit(struct watch *w, int code)
 {
-    int64_t now = ckpt_mono_ms();
+    int64_t now = ckpt__mono_ms();
 
     w->child_alive = 0;
     w->pgid = 0;

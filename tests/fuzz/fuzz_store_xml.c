@@ -23,13 +23,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *buf = NULL, *esc = NULL;
     size_t elen = 0, ecap = 0;
 
-    ckpt_xml_parse((const char *)data, size, visit, &total);
-    ckpt_xml_find((const char *)data, size, "Error/Code", code, sizeof(code));
+    ckpt__xml_parse((const char *)data, size, visit, &total);
+    ckpt__xml_find((const char *)data, size, "Error/Code", code, sizeof(code));
     buf = malloc(size + 1);
     if (buf) {
         memcpy(buf, data, size);
         buf[size] = '\0';
-        ckpt_xml_escape_append(&esc, &elen, &ecap, buf);
+        ckpt__xml_escape_append(&esc, &elen, &ecap, buf);
     }
     free(esc);
     free(buf);

@@ -53,7 +53,7 @@ static void on_event(void *user, const struct notice_event *ev)
     pthread_mutex_lock(&ev_mu);
     if (nev < MAXEV) {
         evs[nev] = *ev;
-        ev_at[nev] = ckpt_now_ms();
+        ev_at[nev] = ckpt__now_ms();
     }
     nev++;
     pthread_mutex_unlock(&ev_mu);
@@ -88,8 +88,8 @@ static int warnings(void)
 
 static int wait_events(int n, long ms)
 {
-    int64_t end = ckpt_now_ms() + ms;
-    while (events() < n && ckpt_now_ms() < end)
+    int64_t end = ckpt__now_ms() + ms;
+    while (events() < n && ckpt__now_ms() < end)
         usleep(20000);
     return events();
 }
@@ -209,9 +209,9 @@ static double counter(struct mock *m, const char *name)
  * @return its value. */
 static double wait_counter(struct mock *m, const char *name, double min, long ms)
 {
-    int64_t end = ckpt_now_ms() + ms;
+    int64_t end = ckpt__now_ms() + ms;
     double v;
-    while ((v = counter(m, name)) < min && ckpt_now_ms() < end)
+    while ((v = counter(m, name)) < min && ckpt__now_ms() < end)
         usleep(20000);
     return v;
 }
@@ -245,10 +245,10 @@ static struct notice_poller *start(const char *provider, struct mock *m, long in
 
 static void stop_quickly(struct notice_poller *p, long max_ms, const char *what)
 {
-    int64_t t0 = ckpt_now_ms();
+    int64_t t0 = ckpt__now_ms();
     notice_stop(p);
-    CHECK(ckpt_now_ms() - t0 <= max_ms, "%s: notice_stop took %lld ms", what,
-          (long long)(ckpt_now_ms() - t0));
+    CHECK(ckpt__now_ms() - t0 <= max_ms, "%s: notice_stop took %lld ms", what,
+          (long long)(ckpt__now_ms() - t0));
 }
 
 static void random_pause(void)
@@ -264,7 +264,7 @@ static void one_notice(const char *provider, struct mock *m, const char *ctlq,
     int64_t set_at;
     random_pause();
     CHECK(events() == 0, "%s %s: event before the notice", provider, ctlq);
-    set_at = ckpt_now_ms();
+    set_at = ckpt__now_ms();
     ctl0(m, ctlq);
     CHECK(wait_events(1, 6000) == 1, "%s %s: no event", provider, ctlq);
     usleep(1200000); /* it keeps being served: still one event */
@@ -457,7 +457,7 @@ static void test_azure(void)
     p = start("azure", &m, 200);
     random_pause();
     {
-        int64_t set_at = ckpt_now_ms();
+        int64_t set_at = ckpt__now_ms();
         ctl0(&m, "notice?kind=terminate&in=120");
         CHECK(wait_events(1, 6000) == 1, "azure: no event");
         usleep(1200000);
@@ -588,8 +588,9 @@ static void *getter_main(void *arg)
         char *body = NULL, err[512] = "";
         size_t len = 0;
         long code = 0;
-        if (ckpt_imds_get(g->m, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
-                          &len, &code, err) == CKPT_OK && code == 404)
+        if (ckpt__imds_get(g->m, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
+                           &code, err) == CKPT_OK &&
+            code == 404)
             g->ok++;
         free(body);
     }
@@ -613,15 +614,15 @@ static void test_imds(void)
     }
     /* One client per base URL, trailing slashes ignored. */
     snprintf(url, sizeof url, "%s/", m.base);
-    a = ckpt_imds_shared(m.base);
-    b = ckpt_imds_shared(url);
+    a = ckpt__imds_shared(m.base);
+    b = ckpt__imds_shared(url);
     CHECK(a && a == b, "one shared client per base URL");
     /* The endpoint variable applies when no base is given. */
     setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", m.base, 1);
-    CHECK(ckpt_imds_shared(NULL) == a, "AWS_EC2_METADATA_SERVICE_ENDPOINT ignored");
+    CHECK(ckpt__imds_shared(NULL) == a, "AWS_EC2_METADATA_SERVICE_ENDPOINT ignored");
     unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
     setenv("AWS_EC2_METADATA_DISABLED", "TRUE", 1);
-    CHECK(ckpt_imds_shared(m.base) == NULL, "AWS_EC2_METADATA_DISABLED ignored");
+    CHECK(ckpt__imds_shared(m.base) == NULL, "AWS_EC2_METADATA_DISABLED ignored");
     unsetenv("AWS_EC2_METADATA_DISABLED");
 
     /* Concurrent callers share one token. */
@@ -643,14 +644,14 @@ static void test_imds(void)
     }
     /* Body cap: a reply over max_len is refused, not truncated. */
     ctl0(&m, "hostile?mode=huge");
-    st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
-                       &code, err);
+    st = ckpt__imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len, &code,
+                        err);
     CHECK(st == CKPT_E_CORRUPT && body == NULL, "huge body: status %d", (int)st);
     ctl0(&m, "clear");
     /* Revoked token: 401, renewed, same call succeeds. */
     ctl0(&m, "config?revoke=1");
-    st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
-                       &code, err);
+    st = ckpt__imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len, &code,
+                        err);
     CHECK(st == CKPT_OK && code == 404, "after revoke: status %d HTTP %ld", (int)st, code);
     free(body);
     body = NULL;
@@ -660,9 +661,9 @@ static void test_imds(void)
     /* Token PUT refused with 403: IMDSv1. */
     if (mock_start(&m, "aws") == 0) {
         ctl0(&m, "config?token=forbidden");
-        a = ckpt_imds_shared(m.base);
-        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
-                           &len, &code, err);
+        a = ckpt__imds_shared(m.base);
+        st = ckpt__imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
+                            &code, err);
         CHECK(st == CKPT_OK && code == 404, "v1 after 403: status %d HTTP %ld", (int)st, code);
         CHECK(counter(&m, "gets_without_token") == 1, "no tokenless GET");
         free(body);
@@ -674,29 +675,30 @@ static void test_imds(void)
     if (mock_start(&m, "aws") == 0) {
         ctl0(&m, "config?token=required");
         setenv("CKPT_IMDS_TOKEN_TTL_S", "0", 1); /* ignored: out of range */
-        a = ckpt_imds_shared(m.base);
+        a = ckpt__imds_shared(m.base);
         unsetenv("CKPT_IMDS_TOKEN_TTL_S");
         ctl0(&m, "hostile?mode=500"); /* notice paths only: token PUT still works */
-        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
-                           &len, &code, err);
+        st = ckpt__imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
+                            &code, err);
         CHECK(st == CKPT_OK && code == 500, "HTTP 500 is a reply: %d %ld", (int)st, code);
         free(body);
         body = NULL;
         ctl0(&m, "config?token=error500&revoke=1");
-        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body,
-                           &len, &code, err);
+        st = ckpt__imds_get(a, "/latest/meta-data/spot/instance-action", 2000, 4096, &body, &len,
+                            &code, err);
         CHECK(st == CKPT_E_TRANSIENT && !body, "token PUT 500: status %d", (int)st);
         CHECK(counter(&m, "gets_without_token") == 0, "fell back to IMDSv1 on a 500");
         mock_stop(&m);
     }
     /* Nothing listening: unreachable, quickly. */
     {
-        int64_t t0 = ckpt_now_ms();
-        a = ckpt_imds_shared(m.base); /* the mock just stopped: port closed */
-        st = ckpt_imds_get(a, "/latest/meta-data/spot/instance-action", 1000, 4096, &body,
-                           &len, &code, err);
+        int64_t t0 = ckpt__now_ms();
+        a = ckpt__imds_shared(m.base); /* the mock just stopped: port closed */
+        st = ckpt__imds_get(a, "/latest/meta-data/spot/instance-action", 1000, 4096, &body, &len,
+                            &code, err);
         CHECK(st == CKPT_E_UNREACHABLE && err[0], "closed port: status %d", (int)st);
-        CHECK(ckpt_now_ms() - t0 < 3000, "closed port took %lld ms", (long long)(ckpt_now_ms() - t0));
+        CHECK(ckpt__now_ms() - t0 < 3000, "closed port took %lld ms",
+              (long long)(ckpt__now_ms() - t0));
     }
 }
 

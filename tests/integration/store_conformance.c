@@ -477,7 +477,7 @@ static void check_rate(const char *url)
     cfg.connections = 4;
 #ifdef CKPT_WITH_S3
     if (!strncmp(url, "s3://", 5) || !strncmp(url, "gs://", 5))
-        s = ckpt_store_s3_open(url, &cfg, &st, err);
+        s = ckpt__store_s3_open(url, &cfg, &st, err);
     else
 #endif
         s = ckpt_store_open(url, &cfg, &st, err);

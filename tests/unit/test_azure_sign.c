@@ -40,12 +40,12 @@ static void test_put_blob_conditional(void **state)
     char *sts, auth[256];
 
     (void)state;
-    sts = ckpt_az_string_to_sign("devstoreaccount1", "PUT",
-                                 "/devstoreaccount1/ckpt/run/HEAD", NULL, h, 6);
+    sts = ckpt__az_string_to_sign("devstoreaccount1", "PUT", "/devstoreaccount1/ckpt/run/HEAD",
+                                  NULL, h, 6);
     assert_non_null(sts);
     assert_string_equal(sts, want);
-    assert_int_equal(ckpt_az_authorization("devstoreaccount1", DEV_KEY, sts, auth,
-                                           sizeof(auth)), CKPT_OK);
+    assert_int_equal(ckpt__az_authorization("devstoreaccount1", DEV_KEY, sts, auth, sizeof(auth)),
+                     CKPT_OK);
     assert_string_equal(auth, "SharedKey devstoreaccount1:"
                               "cIKC3g5phaQg7/Q9yv38ocmro6ybuep9w6V/cpNVvtM=");
     free(sts);
@@ -67,13 +67,13 @@ static void test_list_query_and_empty_length(void **state)
 
     (void)state;
     /* Query in wire form, unsorted, encoded: names sorted, values decoded. */
-    sts = ckpt_az_string_to_sign("devstoreaccount1", "GET", "/devstoreaccount1/ckpt",
-                                 "restype=container&comp=list&prefix=run%2F&marker=2%21a%20b",
-                                 h, 3);
+    sts =
+        ckpt__az_string_to_sign("devstoreaccount1", "GET", "/devstoreaccount1/ckpt",
+                                "restype=container&comp=list&prefix=run%2F&marker=2%21a%20b", h, 3);
     assert_non_null(sts);
     assert_string_equal(sts, want);
-    assert_int_equal(ckpt_az_authorization("devstoreaccount1", DEV_KEY, sts, auth,
-                                           sizeof(auth)), CKPT_OK);
+    assert_int_equal(ckpt__az_authorization("devstoreaccount1", DEV_KEY, sts, auth, sizeof(auth)),
+                     CKPT_OK);
     assert_string_equal(auth, "SharedKey devstoreaccount1:"
                               "NrkG+TBG+s18tyA+gINqUxQ/+Lfy2HkkS2qqxJ+m3Zg=");
     free(sts);
@@ -84,7 +84,7 @@ static void test_bad_key(void **state)
     char auth[256];
 
     (void)state;
-    assert_int_equal(ckpt_az_authorization("a", "not-base64!", "x", auth, sizeof(auth)),
+    assert_int_equal(ckpt__az_authorization("a", "not-base64!", "x", auth, sizeof(auth)),
                      CKPT_E_CONFIG);
 }
 

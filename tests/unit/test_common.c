@@ -25,14 +25,14 @@ static void test_duration(void **state)
         { "0", 0 }, { "1m30s", 90000 }, { "0.001s", 1 },
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        assert_int_equal(ckpt_parse_duration_ms(ok[i].in, &ms), 0);
+        assert_int_equal(ckpt__parse_duration_ms(ok[i].in, &ms), 0);
         assert_int_equal(ms, ok[i].ms);
     }
     static const char *const bad[] = { "", "s", "10x", "1h30", "-5s", "1..2s", "ms",
                                        "99999999999999999999h", "5 s", "1d" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(ckpt_parse_duration_ms(bad[i], &ms), -1);
-    assert_int_equal(ckpt_parse_duration_ms(NULL, &ms), -1);
+        assert_int_equal(ckpt__parse_duration_ms(bad[i], &ms), -1);
+    assert_int_equal(ckpt__parse_duration_ms(NULL, &ms), -1);
 }
 
 
@@ -41,52 +41,52 @@ static void test_codec(void **state)
     ckpt_codec c;
     int lv;
     (void)state;
-    assert_int_equal(ckpt_parse_codec("zstd", &c, &lv), 0);
+    assert_int_equal(ckpt__parse_codec("zstd", &c, &lv), 0);
     assert_int_equal(c, CKPT_CODEC_ZSTD);
-    assert_int_equal(ckpt_parse_codec("zstd:19", &c, &lv), 0);
+    assert_int_equal(ckpt__parse_codec("zstd:19", &c, &lv), 0);
     assert_int_equal(lv, 19);
-    assert_int_equal(ckpt_parse_codec("lz4", &c, &lv), 0);
+    assert_int_equal(ckpt__parse_codec("lz4", &c, &lv), 0);
     assert_int_equal(c, CKPT_CODEC_LZ4);
-    assert_int_equal(ckpt_parse_codec("none", &c, &lv), 0);
+    assert_int_equal(ckpt__parse_codec("none", &c, &lv), 0);
     assert_int_equal(c, CKPT_CODEC_NONE);
-    assert_int_equal(ckpt_parse_codec("zstd:0", &c, &lv), -1);
-    assert_int_equal(ckpt_parse_codec("zstd:23", &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec("zstd:0", &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec("zstd:23", &c, &lv), -1);
     /* 20..22 once passed ckptrun and made the trainer's ckpt_open fail:
      * one rule for both now, levels 1..19 */
     for (int l = 0; l <= 23; l++) {
         char spec[16];
         snprintf(spec, sizeof spec, "zstd:%d", l);
-        assert_int_equal(ckpt_parse_codec(spec, &c, &lv) == 0, l >= 1 && l <= 19);
+        assert_int_equal(ckpt__parse_codec(spec, &c, &lv) == 0, l >= 1 && l <= 19);
     }
-    assert_int_equal(ckpt_parse_codec("zstd:", &c, &lv), -1);
-    assert_int_equal(ckpt_parse_codec("gzip", &c, &lv), -1);
-    assert_string_equal(ckpt_codec_name(CKPT_CODEC_LZ4), "lz4");
-    assert_string_equal(ckpt_codec_name(CKPT_CODEC_ZSTD), "zstd");
-    assert_string_equal(ckpt_codec_name(CKPT_CODEC_NONE), "none");
-    assert_string_equal(ckpt_codec_name(CKPT_CODEC_DEFAULT), "default");
-    assert_string_equal(ckpt_codec_name((ckpt_codec)4), "?");
-    assert_string_equal(ckpt_codec_name((ckpt_codec)-1), "?");
-    assert_int_equal(ckpt_parse_codec("lz4:3", &c, &lv), -1); /* no levels */
-    assert_int_equal(ckpt_parse_codec("none:1", &c, &lv), -1);
-    assert_int_equal(ckpt_parse_codec("zstdx", &c, &lv), -1);
-    assert_int_equal(ckpt_parse_codec("zst", &c, &lv), -1);
-    assert_int_equal(ckpt_parse_codec(NULL, &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec("zstd:", &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec("gzip", &c, &lv), -1);
+    assert_string_equal(ckpt__codec_name(CKPT_CODEC_LZ4), "lz4");
+    assert_string_equal(ckpt__codec_name(CKPT_CODEC_ZSTD), "zstd");
+    assert_string_equal(ckpt__codec_name(CKPT_CODEC_NONE), "none");
+    assert_string_equal(ckpt__codec_name(CKPT_CODEC_DEFAULT), "default");
+    assert_string_equal(ckpt__codec_name((ckpt_codec)4), "?");
+    assert_string_equal(ckpt__codec_name((ckpt_codec)-1), "?");
+    assert_int_equal(ckpt__parse_codec("lz4:3", &c, &lv), -1); /* no levels */
+    assert_int_equal(ckpt__parse_codec("none:1", &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec("zstdx", &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec("zst", &c, &lv), -1);
+    assert_int_equal(ckpt__parse_codec(NULL, &c, &lv), -1);
 }
 
 /* CKPT_CODEC_MAP: every row is a public value with its bounds, parsed and
  * named from the map; the texts ckptrun prints come from it too. */
 static void test_codec_map(void **state)
 {
-    const struct ckpt_codec_spec *sp;
+    const struct ckpt__codec_spec *sp;
     size_t i, n = 0;
     (void)state;
-    for (i = 0; (sp = ckpt_codec_at(i)); i++, n++) {
+    for (i = 0; (sp = ckpt__codec_at(i)); i++, n++) {
         ckpt_codec c = CKPT_CODEC_DEFAULT;
         int lv = -1;
         char spec[32];
-        assert_ptr_equal(ckpt_codec_spec(sp->id), sp);
-        assert_string_equal(ckpt_codec_name(sp->id), sp->name);
-        assert_int_equal(ckpt_parse_codec(sp->name, &c, &lv), 0);
+        assert_ptr_equal(ckpt__codec_spec(sp->id), sp);
+        assert_string_equal(ckpt__codec_name(sp->id), sp->name);
+        assert_int_equal(ckpt__parse_codec(sp->name, &c, &lv), 0);
         assert_int_equal(c, sp->id);
         assert_int_equal(lv, 0);
         if (sp->has_levels) {
@@ -94,7 +94,7 @@ static void test_codec_map(void **state)
                         sp->level_default <= sp->level_max);
             for (int l = sp->level_min - 1; l <= sp->level_max + 1; l++) {
                 snprintf(spec, sizeof spec, "%s:%d", sp->name, l);
-                assert_int_equal(ckpt_parse_codec(spec, &c, &lv) == 0,
+                assert_int_equal(ckpt__parse_codec(spec, &c, &lv) == 0,
                                  l >= sp->level_min && l <= sp->level_max);
             }
         } else {
@@ -106,20 +106,20 @@ static void test_codec_map(void **state)
     }
     assert_int_equal(n, 3);
     /* the public values did not move (ABI) and nothing else has a row */
-    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_NONE)->id, 1);
-    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_ZSTD)->id, 2);
-    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_LZ4)->id, 3);
-    assert_null(ckpt_codec_spec(CKPT_CODEC_DEFAULT));
-    assert_null(ckpt_codec_spec((ckpt_codec)4));
-    assert_null(ckpt_codec_spec((ckpt_codec)255));
+    assert_int_equal(ckpt__codec_spec(CKPT_CODEC_NONE)->id, 1);
+    assert_int_equal(ckpt__codec_spec(CKPT_CODEC_ZSTD)->id, 2);
+    assert_int_equal(ckpt__codec_spec(CKPT_CODEC_LZ4)->id, 3);
+    assert_null(ckpt__codec_spec(CKPT_CODEC_DEFAULT));
+    assert_null(ckpt__codec_spec((ckpt_codec)4));
+    assert_null(ckpt__codec_spec((ckpt_codec)255));
     /* zstd's levels stop where its ultra levels begin */
-    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_ZSTD)->level_max, 19);
-    assert_int_equal(ckpt_codec_spec(CKPT_CODEC_ZSTD)->level_default, 1);
+    assert_int_equal(ckpt__codec_spec(CKPT_CODEC_ZSTD)->level_max, 19);
+    assert_int_equal(ckpt__codec_spec(CKPT_CODEC_ZSTD)->level_default, 1);
     /* speed classes: what a stop short of time falls back to */
-    assert_int_equal(ckpt_codec_of_speed(CKPT_SPEED_COPY)->id, CKPT_CODEC_NONE);
-    assert_int_equal(ckpt_codec_of_speed(CKPT_SPEED_FAST)->id, CKPT_CODEC_LZ4);
-    assert_int_equal(ckpt_codec_of_speed(CKPT_SPEED_DENSE)->id, CKPT_CODEC_ZSTD);
-    assert_null(ckpt_codec_of_speed((enum ckpt_codec_speed)7));
+    assert_int_equal(ckpt__codec_of_speed(CKPT_SPEED_COPY)->id, CKPT_CODEC_NONE);
+    assert_int_equal(ckpt__codec_of_speed(CKPT_SPEED_FAST)->id, CKPT_CODEC_LZ4);
+    assert_int_equal(ckpt__codec_of_speed(CKPT_SPEED_DENSE)->id, CKPT_CODEC_ZSTD);
+    assert_null(ckpt__codec_of_speed((enum ckpt_codec_speed)7));
     /* the literals --help, the completions and the messages use */
     assert_string_equal(CKPT_CODEC_RULE, "zstd[:1-19], lz4, none");
     assert_string_equal(CKPT_CODEC_FORMS, " zstd[:1-19] lz4 none");
@@ -130,23 +130,23 @@ static void test_signal(void **state)
 {
     int sig = -1;
     (void)state;
-    assert_int_equal(ckpt_parse_signal("none", &sig), 0);
+    assert_int_equal(ckpt__parse_signal("none", &sig), 0);
     assert_int_equal(sig, 0);
-    assert_int_equal(ckpt_parse_signal("USR1", &sig), 0);
+    assert_int_equal(ckpt__parse_signal("USR1", &sig), 0);
     assert_int_equal(sig, SIGUSR1);
-    assert_int_equal(ckpt_parse_signal("sigusr2", &sig), 0);
+    assert_int_equal(ckpt__parse_signal("sigusr2", &sig), 0);
     assert_int_equal(sig, SIGUSR2);
-    assert_int_equal(ckpt_parse_signal("15", &sig), 0);
+    assert_int_equal(ckpt__parse_signal("15", &sig), 0);
     assert_int_equal(sig, SIGTERM);
-    assert_int_equal(ckpt_parse_signal("KILL", &sig), -1);
-    assert_int_equal(ckpt_parse_signal("9", &sig), -1);
-    assert_int_equal(ckpt_parse_signal("SIGFOO", &sig), -1);
-    assert_int_equal(ckpt_parse_signal("", &sig), -1);
-    assert_int_equal(ckpt_parse_signal("65", &sig), -1);
-    assert_string_equal(ckpt_signal_name(SIGUSR1), "SIGUSR1");
-    assert_string_equal(ckpt_signal_name(SIGKILL), "SIGKILL");
-    assert_string_equal(ckpt_signal_name(0), "none");
-    assert_string_equal(ckpt_signal_name(SIGRTMIN + 1), "35"); /* no name: its number */
+    assert_int_equal(ckpt__parse_signal("KILL", &sig), -1);
+    assert_int_equal(ckpt__parse_signal("9", &sig), -1);
+    assert_int_equal(ckpt__parse_signal("SIGFOO", &sig), -1);
+    assert_int_equal(ckpt__parse_signal("", &sig), -1);
+    assert_int_equal(ckpt__parse_signal("65", &sig), -1);
+    assert_string_equal(ckpt__signal_name(SIGUSR1), "SIGUSR1");
+    assert_string_equal(ckpt__signal_name(SIGKILL), "SIGKILL");
+    assert_string_equal(ckpt__signal_name(0), "none");
+    assert_string_equal(ckpt__signal_name(SIGRTMIN + 1), "35"); /* no name: its number */
 }
 
 
@@ -154,11 +154,11 @@ static void test_names(void **state)
 {
     char out[160];
     (void)state;
-    assert_true(ckpt_run_name_ok("llama-7b_run.1", 1));
-    assert_false(ckpt_run_name_ok("", 1));
-    assert_false(ckpt_run_name_ok(".hidden", 1));
-    assert_false(ckpt_run_name_ok("a/b", 1));
-    assert_false(ckpt_run_name_ok("a b", 1));
+    assert_true(ckpt__run_name_ok("llama-7b_run.1", 1));
+    assert_false(ckpt__run_name_ok("", 1));
+    assert_false(ckpt__run_name_ok(".hidden", 1));
+    assert_false(ckpt__run_name_ok("a/b", 1));
+    assert_false(ckpt__run_name_ok("a b", 1));
     /* a new run: 1..128, no leading dot; an existing one: what libckpt
      * accepted too (up to 200, a leading dot) */
     {
@@ -167,23 +167,23 @@ static void test_names(void **state)
         memset(n129, 'a', 129), n129[129] = 0;
         memset(n200, 'a', 200), n200[200] = 0;
         memset(n201, 'a', 201), n201[201] = 0;
-        assert_true(ckpt_run_name_ok(n128, 1));
-        assert_false(ckpt_run_name_ok(n129, 1));
-        assert_true(ckpt_run_name_ok(n129, 0));
-        assert_true(ckpt_run_name_ok(n200, 0));
-        assert_false(ckpt_run_name_ok(n201, 0));
-        assert_false(ckpt_run_name_ok(".hidden", 1));
-        assert_true(ckpt_run_name_ok(".hidden", 0));
-        assert_false(ckpt_run_name_ok(".", 0));
-        assert_false(ckpt_run_name_ok("..", 0));
-        assert_false(ckpt_run_name_ok("a/b", 0));
-        assert_false(ckpt_run_name_ok("", 0));
+        assert_true(ckpt__run_name_ok(n128, 1));
+        assert_false(ckpt__run_name_ok(n129, 1));
+        assert_true(ckpt__run_name_ok(n129, 0));
+        assert_true(ckpt__run_name_ok(n200, 0));
+        assert_false(ckpt__run_name_ok(n201, 0));
+        assert_false(ckpt__run_name_ok(".hidden", 1));
+        assert_true(ckpt__run_name_ok(".hidden", 0));
+        assert_false(ckpt__run_name_ok(".", 0));
+        assert_false(ckpt__run_name_ok("..", 0));
+        assert_false(ckpt__run_name_ok("a/b", 0));
+        assert_false(ckpt__run_name_ok("", 0));
     }
-    assert_int_equal(ckpt_name_sanitize("my run (2)", out, sizeof out), 0);
+    assert_int_equal(ckpt__name_sanitize("my run (2)", out, sizeof out), 0);
     assert_string_equal(out, "my_run__2_");
-    assert_int_equal(ckpt_name_sanitize("..x", out, sizeof out), 0);
+    assert_int_equal(ckpt__name_sanitize("..x", out, sizeof out), 0);
     assert_string_equal(out, "x");
-    assert_int_equal(ckpt_name_sanitize("...", out, sizeof out), -1);
+    assert_int_equal(ckpt__name_sanitize("...", out, sizeof out), -1);
 }
 
 
@@ -191,17 +191,17 @@ static void test_formats(void **state)
 {
     char b[32];
     (void)state;
-    assert_string_equal(ckpt_fmt_bytes(999, b, sizeof b), "999 B");
+    assert_string_equal(ckpt__fmt_bytes(999, b, sizeof b), "999 B");
     /* one convention: binary multiples, named so */
-    assert_string_equal(ckpt_fmt_bytes(1500000, b, sizeof b), "1.43 MiB");
-    assert_string_equal(ckpt_fmt_bytes(14ull << 30, b, sizeof b), "14.0 GiB");
-    assert_string_equal(ckpt_fmt_bytes(1024, b, sizeof b), "1.00 KiB");
-    assert_string_equal(ckpt_fmt_bytes(300ull << 20, b, sizeof b), "300 MiB");
-    assert_string_equal(ckpt_fmt_rate(50.0 * 1048576, b, sizeof b), "50.0 MiB/s");
-    assert_string_equal(ckpt_fmt_duration(250, b, sizeof b), "250ms");
-    assert_string_equal(ckpt_fmt_duration(4200, b, sizeof b), "4.2s");
-    assert_string_equal(ckpt_fmt_duration(62000, b, sizeof b), "1m02s");
-    assert_string_equal(ckpt_fmt_duration(3720000, b, sizeof b), "1h02m");
+    assert_string_equal(ckpt__fmt_bytes(1500000, b, sizeof b), "1.43 MiB");
+    assert_string_equal(ckpt__fmt_bytes(14ull << 30, b, sizeof b), "14.0 GiB");
+    assert_string_equal(ckpt__fmt_bytes(1024, b, sizeof b), "1.00 KiB");
+    assert_string_equal(ckpt__fmt_bytes(300ull << 20, b, sizeof b), "300 MiB");
+    assert_string_equal(ckpt__fmt_rate(50.0 * 1048576, b, sizeof b), "50.0 MiB/s");
+    assert_string_equal(ckpt__fmt_duration(250, b, sizeof b), "250ms");
+    assert_string_equal(ckpt__fmt_duration(4200, b, sizeof b), "4.2s");
+    assert_string_equal(ckpt__fmt_duration(62000, b, sizeof b), "1m02s");
+    assert_string_equal(ckpt__fmt_duration(3720000, b, sizeof b), "1h02m");
 }
 
 
@@ -222,12 +222,12 @@ static void test_sizes(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         si = -1;
-        assert_int_equal(ckpt_parse_size(ok[i].in, &v, &si), 0);
+        assert_int_equal(ckpt__parse_size(ok[i].in, &v, &si), 0);
         assert_true(v == ok[i].bytes);
         assert_int_equal(si, ok[i].si);
     }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(ckpt_parse_size(bad[i], &v, NULL), -1);
+        assert_int_equal(ckpt__parse_size(bad[i], &v, NULL), -1);
     }
 }
 
@@ -235,16 +235,16 @@ static void test_sizes(void **state)
 static void test_clock(void **state)
 {
     struct timespec ts = { 0, 20 * 1000000L };
-    int64_t m0 = ckpt_mono_ms(), w = ckpt_now_ms();
-    uint64_t n0 = ckpt_mono_ns();
+    int64_t m0 = ckpt__mono_ms(), w = ckpt__now_ms();
+    uint64_t n0 = ckpt__mono_ns();
     (void)state;
     assert_true(w > 1600000000000LL); /* after 2020, in ms */
     nanosleep(&ts, NULL);
-    assert_true(ckpt_mono_ms() - m0 >= 20);
-    assert_true(ckpt_mono_ns() - n0 >= 20000000ull);
+    assert_true(ckpt__mono_ms() - m0 >= 20);
+    assert_true(ckpt__mono_ns() - n0 >= 20000000ull);
 }
 
-/* A thread started by ckpt_thread_start blocks every signal, and the
+/* A thread started by ckpt__thread_start blocks every signal, and the
  * caller's own mask is left as it was. */
 static void *report_mask(void *arg)
 {
@@ -259,7 +259,7 @@ static void test_thread_start(void **state)
     pthread_t t;
     (void)state;
     pthread_sigmask(SIG_SETMASK, NULL, &before);
-    assert_int_equal(ckpt_thread_start(&t, report_mask, &in_thread), 0);
+    assert_int_equal(ckpt__thread_start(&t, report_mask, &in_thread), 0);
     pthread_join(t, NULL);
     assert_true(sigismember(&in_thread, SIGTERM));
     assert_true(sigismember(&in_thread, SIGUSR1));

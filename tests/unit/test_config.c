@@ -233,9 +233,9 @@ static void config_beats_environment(void **state)
     {
         /* and the store's retry policy takes it over CKPT_RETRY_BUDGET_MS */
         struct ckpt_retry_policy p;
-        ckpt_retry_policy_init_budget(&p, s.store_cfg.retry_budget_ms);
+        ckpt__retry_policy_init_budget(&p, s.store_cfg.retry_budget_ms);
         assert_int_equal(p.budget_ms, 700);
-        ckpt_retry_policy_init_budget(&p, 0);
+        ckpt__retry_policy_init_budget(&p, 0);
         assert_int_equal(p.budget_ms, 5000);
     }
 #endif

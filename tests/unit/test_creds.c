@@ -5,7 +5,8 @@
  * Files live in a private directory; the environment is set per test.
  */
 #include "test_util.h"
-#include "creds.h"
+#include "creds_aws.h"
+#include "creds_azure.h"
 
 static char *g_dir;
 static char g_cred[600], g_conf[600];
@@ -78,7 +79,7 @@ static void test_profile_files(void **state)
     clear_env();
     setenv("AWS_PROFILE", "work", 1);
     memset(&p, 0, sizeof p);
-    ckpt_aws_profile_load(&p);
+    ckpt__aws_profile_load(&p);
     assert_string_equal(p.name, "work");
     assert_string_equal(p.ak, "AKWORK");        /* the first value wins */
     assert_string_equal(p.sk, "SK/WORK+x=");
@@ -88,19 +89,19 @@ static void test_profile_files(void **state)
     assert_string_equal(p.endpoint, "https://any.example.com");
     assert_string_equal(p.s3_endpoint, "http://127.0.0.1:9000");
     assert_int_equal(p.path_style, 1);
-    ckpt_aws_profile_free(&p);
+    ckpt__aws_profile_free(&p);
 
     unsetenv("AWS_PROFILE");                      /* "default" in both files */
-    ckpt_aws_profile_load(&p);
+    ckpt__aws_profile_load(&p);
     assert_string_equal(p.name, "default");
     assert_string_equal(p.ak, "AKDEFAULT");
     assert_string_equal(p.region, "eu-west-1");
     assert_null(p.token);
     assert_int_equal(p.path_style, 0);
-    ckpt_aws_profile_free(&p);
+    ckpt__aws_profile_free(&p);
 
     /* a missing file is no error */
-    ckpt_aws_profile_read("/nonexistent/credentials", "default", &p);
+    ckpt__aws_profile_read("/nonexistent/credentials", "default", &p);
     assert_null(p.ak);
 }
 
@@ -115,47 +116,47 @@ static void test_chain_order(void **state)
     memset(&p, 0, sizeof p);
     memset(&k, 0, sizeof k);
     /* the profile when nothing is in the environment: its keys move */
-    ckpt_aws_profile_load(&p);
-    assert_int_equal(ckpt_aws_keys_static(0, &p, &k, src, sizeof src), 1);
+    ckpt__aws_profile_load(&p);
+    assert_int_equal(ckpt__aws_keys_static(0, &p, &k, src, sizeof src), 1);
     assert_string_equal(k.ak, "AKDEFAULT");
     assert_null(p.ak);
     assert_non_null(strstr(src, "profile 'default' in "));
     assert_non_null(strstr(src, g_cred));
     assert_int_equal(k.expiry, 0);
-    ckpt_aws_keys_free(&k);
-    ckpt_aws_profile_free(&p);
+    ckpt__aws_keys_free(&k);
+    ckpt__aws_profile_free(&p);
 
     /* the environment before the profile, with its session token */
     setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "SKENV", 1);
     setenv("AWS_SESSION_TOKEN", "TOKENV", 1);
-    ckpt_aws_profile_load(&p);
-    assert_int_equal(ckpt_aws_keys_static(0, &p, &k, src, sizeof src), 1);
+    ckpt__aws_profile_load(&p);
+    assert_int_equal(ckpt__aws_keys_static(0, &p, &k, src, sizeof src), 1);
     assert_string_equal(k.ak, "AKENV");
     assert_string_equal(k.token, "TOKENV");
     assert_string_equal(src, "environment (AWS_ACCESS_KEY_ID, AWS_SESSION_TOKEN)");
-    ckpt_aws_keys_free(&k);
+    ckpt__aws_keys_free(&k);
 
     /* gs:// takes the GOOGLE_* pair first; s3:// never does */
     setenv("GOOGLE_ACCESS_KEY_ID", "GOOG", 1);
     setenv("GOOGLE_SECRET_ACCESS_KEY", "GSK", 1);
-    assert_int_equal(ckpt_aws_keys_static(1, &p, &k, src, sizeof src), 1);
+    assert_int_equal(ckpt__aws_keys_static(1, &p, &k, src, sizeof src), 1);
     assert_string_equal(k.ak, "GOOG");
     assert_null(k.token);
     assert_string_equal(src, "environment (GOOGLE_ACCESS_KEY_ID)");
-    ckpt_aws_keys_free(&k);
-    assert_int_equal(ckpt_aws_keys_static(0, &p, &k, src, sizeof src), 1);
+    ckpt__aws_keys_free(&k);
+    assert_int_equal(ckpt__aws_keys_static(0, &p, &k, src, sizeof src), 1);
     assert_string_equal(k.ak, "AKENV");
-    ckpt_aws_keys_free(&k);
-    ckpt_aws_profile_free(&p);
+    ckpt__aws_keys_free(&k);
+    ckpt__aws_profile_free(&p);
 
     /* nothing anywhere */
     clear_env();
     setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
-    ckpt_aws_profile_load(&p);
-    assert_int_equal(ckpt_aws_keys_static(0, &p, &k, src, sizeof src), 0);
+    ckpt__aws_profile_load(&p);
+    assert_int_equal(ckpt__aws_keys_static(0, &p, &k, src, sizeof src), 0);
     assert_null(k.ak);
-    ckpt_aws_profile_free(&p);
+    ckpt__aws_profile_free(&p);
 }
 
 static void test_region_endpoint_time(void **state)
@@ -166,29 +167,29 @@ static void test_region_endpoint_time(void **state)
     clear_env();
     setenv("AWS_PROFILE", "work", 1);
     memset(&p, 0, sizeof p);
-    ckpt_aws_profile_load(&p);
-    assert_string_equal(ckpt_aws_region(&p), "ap-south-1");
+    ckpt__aws_profile_load(&p);
+    assert_string_equal(ckpt__aws_region(&p), "ap-south-1");
     setenv("AWS_DEFAULT_REGION", "us-west-2", 1);
-    assert_string_equal(ckpt_aws_region(&p), "us-west-2");
+    assert_string_equal(ckpt__aws_region(&p), "us-west-2");
     setenv("AWS_REGION", "eu-north-1", 1);
-    assert_string_equal(ckpt_aws_region(&p), "eu-north-1");
-    assert_string_equal(ckpt_aws_endpoint(&p), "http://127.0.0.1:9000");
+    assert_string_equal(ckpt__aws_region(&p), "eu-north-1");
+    assert_string_equal(ckpt__aws_endpoint(&p), "http://127.0.0.1:9000");
     setenv("AWS_ENDPOINT_URL", "http://generic", 1);
-    assert_string_equal(ckpt_aws_endpoint(&p), "http://generic");
+    assert_string_equal(ckpt__aws_endpoint(&p), "http://generic");
     setenv("AWS_ENDPOINT_URL_S3", "http://s3-only", 1);
-    assert_string_equal(ckpt_aws_endpoint(&p), "http://s3-only");
-    ckpt_aws_profile_free(&p);
+    assert_string_equal(ckpt__aws_endpoint(&p), "http://s3-only");
+    ckpt__aws_profile_free(&p);
     clear_env();
     setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
-    ckpt_aws_profile_load(&p);
-    assert_string_equal(ckpt_aws_region(&p), "us-east-1");
-    assert_null(ckpt_aws_endpoint(&p));
-    ckpt_aws_profile_free(&p);
+    ckpt__aws_profile_load(&p);
+    assert_string_equal(ckpt__aws_region(&p), "us-east-1");
+    assert_null(ckpt__aws_endpoint(&p));
+    ckpt__aws_profile_free(&p);
 
-    assert_int_equal(ckpt_aws_time("2024-05-01T12:00:00Z"), 1714564800);
-    assert_int_equal(ckpt_aws_time("2024-05-01T12:00:00.000Z"), 1714564800);
-    assert_int_equal(ckpt_aws_time("yesterday"), 0);
-    assert_int_equal(ckpt_aws_time(NULL), 0);
+    assert_int_equal(ckpt__aws_time("2024-05-01T12:00:00Z"), 1714564800);
+    assert_int_equal(ckpt__aws_time("2024-05-01T12:00:00.000Z"), 1714564800);
+    assert_int_equal(ckpt__aws_time("yesterday"), 0);
+    assert_int_equal(ckpt__aws_time(NULL), 0);
 }
 
 static void test_azure_connection_string(void **state)
@@ -200,18 +201,18 @@ static void test_azure_connection_string(void **state)
     char *v;
 
     (void)state;
-    v = ckpt_az_cs_get(cs, "accountname");      /* names are case-insensitive */
+    v = ckpt__az_cs_get(cs, "accountname"); /* names are case-insensitive */
     assert_string_equal(v, "devstoreaccount1");
     free(v);
-    v = ckpt_az_cs_get(cs, "AccountKey");       /* values keep their '=' */
+    v = ckpt__az_cs_get(cs, "AccountKey"); /* values keep their '=' */
     assert_string_equal(v, "a2V5a2V5==");
     free(v);
-    assert_null(ckpt_az_cs_get(cs, "SharedAccessSignature"));
+    assert_null(ckpt__az_cs_get(cs, "SharedAccessSignature"));
 
     clear_env();
     setenv("AZURE_STORAGE_CONNECTION_STRING", cs, 1);
     memset(&c, 0, sizeof c);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_OK);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_OK);
     assert_string_equal(c.account, "devstoreaccount1");
     assert_string_equal(c.key_b64, "a2V5a2V5==");
     assert_null(c.sas);
@@ -219,28 +220,28 @@ static void test_azure_connection_string(void **state)
     assert_string_equal(c.source, "connection string (AZURE_STORAGE_CONNECTION_STRING), "
                                   "account 'devstoreaccount1', shared key");
     assert_null(strstr(c.source, "a2V5"));
-    ckpt_az_creds_free(&c);
+    ckpt__az_creds_free(&c);
 
     /* no BlobEndpoint: built from the protocol, account and suffix */
     setenv("AZURE_STORAGE_CONNECTION_STRING",
            "AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.chinacloudapi.cn", 1);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_OK);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_OK);
     assert_string_equal(c.endpoint, "https://acct.blob.core.chinacloudapi.cn");
-    ckpt_az_creds_free(&c);
+    ckpt__az_creds_free(&c);
 
     /* a SAS-only connection string may omit the account */
     setenv("AZURE_STORAGE_CONNECTION_STRING",
            "BlobEndpoint=https://x.blob.core.windows.net;SharedAccessSignature=?sv=1&sig=2", 1);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_OK);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_OK);
     assert_string_equal(c.account, "");
     assert_string_equal(c.sas, "sv=1&sig=2");
-    ckpt_az_creds_free(&c);
+    ckpt__az_creds_free(&c);
 
     /* a key needs an account */
     setenv("AZURE_STORAGE_CONNECTION_STRING",
            "BlobEndpoint=https://x.blob.core.windows.net;AccountKey=a2V5", 1);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_E_CONFIG);
-    ckpt_az_creds_free(&c);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_E_CONFIG);
+    ckpt__az_creds_free(&c);
 }
 
 static void test_azure_variables(void **state)
@@ -251,26 +252,26 @@ static void test_azure_variables(void **state)
     (void)state;
     clear_env();
     memset(&c, 0, sizeof c);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_E_AUTH);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_E_AUTH);
     assert_non_null(strstr(err, "AZURE_STORAGE_CONNECTION_STRING"));
-    ckpt_az_creds_free(&c);
+    ckpt__az_creds_free(&c);
 
     setenv("AZURE_STORAGE_ACCOUNT", "acct", 1);
     setenv("AZURE_STORAGE_SAS_TOKEN", "?sv=2021&sig=abc", 1);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_OK);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_OK);
     assert_string_equal(c.sas, "sv=2021&sig=abc");
     assert_null(c.key_b64);
     assert_string_equal(c.endpoint, "https://acct.blob.core.windows.net");
     assert_string_equal(c.source, "environment (AZURE_STORAGE_ACCOUNT, "
                                   "AZURE_STORAGE_SAS_TOKEN), account 'acct', SAS token");
-    ckpt_az_creds_free(&c);
+    ckpt__az_creds_free(&c);
 
     /* both a key and a SAS: the key signs */
     setenv("AZURE_STORAGE_KEY", "a2V5", 1);
-    assert_int_equal(ckpt_az_creds_load(&c, err), CKPT_OK);
+    assert_int_equal(ckpt__az_creds_load(&c, err), CKPT_OK);
     assert_string_equal(c.key_b64, "a2V5");
     assert_null(c.sas);
-    ckpt_az_creds_free(&c);
+    ckpt__az_creds_free(&c);
 }
 
 int main(void)

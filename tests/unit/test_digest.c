@@ -21,15 +21,15 @@ static void test_md5_sha256(void **state)
     char b64[25], hex[33], sha[65];
 
     (void)state;
-    ckpt_md5_base64("abc", 3, b64);
+    ckpt__md5_base64("abc", 3, b64);
     assert_string_equal(b64, "kAFQmDzST7DWlj99KOF/cg==");
-    ckpt_md5_hex("abc", 3, hex);
+    ckpt__md5_hex("abc", 3, hex);
     assert_string_equal(hex, "900150983cd24fb0d6963f7d28e17f72");
-    ckpt_md5_hex("", 0, hex);
+    ckpt__md5_hex("", 0, hex);
     assert_string_equal(hex, "d41d8cd98f00b204e9800998ecf8427e");
-    ckpt_sha256_hex("abc", 3, sha);
+    ckpt__sha256_hex("abc", 3, sha);
     assert_string_equal(sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    ckpt_sha256_hex("", 0, sha);
+    ckpt__sha256_hex("", 0, sha);
     assert_string_equal(sha, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
@@ -43,7 +43,7 @@ static void test_hmac_sha256(void **state)
     unsigned char mac[32];
 
     (void)state;
-    ckpt_hmac_sha256("Jefe", 4, msg, strlen(msg), mac);
+    ckpt__hmac_sha256("Jefe", 4, msg, strlen(msg), mac);
     assert_memory_equal(mac, want, 32);
 }
 
@@ -55,12 +55,12 @@ static void test_crc32c(void **state)
     (void)state;
     memset(ones, 0xff, sizeof ones);
 #ifdef CKPT_HAVE_ISAL
-    assert_int_equal(ckpt_crc32c_base64("123456789", 9, crc), 1);
+    assert_int_equal(ckpt__crc32c_base64("123456789", 9, crc), 1);
     assert_string_equal(crc, "4waSgw==");      /* 0xE3069283 */
-    assert_int_equal(ckpt_crc32c_base64(ones, sizeof ones, crc), 1);
+    assert_int_equal(ckpt__crc32c_base64(ones, sizeof ones, crc), 1);
     assert_string_equal(crc, "YqirQw==");      /* 0x62A8AB43 */
 #else
-    assert_int_equal(ckpt_crc32c_base64(ones, sizeof ones, crc), 0);
+    assert_int_equal(ckpt__crc32c_base64(ones, sizeof ones, crc), 0);
     assert_string_equal(crc, "");
     skip();
 #endif
@@ -76,13 +76,13 @@ static void test_base64(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
-        ckpt_base64_encode(plain[i], strlen(plain[i]), out);
+        ckpt__base64_encode(plain[i], strlen(plain[i]), out);
         assert_string_equal(out, enc[i]);
-        assert_int_equal(ckpt_base64_decode(enc[i], dec), (long)strlen(plain[i]));
+        assert_int_equal(ckpt__base64_decode(enc[i], dec), (long)strlen(plain[i]));
         assert_memory_equal(dec, plain[i], strlen(plain[i]));
     }
-    assert_int_equal(ckpt_base64_decode("Zm9", dec), -1);  /* not a multiple of 4 */
-    assert_int_equal(ckpt_base64_decode("Zm!v", dec), -1); /* not the alphabet */
+    assert_int_equal(ckpt__base64_decode("Zm9", dec), -1);  /* not a multiple of 4 */
+    assert_int_equal(ckpt__base64_decode("Zm!v", dec), -1); /* not the alphabet */
 }
 
 static void test_uri_encode(void **state)
@@ -90,16 +90,16 @@ static void test_uri_encode(void **state)
     char *e;
 
     (void)state;
-    e = ckpt_uri_encode("a b/c~d+\xc3\xa9", 10, 1);
+    e = ckpt__uri_encode("a b/c~d+\xc3\xa9", 10, 1);
     assert_string_equal(e, "a%20b/c~d%2B%C3%A9");
     free(e);
-    e = ckpt_uri_encode("a/b=", 4, 0);
+    e = ckpt__uri_encode("a/b=", 4, 0);
     assert_string_equal(e, "a%2Fb%3D");
     free(e);
-    e = ckpt_uri_encode("AZaz09-_.~", 10, 0);
+    e = ckpt__uri_encode("AZaz09-_.~", 10, 0);
     assert_string_equal(e, "AZaz09-_.~");
     free(e);
-    e = ckpt_uri_encode("", 0, 0);
+    e = ckpt__uri_encode("", 0, 0);
     assert_string_equal(e, "");
     free(e);
 }
@@ -109,12 +109,12 @@ static void test_uri_decode(void **state)
     char out[32];
 
     (void)state;
-    assert_int_equal(ckpt_uri_decode("a%20b%2fc%C3%A9", 15, out), 7);
+    assert_int_equal(ckpt__uri_decode("a%20b%2fc%C3%A9", 15, out), 7);
     assert_string_equal(out, "a b/c\xc3\xa9");
     /* '+' is no space here; a '%' without two hex digits stays */
-    assert_int_equal(ckpt_uri_decode("1+1%", 4, out), 4);
+    assert_int_equal(ckpt__uri_decode("1+1%", 4, out), 4);
     assert_string_equal(out, "1+1%");
-    assert_int_equal(ckpt_uri_decode("%zz%4", 5, out), 5);
+    assert_int_equal(ckpt__uri_decode("%zz%4", 5, out), 5);
     assert_string_equal(out, "%zz%4");
 }
 
@@ -124,11 +124,11 @@ static void test_wipe(void **state)
     char *s = strdup("key");
 
     (void)state;
-    ckpt_wipe(buf, sizeof buf);
+    ckpt__wipe(buf, sizeof buf);
     for (size_t i = 0; i < sizeof buf; i++)
         assert_int_equal(buf[i], 0);
-    ckpt_wipe_free(s);
-    ckpt_wipe_free(NULL);
+    ckpt__wipe_free(s);
+    ckpt__wipe_free(NULL);
 }
 
 int main(void)

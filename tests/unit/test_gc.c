@@ -449,7 +449,7 @@ static void test_void_record(void **state)
     free(buf);
     h.gc = calloc(1, sizeof *h.gc);
     h.gc[0].record = strdup("gc/0123456789abcdef0123456789abcdef");
-    h.gc[0].time_ms = ckpt_now_ms() - CKPT_GC_RECORD_TTL_MS - 1000;
+    h.gc[0].time_ms = ckpt__now_ms() - CKPT_GC_RECORD_TTL_MS - 1000;
     h.ngc = 1;
     assert_int_equal(ckpt__head_encode(&h, &buf, &len), CKPT_OK);
     ckpt__head_free(&h);

@@ -20,7 +20,7 @@ static void expect(long http, int cc, const char *code, ckpt_status want_st,
                    ckpt_retry_kind want_kind)
 {
     ckpt_retry_kind k;
-    ckpt_status st = ckpt_retry_classify(http, cc, code, &k);
+    ckpt_status st = ckpt__retry_classify(http, cc, code, &k);
 
     if (st != want_st || k != want_kind)
         print_message("HTTP %ld curl %d code %s -> status %d kind %d\n", http, cc,
@@ -69,19 +69,19 @@ static void test_backoff_limits(void **state)
     setenv("CKPT_RETRY_CAP_MS", "4", 1);
     setenv("CKPT_RETRY_BUDGET_MS", "0", 1);
     unsetenv("CKPT_RETRY_ATTEMPTS");
-    ckpt_retry_policy_init(&p);
+    ckpt__retry_policy_init(&p);
     assert_true(p.min_attempts >= 6);
-    ckpt_retry_begin(&r, &p, NULL);
-    while (ckpt_retry_again(&r, CKPT_RETRY_AGAIN))
+    ckpt__retry_begin(&r, &p, NULL);
+    while (ckpt__retry_again(&r, CKPT_RETRY_AGAIN))
         n++;
     /* Budget 0: exactly the minimum number of attempts. */
     assert_int_equal(n + 1, p.min_attempts);
-    ckpt_retry_begin(&r, &p, NULL);
-    assert_int_equal(ckpt_retry_again(&r, CKPT_RETRY_NEVER), 0);
-    ckpt_retry_begin(&r, &p, NULL);
-    assert_int_equal(ckpt_retry_again(&r, CKPT_RETRY_SKEW), 1);
+    ckpt__retry_begin(&r, &p, NULL);
+    assert_int_equal(ckpt__retry_again(&r, CKPT_RETRY_NEVER), 0);
+    ckpt__retry_begin(&r, &p, NULL);
+    assert_int_equal(ckpt__retry_again(&r, CKPT_RETRY_SKEW), 1);
     n = 1;
-    while (ckpt_retry_again(&r, CKPT_RETRY_SKEW))
+    while (ckpt__retry_again(&r, CKPT_RETRY_SKEW))
         n++;
     assert_int_equal(n + 1, p.max_attempts);   /* bounded all the same */
 }
@@ -92,12 +92,12 @@ static unsigned attempts(const struct ckpt_retry_policy *p, ckpt_retry_kind kind
 {
     struct ckpt_retry r;
     unsigned n = 1;
-    int64_t t0 = ckpt_mono_ms();
-    ckpt_retry_begin(&r, p, NULL);
-    while (ckpt_retry_again(&r, kind))
+    int64_t t0 = ckpt__mono_ms();
+    ckpt__retry_begin(&r, p, NULL);
+    while (ckpt__retry_again(&r, kind))
         n++;
     if (ms)
-        *ms = ckpt_mono_ms() - t0;
+        *ms = ckpt__mono_ms() - t0;
     return n;
 }
 
@@ -110,7 +110,7 @@ static void policy(struct ckpt_retry_policy *p, const char *base, const char *ca
     unsetenv("CKPT_RETRY_ATTEMPTS");
     unsetenv("CKPT_RETRY_FAST_MS");
     unsetenv("CKPT_RETRY_FAST_ATTEMPTS");
-    ckpt_retry_policy_init(p);
+    ckpt__retry_policy_init(p);
 }
 
 /* A refused endpoint that never answered is reported in seconds; once any
@@ -125,28 +125,28 @@ static void test_fast_until_answered(void **state)
     (void)state;
     /* the defaults of a real run: 120 s budget, 20 s cap, base 200 ms */
     policy(&p, "200", "20000", "120000");
-    ckpt_retry_reset_answered();
+    ckpt__retry_reset_answered();
     n = attempts(&p, CKPT_RETRY_CONNECT, &ms);
     assert_int_equal(n, 3);
     assert_true(ms < 3000);
     /* other failures are not cut short (base 1 ms to keep the test quick) */
     policy(&p, "1", "4", "0");
-    ckpt_retry_reset_answered();
+    ckpt__retry_reset_answered();
     assert_int_equal(attempts(&p, CKPT_RETRY_AGAIN, NULL), p.min_attempts);
     assert_int_equal(attempts(&p, CKPT_RETRY_CONNECT, NULL), 3);
     /* any HTTP reply, even an error status, proves the endpoint */
-    assert_int_equal(ckpt_retry_answered(), 0);
-    ckpt_retry_classify(404, 0, "NoSuchKey", &k);
-    assert_int_equal(ckpt_retry_answered(), 1);
+    assert_int_equal(ckpt__retry_answered(), 0);
+    ckpt__retry_classify(404, 0, "NoSuchKey", &k);
+    assert_int_equal(ckpt__retry_answered(), 1);
     assert_int_equal(attempts(&p, CKPT_RETRY_CONNECT, NULL), p.min_attempts);
     policy(&p, "1", "4", "200");
     n = attempts(&p, CKPT_RETRY_CONNECT, &ms);
     assert_true(n >= p.min_attempts);
     assert_true(n == p.max_attempts || ms >= 200);
     /* a transport failure does not prove anything */
-    ckpt_retry_reset_answered();
-    ckpt_retry_classify(0, CURLE_COULDNT_CONNECT, NULL, &k);
-    assert_int_equal(ckpt_retry_answered(), 0);
+    ckpt__retry_reset_answered();
+    ckpt__retry_classify(0, CURLE_COULDNT_CONNECT, NULL, &k);
+    assert_int_equal(ckpt__retry_answered(), 0);
     /* the fast limits can be set (doctor, tests) */
     setenv("CKPT_RETRY_FAST_ATTEMPTS", "2", 1);
     assert_int_equal(attempts(&p, CKPT_RETRY_CONNECT, NULL), 2);
@@ -164,13 +164,13 @@ static void test_deadline(void **state)
     /* backoff sleeps of 0..100 ms (550 ms expected for 11 of them) against
      * a deadline 100 ms away: no sleep may cross it */
     policy(&p, "100", "100", "60000");
-    ckpt_retry_set_deadline(ckpt_mono_ms() + 100);
+    ckpt_retry_set_deadline(ckpt__mono_ms() + 100);
     n = attempts(&p, CKPT_RETRY_AGAIN, &ms);
     assert_true(ms < 300);
     assert_true(n < p.max_attempts);
     /* a farther deadline does not replace a nearer one */
-    ckpt_retry_set_deadline(ckpt_mono_ms() - 1);
-    ckpt_retry_set_deadline(ckpt_mono_ms() + 100000);
+    ckpt_retry_set_deadline(ckpt__mono_ms() - 1);
+    ckpt_retry_set_deadline(ckpt__mono_ms() + 100000);
     assert_int_equal(attempts(&p, CKPT_RETRY_AGAIN, NULL), 1);
     ckpt_retry_set_deadline(0);
     policy(&p, "1", "1", "0");
@@ -200,13 +200,13 @@ static void test_notices(void **state)
     (void)state;
     policy(&p, "1", "2", "0");
     ckpt_retry_set_observer(observer);
-    ckpt_retry_reset_answered();
+    ckpt__retry_reset_answered();
     nseen = 0;
-    ckpt_retry_begin(&r, &p, NULL);
+    ckpt__retry_begin(&r, &p, NULL);
     for (;;) {
-        ckpt_retry_note_transport("Failed to connect to 127.0.0.1 port 9: Connection refused");
-        ckpt_retry_classify(0, CURLE_COULDNT_CONNECT, NULL, &k);
-        if (!ckpt_retry_again(&r, k))
+        ckpt__retry_note_transport("Failed to connect to 127.0.0.1 port 9: Connection refused");
+        ckpt__retry_classify(0, CURLE_COULDNT_CONNECT, NULL, &k);
+        if (!ckpt__retry_again(&r, k))
             break;
     }
     assert_int_equal(nseen, 2); /* 3 attempts: 2 retries announced */
@@ -215,10 +215,10 @@ static void test_notices(void **state)
     assert_int_equal(seen[1].attempt, 3);
     assert_non_null(strstr(seen_reason[0], "Connection refused"));
     nseen = 0;
-    ckpt_retry_begin(&r, &p, NULL);
-    ckpt_retry_note_transport("");
-    ckpt_retry_classify(503, 0, "SlowDown", &k);
-    assert_int_equal(ckpt_retry_again(&r, k), 1);
+    ckpt__retry_begin(&r, &p, NULL);
+    ckpt__retry_note_transport("");
+    ckpt__retry_classify(503, 0, "SlowDown", &k);
+    assert_int_equal(ckpt__retry_again(&r, k), 1);
     assert_int_equal(nseen, 1);
     assert_string_equal(seen_reason[0], "HTTP 503 SlowDown");
     assert_int_equal(seen[0].max, p.max_attempts);
@@ -230,9 +230,9 @@ static void test_skew(void **state)
     int64_t off = 0;
 
     (void)state;
-    assert_int_equal(ckpt_retry_skew_from_date("Wed, 21 Oct 2015 07:28:00 GMT", &off), 1);
+    assert_int_equal(ckpt__retry_skew_from_date("Wed, 21 Oct 2015 07:28:00 GMT", &off), 1);
     assert_true(off < -300L * 24 * 3600);
-    assert_int_equal(ckpt_retry_skew_from_date("garbage", &off), 0);
+    assert_int_equal(ckpt__retry_skew_from_date("garbage", &off), 0);
 }
 
 int main(void)

@@ -46,7 +46,7 @@ static void test_get_vanilla_embedded(void **state)
     char *auth = NULL;
 
     (void)state;
-    assert_int_equal(ckpt_sigv4_sign(&in, &auth, NULL, NULL), CKPT_OK);
+    assert_int_equal(ckpt__sigv4_sign(&in, &auth, NULL, NULL), CKPT_OK);
     assert_string_equal(sig_of(auth),
         "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
     free(auth);
@@ -98,7 +98,7 @@ static int run_case(const cJSON *cfg, const cJSON *tc)
             date = hv[n].value;
         n++;
     }
-    ckpt_sha256_hex(body ? body : "", body ? strlen(body) : 0, hash);
+    ckpt__sha256_hex(body ? body : "", body ? strlen(body) : 0, hash);
     memset(&in, 0, sizeof(in));
     in.mode = CKPT_SIGV4_GENERIC;
     in.method = cJSON_GetStringValue(cJSON_GetObjectItem(rq, "method"));
@@ -112,7 +112,7 @@ static int run_case(const cJSON *cfg, const cJSON *tc)
     in.region = cJSON_GetStringValue(cJSON_GetObjectItem(cfg, "region"));
     in.service = cJSON_GetStringValue(cJSON_GetObjectItem(cfg, "service"));
     in.amz_date = date;
-    if (ckpt_sigv4_sign(&in, &auth, &creq, NULL) != CKPT_OK)
+    if (ckpt__sigv4_sign(&in, &auth, &creq, NULL) != CKPT_OK)
         goto out;
     ok = want_creq && strcmp(creq, want_creq) == 0 && want_auth;
     if (ok) {
@@ -122,7 +122,7 @@ static int run_case(const cJSON *cfg, const cJSON *tc)
          * canonical request can be checked. */
         const char *want_sts = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "sts"));
         char crh[65];
-        ckpt_sha256_hex(want_creq, strlen(want_creq), crh);
+        ckpt__sha256_hex(want_creq, strlen(want_creq), crh);
         if (want_sts && strstr(want_sts, crh))
             ok = strcmp(auth, want_auth) == 0;
         else
@@ -194,7 +194,7 @@ static void s3_case(const char *method, const char *path, const char *query,
     };
     char *auth = NULL;
 
-    assert_int_equal(ckpt_sigv4_sign(&in, &auth, NULL, NULL), CKPT_OK);
+    assert_int_equal(ckpt__sigv4_sign(&in, &auth, NULL, NULL), CKPT_OK);
     assert_string_equal(sig_of(auth), want);
     free(auth);
 }
@@ -224,7 +224,7 @@ static void test_s3_put_object(void **state)
         { "x-amz-storage-class", "REDUCED_REDUNDANCY" },
     };
     (void)state;
-    ckpt_sha256_hex(body, strlen(body), hash);
+    ckpt__sha256_hex(body, strlen(body), hash);
     assert_string_equal(hash,
         "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
     /* The raw key has a '$': S3 mode encodes it once, to %24. */
@@ -267,7 +267,7 @@ static void test_s3_no_normalisation(void **state)
     char *auth = NULL, *creq = NULL;
 
     (void)state;
-    assert_int_equal(ckpt_sigv4_sign(&in, &auth, &creq, NULL), CKPT_OK);
+    assert_int_equal(ckpt__sigv4_sign(&in, &auth, &creq, NULL), CKPT_OK);
     assert_true(strncmp(creq, "GET\n/a//b/./c%25d%20e\n", 22) == 0);
     free(auth);
     free(creq);
@@ -275,18 +275,18 @@ static void test_s3_no_normalisation(void **state)
 
 static void test_encode_and_digests(void **state)
 {
-    char *e = ckpt_uri_encode("a b/c~d+é", strlen("a b/c~d+é"), 1);
+    char *e = ckpt__uri_encode("a b/c~d+é", strlen("a b/c~d+é"), 1);
     char md5[25], hexmd5[33];
 
     (void)state;
     assert_string_equal(e, "a%20b/c~d%2B%C3%A9");
     free(e);
-    e = ckpt_uri_encode("a/b=", 4, 0);
+    e = ckpt__uri_encode("a/b=", 4, 0);
     assert_string_equal(e, "a%2Fb%3D");
     free(e);
-    ckpt_md5_base64("", 0, md5);
+    ckpt__md5_base64("", 0, md5);
     assert_string_equal(md5, "1B2M2Y8AsgTpgAmY7PhCfg==");
-    ckpt_md5_hex("", 0, hexmd5);
+    ckpt__md5_hex("", 0, hexmd5);
     assert_string_equal(hexmd5, "d41d8cd98f00b204e9800998ecf8427e");
 }
 
@@ -298,14 +298,14 @@ static void test_crc32c(void **state)
     unsigned char zeros[32] = { 0 };
     (void)state;
 #ifdef CKPT_HAVE_ISAL
-    assert_int_equal(ckpt_crc32c_base64("123456789", 9, crc), 1);
+    assert_int_equal(ckpt__crc32c_base64("123456789", 9, crc), 1);
     assert_string_equal(crc, "4waSgw==");
-    assert_int_equal(ckpt_crc32c_base64(zeros, sizeof zeros, crc), 1);
+    assert_int_equal(ckpt__crc32c_base64(zeros, sizeof zeros, crc), 1);
     assert_string_equal(crc, "ipE2qg==");
-    assert_int_equal(ckpt_crc32c_base64("", 0, crc), 1);
+    assert_int_equal(ckpt__crc32c_base64("", 0, crc), 1);
     assert_string_equal(crc, "AAAAAA==");
 #else
-    assert_int_equal(ckpt_crc32c_base64(zeros, sizeof zeros, crc), 0);
+    assert_int_equal(ckpt__crc32c_base64(zeros, sizeof zeros, crc), 0);
     skip();
 #endif
 }

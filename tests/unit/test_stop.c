@@ -270,11 +270,11 @@ static void test_deadline_too_short(void **state)
 }
 
 /* The row of CKPT_CODEC_MAP named `name`, NULL for "". */
-static const struct ckpt_codec_spec *spec_named(const char *name)
+static const struct ckpt__codec_spec *spec_named(const char *name)
 {
-    const struct ckpt_codec_spec *c = NULL;
+    const struct ckpt__codec_spec *c = NULL;
 
-    for (size_t k = 0; *name && (c = ckpt_codec_at(k)) != NULL; k++)
+    for (size_t k = 0; *name && (c = ckpt__codec_at(k)) != NULL; k++)
         if (strcmp(c->name, name) == 0)
             return c;
     assert_true(*name == '\0'); /* a name the map has */
@@ -305,7 +305,7 @@ static void test_stop_codec_by_speed_class(void **state)
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sup *s = sup_new();
-        const struct ckpt_codec_spec *want = spec_named(cases[i].want);
+        const struct ckpt__codec_spec *want = spec_named(cases[i].want);
         g_o.codec = cases[i].own;
         lib_connects(s);
         s->last_commit_s = cases[i].last_commit_s;

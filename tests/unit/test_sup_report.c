@@ -64,14 +64,14 @@ static void put_entry(const char *dir, const char *name, int seed)
 /* Tick the watcher until one commit result comes back. @return its status. */
 static ckpt_status one_result(struct watch *w)
 {
-    int64_t end = ckpt_mono_ms() + 30000;
+    int64_t end = ckpt__mono_ms() + 30000;
     ckpt_status st = CKPT_E_INTERNAL;
 
-    while (ckpt_mono_ms() < end) {
+    while (ckpt__mono_ms() < end) {
         struct pollfd pf[2] = { { watch_inotify_fd(w), POLLIN, 0 },
                                 { watch_result_fd(w), POLLIN, 0 } };
         int64_t due = watch_tick(w);
-        int wait = due < 0 ? 200 : (int)(due - ckpt_mono_ms());
+        int wait = due < 0 ? 200 : (int)(due - ckpt__mono_ms());
         struct watch_result *r;
         if (poll(pf, 2, wait < 1 ? 1 : wait > 200 ? 200 : wait) < 0)
             break;

@@ -111,15 +111,16 @@ static int complete(const char *name)
  * snapshot once its entries have been complete 300 ms). */
 static struct watch_result *next_commit(void)
 {
-    int64_t end = ckpt_mono_ms() + 20000;
-    while (ckpt_mono_ms() < end) {
+    int64_t end = ckpt__mono_ms() + 20000;
+    while (ckpt__mono_ms() < end) {
         struct pollfd pf = { .fd = watch_result_fd(g_w), .events = POLLIN };
         int64_t due;
         struct watch_result *r;
         watch_handle_inotify(g_w);
         due = watch_tick(g_w);
         if (poll(&pf, 1,
-                 due < 0 ? 100 : (int)(due - ckpt_mono_ms() > 0 ? due - ckpt_mono_ms() : 0)) > 0 &&
+                 due < 0 ? 100 : (int)(due - ckpt__mono_ms() > 0 ? due - ckpt__mono_ms() : 0)) >
+                0 &&
             (r = watch_take_result(g_w)) != NULL)
             return r;
     }
@@ -264,13 +265,13 @@ static void test_first_checkpoint_at_the_stop(void **state)
     pump();
     assert_false(complete("checkpoint-10"));
     find_entry(g_w, "checkpoint-10")->changed -= 1000;
-    t0 = ckpt_mono_ms();
+    t0 = ckpt__mono_ms();
     sub("checkpoint-5"); /* older, just marked: another writer's */
     put("checkpoint-5/" MARKER, "{}");
     pump();
     watch_stopping(g_w);
     assert_true(complete("checkpoint-10"));
-    if (ckpt_mono_ms() - t0 < 250) /* not a machine stalled that long */
+    if (ckpt__mono_ms() - t0 < 250) /* not a machine stalled that long */
         assert_false(complete("checkpoint-5"));
     watch_child_exit(g_w, 143);
     r = commit_of(10);
@@ -465,10 +466,10 @@ static void on_ctl(void *user, const struct ctl_event *ev)
 
 static void send_and_read(struct ctl *c, int fd, const char *line, struct got *g)
 {
-    int64_t end = ckpt_mono_ms() + 10000;
+    int64_t end = ckpt__mono_ms() + 10000;
     int before = g->n;
     assert_int_equal(send(fd, line, strlen(line), 0), (ssize_t)strlen(line));
-    while (g->n == before && ckpt_mono_ms() < end) {
+    while (g->n == before && ckpt__mono_ms() < end) {
         struct pollfd pf[CTL_MAX_CLIENTS + 1];
         int n = 0;
         ctl_pollfds(c, pf, &n, CTL_MAX_CLIENTS + 1);

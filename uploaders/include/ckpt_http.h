@@ -3,8 +3,17 @@
  * and Azure backends and by anything else of ckpt that talks HTTP (the cloud
  * notice poller). Built on libcurl; no libcurl type appears here.
  *
+ * Internal, not public API: this header is not installed and its symbols
+ * are not exported from libckpt.so (ckpt__ names). Its one client outside
+ * the stores is ckptrun, built in this tree against libckpt.a; a program
+ * outside it that needs HTTP has libcurl itself, and a stable contract for
+ * this transport's policy (TLS, proxies, stall time, rate cap) would tie
+ * the stores' hands for no user. It sits in uploaders/include/ beside the
+ * public ckpt_store.h because that folder is what ckptrun may include of
+ * the stores (until 0.4.0 it was installed, with ckpt_ names).
+ *
  * A `ckpt_http` owns one curl multi handle, driven by a thread of its own:
- * ckpt_http_do() (thread-safe) hands its request to that thread and sleeps
+ * ckpt__http_do() (thread-safe) hands its request to that thread and sleeps
  * until the reply is in. Every transfer shares the multi handle's connection
  * cache, so requests after the first few reuse open (TLS) connections. At
  * most `max_handles` transfers run at once (a caller beyond that waits for
@@ -26,15 +35,15 @@
  *    headers by 64 KiB.
  *  - No redirects are followed (S3 region discovery reads the 301 itself).
  *
- * Thread safety: ckpt_http_new and ckpt_http_free are not concurrent with
- * other uses of the same transport; ckpt_http_do may be called from any
+ * Thread safety: ckpt__http_new and ckpt__http_free are not concurrent with
+ * other uses of the same transport; ckpt__http_do may be called from any
  * number of threads at once. The response functions touch only the response
  * given and are safe on distinct responses.
  *
  * Ownership: a request and everything it points to are the caller's and are
- * only read during ckpt_http_do (its `dst` buffer is written). A response is
- * filled by ckpt_http_do and owned by the caller, who releases it with
- * ckpt_http_resp_free.
+ * only read during ckpt__http_do (its `dst` buffer is written). A response is
+ * filled by ckpt__http_do and owned by the caller, who releases it with
+ * ckpt__http_resp_free.
  */
 #ifndef CKPT_HTTP_H
 #define CKPT_HTTP_H
@@ -89,35 +98,35 @@ struct ckpt_http_resp {
 /* A new transport with its own connection cache and loop thread (signals
  * blocked). `opts` may be NULL (the defaults). Call once per user (a store,
  * a poller) at open time: libcurl's global initialisation is done here, once
- * per process. @return the transport (free it with ckpt_http_free), or NULL
+ * per process. @return the transport (free it with ckpt__http_free), or NULL
  * when memory, libcurl or the thread could not be had. */
-CKPT_API struct ckpt_http *ckpt_http_new(const struct ckpt_http_opts *opts);
+struct ckpt_http *ckpt__http_new(const struct ckpt_http_opts *opts);
 /* Stop the loop thread and release the transport (NULL-safe). No transfer
  * may be in flight. */
-CKPT_API void ckpt_http_free(struct ckpt_http *h);
+void ckpt__http_free(struct ckpt_http *h);
 /* Abort every transfer in flight and refuse those that follow: each ends
  * at once with CKPT_E_TRANSIENT (resp->curl_code: aborted). Thread-safe;
  * for a transport whose owner is shutting down (its threads then return
- * from ckpt_http_do and can be joined before ckpt_http_free). */
-CKPT_API void ckpt_http_cancel(struct ckpt_http *h);
+ * from ckpt__http_do and can be joined before ckpt__http_free). */
+void ckpt__http_cancel(struct ckpt_http *h);
 
 /* Run one transfer, sleeping until it ends (calling req->progress on this
  * thread meanwhile). No retries: one request, one attempt. `resp` is zeroed
- * first and must be released with ckpt_http_resp_free() whatever the result.
+ * first and must be released with ckpt__http_resp_free() whatever the result.
  * Thread-safe.
  * @return CKPT_OK when an HTTP reply arrived (any status: check resp->status),
  *         CKPT_E_TRANSIENT / CKPT_E_UNREACHABLE / CKPT_E_CONFIG when it did
  *         not (resp->curl_code and resp->errmsg say why), CKPT_E_NOMEM.
  *         Whether to try again is the caller's decision (the object stores
  *         make it in one place, their retry policy). */
-CKPT_API ckpt_status ckpt_http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
-                                  struct ckpt_http_resp *resp);
-/* ckpt_http_do within `timeout_ms` for the whole transfer (connecting
+ckpt_status ckpt__http_do(struct ckpt_http *h, const struct ckpt_http_req *req,
+                          struct ckpt_http_resp *resp);
+/* ckpt__http_do within `timeout_ms` for the whole transfer (connecting
  * included), in place of the stall detection: for requests that may send
- * nothing for a while (a metadata long poll). 0: as ckpt_http_do. Same
- * results, thread safety and ownership as ckpt_http_do. */
-CKPT_API ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
-                                         long timeout_ms, struct ckpt_http_resp *resp);
+ * nothing for a while (a metadata long poll). 0: as ckpt__http_do. Same
+ * results, thread safety and ownership as ckpt__http_do. */
+ckpt_status ckpt__http_do_within(struct ckpt_http *h, const struct ckpt_http_req *req,
+                                 long timeout_ms, struct ckpt_http_resp *resp);
 /* Request-body bytes this transport has sent, for a progress display:
  * counted as libcurl takes each piece of a body to write it to its socket
  * (bytes then in the kernel's buffer, not yet at the peer, count: on a
@@ -126,40 +135,39 @@ CKPT_API ckpt_status ckpt_http_do_within(struct ckpt_http *h, const struct ckpt_
  * sends again, and a transfer that ends without a 2xx reply takes back all
  * of its body (a retry sends it again), so the count can go down.
  * Thread-safe (an atomic load); 0 for NULL. Since 0.4.0. */
-CKPT_API uint64_t ckpt_http_sent(const struct ckpt_http *h);
-/* Release what ckpt_http_do put into resp (NULL-safe; a body in req->dst
+uint64_t ckpt__http_sent(const struct ckpt_http *h);
+/* Release what ckpt__http_do put into resp (NULL-safe; a body in req->dst
  * is left alone); resp may then be reused. */
-CKPT_API void ckpt_http_resp_free(struct ckpt_http_resp *resp);
+void ckpt__http_resp_free(struct ckpt_http_resp *resp);
 /* Hand the body to the caller (malloc'd, NUL-terminated; an empty body is
  * "", never NULL) and clear it from resp. @return CKPT_OK or CKPT_E_NOMEM. */
-CKPT_API ckpt_status ckpt_http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out,
-                                              size_t *len_out);
+ckpt_status ckpt__http_resp_take_body(struct ckpt_http_resp *resp, void **buf_out, size_t *len_out);
 
 /* libcurl's fixed text for a transfer's curl_code ("Couldn't connect to
  * server"): unlike resp->errmsg, the same for the same failure, so a caller
  * that logs a condition once can tell a new one from a repeat. */
-CKPT_API const char *ckpt_http_reason(int curl_code);
+const char *ckpt__http_reason(int curl_code);
 
 /* 1 when `endpoint` is a plain http:// URL whose host is not loopback
  * (127.0.0.0/8, ::1, localhost): requests, session tokens and signatures
  * would cross a network in clear. Loopback emulators (MinIO, Azurite, mocks)
  * stay quiet. */
-CKPT_API int ckpt_http_cleartext_remote(const char *endpoint);
+int ckpt__http_cleartext_remote(const char *endpoint);
 /* 1 the first time it is called in this process, then 0: the cleartext
  * warning is said once, however many stores a process opens. Thread-safe
  * (atomic). */
-CKPT_API int ckpt_http_cleartext_first(void);
+int ckpt__http_cleartext_first(void);
 
 /* Copy the value of response header `name` (case-insensitive, first one,
  * trimmed) into out (`outlen` bytes). @return 1 if found (and it fit),
  * else 0. */
-CKPT_API int ckpt_http_header(const struct ckpt_http_resp *resp, const char *name,
-                              char *out, size_t outlen);
+int ckpt__http_header(const struct ckpt_http_resp *resp, const char *name, char *out,
+                      size_t outlen);
 
 /* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT", RFC 1123, and the older
  * forms HTTP allows) as Unix seconds. Thread-safe.
  * @return the time, or -1 when `s` is NULL or not a date. */
-CKPT_API int64_t ckpt_http_date(const char *s);
+int64_t ckpt__http_date(const char *s);
 
 /* ---- AWS instance metadata (IMDSv2) ------------------------------------
  * One client per process and base URL, on a transport of its own that
@@ -173,7 +181,7 @@ struct ckpt_imds;
 /* The process-wide client for `base_url` ("http://169.254.169.254" when NULL,
  * or AWS_EC2_METADATA_SERVICE_ENDPOINT when set). Never freed before exit.
  * NULL when AWS_EC2_METADATA_DISABLED=true. */
-CKPT_API struct ckpt_imds *ckpt_imds_shared(const char *base_url);
+struct ckpt_imds *ckpt__imds_shared(const char *base_url);
 
 /* GET `path` (e.g. "/latest/meta-data/spot/instance-action") with the token.
  * On a reply, *http_status is set and the body (NUL-terminated, at most
@@ -185,9 +193,8 @@ CKPT_API struct ckpt_imds *ckpt_imds_shared(const char *base_url);
  *         CKPT_E_TRANSIENT / CKPT_E_AUTH when the token PUT answers 5xx / a
  *         4xx other than 403-405 (the GET is then not sent),
  *         CKPT_E_CORRUPT body over max_len, CKPT_E_INVAL, CKPT_E_NOMEM. */
-CKPT_API ckpt_status ckpt_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms,
-                                   size_t max_len, char **body, size_t *len,
-                                   long *http_status, char *err);
+ckpt_status ckpt__imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size_t max_len,
+                           char **body, size_t *len, long *http_status, char *err);
 
 #ifdef __cplusplus
 }

@@ -139,7 +139,7 @@ struct ckpt_store_ops {
      * counted as they leave: what file:// has written of its puts; on an
      * object store every request body (objects and parts, and the small
      * XML of a multipart completion or a batch delete) as the transport
-     * hands each piece of it to the network (ckpt_http_sent: the socket's
+     * hands each piece of it to the network (ckpt__http_sent: the socket's
      * buffer, so up to a few MiB ahead of what the peer has). A rewound
      * body, and all of a request or put that failed (no 2xx reply, an
      * error), are taken back: they are sent again or not at all. So the

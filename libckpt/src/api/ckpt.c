@@ -10,7 +10,7 @@
 #include "api/config.h"
 #include "control/control.h"
 #include "core/ctx.h"
-#include "cuda/gpu.h"
+#include "cuda/cuda.h"
 #include "format/itemset.h"
 #include "core/pool.h"
 #include "ranks/ranks.h"
@@ -104,7 +104,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
     st = ckpt__pool_start(&ctx->pool, ctx->workers, ctx->chunk_bytes);
     if (st)
         goto fail;
-    ctx->last_save_mono_ns = ckpt_mono_ns();
+    ctx->last_save_mono_ns = ckpt__mono_ns();
     /* Learn what the run already holds in the background, so the first save
      * can skip known chunks without stalling the caller. Chunk jobs wait
      * for that load: when it cannot be queued, they must not (they then
@@ -121,7 +121,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
         goto fail_checked;
     ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open",
               "store %s run %s codec %s chunk %zu pack %zu workers %u rank %u of %u (%s)",
-              ctx->store_url, ctx->run, ckpt_codec_name(ctx->codec), ctx->chunk_bytes,
+              ctx->store_url, ctx->run, ckpt__codec_name(ctx->codec), ctx->chunk_bytes,
               ctx->pack_bytes, ctx->workers, ctx->rank, ctx->world_size, set.rank_source);
     return CKPT_OK;
 fail:
@@ -379,7 +379,7 @@ int ckpt_should_save(struct ckpt_ctx *ctx)
     if (atomic_load_explicit(&ctx->requested, memory_order_relaxed))
         want = 1;
     else if (ctx->interval_ms &&
-             ckpt_mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
+             ckpt__mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
         want = 1;
     if (ctx->coll)
         return ckpt__ranks_should_save(ctx, want); /* one all-reduce: ranks.h */
@@ -399,10 +399,10 @@ int ckpt_take_request(struct ckpt_ctx *ctx)
         return 0;
     want = atomic_exchange(&ctx->requested, 0) != 0;
     if (!want && ctx->interval_ms &&
-        ckpt_mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
+        ckpt__mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
         want = 1;
     if (want) /* the interval counts from the answer, as from a save */
-        ctx->last_save_mono_ns = ckpt_mono_ns();
+        ctx->last_save_mono_ns = ckpt__mono_ns();
     return want;
 }
 

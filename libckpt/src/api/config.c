@@ -103,18 +103,18 @@ static int env_u64(const char *name, uint64_t *v)
 static ckpt_status resolve_codec(const struct ckpt_config *cfg, struct ckpt_settings *s,
                                  char *err)
 {
-    const struct ckpt_codec_spec *c;
+    const struct ckpt__codec_spec *c;
     const char *v;
-    if (cfg->codec != CKPT_CODEC_DEFAULT && !ckpt_codec_spec(cfg->codec))
+    if (cfg->codec != CKPT_CODEC_DEFAULT && !ckpt__codec_spec(cfg->codec))
         return refuse(err, "codec %d: expected one of CKPT_CODEC_*", (int)cfg->codec);
     s->codec = cfg->codec;
     s->level = cfg->codec_level;
     if (s->codec == CKPT_CODEC_DEFAULT) {
         s->codec = CKPT_CODEC_ZSTD;
-        if ((v = env("CKPT_CODEC")) && ckpt_parse_codec(v, &s->codec, &s->level))
+        if ((v = env("CKPT_CODEC")) && ckpt__parse_codec(v, &s->codec, &s->level))
             return refuse(err, "CKPT_CODEC='%s': expected %s", v, CKPT_CODEC_RULE);
     }
-    c = ckpt_codec_spec(s->codec);
+    c = ckpt__codec_spec(s->codec);
     if (c->has_levels && (s->level < 0 || s->level > c->level_max))
         return refuse(err, "%s level %d: expected %d to %d (0: %d)", c->name, s->level,
                       c->level_min, c->level_max, c->level_default);
@@ -137,7 +137,7 @@ static ckpt_status resolve_run(const struct ckpt_config *cfg, struct ckpt_settin
                                        "no run name given and the working directory is unknown");
         r = strrchr(cwd, '/') ? strrchr(cwd, '/') + 1 : cwd;
     }
-    if (!ckpt_run_name_ok(r, 0))
+    if (!ckpt__run_name_ok(r, 0))
         return refuse(err,
                                    "run name '%s' is not usable: use letters, digits, '.', '_' "
                                    "and '-' (set CKPT_RUN or --run)",
@@ -177,7 +177,7 @@ static ckpt_status resolve_sizes(const struct ckpt_config *cfg, struct ckpt_sett
     s->on_busy = cfg->on_busy;
     s->interval_ms = cfg->interval_ms;
     if (!s->interval_ms && (v = env("CKPT_INTERVAL")) &&
-        ckpt_parse_duration_ms(v, &s->interval_ms) != 0)
+        ckpt__parse_duration_ms(v, &s->interval_ms) != 0)
         return refuse(err, "CKPT_INTERVAL='%s': expected a duration like 90s or 30m",
                                    v);
     s->epoch = cfg->epoch;
@@ -213,7 +213,7 @@ static ckpt_status resolve_slots(const struct ckpt_config *cfg, bool given,
         s->pack_bytes = pack;
     } else if ((v = env("CKPT_PACK_BYTES"))) {
         uint64_t b = 0;
-        if (strcmp(v, "0") != 0 && ckpt_parse_size(v, &b, NULL) != 0)
+        if (strcmp(v, "0") != 0 && ckpt__parse_size(v, &b, NULL) != 0)
             b = 0;
         if (strcmp(v, "0") != 0 && (b < CKPT_MIN_CHUNK || b > CKPT_MAX_PACK))
             return refuse(err, "CKPT_PACK_BYTES='%s': expected 0 (no packs) or a size "

@@ -16,7 +16,7 @@ void ckpt__progress_begin(struct ckpt__progress *p, int phase, uint64_t step)
     atomic_store(&p->sent_base, 0);
     atomic_store(&p->sent_final, 0);
     atomic_store(&p->step, step);
-    atomic_store(&p->started_ms, ckpt_now_ms());
+    atomic_store(&p->started_ms, ckpt__now_ms());
     atomic_store(&p->phase, phase);
 }
 

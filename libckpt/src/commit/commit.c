@@ -307,7 +307,7 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_manifest *m,
     m->writer = ckpt__strdup(writer);
     m->seq = rs->head.seq + 1;
     m->epoch = epoch;
-    m->time_ms = ckpt_now_ms();
+    m->time_ms = ckpt__now_ms();
     m->new_bytes = new_bytes;
     free(m->parent);
     m->parent = NULL;
@@ -319,7 +319,7 @@ static ckpt_status write_manifest(struct ckpt_ctx *ctx, struct ckpt_manifest *m,
         ckpt__manifest_objects(m, ids))
         return CKPT_E_NOMEM;
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
-        nonce = (uint32_t)ckpt_mono_ns();
+        nonce = (uint32_t)ckpt__mono_ns();
     if (m->nparts)
         ckpt__commit_key(ctx->run, m->seq, m->step, m->epoch, nonce, mkey, keylen);
     else
@@ -445,7 +445,7 @@ static void finish(struct ckpt_ctx *ctx, struct ckpt_save *sv, ckpt_status st, c
         ev.seq = sv->m.seq;
         ev.raw_bytes = sv->raw_bytes;
         ev.new_bytes = sv->new_bytes;
-        ev.seconds = (double)(ckpt_mono_ns() - sv->t0_ns) / 1e9;
+        ev.seconds = (double)(ckpt__mono_ns() - sv->t0_ns) / 1e9;
         ev.manifest = mkey;
     }
     ckpt__event(ctx, &ev);

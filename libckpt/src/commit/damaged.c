@@ -65,7 +65,7 @@ ckpt_status ckpt__mark_damaged(struct ckpt_ctx *ctx, char *const *keys, size_t n
                 hit = !strcmp(h.entries[i].manifest, keys[k]);
             if (hit) {
                 h.damaged[h.ndamaged] = h.entries[i];
-                h.damaged[h.ndamaged++].marked_ms = ckpt_now_ms();
+                h.damaged[h.ndamaged++].marked_ms = ckpt__now_ms();
                 moved++;
             } else {
                 h.entries[w++] = h.entries[i];

@@ -34,7 +34,7 @@ ckpt_status ckpt_fence(struct ckpt_ctx *ctx, uint64_t epoch)
         return CKPT_E_UNSUPPORTED;
     }
     h.epoch = epoch;
-    h.time_ms = ckpt_now_ms();
+    h.time_ms = ckpt__now_ms();
     h.rev++;
     st = ckpt__put_head(ctx, &h, exists ? etag : NULL, NULL, err);
     ckpt__run_key(ctx, "HEAD", key, sizeof key);

@@ -255,7 +255,7 @@ static ckpt_status read_kept(struct gc *g)
      * stay for inspection until --min-age after the marking */
     for (size_t i = 0; i < h->ndamaged; i++) {
         struct ckpt_manifest m;
-        g->dkeep[i] = ckpt_now_ms() - h->damaged[i].marked_ms < (int64_t)g->min_age_ms;
+        g->dkeep[i] = ckpt__now_ms() - h->damaged[i].marked_ms < (int64_t)g->min_age_ms;
         if (!g->dkeep[i])
             continue;
         st = ckpt__read_manifest(ctx, h->damaged[i].manifest, &m);
@@ -359,7 +359,7 @@ static ckpt_status store_clock(struct gc *g)
     memcpy(g->rec, "gc/", 3);
     ckpt__hex(nonce, sizeof nonce, g->rec + 3);
     ckpt__run_key(ctx, g->rec, g->reckey, sizeof g->reckey);
-    st = ckpt__gc_record_encode(&g->gv, ckpt_now_ms(), &buf, &len);
+    st = ckpt__gc_record_encode(&g->gv, ckpt__now_ms(), &buf, &len);
     if (!st)
         st = ctx->store->ops->put(ctx->store, g->reckey, buf, len, &po, NULL, err);
     free(buf);
@@ -422,7 +422,7 @@ static ckpt_status manifest_victims(struct gc *g)
         age_text(g->now - mans->mtime[i], age, sizeof age);
         if (damaged >= 0) {
             char since[32];
-            age_text(ckpt_now_ms() - h->damaged[damaged].marked_ms, since, sizeof since);
+            age_text(ckpt__now_ms() - h->damaged[damaged].marked_ms, since, sizeof since);
             nomem = victim_add(&g->vs, mans->keys[i], mans->size[i], "damaged checkpoint "
                                "step %" PRIu64 ", marked %s ago", h->damaged[damaged].step,
                                since);
@@ -476,7 +476,7 @@ static ckpt_status find_victims(struct gc *g)
             continue;
         for (size_t k = 0; k < g->h.ngc; k++)
             named |= !strcmp(g->h.gc[k].record, rel) &&
-                     ckpt_now_ms() - g->h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS;
+                     ckpt__now_ms() - g->h.gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS;
         if (!named && g->clock_known && g->gcs.mtime[i] > 0 &&
             g->gcs.mtime[i] <= g->now - CKPT_GC_DELETE_MS &&
             victim_add(&g->vs, g->gcs.keys[i], g->gcs.size[i], "record of an earlier gc"))
@@ -495,7 +495,7 @@ static int nothing_to_do(const struct gc *g)
 {
     int void_refs = 0, expired = 0;
     for (size_t k = 0; k < g->h.ngc; k++)
-        void_refs |= ckpt_now_ms() - g->h.gc[k].time_ms > CKPT_GC_RECORD_TTL_MS;
+        void_refs |= ckpt__now_ms() - g->h.gc[k].time_ms > CKPT_GC_RECORD_TTL_MS;
     for (size_t k = 0; k < g->h.ndamaged; k++)
         expired |= !g->dkeep[k];
     return g->vs.n == 0 && g->keepn == g->h.n && !void_refs && !expired;
@@ -544,12 +544,11 @@ static ckpt_status publish(struct gc *g, bool *published)
         }
     }
     for (size_t k = 0; k < h->ngc; k++)
-        if (ckpt_now_ms() - h->gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS &&
-            nr < CKPT_GC_MAX_REFS - 1)
+        if (ckpt__now_ms() - h->gc[k].time_ms <= CKPT_GC_RECORD_TTL_MS && nr < CKPT_GC_MAX_REFS - 1)
             refs[nr++] = h->gc[k];
     if (cond) {
         refs[nr].record = g->rec;
-        refs[nr++].time_ms = ckpt_now_ms();
+        refs[nr++].time_ms = ckpt__now_ms();
     }
     nh.n = g->keepn;
     nh.gc = refs;
@@ -621,7 +620,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
     g.ctx = ctx;
     g.keep = keep;
     g.min_age_ms = min_age_ms;
-    g.t0_ns = ckpt_mono_ns();
+    g.t0_ns = ckpt__mono_ns();
     ckpt__idset_init(&g.live);
     if ((st = read_kept(&g)) || (st = list_run(&g)) || (st = choose_kept(&g)) ||
         (st = store_clock(&g)) || (st = find_victims(&g)))
@@ -641,7 +640,7 @@ static ckpt_status gc_once(struct ckpt_ctx *ctx, unsigned keep, uint64_t min_age
 out:
     if (published) {
         /* the record stays in HEAD if this fails: void after its TTL */
-        if (gc_unpublish(ctx, g.rec, ckpt_now_ms()) == CKPT_OK) {
+        if (gc_unpublish(ctx, g.rec, ckpt__now_ms()) == CKPT_OK) {
             const char *dk[1] = { g.reckey };
             ctx->store->ops->del(ctx->store, dk, 1, NULL);
         }

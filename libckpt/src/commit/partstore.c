@@ -106,7 +106,7 @@ void ckpt__part_commit(struct ckpt_ctx *ctx, struct ckpt_save *sv)
     m->seq = 0; /* a part has no place among commits: its commit record has */
     /* ckpt_commit_parts takes a rank's newest part: a part saved again
      * within the same millisecond must still be the newer */
-    m->time_ms = ckpt_now_ms();
+    m->time_ms = ckpt__now_ms();
     if (m->time_ms <= ctx->ranks.last_part_ms)
         m->time_ms = ctx->ranks.last_part_ms + 1;
     ctx->ranks.last_part_ms = m->time_ms;

@@ -49,7 +49,7 @@ ckpt_status ckpt__delete_keys(struct ckpt_ctx *ctx, const char *who, const char 
     for (size_t i = 0; i < n; i += DELETE_BATCH) {
         size_t k = n - i < DELETE_BATCH ? n - i : DELETE_BATCH;
         ckpt_status st;
-        if (deadline_ns && ckpt_mono_ns() > deadline_ns) {
+        if (deadline_ns && ckpt__mono_ns() > deadline_ns) {
             ckpt__log(&ctx->log, CKPT_LOG_WARN, who, "stopped after %lld minutes: %zu objects "
                       "left for the next gc", (long long)(CKPT_GC_DELETE_MS / 60000), n - i);
             break;

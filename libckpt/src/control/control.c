@@ -66,7 +66,7 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
         const cJSON *reason = cJSON_GetObjectItemCaseSensitive(o, "reason");
         ckpt_codec cd = CKPT_CODEC_DEFAULT;
         int lvl;
-        if (cJSON_IsString(codec) && ckpt_parse_codec(codec->valuestring, &cd, &lvl))
+        if (cJSON_IsString(codec) && ckpt__parse_codec(codec->valuestring, &cd, &lvl))
             cd = CKPT_CODEC_DEFAULT;
         if (cJSON_IsString(reason) && strcmp(reason->valuestring, "stop") == 0 &&
             ckpt__signals_taken()) {
@@ -83,8 +83,8 @@ static void handle_line(struct ckpt_control *c, const char *line, size_t len)
             /* a stop's deadline bounds the store's retries (ckpt_store.h) */
             const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "deadline_ms");
             if (cJSON_IsNumber(dl) && dl->valuedouble > 0)
-                ckpt_retry_set_deadline(ckpt_mono_ms() +
-                                        ((int64_t)dl->valuedouble - ckpt_now_ms()));
+                ckpt_retry_set_deadline(ckpt__mono_ms() +
+                                        ((int64_t)dl->valuedouble - ckpt__now_ms()));
         }
         ckpt__request(c->ctx, cd);
     } else if (!strcmp(type->valuestring, "stopping")) {
@@ -175,7 +175,7 @@ ckpt_status ckpt__control_open(struct ckpt_ctx *ctx, const char *path)
      * hello (which says whether we take the signals). */
     signals = ckpt__signals_install(ctx);
     c->sigfd = signals ? ckpt__signals_wake_fd() : -1;
-    if (ckpt_thread_start(&c->reader, reader_main, c) != 0) {
+    if (ckpt__thread_start(&c->reader, reader_main, c) != 0) {
         if (signals)
             ckpt__signals_uninstall(ctx);
         pthread_mutex_destroy(&c->wmu);

@@ -25,7 +25,7 @@
  *
  * The handler is async-signal-safe: atomics, getpid, clock_gettime, write
  * to a pipe (read by the control thread, which sends the message),
- * sigaction and raise. Library threads block every signal (ckpt_thread_start),
+ * sigaction and raise. Library threads block every signal (ckpt__thread_start),
  * so it runs on one of the program's threads.
  */
 #include <errno.h>
@@ -60,7 +60,7 @@ static int g_installed[S_N];
 static struct sigaction g_prev[S_N];
 static int g_pipe[2] = { -1, -1 };     /* wakes the control thread */
 static int g_pipe_pid;
-/* The handler's clock: ckpt_mono_ms unless a test set its own
+/* The handler's clock: ckpt__mono_ms unless a test set its own
  * (ckpt__signals_test_clock). */
 static _Atomic(ckpt__signals_clock_fn) g_clock;
 
@@ -72,7 +72,7 @@ static int decide(int sig, struct ckpt_ctx *ctx)
 {
     int k = sig == SIGTERM ? S_TERM : S_INT, bit = 1 << k;
     ckpt__signals_clock_fn test_clock = atomic_load(&g_clock);
-    long long now = (long long)(test_clock ? test_clock() : ckpt_mono_ms());
+    long long now = (long long)(test_clock ? test_clock() : ckpt__mono_ms());
     struct ckpt_ctx *own;
 
     if (getpid() != atomic_load(&g_owner) || atomic_load(&g_stopping))

@@ -24,7 +24,7 @@ int ckpt__signals_stop_pending(void);
 /* For tests only: the monotonic clock (ms) the handler reads to tell a
  * repeat within the 0.5 s window from a second signal, so a test moves time
  * instead of sleeping past the window (tests/unit/test_signals.c). NULL, the
- * default, is ckpt_mono_ms; nothing but a test sets it. It is called from
+ * default, is ckpt__mono_ms; nothing but a test sets it. It is called from
  * the signal handler: it must be async-signal-safe. */
 typedef int64_t (*ckpt__signals_clock_fn)(void);
 void ckpt__signals_test_clock(ckpt__signals_clock_fn now_ms);

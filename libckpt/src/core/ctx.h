@@ -107,7 +107,7 @@ struct ckpt_ctx {
     struct ckpt_flight flight;
     struct ckpt_run rs;
     struct ckpt_control *control;  /* control.h, NULL without ckptrun */
-    struct ckpt_cuda *cuda;        /* gpu.h, NULL until a device region */
+    struct ckpt_cuda *cuda;        /* cuda/cuda.h, NULL until a device region */
 
     pthread_mutex_t err_mu;
     char errmsg[CKPT_ERR_MAX];

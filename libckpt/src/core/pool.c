@@ -63,7 +63,7 @@ ckpt_status ckpt__pool_start(struct ckpt_pool **out, unsigned workers, size_t ch
     pthread_cond_init(&p->cv, NULL);
     p->chunk_bytes = chunk_bytes;
     for (unsigned i = 0; i < workers; i++) {
-        if (ckpt_thread_start(&p->threads[i], worker_main, p) != 0)
+        if (ckpt__thread_start(&p->threads[i], worker_main, p) != 0)
             break;
         p->n++;
     }

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "core/ctx.h"
-#include "cuda/gpu.h"
+#include "cuda/cuda.h"
 
 #if defined(CKPT_HAVE_CUDA)
 
@@ -266,7 +266,7 @@ static void copier_start(struct copier *cp)
             break;
         ha->cp = cp;
         ha->idx = (unsigned)i;
-        if (ckpt_thread_start(&cp->th[cp->n], copier_main, ha) != 0) {
+        if (ckpt__thread_start(&cp->th[cp->n], copier_main, ha) != 0) {
             free(ha);
             break;
         }

@@ -484,7 +484,7 @@ static ckpt_status chunk_header(const uint8_t *h, size_t obj_len, const uint8_t 
         return CKPT_E_CORRUPT;
     }
     *o = (struct chunk_hdr){ h[5], h[6], h[7], get32(h + 8), get32(h + 12) };
-    if (h[4] != CKPT_CHUNK_VERSION || !ckpt_codec_spec((ckpt_codec)o->codec) ||
+    if (h[4] != CKPT_CHUNK_VERSION || !ckpt__codec_spec((ckpt_codec)o->codec) ||
         o->filter > CKPT_FILTER_BYTEGROUP || (o->filter && o->elem != 2 && o->elem != 4)) {
         ckpt__seterr(err, "chunk header names unknown version/codec/filter (%u/%u/%u)",
                      h[4], o->codec, o->filter);

@@ -64,7 +64,7 @@ int ckpt_preload_take_request(void)
         /* What ckpt_save() does when it starts: the request is served and
          * the interval starts again. */
         atomic_store(&ctx->requested, 0);
-        ctx->last_save_mono_ns = ckpt_mono_ns();
+        ctx->last_save_mono_ns = ckpt__mono_ns();
         r = 1;
     }
     return r;

@@ -27,7 +27,7 @@ uint32_t ckpt__nonce32(void)
 {
     uint32_t n = 0;
     if (getrandom(&n, sizeof n, 0) != (ssize_t)sizeof n)
-        n = (uint32_t)ckpt_mono_ns() ^ (uint32_t)getpid();
+        n = (uint32_t)ckpt__mono_ns() ^ (uint32_t)getpid();
     return n;
 }
 
@@ -163,7 +163,7 @@ static void commit_job_fn(void *arg, struct ckpt_codec_ws *ws)
     char **keys = calloc(n, sizeof *keys), err[CKPT_ERR_MAX] = "", mkey[1024] = "";
     struct ckpt_manifest gm;
     struct ckpt_event ev = { .step = j->step };
-    uint64_t t0 = ckpt_mono_ns();
+    uint64_t t0 = ckpt__mono_ns();
     ckpt_status st = keys ? CKPT_OK : CKPT_E_NOMEM;
     (void)ws;
 
@@ -190,7 +190,7 @@ static void commit_job_fn(void *arg, struct ckpt_codec_ws *ws)
         ev.seq = gm.seq;
         ev.raw_bytes = raw;
         ev.new_bytes = gm.new_bytes;
-        ev.seconds = (double)(ckpt_mono_ns() - t0) / 1e9;
+        ev.seconds = (double)(ckpt__mono_ns() - t0) / 1e9;
         ev.manifest = mkey;
     }
     ckpt__event(ctx, &ev);

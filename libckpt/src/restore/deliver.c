@@ -11,7 +11,7 @@
 
 #include "core/ctx.h"
 #include "restore/deliver.h"
-#include "cuda/gpu.h"
+#include "cuda/cuda.h"
 
 /* Flush behind (CKPT_RESTORE_SYNC=1 only): every FLUSH_EVERY bytes written
  * to a file, the job that crosses the mark starts their writeback

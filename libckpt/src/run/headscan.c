@@ -152,7 +152,7 @@ static ckpt_status scan(struct ckpt_ctx *ctx, struct ckpt_head *h, unsigned *fla
         h->seq = h->entries[i].seq > h->seq ? h->entries[i].seq : h->seq;
     h->step = h->n ? h->entries[0].step : 0;
     h->epoch = top;
-    h->time_ms = ckpt_now_ms();
+    h->time_ms = ckpt__now_ms();
     /* rev only has to differ from every HEAD written before, which a
      * count from the damaged one cannot promise: the clock does */
     h->rev = (uint64_t)h->time_ms;

@@ -72,7 +72,7 @@ ckpt_status ckpt__put_head(struct ckpt_ctx *ctx, const struct ckpt_head *h, cons
 ckpt_status ckpt__read_gc_records(struct ckpt_ctx *ctx, const struct ckpt_head *h,
                                   struct ckpt_gc_victims *v)
 {
-    int64_t now = ckpt_now_ms();
+    int64_t now = ckpt__now_ms();
     memset(v, 0, sizeof *v);
     for (size_t i = 0; i < h->ngc; i++) {
         char key[1024], err[CKPT_ERR_MAX] = "";

@@ -8,7 +8,7 @@
 #include "save/chunk.h"
 #include "core/ctx.h"
 #include "control/events.h"
-#include "cuda/gpu.h"
+#include "cuda/cuda.h"
 #include "format/itemset.h"
 #include "core/pool.h"
 #include "core/save.h"
@@ -274,7 +274,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
     sv = ckpt__save_new(ctx, step, ctx->nitems);
     if (!sv)
         return CKPT_E_NOMEM;
-    sv->t0_ns = ckpt_mono_ns();
+    sv->t0_ns = ckpt__mono_ns();
     sv->m.chunk_bytes = ctx->chunk_bytes;
     if (ctx->world_size > 1) { /* a part: ranks.h fixed the job step's nonce and epoch */
         sv->m.rank = ctx->rank;
@@ -312,7 +312,7 @@ ckpt_status ckpt__snapshot(struct ckpt_ctx *ctx, uint64_t step)
         pthread_mutex_unlock(&sv->mu);
     }
     atomic_store(&ctx->requested, 0);
-    ctx->last_save_mono_ns = ckpt_mono_ns();
+    ctx->last_save_mono_ns = ckpt__mono_ns();
     ckpt__event(ctx, &(struct ckpt_event){ .type = CKPT_EVENT_SAVING, .step = step });
     /* Our reference goes last: no commit (nor its event) before `saving`.
      * When it is the last one, a worker ends the chunk stage. */

@@ -1,8 +1,8 @@
-/* gpu.h -- device regions on CUDA GPUs (cuda.c, docs/cuda.md). The CUDA
+/* cuda/cuda.h -- device regions on CUDA GPUs (cuda.c, docs/cuda.md). The CUDA
  * runtime is dlopen'ed at first use (CKPT_CUDA_RUNTIME overrides the
  * search). */
-#ifndef CKPT_GPU_H
-#define CKPT_GPU_H
+#ifndef CKPT_CUDA_H
+#define CKPT_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
