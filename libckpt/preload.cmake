@@ -15,5 +15,5 @@ if(NOT CKPT_SANITIZE AND NOT CKPT_FUZZ)
   target_link_options(ckpt_preload PRIVATE -Wl,--no-undefined)
 endif()
 install(TARGETS ckpt_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES ${CMAKE_SOURCE_DIR}/libckpt/include/ckpt_preload.h
+install(FILES ${CMAKE_SOURCE_DIR}/include/ckpt_preload.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

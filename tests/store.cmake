@@ -24,7 +24,7 @@ if(CKPT_HAVE_ISAL)
 else()
   set(_isal_env CKPT_TEST_HAVE_ISAL=0)
 endif()
-set(_store_inc ${CMAKE_SOURCE_DIR}/libckpt/include ${CMAKE_SOURCE_DIR}/uploaders/include
+set(_store_inc ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/uploaders/include
   ${CMAKE_SOURCE_DIR}/uploaders)
 
 if(CMOCKA_STORE_FOUND)

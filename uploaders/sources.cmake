@@ -3,7 +3,7 @@
 # the file backend and curl/expat were looked for (CKPT_WITH_S3/AZURE are off
 # when they were not found).
 #
-#   store.c, file.c       the interface (include/ckpt_store.h), file://
+#   store.c, file.c       the interface (../include/ckpt_store.h), file://
 #   backend.c             key checks, error details: what every backend
 #                         and the transport lean on
 #   retryctl.c            the process-wide retry controls (ckpt_store.h),
@@ -34,8 +34,9 @@ endif()
 # linked: once is enough.
 list(REMOVE_DUPLICATES CKPT_STORE_SRC)
 
-# The public header: the store interface. include/ckpt_http.h (the HTTP
-# transport) is internal: ckptrun includes it from the tree, nothing
-# installs it (its header says why).
-install(FILES ${CMAKE_CURRENT_LIST_DIR}/include/ckpt_store.h
+# The public header: the store interface (include/ckpt_store.h at the top of
+# the tree). uploaders/include/ckpt_http.h (the HTTP transport) is internal:
+# ckptrun includes it from the tree, nothing installs it (its header says
+# why).
+install(FILES ${CMAKE_SOURCE_DIR}/include/ckpt_store.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -8,9 +8,9 @@
  * the stores is ckptrun, built in this tree against libckpt.a; a program
  * outside it that needs HTTP has libcurl itself, and a stable contract for
  * this transport's policy (TLS, proxies, stall time, rate cap) would tie
- * the stores' hands for no user. It sits in uploaders/include/ beside the
- * public ckpt_store.h because that folder is what ckptrun may include of
- * the stores (until 0.4.0 it was installed, with ckpt_ names).
+ * the stores' hands for no user. It sits alone in uploaders/include/, the
+ * one folder of the stores that ckptrun may include (until 0.4.0 it was
+ * installed, with ckpt_ names).
  *
  * A `ckpt_http` owns one curl multi handle, driven by a thread of its own:
  * ckpt__http_do() (thread-safe) hands its request to that thread and sleeps

@@ -1,7 +1,7 @@
 """ckpt._lib -- libckpt.so through ctypes: finding it, the prototypes of the
 ckpt.h functions the package calls, and the structs it passes.
 
-Every declaration here mirrors libckpt/include/ckpt.h (0.4.0); nothing else
+Every declaration here mirrors include/ckpt.h (0.4.0); nothing else
 of libckpt is used. The library is loaded at the first call that needs it,
 never at import.
 """
