@@ -5,6 +5,7 @@
 #include "base/parse.h"
 #include "sup/sup.h"
 #include "sup/sup_log.h"
+#include "sup/sup_report.h"
 
 enum channel request_checkpoint(struct sup *s, const char *reason, int64_t deadline_unix,
                                 const char *codec, int except, enum channel self)

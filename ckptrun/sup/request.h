@@ -9,7 +9,7 @@
 #define CKPTRUN_REQUEST_H
 
 #include <stdint.h>
-#include "sup/stop.h"
+#include "sup/sup.h"
 
 struct sup;
 

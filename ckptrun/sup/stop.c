@@ -7,6 +7,7 @@
 #include "sup/sup.h"
 #include "sup/sup_log.h"
 #include "ckpt_store.h"
+#include "sup/sup_report.h"
 
 #include <inttypes.h>
 #include <signal.h>

@@ -27,58 +27,11 @@
 
 #include <stdint.h>
 
-struct sup;
-struct queued_notice;
+#include "sup/sup.h"
 
 #define STOP_MARGIN_MS 5000       /* kept free before a notice's deadline */
 #define STOP_SETTLE_MS 2000       /* settle time while a stop waits for an entry */
 #define STOPPING_ACK_MS 1000     /* longest wait for `stopping` acknowledgements */
-
-enum phase { P_RUN, P_CKPT, P_TERM, P_KILL };
-
-/* How a stop request reached the child, and so what answers it: CH_SOCKET
- * a libckpt commit (`committed`), CH_SIGNAL and CH_FILES (the request over
- * the socket to processes that write their own files, the Python helper)
- * the commit of an entry written after the stop began. */
-enum channel { CH_NONE, CH_SIGNAL, CH_SOCKET, CH_FILES };
-
-/* What started a stop. */
-struct stop_cause {
-    const char *reason;       /* "SIGTERM", "SIGUSR1", "SIGXCPU", "SIGINT", "notice" */
-    int64_t deadline_unix;    /* 0: now + --grace */
-    const char *provider;     /* notices */
-    int except;               /* control client that asked itself (request.h) */
-    enum channel self;        /* ... and its channel */
-    int64_t since_mono;       /* when the signal reached the job, 0 unknown */
-    int job;                  /* the signal reached the job's processes directly */
-    int remote;               /* another node's stop, read from the store: 1, or
-                                 2 when it was its user's (scancel, Ctrl-C) */
-};
-
-struct stop_state {
-    enum phase phase;
-    char reason[32]; /* a copy: ckpt__signal_name() reuses one buffer */
-    char provider[32];
-    enum channel via;
-    int64_t t0, ckpt_end, deadline; /* mono ms */
-    int64_t drain_deadline;   /* stop after the child exited: mono ms, 0 none */
-    int final_done, final_ok;
-    int user;                 /* Ctrl-C, or a plain SIGTERM under SLURM: state `stopped` */
-    int job_signalled;        /* the stop's signal also reached the job's processes */
-    int warned;               /* a scheduler's warning signal (SIGUSR1/SIGXCPU) came */
-    int term_sig;             /* what ends the child after the final checkpoint */
-    int no_kill;              /* a user interrupt: no SIGKILL, the child ends itself */
-    int64_t term_due;         /* mono ms: send term_sig (awaiting `stopping` acks), 0 none */
-    int term_sent;
-    int64_t t_accept;         /* mono ms: entries changed since answer the stop */
-    int saw_saving;           /* a save began after the request ... */
-    uint64_t await_step;      /* ... at this step: its commit answers */
-    int failed_since_stop;
-    struct queued_notice *acks; /* notices waiting for the final result */
-    int64_t t_wall;           /* Unix ms when the stop began */
-    uint64_t await_global;    /* several nodes: the global commit of step
-                                 await_global - 1 or later answers (0: none yet) */
-};
 
 void stop_init(struct stop_state *st);
 

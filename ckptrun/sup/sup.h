@@ -20,19 +20,91 @@
 #include "nodes/nodesync.h"
 #include "opts.h"
 #include "sup/renewer.h"
-#include "sup/stop.h"
-#include "sup/sup_report.h"
 #include "sup/sup_seam.h"
-#include "sup/supervise.h"
 
 struct ctl;
+struct queued_notice;
 struct progress;
 struct record;
 struct watch;
 
+/* ---- the stop's state (stop.h: the state machine that drives it) ---------- */
+
+enum phase { P_RUN, P_CKPT, P_TERM, P_KILL };
+
+/* How a stop request reached the child, and so what answers it: CH_SOCKET
+ * a libckpt commit (`committed`), CH_SIGNAL and CH_FILES (the request over
+ * the socket to processes that write their own files, the Python helper)
+ * the commit of an entry written after the stop began. */
+enum channel { CH_NONE, CH_SIGNAL, CH_SOCKET, CH_FILES };
+
+/* What started a stop. */
+struct stop_cause {
+    const char *reason;    /* "SIGTERM", "SIGUSR1", "SIGXCPU", "SIGINT", "notice" */
+    int64_t deadline_unix; /* 0: now + --grace */
+    const char *provider;  /* notices */
+    int except;            /* control client that asked itself (request.h) */
+    enum channel self;     /* ... and its channel */
+    int64_t since_mono;    /* when the signal reached the job, 0 unknown */
+    int job;               /* the signal reached the job's processes directly */
+    int remote;            /* another node's stop, read from the store: 1, or
+                              2 when it was its user's (scancel, Ctrl-C) */
+};
+
+struct stop_state {
+    enum phase phase;
+    char reason[32]; /* a copy: ckpt__signal_name() reuses one buffer */
+    char provider[32];
+    enum channel via;
+    int64_t t0, ckpt_end, deadline; /* mono ms */
+    int64_t drain_deadline;         /* stop after the child exited: mono ms, 0 none */
+    int final_done, final_ok;
+    int user;          /* Ctrl-C, or a plain SIGTERM under SLURM: state `stopped` */
+    int job_signalled; /* the stop's signal also reached the job's processes */
+    int warned;        /* a scheduler's warning signal (SIGUSR1/SIGXCPU) came */
+    int term_sig;      /* what ends the child after the final checkpoint */
+    int no_kill;       /* a user interrupt: no SIGKILL, the child ends itself */
+    int64_t term_due;  /* mono ms: send term_sig (awaiting `stopping` acks), 0 none */
+    int term_sent;
+    int64_t t_accept;    /* mono ms: entries changed since answer the stop */
+    int saw_saving;      /* a save began after the request ... */
+    uint64_t await_step; /* ... at this step: its commit answers */
+    int failed_since_stop;
+    struct queued_notice *acks; /* notices waiting for the final result */
+    int64_t t_wall;             /* Unix ms when the stop began */
+    uint64_t await_global;      /* several nodes: the global commit of step
+                                   await_global - 1 or later answers (0: none yet) */
+};
+
+/* ---- what the report keeps (sup_report.h: what it says) --------------------- */
+
+struct sup_report {
+    uint64_t failures;                   /* commits that failed in this session */
+    uint64_t failures_before;            /* `commit_failures` of the previous RUN */
+    unsigned in_row;                     /* failures since the last commit */
+    char last_error[640];                /* "step N: error: detail" */
+    char last_err[96], last_detail[512]; /* the event's error and detail */
+    uint64_t last_error_step;
+    int64_t last_error_ms; /* Unix ms; 0 none in this session */
+    int64_t last_error_mono;
+    cJSON *prev_error;    /* the previous RUN's `last_error`, carried */
+    uint64_t unreachable; /* requests that reached nobody */
+    char unreachable_reason[32];
+    int ever_helper;       /* a process that writes its own files connected */
+    int saw_checkpoint;    /* a complete entry or a libckpt save in this session */
+    int64_t activity_mono; /* newest sign of a checkpoint (or the start) */
+    int64_t no_ckpt_ms;    /* CKPT_DIR idle threshold, 0 off */
+    int no_ckpt_told;
+    int last_attempt; /* the last attempt at the end was made */
+    int uncommitted;  /* complete entries still uncommitted at the end */
+    uint64_t uncommitted_step;
+    cJSON *uncommitted_entries; /* [{"name","files","bytes"}] */
+    char final_why[400];        /* why the final checkpoint did not commit */
+};
+
 struct sup {
     struct opts *o;
-    enum sup_mode mode;
+    int recover; /* `recover`, not `run` (supervise.h: SUP_RECOVER) */
     /* The clocks and the world the decisions act on (sup_seam.h):
      * &sup_seam_system, or a test's. */
     const struct sup_seam *seam;

@@ -11,6 +11,8 @@
 #include "sup/sup.h"
 #include "sup/sup_log.h"
 #include "watch/watch.h"
+#include "sup/sup_report.h"
+#include "sup/stop.h"
 
 #include <errno.h>
 #include <signal.h>

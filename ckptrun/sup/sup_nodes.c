@@ -10,6 +10,7 @@
 #include "sup/sup_log.h"
 #include "watch/watch.h"
 #include "ckpt_store.h"
+#include "sup/stop.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,7 +42,7 @@ int sup_nodes_claim(struct sup *s, int *rc)
 {
     if (s->nid.rank == 0) {
         s->cl.job = s->nid.job;
-        if (claim_lease(s->rec, s->o, s->mode == SUP_RECOVER, &s->cl, rc))
+        if (claim_lease(s->rec, s->o, s->recover, &s->cl, rc))
             return 1;
     } else {
         uint64_t epoch = 0;

@@ -396,9 +396,8 @@ void sup_report_end(struct sup *s, const char *state, int rc)
         if (resume)
             cJSON_AddStringToObject(f, "resume", resume);
     }
-    log_result(s->mode == SUP_RECOVER ? "recover" : "run", f, "%s %s, exit %d: %s%s%s%s",
-               s->o->run, outcome, rc, step, notes, resume ? ". Resume: " : "",
-               resume ? resume : "");
+    log_result(s->recover ? "recover" : "run", f, "%s %s, exit %d: %s%s%s%s", s->o->run, outcome,
+               rc, step, notes, resume ? ". Resume: " : "", resume ? resume : "");
     free(resume);
     cJSON_Delete(f);
 }

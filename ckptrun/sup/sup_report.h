@@ -34,30 +34,6 @@ struct sup;
 #define FAIL_ESCALATE 3                  /* failed commits in a row: an error */
 #define NO_CKPT_WARN_MS (15 * 60 * 1000) /* CKPT_DIR without a new entry: a warning */
 
-struct sup_report {
-    uint64_t failures;                   /* commits that failed in this session */
-    uint64_t failures_before;            /* `commit_failures` of the previous RUN */
-    unsigned in_row;                     /* failures since the last commit */
-    char last_error[640];                /* "step N: error: detail" */
-    char last_err[96], last_detail[512]; /* the event's error and detail */
-    uint64_t last_error_step;
-    int64_t last_error_ms; /* Unix ms; 0 none in this session */
-    int64_t last_error_mono;
-    cJSON *prev_error;    /* the previous RUN's `last_error`, carried */
-    uint64_t unreachable; /* requests that reached nobody */
-    char unreachable_reason[32];
-    int ever_helper;       /* a process that writes its own files connected */
-    int saw_checkpoint;    /* a complete entry or a libckpt save in this session */
-    int64_t activity_mono; /* newest sign of a checkpoint (or the start) */
-    int64_t no_ckpt_ms;    /* CKPT_DIR idle threshold, 0 off */
-    int no_ckpt_told;
-    int last_attempt; /* the last attempt at the end was made */
-    int uncommitted;  /* complete entries still uncommitted at the end */
-    uint64_t uncommitted_step;
-    cJSON *uncommitted_entries; /* [{"name","files","bytes"}] */
-    char final_why[400];        /* why the final checkpoint did not commit */
-};
-
 /* Before anything: the threshold (CKPT_WARN_NO_CHECKPOINT). @return 0, or
  * EXIT_CONFIG for a bad value (logged). */
 int sup_report_init(struct sup *s);

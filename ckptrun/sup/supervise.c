@@ -28,6 +28,9 @@
 #include "sup/sup_nodes.h"
 #include "base/tty_progress.h"
 #include "watch/watch.h"
+#include "sup/sup_report.h"
+#include "sup/stop.h"
+#include "sup/supervise.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -81,7 +84,7 @@ static int claim_run(struct sup *s, int *rc)
 {
     char err[CKPT_ERR_MAX] = "";
     ckpt_status st;
-    int recover = s->mode == SUP_RECOVER;
+    int recover = s->recover;
 
     st = record_open(s->o->store, s->o->run, &s->rec, err);
     if (st != CKPT_OK) {
@@ -416,7 +419,7 @@ int supervise(struct opts *o, enum sup_mode mode)
 
     memset(s, 0, sizeof *s);
     s->o = o;
-    s->mode = mode;
+    s->recover = mode == SUP_RECOVER;
     s->seam = &sup_seam_system;
     s->sfd = s->tfd = -1;
     child_init(&s->ch);

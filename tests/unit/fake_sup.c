@@ -10,6 +10,7 @@
 #include "sup/stop.h"
 #include "sup/sup_events.h"
 #include "watch/watch.h"
+#include "sup/sup_report.h"
 
 /* ---- the fake world ---------------------------------------------------------- */
 
@@ -249,7 +250,7 @@ struct sup *sup_new(void)
     g_o.keep = 3;
     memset(s, 0, sizeof *s);
     s->o = &g_o;
-    s->mode = SUP_RUN;
+    s->recover = 0;
     s->seam = &fake_seam;
     child_init(&s->ch);
     s->ch.alive = 1;

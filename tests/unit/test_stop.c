@@ -21,6 +21,7 @@
 #include "sup/stop.h"
 #include "sup/sup_events.h"
 #include "watch/watch.h"
+#include "sup/sup_report.h"
 
 /* ---- a notice ------------------------------------------------------------------ */
 
