@@ -11,6 +11,7 @@
 #include "notice/notice.h"
 #include "base/parse.h"
 #include "ckpt_store.h"
+#include "notice/table.h"
 
 #include <getopt.h>
 #include <libgen.h>

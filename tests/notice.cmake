@@ -39,11 +39,11 @@ else()
 endif()
 
 # integration: one test per provider, each with its own mock server. The
-# providers are read from the table (NOTICE_PROVIDER_LIST in notice.h): a
+# providers are read from the table (NOTICE_PROVIDER_LIST in notice/types.h): a
 # new provider gets its integration_notice_<name> here, and notice_itest
 # fails until it has a test for it.
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_nt}/../ckptrun/notice/notice.h)
-file(STRINGS ${_nt}/../ckptrun/notice/notice.h _nl REGEX "^#define NOTICE_PROVIDER_LIST\\(X\\)")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_nt}/../ckptrun/notice/types.h)
+file(STRINGS ${_nt}/../ckptrun/notice/types.h _nl REGEX "^#define NOTICE_PROVIDER_LIST\\(X\\)")
 string(REGEX MATCHALL "X\\(([a-z0-9_]+)\\)" _nl "${_nl}")
 string(REGEX REPLACE "X\\(([a-z0-9_]+)\\)" "\\1" CKPT_NOTICE_PROVIDERS "${_nl}")
 if(NOT CKPT_NOTICE_PROVIDERS)

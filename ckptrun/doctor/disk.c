@@ -6,6 +6,7 @@
 #include "notice/notice.h"
 #include "opts.h"
 #include "base/parse.h"
+#include "notice/table.h"
 
 #include <errno.h>
 #include <fcntl.h>

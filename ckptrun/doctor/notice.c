@@ -8,6 +8,8 @@
 #include "opts.h"
 #include "base/parse.h"
 #include "notice/probe.h"
+#include "notice/table.h"
+#include "notice/net.h"
 
 #include <stdio.h>
 #include <stdlib.h>

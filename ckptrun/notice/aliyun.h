@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notice/notice.h"
+#include "notice/types.h"
 
 /* Each reply parser looks at one HTTP 200 body and fills *ev (kind, deadline,
  * id, detail; not provider).

@@ -28,7 +28,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "notice/notice.h"
+#include "notice/types.h"
 #include "notice/provider.h"
 #include "ckpt_common.h"
 

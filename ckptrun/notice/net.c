@@ -1,4 +1,4 @@
-/* notice/net.c -- the poller's and the probe's transport (notice/int.h):
+/* notice/net.c -- the poller's and the probe's transport (notice/net.h):
  * HTTP on the shared client (http.h) and the shared IMDSv2 client, in a
  * build with libcurl (notice/none.c otherwise). */
 #include "notice/int.h"

@@ -7,7 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notice/int.h"
+#include "notice/types.h"
+
+struct ckpt_http;
+struct ckpt_imds;
+struct notice_reply;
 
 /* A transport for metadata requests: never through a proxy, quick to
  * connect. @return NULL when out of memory (or no libcurl). */
@@ -28,5 +32,8 @@ struct ckpt_imds *notice_imds(const char *base);
 /* One GET through it, as notice_http. */
 int notice_imds_get(struct ckpt_imds *m, const char *path, long timeout_ms, size_t max,
                     struct notice_reply *r);
+
+/* 1 when this build polls cloud metadata (it has libcurl), else 0. */
+int notice_available(void);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * notice/none.c -- the poller's transport in a build without libcurl
- * (notice/int.h): nothing to poll with. notice_available() says so, and
+ * (notice/net.h): nothing to poll with. notice_available() says so, and
  * notice_start() and notice_probe() then poll nothing: a provider asked for
  * by name is told once that this build cannot poll it, and `auto` finds
  * nothing to poll, as on a machine with no known vendor. The table, the

@@ -12,6 +12,7 @@
 #include "notice/report.h"
 #include "notice/poll.h"
 #include "notice/net.h"
+#include "notice/notice.h"
 
 #include <stdio.h>
 #include <stdlib.h>

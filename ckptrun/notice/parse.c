@@ -9,7 +9,6 @@
  * explicit length, strings are bounded, and times must match one exact shape.
  * A reply that cannot be understood is never turned into a notice.
  */
-#include "notice/notice.h"
 #include "notice/provider.h"
 #include "notice/parse.h"
 

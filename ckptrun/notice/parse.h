@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notice/notice.h"
+#include "notice/types.h"
 
 struct cJSON;
 

@@ -7,6 +7,7 @@
 #include "notice/poll.h"
 #include "notice/net.h"
 #include "notice/probe.h"
+#include "notice/notice.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notice/notice.h"
+#include "notice/types.h"
 
 /* Detects the provider as notice_start() would (DMI only for "auto") and,
  * unless it resolves to "none", sends the provider's token PUT (when it has

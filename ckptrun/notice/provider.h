@@ -3,7 +3,7 @@
  * interface each ckptrun/notice/<name>.c implements, as curl's struct
  * Curl_ssl describes one TLS backend. The shared machinery reads only this
  * struct, so no other file names a provider:
- *   notice/table.c   the table (from NOTICE_PROVIDER_LIST, notice.h), names,
+ *   notice/table.c   the table (from NOTICE_PROVIDER_LIST, notice/types.h), names,
  *                    DMI detection, doctor's hints
  *   notice.c         start (base URL, watches), stop, acknowledgement
  *   notice/poll.c    the shared polling loop and session tokens
@@ -14,7 +14,7 @@
  *   1. ckptrun/notice/<name>.c: its reply parser(s) and
  *      `const struct notice_provider notice_<name>`; data first, hooks only
  *      for what the shared loop does not do;
- *   2. its word in NOTICE_PROVIDER_LIST (notice.h): the table line;
+ *   2. its word in NOTICE_PROVIDER_LIST (notice/types.h): the table line;
  *   3. its paths in tests/tools/metadata_mock.py, its test in
  *      tests/integration/notice_itest.c (and the provider list of
  *      tests/notice.cmake), a parser line and corpus entries for fuzz_notice;
@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "notice/notice.h"
+#include "notice/types.h"
 
 struct cJSON;
 struct nwatch;
@@ -107,14 +107,5 @@ struct notice_provider {
      * @return 0 on a 2xx reply, else -1 (logged). */
     int (*ack)(struct notice_poller *p, const char *event_id);
 };
-
-/* ---- notice/table.c ------------------------------------------------------------ */
-
-/* Every provider, in NOTICE_PROVIDER_LIST's order, NULL-terminated. */
-extern const struct notice_provider *const notice_providers[];
-/* @return the provider named `name`, or NULL ("none", "auto", unknown). */
-const struct notice_provider *notice_provider_find(const char *name);
-/* Reads the DMI strings of `dir` (/sys/class/dmi/id or a test's). */
-void notice_dmi_read(const char *dir, struct notice_dmi *d);
 
 #endif

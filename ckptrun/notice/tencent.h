@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notice/notice.h"
+#include "notice/types.h"
 
 /* 2018-08-18 12:05:33, in UTC+8. @return 0 and *ms (Unix ms), or -1. */
 int notice_parse_tencent(const char *s, size_t len, int64_t *ms);

@@ -25,6 +25,7 @@
 #include "notice/azure.h"
 #include "notice/aliyun.h"
 #include "notice/tencent.h"
+#include "notice/table.h"
 
 #define NOW_MS 1505722800000LL /* fixed clock: results must not depend on the run */
 

@@ -24,6 +24,7 @@
 #include "notice/azure.h"
 #include "notice/aliyun.h"
 #include "notice/tencent.h"
+#include "notice/table.h"
 
 #define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
 #define S(x) x, strlen(x)
