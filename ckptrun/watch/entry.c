@@ -144,7 +144,7 @@ int init_entry(struct watch *w, struct entry *e, const char *name, int64_t now)
     e->step = e->name_step;
     e->step_from = e->numbered ? SF_NAME : SF_COUNTER;
     if (e->numbered)
-        watch_note_step(w, e->step);
+        counter_note(w, e->step);
     if (e->kind == K_LINK) {
         read_link(w, e);
         w->links_changed = now;
@@ -312,7 +312,7 @@ void due_min(int64_t *next, int64_t due)
         *next = due;
 }
 
-void watch_note_step(struct watch *w, uint64_t step)
+void counter_note(struct watch *w, uint64_t step)
 {
     if (step < UINT64_MAX - 2 && step + 1 > w->counter)
         w->counter = step + 1;

@@ -38,6 +38,8 @@ int includable(const struct entry *e);
 int needs_commit(const struct entry *e);
 /* An event touched it: walk it at the next tick. */
 void touch(struct entry *e, int64_t now);
+/* The step counter goes above `step` (watch_note_step, watch.h). */
+void counter_note(struct watch *w, uint64_t step);
 /* *next = the earlier of *next and due (-1: none). */
 void due_min(int64_t *next, int64_t due);
 

@@ -2,6 +2,7 @@
  * entries made, replaced, renamed into place, closed after writing,
  * marked, or losing files (watch/int.h). */
 #include "watch/int.h"
+#include "watch/events.h"
 #include "base/runlog.h"
 #include "base/parse.h"
 #include "watch/entry.h"

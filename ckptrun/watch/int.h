@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "watch/watch.h"
+#include "watch/commit_files.h"
 
 #define MAX_ENTRIES 4096
 #define MAX_WATCHES 8192

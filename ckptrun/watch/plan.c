@@ -157,7 +157,7 @@ static void queue_plan(struct watch *w, struct plan *pl, int head, int64_t now)
     }
     if (!j->entry[0])
         snprintf(j->entry, sizeof j->entry, "%s", j->m[0].name);
-    watch_note_step(w, j->step);
+    counter_note(w, j->step);
     w->jobs_out++;
     w->stuck_since = 0;
     w->wait_since = 0;

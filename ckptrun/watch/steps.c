@@ -5,6 +5,7 @@
 #include "watch/int.h"
 #include "base/runlog.h"
 #include "watch/entry.h"
+#include "watch/events.h"
 #include "watch/steps.h"
 #include "watch/writers.h"
 
@@ -163,7 +164,7 @@ void resolve_step(struct watch *w, struct entry *e)
     }
     e->numbered = e->step_from != SF_COUNTER;
     e->restep = 0;
-    watch_note_step(w, e->step);
+    counter_note(w, e->step);
     step_back(w, e);
 }
 
@@ -266,7 +267,7 @@ void watch_saved(struct watch *w, const char *path, const char *event, int has_s
     /* Reported while another process still writes in it (a rank's shard
      * after rank 0's report): that instance once they are done. */
     claim_add(w, e, step, &s, writer_under(w, e));
-    watch_note_step(w, step);
+    counter_note(w, step);
     touch(e, now);
     w->dirty = 1;
     if (e->ok && sig_eq(&e->ok_sig, &s) && (!e->numbered || e->step != step)) {

@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "watch/int.h"
+struct claim;
+struct entry;
+struct watch;
 
 /* The step of a version of `e` that is complete now: a saved() report of
  * this version, trainer_state.json's global_step, the name's number, or the
@@ -14,5 +16,9 @@
 void resolve_step(struct watch *w, struct entry *e);
 /* The saved() report matching this version of `e`, or NULL. */
 struct claim *claim_of(struct watch *w, const struct entry *e);
+
+/* 1 when an entry of `step` (numbered by its name) is in the directory,
+ * complete, committed or still being written (watch/steps.c). */
+int watch_has_step(const struct watch *w, uint64_t step);
 
 #endif

@@ -7,6 +7,7 @@
  * and their signatures), watch/links.c and watch/writers.c.
  */
 #include "watch/int.h"
+#include "watch/watch.h"
 #include "base/runlog.h"
 #include "record/record.h"
 #include "watch/commit.h"
@@ -486,4 +487,9 @@ int watch_uncommitted(struct watch *w, int retry,
         }
     }
     return n;
+}
+
+void watch_note_step(struct watch *w, uint64_t step)
+{
+    counter_note(w, step);
 }

@@ -36,24 +36,14 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include "watch/commit.h"
 #include "watch/commit_files.h"
+#include "watch/events.h"
+#include "watch/steps.h"
 
 struct watch;
 struct watch_job;
 struct record;
-
-struct watch_result {
-    char entry[256];          /* the newest entry of the snapshot, for the log */
-    int64_t completed_mono;   /* when the snapshot was taken */
-    int64_t changed_mono;     /* newest change seen in its entries before that */
-    struct commit_result res;
-    char **entries;           /* names of every top-level source (entries + links) */
-    size_t nentries;
-    const char *step_from;    /* where its step comes from: "saved", "state"
-                                 (trainer_state.json), "name", or "counter"
-                                 (nothing gave one); static */
-    struct watch_job *job;    /* the watcher's own */
-};
 
 /* Watch `dir` (must exist); commits go through `ctx`, which the watcher
  * owns from now on (closed by watch_close). Entries already in `dir` are
@@ -97,16 +87,6 @@ void watch_next_codec(struct watch *w, ckpt_codec codec);
 /* Shorter settle time while stopping (the trainer was asked to save). */
 void watch_set_settle(struct watch *w, uint64_t settle_ms);
 
-void watch_handle_inotify(struct watch *w);
-/* A file event reported by the preload shim ("closed" or "renamed"). */
-void watch_file_event(struct watch *w, const char *path, const char *event);
-/* A `file` message of the control socket (docs/CONTROL.md): with a step
- * (has_step), the trainer's saved(path, step): the entry holding `path` is
- * complete as it is now, at that step; from the first one on, entries are
- * committed when the trainer reports them, and entries it never reports once
- * unchanged for --settle. Without a step, as watch_file_event. */
-void watch_saved(struct watch *w, const char *path, const char *event, int has_step,
-                 uint64_t step);
 /* Run completeness checks and queue the next commit. @return the monotonic
  * ms at which it wants to be called again, or -1 when nothing is pending. */
 int64_t watch_tick(struct watch *w);
@@ -120,7 +100,7 @@ int watch_dirty(const struct watch *w);
  * handled here (logged, read again once complete) and never returned.
  * @return a result to free with watch_result_free, or NULL. */
 struct watch_result *watch_take_result(struct watch *w);
-void watch_result_free(struct watch_result *r);
+/* (free it with watch_result_free, watch/commit.h) */
 
 /* Commits queued or in flight. */
 int watch_busy(struct watch *w);
@@ -137,8 +117,5 @@ int watch_uncommitted(struct watch *w, int retry,
                       void (*fn)(void *user, const char *name, uint64_t step,
                                  const struct commit_print *print),
                       void *user);
-/* 1 when an entry of `step` (numbered by its name) is in the directory,
- * complete, committed or still being written (watch/steps.c). */
-int watch_has_step(const struct watch *w, uint64_t step);
 
 #endif

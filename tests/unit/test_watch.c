@@ -22,6 +22,7 @@
 #include "base/runlog.h"
 #include "watch/int.h"
 #include "watch/entry.h"
+#include "watch/watch.h"
 
 #define MARKER "trainer_state.json"
 
