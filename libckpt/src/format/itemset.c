@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "format/itemset.h"
-#include "format/manifest.h"
+#include "format/manifest_data.h"
 #include "base/util.h"
 
 int ckpt__target_valid(const char *t)
