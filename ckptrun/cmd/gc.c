@@ -111,6 +111,12 @@ int cmd_gc(struct opts *o)
 
     if ((rc = cmd_open(o, &gc_form, NULL, &ctx)) != 0)
         goto out;
+    /* a mistyped --run is not "nothing to collect" */
+    if ((rc = cmd_run_missing(o, msg, sizeof msg)) != 0) {
+        if (msg[0])
+            log_error("gc: %s", msg);
+        goto out;
+    }
     if (record_open(o->store, o->run, &rec, err) == CKPT_OK)
         have_usage = run_usage(rec, o->run, &before) == CKPT_OK;
     show.o = o;

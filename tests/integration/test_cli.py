@@ -754,7 +754,7 @@ class DidYouMean(Case):
         for run in ("llama-7b-ft", "llama-7b-ft2", "other"):
             self.save(1, self.src("c", 100), "--run", run)
         for cmd in (["ls"], ["status"], ["verify"], ["restore", os.path.join(self.tmp, "x")],
-                    ["ls", "--step", "1"]):
+                    ["ls", "--step", "1"], ["gc"], ["gc", "--dry-run"]):
             rc, _, err = self.ckptrun(*cmd, "--run", "llama-7b-fy")
             self.assertEqual(rc, 1, (cmd, err))
             self.assertIn("run llama-7b-fy not found in %s; did you mean llama-7b-ft?" %
