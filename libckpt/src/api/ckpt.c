@@ -26,13 +26,16 @@ static __thread char open_err[CKPT_ERR_MAX];
 
 const char *ckpt_errmsg(struct ckpt_ctx *ctx)
 {
-    return ctx ? ctx->errmsg : open_err;
+    return ctx ? ctx->errmsg : open_err; /* the caller's thread: never redirected */
 }
 
 static void load_job(void *arg, struct ckpt_codec_ws *ws)
 {
+    struct ckpt_ctx *ctx = arg;
     (void)ws;
-    ckpt__load_run(arg, true);
+    ckpt__ctx_err_redirect(ctx->load_err);
+    ckpt__load_run(ctx, true);
+    ckpt__ctx_err_redirect(NULL);
 }
 
 ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
@@ -130,8 +133,8 @@ fail:
         ckpt__ranks_open(ctx, st);
 fail_checked:
     ctx->coll = NULL; /* ckpt_close calls no collective for a context never opened */
-    ckpt__log(&ctx->log, CKPT_LOG_ERROR, "open", "%s", ctx->errmsg);
-    snprintf(open_err, sizeof open_err, "%s", ctx->errmsg[0] ? ctx->errmsg : ckpt_strerror(st));
+    ckpt__log(&ctx->log, CKPT_LOG_ERROR, "open", "%s", ckpt__errmsg(ctx));
+    snprintf(open_err, sizeof open_err, "%s", ckpt__errmsg(ctx)[0] ? ckpt__errmsg(ctx) : ckpt_strerror(st));
     ckpt_close(ctx);
     *out = NULL;
     return st;

@@ -76,7 +76,7 @@ ckpt_status ckpt_items(struct ckpt_ctx *ctx, uint64_t step, unsigned part, ckpt_
     if (st == CKPT_E_NOENT) {
         /* HEAD names it: missing is damage to this reader, not "no such
          * checkpoint" */
-        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", e->step, ctx->errmsg);
+        ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", e->step, ckpt__errmsg(ctx));
         st = CKPT_E_CORRUPT;
     }
     if (st)

@@ -231,7 +231,7 @@ static ckpt_status fence(struct ckpt_ctx *ctx, uint64_t epoch, char *err)
          * writes HEAD over it.) */
         ckpt_status st = reload(ctx);
         if (st) {
-            snprintf(err, CKPT_ERR_MAX, "%s", ctx->errmsg);
+            snprintf(err, CKPT_ERR_MAX, "%s", ckpt__errmsg(ctx));
             return st;
         }
     }
@@ -372,7 +372,7 @@ static ckpt_status write_head(struct ckpt_ctx *ctx, struct ckpt_manifest *m, con
         st = reload(ctx);
         if (st) {
             snprintf(err, CKPT_ERR_MAX, "HEAD of run %s changed; reading it again: %.400s",
-                     ctx->run, ctx->errmsg);
+                     ctx->run, ckpt__errmsg(ctx));
             return st;
         }
         ckpt__run_unscan(rs, mrel); /* a damaged HEAD: ours is not committed yet */

@@ -214,7 +214,7 @@ static ckpt_status read_kept(struct gc *g)
         /* gc never guesses what a kept checkpoint uses: not from the
          * manifests either (headscan.h: the gc records in force are lost) */
         char why[CKPT_ERR_MAX];
-        snprintf(why, sizeof why, "%s", ctx->errmsg);
+        snprintf(why, sizeof why, "%s", ckpt__errmsg(ctx));
         ckpt__set_ctx_err(ctx, "%s: gc deletes nothing until HEAD is rewritten (the next save, "
                           "or ckptrun run/recover taking the lease, rewrites it from the "
                           "run's manifests)", why);
@@ -233,13 +233,13 @@ static ckpt_status read_kept(struct gc *g)
         if (st == CKPT_E_NOENT || st == CKPT_E_CORRUPT) {
             /* cannot be restored: what it used is unknowable and useless */
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "gc", "step %" PRIu64 ": %s",
-                      h->entries[i].step, ctx->errmsg);
+                      h->entries[i].step, ckpt__errmsg(ctx));
             continue;
         }
         if (st == CKPT_E_UNSUPPORTED) {
             ckpt__set_ctx_err(ctx, "gc: checkpoint step %" PRIu64 " was written by a newer "
                               "ckpt (%s): upgrade to collect this run", h->entries[i].step,
-                              ctx->errmsg);
+                              ckpt__errmsg(ctx));
             return st;
         }
         if (st)

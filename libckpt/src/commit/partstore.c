@@ -126,7 +126,7 @@ out:
     if (st) {
         ckpt__set_ctx_err(ctx, "save of step %" PRIu64 " (the part of rank %u) failed: %s",
                           sv->step, ctx->rank, err);
-        ckpt__log(&ctx->log, CKPT_LOG_WARN, "save", "%s", ctx->errmsg);
+        ckpt__log(&ctx->log, CKPT_LOG_WARN, "save", "%s", ckpt__errmsg(ctx));
     } else {
         ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "save", "step %" PRIu64 ": part of rank %u "
                   "durable (%s)", sv->step, ctx->rank, key);
@@ -247,7 +247,7 @@ ckpt_status ckpt_pending(struct ckpt_ctx *ctx, ckpt_part_fn fn, void *user)
         char key[1024];
         uint64_t chunks, links;
         if (ckpt__read_manifest(ctx, l.v[i].rel, &m) != CKPT_OK) {
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "pending", "%s (skipped)", ctx->errmsg);
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "pending", "%s (skipped)", ckpt__errmsg(ctx));
             continue;
         }
         ckpt__run_key(ctx, l.v[i].rel, key, sizeof key);
@@ -292,7 +292,7 @@ ckpt_status ckpt_commit_parts(struct ckpt_ctx *ctx, uint64_t step, unsigned worl
         struct ckpt_manifest m;
         unsigned r = l.v[i].rank;
         if (ckpt__read_manifest(ctx, l.v[i].rel, &m) != CKPT_OK) {
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "commit", "%s (skipped)", ctx->errmsg);
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "commit", "%s (skipped)", ckpt__errmsg(ctx));
             continue;
         }
         if (m.world_size != world_size) {

@@ -111,6 +111,7 @@ struct ckpt_ctx {
 
     pthread_mutex_t err_mu;
     char errmsg[CKPT_ERR_MAX];
+    char load_err[CKPT_ERR_MAX]; /* the background load's messages */
     /* headscan.c: the damage of HEAD was logged (once until HEAD reads well) */
     atomic_int head_damage_told;
 
@@ -120,6 +121,15 @@ struct ckpt_ctx {
 /* Set the message ckpt_errmsg() returns (any thread). */
 void ckpt__set_ctx_err(struct ckpt_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The message of this thread's last ckpt__set_ctx_err: the context's, or
+ * where ckpt__ctx_err_redirect sent this thread's messages. Code that a
+ * background job runs reads it here, never as ctx->errmsg. */
+const char *ckpt__errmsg(const struct ckpt_ctx *ctx);
+/* This thread's messages go to buf (CKPT_ERR_MAX bytes) instead of the
+ * context's, until called again with NULL: the background load
+ * (ckpt_open) runs beside the caller's own calls, whose messages are the
+ * ones ckpt_errmsg() must show. */
+void ckpt__ctx_err_redirect(char *buf);
 
 /* ckpt_request(): the next ckpt_should_save() is true; the next save uses
  * `codec` unless CKPT_CODEC_DEFAULT. Any thread. */

@@ -43,7 +43,7 @@ static ckpt_status reduce(struct ckpt_ctx *ctx, uint64_t *v, size_t n, ckpt_redu
     if (ctx->coll->allreduce_u64(ctx->coll->user, v, n, op) != 0) {
         ctx->ranks.broken = true;
         ckpt__set_ctx_err(ctx, "the collective failed (all-reduce for %s)", what);
-        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "ranks", "%s", ctx->errmsg);
+        ckpt__log(&ctx->log, CKPT_LOG_ERROR, "ranks", "%s", ckpt__errmsg(ctx));
         return CKPT_E_WORLD;
     }
     return CKPT_OK;
@@ -209,7 +209,7 @@ static void commit_job_fn(void *arg, struct ckpt_codec_ws *ws)
 static void report_failed(struct ckpt_ctx *ctx, ckpt_status st)
 {
     struct ckpt_event ev = { .type = CKPT_EVENT_FAILED, .step = ctx->ranks.step,
-                             .status = st, .detail = ctx->errmsg };
+                             .status = st, .detail = ckpt__errmsg(ctx) };
     if (ctx->rank == 0)
         ckpt__event(ctx, &ev);
 }
@@ -239,7 +239,7 @@ static void advance(struct ckpt_ctx *ctx, uint64_t notready, uint64_t failed)
         ckpt__flight_wait(&ctx->flight); /* ours is durable: taken */
         r->outcome = agree_replicated(ctx);
         if (r->outcome) {
-            ckpt__log(&ctx->log, CKPT_LOG_ERROR, "ranks", "%s", ctx->errmsg);
+            ckpt__log(&ctx->log, CKPT_LOG_ERROR, "ranks", "%s", ckpt__errmsg(ctx));
             r->phase = CKPT_RANKS_IDLE;
             report_failed(ctx, r->outcome);
             return;
@@ -452,7 +452,7 @@ static ckpt_status agree_verdict(struct ckpt_ctx *ctx, ckpt_status st, enum ckpt
                   v[0] == STOP   ? CKPT_LOG_ERROR
                   : v[0] == SKIP ? CKPT_LOG_DEBUG
                                  : CKPT_LOG_WARN,
-                  "restore", "%s", ctx->errmsg);
+                  "restore", "%s", ckpt__errmsg(ctx));
     return reduce(ctx, v, 4, CKPT_REDUCE_MAX, "ckpt_restore");
 }
 
@@ -620,7 +620,7 @@ ckpt_status ckpt__ranks_restore(struct ckpt_ctx *ctx, uint64_t want, uint64_t *s
                  * rank, its own message */
                 sh.own = why == CKPT__SHAPE && (v[2] & 0xffffffffu) == ctx->rank + 1u;
                 if (sh.own)
-                    snprintf(sh.msg, sizeof sh.msg, "%s", ctx->errmsg);
+                    snprintf(sh.msg, sizeof sh.msg, "%s", ckpt__errmsg(ctx));
             }
             if (want != CKPT_STEP_LATEST) {
                 st = shape_end(ctx, &sh);

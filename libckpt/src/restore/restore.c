@@ -343,7 +343,7 @@ ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_ent
     }
     if (st == CKPT_E_NOENT) {
         ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " is damaged: %s", e->step,
-                          ctx->errmsg);
+                          ckpt__errmsg(ctx));
         st = CKPT_E_CORRUPT;
     }
     if (st)
@@ -501,9 +501,9 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
             /* the program changed, or this manifest lies: older ones say */
             if (!nshape++) {
                 shape_st = st;
-                snprintf(shape_msg, sizeof shape_msg, "%s", ctx->errmsg);
+                snprintf(shape_msg, sizeof shape_msg, "%s", ckpt__errmsg(ctx));
             }
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "%s", ctx->errmsg);
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "%s", ckpt__errmsg(ctx));
             if (want != CKPT_STEP_LATEST) {
                 tried_all = 0;
                 break;
@@ -531,7 +531,7 @@ static ckpt_status restore_common(struct ckpt_ctx *ctx, uint64_t want, const cha
         last = st;
         ckpt__log(&ctx->log, st == CKPT_E_CORRUPT || st == CKPT_E_UNSUPPORTED ? CKPT_LOG_WARN
                                                                              : CKPT_LOG_ERROR,
-                  "restore", "%s", ctx->errmsg);
+                  "restore", "%s", ckpt__errmsg(ctx));
         if (st == CKPT_E_CORRUPT)
             bad_keys[nbad++] = e->manifest;
         if ((st != CKPT_E_CORRUPT && st != CKPT_E_UNSUPPORTED) || want != CKPT_STEP_LATEST) {
@@ -586,11 +586,11 @@ void ckpt__restore_mark(struct ckpt_ctx *ctx, const char **keys, size_t n)
 {
     char saved[CKPT_ERR_MAX];
     ckpt_status mst;
-    snprintf(saved, sizeof saved, "%s", ctx->errmsg);
+    snprintf(saved, sizeof saved, "%s", ckpt__errmsg(ctx));
     mst = ckpt__mark_damaged(ctx, (char **)keys, n);
     if (mst)
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "restore", "cannot mark the damaged "
-                  "checkpoints in HEAD: %s (%s)", ckpt_strerror(mst), ctx->errmsg);
+                  "checkpoints in HEAD: %s (%s)", ckpt_strerror(mst), ckpt__errmsg(ctx));
     ckpt__set_ctx_err(ctx, "%s", saved);
 }
 

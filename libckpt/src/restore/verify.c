@@ -72,7 +72,7 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
                 ngone++;
                 continue;
             }
-            ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", ctx->errmsg);
+            ckpt__log(&ctx->log, CKPT_LOG_ERROR, "verify", "%s", ckpt__errmsg(ctx));
             if (!result || result == CKPT_E_CORRUPT)
                 result = st == CKPT_E_NOENT ? CKPT_E_CORRUPT : st;
             bad++;
@@ -126,7 +126,7 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
                               why, h.n, h.n == 1 ? "" : "s");
         else {
             char first[CKPT_ERR_MAX];
-            snprintf(first, sizeof first, "%s", ctx->errmsg);
+            snprintf(first, sizeof first, "%s", ckpt__errmsg(ctx));
             ckpt__set_ctx_err(ctx, "%s; and of the checkpoints its manifests show: %s", why, first);
         }
         if (result == CKPT_OK)

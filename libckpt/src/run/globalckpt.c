@@ -412,7 +412,7 @@ ckpt_status ckpt__read_parts(struct ckpt_ctx *ctx, char *const *keys, size_t n,
     for (r = 0; r < n && !st; r++) {
         st = ckpt__read_one_manifest(ctx, keys[r], &p[r]);
         if (st)
-            ckpt__seterr(err, "%s", ctx->errmsg);
+            ckpt__seterr(err, "%s", ckpt__errmsg(ctx));
     }
     if (!st)
         st = ckpt__parts_compose(p, n, (const char *const *)keys, NULL, 0, m, err);

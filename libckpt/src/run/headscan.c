@@ -94,7 +94,7 @@ static ckpt_status scan(struct ckpt_ctx *ctx, struct ckpt_head *h, unsigned *fla
             *flags |= CKPT_HEAD_NEWER;
         if (mst == CKPT_E_NOENT || mst == CKPT_E_CORRUPT || mst == CKPT_E_UNSUPPORTED) {
             if (!quiet)
-                ckpt__log(&ctx->log, CKPT_LOG_WARN, "head", "%s (left out)", ctx->errmsg);
+                ckpt__log(&ctx->log, CKPT_LOG_WARN, "head", "%s (left out)", ckpt__errmsg(ctx));
             (*skipped)++;
             continue;
         }
@@ -188,11 +188,11 @@ static ckpt_status read_or_scan(struct ckpt_ctx *ctx, struct ckpt_head *h, char 
      * Told once a context: its background load, a listing and a restore
      * all scan, and one warning says it. */
     tell = !quiet && !atomic_load(&ctx->head_damage_told);
-    snprintf(damage, sizeof damage, "%s", ctx->errmsg);
+    snprintf(damage, sizeof damage, "%s", ckpt__errmsg(ctx));
     st = scan(ctx, h, flags, &skipped, !tell);
     if (st) {
         ckpt__set_ctx_err(ctx, "%s; its manifests could not be read instead: %s", damage,
-                          ctx->errmsg);
+                          ckpt__errmsg(ctx));
         return st;
     }
     *exists = true;
@@ -221,7 +221,7 @@ int ckpt__head_retains(struct ckpt_ctx *ctx, const char *rel)
     unsigned flags;
     int found = 1;
 
-    snprintf(saved, sizeof saved, "%s", ctx->errmsg);
+    snprintf(saved, sizeof saved, "%s", ckpt__errmsg(ctx));
     if (read_or_scan(ctx, &h, NULL, &exists, &flags, NULL, true) == CKPT_OK) {
         /* marked damaged meanwhile (a restore found it so): still damage */
         found = 0;

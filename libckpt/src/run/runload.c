@@ -51,7 +51,7 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
         if (mst == CKPT_E_UNSUPPORTED)
             ld.newer = true;
         if (mst != CKPT_OK) {
-            ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "%s", ctx->errmsg);
+            ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "%s", ckpt__errmsg(ctx));
             continue;
         }
         /* Over a HEAD rebuilt from the manifests, the gc records in force
@@ -68,7 +68,7 @@ ckpt_status ckpt__load_run(struct ckpt_ctx *ctx, bool ids)
 out:
     if (st)
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "load", "cannot read the run's state: %s",
-                  st == CKPT_E_NOMEM ? "out of memory" : ctx->errmsg);
+                  st == CKPT_E_NOMEM ? "out of memory" : ckpt__errmsg(ctx));
     /* loaded or not, savers may proceed: without the index they only write
      * more; the commit re-reads HEAD before it relies on it */
     ckpt__run_install(&ctx->rs, &ld, st == CKPT_OK);
