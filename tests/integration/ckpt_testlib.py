@@ -94,11 +94,11 @@ def descendants(root):
             except (OSError, ValueError, IndexError):
                 continue
             kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [root]
-    while todo:
-        for c in kids.get(todo.pop(), []):
+    out, pending = [], [root]
+    while pending:
+        for c in kids.get(pending.pop(), []):
             out.append(c)
-            todo.append(c)
+            pending.append(c)
     return out
 
 

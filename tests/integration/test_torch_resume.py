@@ -121,6 +121,7 @@ def main():
                 return 1
             p = subprocess.Popen(trainer_cmd(args.trainer, out, ckdir),
                                  env=env, stderr=subprocess.PIPE)
+            killed = False
             if kills < args.kills:
                 if kills % 2 == 0:
                     # Anywhere from during the import to the end of a full
@@ -140,7 +141,12 @@ def main():
                         time.sleep(rnd.uniform(0.0, 0.05))
                     p.send_signal(signal.SIGKILL)
                     kills += 1
+                    killed = True
             _, err = p.communicate()
+            if killed and p.returncode == 0:
+                # the run ended between the timeout and the signal: that
+                # kill did not land, and nothing was there to resume
+                kills -= 1
             if b"resumed at step" in err:
                 resumed += 1
             if p.returncode == -signal.SIGKILL:

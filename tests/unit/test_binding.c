@@ -16,17 +16,6 @@
 #include "ckpt.h"
 #include "rank_threads.h"
 
-static void fill(uint8_t *b, size_t n, uint64_t seed)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
-
 static struct ckpt_ctx *open_run(const char *run)
 {
     struct ckpt_config cfg = rank_cfg(g_url, run, 5);
@@ -96,7 +85,7 @@ static void test_no_stage(void **state)
         fail_msg("a plain protect made only %zu MiB resident (its staging) in 10 s",
                  (rss() - before) >> 20);
     assert_int_equal(ckpt_unprotect(ctx, "b"), CKPT_OK);
-    fill(a + n - (1 << 20), 1 << 20, 42);
+    test_fill_bytes(a + n - (1 << 20), 1 << 20, 42);
     memcpy(want, a + n - (1 << 20), 1 << 20);
     assert_int_equal(ckpt_save(ctx, 7), CKPT_OK);
     assert_int_equal(ckpt_wait(ctx), CKPT_OK);
@@ -235,23 +224,6 @@ static void test_items(void **state)
 }
 
 /* ---- ckpt_restore_step -------------------------------------------------- */
-/* `what` on the chunk objects of the run in the file store: "list" them
- * into <dir>/before, or "damage" every one not listed there. */
-static void chunks(const char *run, const char *what)
-{
-    char cmd[1500];
-    if (!strcmp(what, "list"))
-        snprintf(cmd, sizeof cmd, "find '%s/store/%s/chunks' -type f > '%s/before'", g_dir, run,
-                 g_dir);
-    else
-        snprintf(cmd, sizeof cmd,
-                 "for f in $(find '%s/store/%s/chunks' -type f); do grep -qx \"$f\" "
-                 "'%s/before' || printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc "
-                 "status=none; done",
-                 g_dir, run, g_dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 static void test_restore_step(void **state)
 {
     struct ckpt_ctx *ctx = open_run("rstep");
@@ -262,15 +234,15 @@ static void test_restore_step(void **state)
     assert_int_equal(ckpt_restore_step(ctx, 3, &step), CKPT_E_NOENT);
     for (uint64_t s = 3; s <= 5; s += 2) {
         if (s == 5)
-            chunks("rstep", "list");
-        fill(x, sizeof x, s);
+            test_store_chunks("rstep", "list");
+        test_fill_bytes(x, sizeof x, s);
         assert_int_equal(ckpt_save(ctx, s), CKPT_OK);
         assert_int_equal(ckpt_wait(ctx), CKPT_OK);
     }
     memset(x, 0, sizeof x);
     assert_int_equal(ckpt_restore_step(ctx, 3, &step), CKPT_OK);
     assert_int_equal(step, 3);
-    fill(want, sizeof want, 3);
+    test_fill_bytes(want, sizeof want, 3);
     assert_memory_equal(x, want, sizeof x);
     assert_int_equal(ckpt_restore_step(ctx, 4, &step), CKPT_E_NOENT);
     assert_int_equal(ckpt_restore_step(ctx, CKPT_STEP_LATEST, &step), CKPT_OK);
@@ -285,7 +257,7 @@ static void test_restore_step(void **state)
 
     /* step 5's chunk damaged: step 5 alone fails, with no fallback, where
      * ckpt_restore falls back to step 3 */
-    chunks("rstep", "damage");
+    test_store_chunks("rstep", "damage");
     ctx = open_run("rstep");
     assert_int_equal(ckpt_protect(ctx, "x", x, sizeof x), CKPT_OK);
     step = 0;
@@ -307,8 +279,8 @@ static void save_steps(struct job *j, unsigned r, struct ckpt_ctx *ctx)
                                  CKPT_REGION_REPLICATED),
              CKPT_OK);
     for (uint64_t s = 1; s <= 2; s++) {
-        fill(j->own[r], OWN_BYTES, 100 * s + r);
-        fill(j->rep[r], REP_BYTES, s);
+        test_fill_bytes(j->own[r], OWN_BYTES, 100 * s + r);
+        test_fill_bytes(j->rep[r], REP_BYTES, s);
         CHECK_ST(j, r, ctx, ckpt_save(ctx, s), CKPT_OK);
         CHECK_ST(j, r, ctx, ckpt_wait(ctx), CKPT_OK);
     }
@@ -329,7 +301,7 @@ static void restore_step_one(struct job *j, unsigned r, struct ckpt_ctx *ctx)
     memset(j->own[r], 0, OWN_BYTES);
     CHECK_ST(j, r, ctx, ckpt_restore_step(ctx, 1, &step), CKPT_OK);
     CHECK(j, r, step == 1);
-    fill(want, OWN_BYTES, 100 + r);
+    test_fill_bytes(want, OWN_BYTES, 100 + r);
     CHECK(j, r, memcmp(want, j->own[r], OWN_BYTES) == 0);
     /* a step no rank has: every rank is told */
     CHECK_ST(j, r, ctx, ckpt_restore_step(ctx, 9, &step), CKPT_E_NOENT);
@@ -337,7 +309,7 @@ static void restore_step_one(struct job *j, unsigned r, struct ckpt_ctx *ctx)
     j->st[r][0] = ckpt_restore_step(ctx, r == 0 ? 1 : 2, &step);
     /* and then they agree again */
     CHECK_ST(j, r, ctx, ckpt_restore_step(ctx, 2, &step), CKPT_OK);
-    fill(want, OWN_BYTES, 200 + r);
+    test_fill_bytes(want, OWN_BYTES, 200 + r);
     CHECK(j, r, memcmp(want, j->own[r], OWN_BYTES) == 0);
     free(want);
 }

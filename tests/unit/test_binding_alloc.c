@@ -22,17 +22,6 @@
 #include "rank_threads.h"
 #include "run/runobj.h"
 
-static void fill(uint8_t *b, size_t n, uint64_t seed)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
-
 static struct ckpt_ctx *open_run(const char *run)
 {
     struct ckpt_config cfg = rank_cfg(g_url, run, 5);
@@ -40,23 +29,6 @@ static struct ckpt_ctx *open_run(const char *run)
     if (ckpt_open(&cfg, &ctx) != CKPT_OK)
         fail_msg("ckpt_open: %s", ckpt_errmsg(NULL));
     return ctx;
-}
-
-/* `what` on the chunk objects of the run in the file store: "list" them
- * into <dir>/before, or "damage" every one not listed there. */
-static void chunks(const char *run, const char *what)
-{
-    char cmd[1500];
-    if (!strcmp(what, "list"))
-        snprintf(cmd, sizeof cmd, "find '%s/store/%s/chunks' -type f > '%s/before'", g_dir, run,
-                 g_dir);
-    else
-        snprintf(cmd, sizeof cmd,
-                 "for f in $(find '%s/store/%s/chunks' -type f); do grep -qx \"$f\" "
-                 "'%s/before' || printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc "
-                 "status=none; done",
-                 g_dir, run, g_dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 /* A caller of ckpt_restore_alloc that mallocs what it is asked for and
@@ -190,14 +162,14 @@ static void rec_free(struct alloc_rec *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Whether the memory given for `name` at `step` holds fill(seed). */
+/* Whether the memory given for `name` at `step` holds test_fill_bytes(seed). */
 static bool rec_holds(const struct alloc_rec *s, uint64_t step, const char *name, size_t n,
                       uint64_t seed)
 {
     int g = given(s, step, name);
     uint8_t *want = malloc(n);
     bool ok;
-    fill(want, n, seed);
+    test_fill_bytes(want, n, seed);
     ok = g >= 0 && s->size[g] == n && !memcmp(s->ptr[g], want, n);
     free(want);
     return ok;
@@ -207,7 +179,7 @@ static bool rec_holds(const struct alloc_rec *s, uint64_t step, const char *name
 #define B_BYTES (150u * 1024u) /* three chunks */
 
 /* A writer of `run`: items a, b (and "idx" describing them) at each step
- * of steps[], a and b holding fill(step) and fill(100 + step). */
+ * of steps[], a and b holding test_fill_bytes(step) and test_fill_bytes(100 + step). */
 static void save_alloc_steps(const char *run, uint64_t epoch, bool index, const uint64_t *steps,
                              size_t n)
 {
@@ -223,8 +195,8 @@ static void save_alloc_steps(const char *run, uint64_t epoch, bool index, const 
     assert_int_equal(ckpt_protect(ctx, "a", a, sizeof a), CKPT_OK);
     assert_int_equal(ckpt_protect(ctx, "b", b, sizeof b), CKPT_OK);
     for (size_t i = 0; i < n; i++) {
-        fill(a, sizeof a, steps[i]);
-        fill(b, sizeof b, 100 + steps[i]);
+        test_fill_bytes(a, sizeof a, steps[i]);
+        test_fill_bytes(b, sizeof b, 100 + steps[i]);
         assert_int_equal(ckpt_save(ctx, steps[i]), CKPT_OK);
         assert_int_equal(ckpt_wait(ctx), CKPT_OK);
     }
@@ -323,9 +295,9 @@ static void test_alloc_fallback(void **state)
     FILE *f;
     (void)state;
     save_alloc_steps("afall", 1, true, steps, 2);
-    chunks("afall", "list");
+    test_store_chunks("afall", "list");
     save_alloc_steps("afall", 1, true, &three, 1);
-    chunks("afall", "damage"); /* step 3's own chunks: a and b, not its index */
+    test_store_chunks("afall", "damage"); /* step 3's own chunks: a and b, not its index */
     cfg.epoch = 1;
     assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
     snprintf(path, sizeof path, "%s/model.bin", g_dir);
@@ -433,7 +405,7 @@ static void test_alloc_lying_manifest(void **state)
 
 /* ---- ranks agree on ckpt_restore_alloc ---------------------------------- */
 /* Two ranks save steps 1 and 2 ("idx", "own", replicated "rep"; own holds
- * fill(100 * step + rank), rep fill(step)), then 3 without "idx". */
+ * test_fill_bytes(100 * step + rank), rep test_fill_bytes(step)), then 3 without "idx". */
 static void save_alloc_ranks(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 {
     static char idx[MAXR][64];
@@ -445,8 +417,8 @@ static void save_alloc_ranks(struct job *j, unsigned r, struct ckpt_ctx *ctx)
                                  CKPT_REGION_REPLICATED),
              CKPT_OK);
     for (uint64_t s = 1; s <= 2; s++) {
-        fill(j->own[r], OWN_BYTES, 100 * s + r);
-        fill(j->rep[r], REP_BYTES, s);
+        test_fill_bytes(j->own[r], OWN_BYTES, 100 * s + r);
+        test_fill_bytes(j->rep[r], REP_BYTES, s);
         CHECK_ST(j, r, ctx, ckpt_save(ctx, s), CKPT_OK);
         CHECK_ST(j, r, ctx, ckpt_wait(ctx), CKPT_OK);
     }
@@ -493,9 +465,9 @@ static void restore_alloc_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
     s->check = true;
     CHECK_ST(j, r, ctx, ckpt_restore_alloc(ctx, CKPT_STEP_LATEST, &a, &step), CKPT_OK);
     CHECK(j, r, step == 1);
-    fill(want, OWN_BYTES, 100 + r);
+    test_fill_bytes(want, OWN_BYTES, 100 + r);
     CHECK(j, r, given(s, 1, "own") >= 0 && !memcmp(s->ptr[given(s, 1, "own")], want, OWN_BYTES));
-    fill(want, REP_BYTES, 1);
+    test_fill_bytes(want, REP_BYTES, 1);
     CHECK(j, r, given(s, 1, "rep") >= 0 && !memcmp(s->ptr[given(s, 1, "rep")], want, REP_BYTES));
     /* rank 0 read its part of step 2 whole; it gave it up with rank 1 */
     CHECK(j, r, s->asked[0] == 2 && s->released >= 1 && given(s, 2, "idx") == -1);

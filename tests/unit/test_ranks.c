@@ -29,17 +29,6 @@
 #include "fault_store.h"
 #include "core/runstate.h"
 
-static void fill(uint8_t *b, size_t n, uint64_t seed)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
-
 /* A single-process context on run `run` (a reader, or a rank of its own
  * with a world size and flags). */
 static struct ckpt_ctx *open_plain(const char *run, unsigned world, unsigned rank,
@@ -242,8 +231,8 @@ static void protect_all(struct job *j, unsigned r, struct ckpt_ctx *ctx)
 
 static void fill_step(struct job *j, unsigned r, uint64_t step)
 {
-    fill(j->own[r], OWN_BYTES, 1000 * step + r);
-    fill(j->rep[r], REP_BYTES, 7 * step + 1); /* the same on every rank */
+    test_fill_bytes(j->own[r], OWN_BYTES, 1000 * step + r);
+    test_fill_bytes(j->rep[r], REP_BYTES, 7 * step + 1); /* the same on every rank */
 }
 
 static void save_two_steps(struct job *j, unsigned r, struct ckpt_ctx *ctx)
@@ -267,8 +256,8 @@ static void restore_check(struct job *j, unsigned r, struct ckpt_ctx *ctx)
     memset(j->rep[r], 0, REP_BYTES);
     CHECK_ST(j, r, ctx, ckpt_restore(ctx, &step), CKPT_OK);
     j->got_step[r] = step;
-    fill(want_own, OWN_BYTES, 1000 * step + r);
-    fill(want_rep, REP_BYTES, 7 * step + 1);
+    test_fill_bytes(want_own, OWN_BYTES, 1000 * step + r);
+    test_fill_bytes(want_rep, REP_BYTES, 7 * step + 1);
     CHECK(j, r, memcmp(j->own[r], want_own, OWN_BYTES) == 0);
     CHECK(j, r, memcmp(j->rep[r], want_rep, REP_BYTES) == 0);
     free(want_own);
@@ -434,11 +423,11 @@ static void spread_rank(struct job *j, unsigned r, struct ckpt_ctx *ctx)
     /* one large item (9 chunks) and 7 small ones (1 chunk each): 16 chunks */
     static uint8_t small[MAXR][7][1000];
     uint8_t *big = malloc(9 * CHUNK);
-    fill(big, 9 * CHUNK, 99);
+    test_fill_bytes(big, 9 * CHUNK, 99);
     for (int k = 0; k < 7; k++) {
         char name[16];
         snprintf(name, sizeof name, "s%d", k);
-        fill(small[r][k], sizeof small[r][k], 200 + (uint64_t)k);
+        test_fill_bytes(small[r][k], sizeof small[r][k], 200 + (uint64_t)k);
         CHECK_ST(j, r, ctx, ckpt_protect_replicated(ctx, name, small[r][k], 1000,
                                                     CKPT_ELEM_BYTES), CKPT_OK);
     }
@@ -589,7 +578,7 @@ static void restore_replicated_only(struct job *j, unsigned r, struct ckpt_ctx *
                                                 CKPT_ELEM_BYTES), CKPT_OK);
     memset(j->rep[r], 0, REP_BYTES);
     CHECK_ST(j, r, ctx, ckpt_restore(ctx, &step), CKPT_OK);
-    fill(want, REP_BYTES, 7 * step + 1);
+    test_fill_bytes(want, REP_BYTES, 7 * step + 1);
     CHECK(j, r, step == 2 && memcmp(want, j->rep[r], REP_BYTES) == 0);
     free(want);
 }
@@ -616,10 +605,10 @@ static void test_world_size_mismatch(void **state)
     assert_int_equal(ckpt_restore(ctx, &step), CKPT_E_WORLD);
     assert_int_equal(ckpt_restore_part(ctx, CKPT_STEP_LATEST, 2, &step), CKPT_OK);
     assert_int_equal(step, 2);
-    fill(want, OWN_BYTES, 1000 * 2 + 2);
+    test_fill_bytes(want, OWN_BYTES, 1000 * 2 + 2);
     assert_memory_equal(j->own[0], want, OWN_BYTES);
     assert_int_equal(ckpt_restore_part(ctx, 1, 1, &step), CKPT_OK);
-    fill(want, OWN_BYTES, 1000 * 1 + 1);
+    test_fill_bytes(want, OWN_BYTES, 1000 * 1 + 1);
     assert_memory_equal(j->own[0], want, OWN_BYTES);
     assert_int_equal(ckpt_restore_part(ctx, CKPT_STEP_LATEST, 4, &step), CKPT_E_NOENT);
     ckpt_close(ctx);
@@ -656,8 +645,8 @@ static void test_store_mode(void **state)
         ctx[r] = open_plain("store", 3, r, CKPT_RANKS_STORE);
         assert_int_equal(ckpt_rank(ctx[r]), r);
         assert_int_equal(ckpt_world_size(ctx[r]), 3);
-        fill(own[r], OWN_BYTES, 50 + r);
-        fill(rep[r], REP_BYTES, 77);
+        test_fill_bytes(own[r], OWN_BYTES, 50 + r);
+        test_fill_bytes(rep[r], REP_BYTES, 77);
         if (r < 2) /* rank 2 has nothing to save at step 5: an empty part */
             assert_int_equal(ckpt_protect(ctx[r], "own", own[r], OWN_BYTES), CKPT_OK);
     }
@@ -710,7 +699,7 @@ static void test_store_mode(void **state)
     assert_int_equal(step, 6);
     {
         uint8_t *want = malloc(OWN_BYTES);
-        fill(want, OWN_BYTES, 51);
+        test_fill_bytes(want, OWN_BYTES, 51);
         assert_memory_equal(own[1], want, OWN_BYTES);
         free(want);
     }

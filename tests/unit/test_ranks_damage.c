@@ -23,17 +23,6 @@
 #include "rank_threads.h"
 #include "run/runobj.h"
 
-static void fill(uint8_t *b, size_t n, uint64_t seed)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
-
 static struct ckpt_ctx *open_plain(const char *run, unsigned world, unsigned rank, unsigned flags)
 {
     struct ckpt_config cfg = rank_cfg(g_url, run, 3);
@@ -56,8 +45,8 @@ static void protect(struct job *j, unsigned r, struct ckpt_ctx *ctx, size_t own_
 
 static void fill_step(struct job *j, unsigned r, uint64_t step)
 {
-    fill(j->own[r], OWN_BYTES, 1000 * step + r);
-    fill(j->rep[r], REP_BYTES, 7 * step + 1);
+    test_fill_bytes(j->own[r], OWN_BYTES, 1000 * step + r);
+    test_fill_bytes(j->rep[r], REP_BYTES, 7 * step + 1);
 }
 
 static void save_two(struct job *j, unsigned r, struct ckpt_ctx *ctx)
@@ -91,8 +80,8 @@ static bool holds(struct job *j, unsigned r, uint64_t step)
     uint8_t *own = malloc(OWN_BYTES), *rep = malloc(REP_BYTES);
     bool ok;
     if (step) {
-        fill(own, OWN_BYTES, 1000 * step + r);
-        fill(rep, REP_BYTES, 7 * step + 1);
+        test_fill_bytes(own, OWN_BYTES, 1000 * step + r);
+        test_fill_bytes(rep, REP_BYTES, 7 * step + 1);
     } else {
         memset(own, 0xee, OWN_BYTES);
         memset(rep, 0xee, REP_BYTES);
@@ -222,7 +211,7 @@ static void test_pending_over_a_damaged_head(void **state)
     (void)state;
     for (unsigned r = 0; r < 2; r++) {
         ctx[r] = open_plain("parts", 2, r, CKPT_RANKS_STORE);
-        fill(own[r], OWN_BYTES, 30 + r);
+        test_fill_bytes(own[r], OWN_BYTES, 30 + r);
         assert_int_equal(ckpt_protect(ctx[r], "own", own[r], OWN_BYTES), CKPT_OK);
     }
     save_parts(ctx, 5);

@@ -45,6 +45,18 @@ static inline void test_fill_weights(float *w, size_t n, uint64_t seed)
         w[i] = acc * 0.05f;
     }
 }
+
+/* Deterministic bytes that differ with every seed (xorshift64). */
+static inline void test_fill_bytes(uint8_t *b, size_t n, uint64_t seed)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b[i] = (uint8_t)x;
+    }
+}
 #ifdef TEST_STORE_FIXTURE
 /* One private directory per test group with a file:// store at <dir>/store:
  * cmocka_run_group_tests(tests, store_setup, store_teardown). */
@@ -57,6 +69,24 @@ static int store_setup(void **state)
     g_dir = test_tmpdir();
     snprintf(g_url, sizeof g_url, "file://%s/store", g_dir);
     return 0;
+}
+
+/* `what` on the chunk objects of `run` in the store: "list" them into
+ * <dir>/before, or "damage" every one not listed there (4 bytes at offset
+ * 40 overwritten: inside the chunk's payload, so its hash check fails). */
+static inline void test_store_chunks(const char *run, const char *what)
+{
+    char cmd[1500];
+    if (!strcmp(what, "list"))
+        snprintf(cmd, sizeof cmd, "find '%s/store/%s/chunks' -type f > '%s/before'", g_dir, run,
+                 g_dir);
+    else
+        snprintf(cmd, sizeof cmd,
+                 "for f in $(find '%s/store/%s/chunks' -type f); do grep -qx \"$f\" "
+                 "'%s/before' || printf 'junk' | dd of=\"$f\" bs=1 seek=40 conv=notrunc "
+                 "status=none; done",
+                 g_dir, run, g_dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 static int store_teardown(void **state)
