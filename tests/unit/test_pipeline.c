@@ -1,8 +1,9 @@
 /* test_pipeline.c -- how a save moves its bytes: the planes of byte-grouped
  * floats (codec.c), the last packs of a save spread over the uploads at once
  * (pack.c), its progress counting bytes as they leave for the store
- * (progress.c, the store's sent count), and a stop's save returning at its
- * commit (snapshot.c). */
+ * (progress.c, the store's sent count), a stop's save returning at its
+ * commit (snapshot.c), and the pool's idle jobs (pool.c) that touch a
+ * stage without holding up a restore (staging.c). */
 #include <sys/mman.h>
 #include <time.h>
 #define TEST_STORE_FIXTURE
@@ -196,6 +197,162 @@ static void test_stage_touched_by_worker(void **state)
         ckpt_close(ctx);
         free(back);
     }
+    free(buf);
+}
+
+/* Idle jobs (pool.h): what a worker takes only while no ordinary job is
+ * queued, one at a time, stepping aside when asked; a stop still runs
+ * them. */
+struct idle_log {
+    pthread_mutex_t mu;
+    char order[64];
+    size_t n;
+    int running, most;      /* idle jobs at once, and the most seen */
+    struct ckpt_pool *pool;
+    int steps;              /* the stepping job: steps left */
+};
+
+static void log_put(struct idle_log *l, char c)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->n + 1 < sizeof l->order)
+        l->order[l->n++] = c;
+    l->order[l->n] = '\0';
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void ordinary_job(void *arg, struct ckpt_codec_ws *ws)
+{
+    (void)ws;
+    log_put(arg, 'o');
+}
+
+static void idle_job(void *arg, struct ckpt_codec_ws *ws)
+{
+    struct idle_log *l = arg;
+    (void)ws;
+    pthread_mutex_lock(&l->mu);
+    if (++l->running > l->most)
+        l->most = l->running;
+    pthread_mutex_unlock(&l->mu);
+    log_put(l, 'i');
+    usleep(20000); /* long enough for other workers to take a second one */
+    pthread_mutex_lock(&l->mu);
+    l->running--;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Two steps; between them an ordinary job is queued (as a restore queues
+ * its ranges): the job must give way and come back after it. */
+static void stepping_job(void *arg, struct ckpt_codec_ws *ws)
+{
+    struct idle_log *l = arg;
+    (void)ws;
+    while (l->steps > 0) {
+        log_put(l, 's');
+        l->steps--;
+        if (l->steps == 1)
+            assert_int_equal(ckpt__pool_submit(l->pool, ordinary_job, l), CKPT_OK);
+        if (l->steps && ckpt__pool_wanted(l->pool)) {
+            assert_int_equal(ckpt__pool_submit_idle(l->pool, stepping_job, l), CKPT_OK);
+            return;
+        }
+    }
+}
+
+static void test_pool_idle_jobs(void **state)
+{
+    struct idle_log l;
+    struct ckpt_pool *p;
+    (void)state;
+    memset(&l, 0, sizeof l);
+    pthread_mutex_init(&l.mu, NULL);
+    /* queued first, run last: the ordinary jobs go before */
+    assert_int_equal(ckpt__pool_start(&p, 1, 64u << 10), CKPT_OK);
+    ckpt__pool_hold(p, 1);
+    assert_int_equal(ckpt__pool_submit_idle(p, idle_job, &l), CKPT_OK);
+    assert_int_equal(ckpt__pool_submit(p, ordinary_job, &l), CKPT_OK);
+    assert_true(ckpt__pool_wanted(p));
+    assert_int_equal(ckpt__pool_submit(p, ordinary_job, &l), CKPT_OK);
+    ckpt__pool_hold(p, 0);
+    ckpt__pool_stop(p);
+    assert_string_equal(l.order, "ooi");
+    /* one at a time on four workers, and a stop runs every one */
+    l.n = 0;
+    l.most = 0;
+    assert_int_equal(ckpt__pool_start(&p, 4, 64u << 10), CKPT_OK);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(ckpt__pool_submit_idle(p, idle_job, &l), CKPT_OK);
+    ckpt__pool_stop(p);
+    assert_string_equal(l.order, "iiii");
+    assert_int_equal(l.most, 1);
+    /* a job that steps aside for an ordinary one queued meanwhile */
+    l.n = 0;
+    assert_int_equal(ckpt__pool_start(&p, 1, 64u << 10), CKPT_OK);
+    assert_false(ckpt__pool_wanted(p));
+    l.pool = p;
+    l.steps = 3;
+    assert_int_equal(ckpt__pool_submit_idle(p, stepping_job, &l), CKPT_OK);
+    ckpt__pool_stop(p);
+    assert_string_equal(l.order, "ssos");
+    pthread_mutex_destroy(&l.mu);
+}
+
+/* A restore queued behind ckpt_protect does not share its workers with the
+ * touching of the stage: with jobs queued (the pool held while the region
+ * is protected, as a recover queues its ranges at once), the stage stays
+ * untouched until the queue has drained; then the idle worker touches all
+ * of it. */
+struct seen_job {
+    void *stage;
+    size_t len;
+    size_t touched; /* resident bytes seen while ordinary jobs were queued */
+    int left;       /* jobs not started yet */
+    pthread_mutex_t mu;
+};
+
+static void seen_fn(void *arg, struct ckpt_codec_ws *ws)
+{
+    struct seen_job *j = arg;
+    size_t r;
+    (void)ws;
+    pthread_mutex_lock(&j->mu);
+    j->left--;
+    pthread_mutex_unlock(&j->mu);
+    r = resident(j->stage, j->len);
+    usleep(5000);
+    /* one still queued after the look: the stage was not being touched */
+    pthread_mutex_lock(&j->mu);
+    if (j->left > 0 && r > j->touched)
+        j->touched = r;
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void test_stage_touch_gives_way(void **state)
+{
+    size_t n = 64u << 20;
+    uint8_t *buf = malloc(n);
+    struct seen_job j;
+    (void)state;
+    assert_non_null(buf);
+    memset(buf, 1, n);
+    struct ckpt_ctx *ctx = open_run("giveway", 1u << 20, 2);
+    ckpt__pool_hold(ctx->pool, 1);
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    memset(&j, 0, sizeof j);
+    pthread_mutex_init(&j.mu, NULL);
+    j.stage = ctx->items->stage->base;
+    j.len = n;
+    j.left = 20;
+    for (int k = 0; k < 20; k++)
+        assert_int_equal(ckpt__pool_submit(ctx->pool, seen_fn, &j), CKPT_OK);
+    ckpt__pool_hold(ctx->pool, 0);
+    for (int k = 0; k < 1000 && resident(j.stage, n) < n; k++)
+        usleep(10000);
+    assert_int_equal(resident(j.stage, n), n);
+    assert_true(j.touched < (8u << 20)); /* the first 2 MiB (+ a huge page) */
+    ckpt_close(ctx);
+    pthread_mutex_destroy(&j.mu);
     free(buf);
 }
 
@@ -431,6 +588,8 @@ int main(void)
         cmocka_unit_test(test_plane_params),
         cmocka_unit_test(test_tail_packs),
         cmocka_unit_test(test_stage_touched_by_worker),
+        cmocka_unit_test(test_pool_idle_jobs),
+        cmocka_unit_test(test_stage_touch_gives_way),
         cmocka_unit_test(test_progress_counts_bytes_as_they_leave),
         cmocka_unit_test(test_stop_save_in_place),
     };

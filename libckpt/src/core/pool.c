@@ -16,6 +16,8 @@ struct ckpt_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct qjob *head, *tail;
+    struct qjob *ihead, *itail; /* idle jobs: run when head is empty */
+    int idle_running;           /* one idle job at a time */
     int hold, stop;
     unsigned n;
     size_t chunk_bytes;        /* of the workers' codec workspaces */
@@ -28,21 +30,39 @@ static void *worker_main(void *arg)
     struct ckpt_codec_ws *ws = ckpt__codec_ws_new(p->chunk_bytes);
     for (;;) {
         struct qjob *j;
+        int idle = 0;
         pthread_mutex_lock(&p->mu);
-        while (!p->stop && (p->hold || !p->head))
+        while (!p->stop && (p->hold || (!p->head && (!p->ihead || p->idle_running))))
             pthread_cond_wait(&p->cv, &p->mu);
-        if (!p->head) { /* stop, and nothing left */
+        if (p->head) {
+            j = p->head;
+            p->head = j->next;
+            if (!p->head)
+                p->tail = NULL;
+        } else if (p->ihead && !p->idle_running) {
+            j = p->ihead;
+            p->ihead = j->next;
+            if (!p->ihead)
+                p->itail = NULL;
+            p->idle_running = idle = 1;
+        } else if (p->ihead) { /* stop: the last idle jobs, one at a time */
+            pthread_cond_wait(&p->cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            continue;
+        } else { /* stop, and nothing left */
             pthread_mutex_unlock(&p->mu);
             break;
         }
-        j = p->head;
-        p->head = j->next;
-        if (!p->head)
-            p->tail = NULL;
         pthread_mutex_unlock(&p->mu);
         /* A worker without its buffers still runs jobs: they report NOMEM. */
         j->fn(j->arg, ws);
         free(j);
+        if (idle) {
+            pthread_mutex_lock(&p->mu);
+            p->idle_running = 0;
+            pthread_cond_broadcast(&p->cv); /* the next idle job, or a stop */
+            pthread_mutex_unlock(&p->mu);
+        }
     }
     ckpt__codec_ws_free(ws);
     return NULL;
@@ -92,24 +112,44 @@ void ckpt__pool_stop(struct ckpt_pool *p)
     free(p);
 }
 
-ckpt_status ckpt__pool_submit(struct ckpt_pool *p, ckpt_job_fn fn, void *arg)
+static ckpt_status submit(struct ckpt_pool *p, ckpt_job_fn fn, void *arg, int idle)
 {
     struct qjob *j = ckpt__failpoint("pool_submit") ? NULL : malloc(sizeof *j);
+    struct qjob **head = idle ? &p->ihead : &p->head, **tail = idle ? &p->itail : &p->tail;
     if (!j)
         return CKPT_E_NOMEM;
     j->fn = fn;
     j->arg = arg;
     j->next = NULL;
     pthread_mutex_lock(&p->mu);
-    if (p->tail)
-        p->tail->next = j;
+    if (*tail)
+        (*tail)->next = j;
     else
-        p->head = j;
-    p->tail = j;
+        *head = j;
+    *tail = j;
     if (!p->hold)
         pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     return CKPT_OK;
+}
+
+ckpt_status ckpt__pool_submit(struct ckpt_pool *p, ckpt_job_fn fn, void *arg)
+{
+    return submit(p, fn, arg, 0);
+}
+
+ckpt_status ckpt__pool_submit_idle(struct ckpt_pool *p, ckpt_job_fn fn, void *arg)
+{
+    return submit(p, fn, arg, 1);
+}
+
+bool ckpt__pool_wanted(struct ckpt_pool *p)
+{
+    bool w;
+    pthread_mutex_lock(&p->mu);
+    w = p->head != NULL;
+    pthread_mutex_unlock(&p->mu);
+    return w;
 }
 
 void ckpt__pool_hold(struct ckpt_pool *p, int hold)

@@ -28,6 +28,15 @@ ckpt_status ckpt__pool_start(struct ckpt_pool **out, unsigned workers, size_t ch
 void ckpt__pool_stop(struct ckpt_pool *p);
 /* Queue a job (failpoint "pool_submit"): CKPT_E_NOMEM if it cannot be. */
 ckpt_status ckpt__pool_submit(struct ckpt_pool *p, ckpt_job_fn fn, void *arg);
+/* Queue an idle job: workers take one only while no ordinary job is
+ * queued (background work that must not delay a save or a restore: the
+ * faulting in of a stage). A long idle job calls ckpt__pool_wanted between
+ * its steps and, when it says yes, queues the rest of itself again
+ * (ckpt__pool_submit_idle) and returns, so its worker goes to the queued
+ * job. Held and stopped as ordinary jobs are (a stop runs them). */
+ckpt_status ckpt__pool_submit_idle(struct ckpt_pool *p, ckpt_job_fn fn, void *arg);
+/* true while an ordinary job waits in the queue */
+bool ckpt__pool_wanted(struct ckpt_pool *p);
 /* While held, queued jobs wait; releasing starts them all at once. */
 void ckpt__pool_hold(struct ckpt_pool *p, int hold);
 

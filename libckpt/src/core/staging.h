@@ -29,11 +29,12 @@ struct ckpt_arena {        /* one mapping holding many blocks */
 
 /* A mapping of n chunk-sized blocks, asked for huge pages and touched. */
 struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n);
-/* The same, touched by a job of `pool` (where the kernel can fault pages
- * in without writing them, MADV_POPULATE_WRITE: a save copying into the
- * arena meanwhile loses nothing; else touched now). For ckpt_protect: a
- * restore that follows (a recover: network-bound) overlaps the touching
- * of a state-sized stage instead of waiting for it. */
+/* The same, touched by an idle job of `pool` (where the kernel can fault
+ * pages in without writing them, MADV_POPULATE_WRITE: a save copying into
+ * the arena meanwhile loses nothing; else touched now). For ckpt_protect:
+ * a restore that follows (a recover) neither waits for the touching of a
+ * state-sized stage nor shares its workers with it: the job steps aside,
+ * slice by slice, while ordinary jobs are queued (pool.h). */
 struct ckpt_pool;
 struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckpt_pool *pool);
 /* Fault in [base, base + len) writable without writing it. -1 where the
