@@ -43,9 +43,10 @@
  * chunk-sized blocks and returns; worker threads then compress and write.
  * Beyond the protected regions themselves, a context holds at most:
  *   staging  the total size of the protected regions (reserved by
- *            ckpt_protect() and touched right after it by a worker, so
- *            the save's copy does not page-fault, and kept until
- *            ckpt_close()), or at most `staging_max_bytes`;
+ *            ckpt_protect() and touched right after it by one worker,
+ *            which gives way to a save's or a restore's jobs, so the
+ *            save's copy does not page-fault; kept until ckpt_close()),
+ *            or at most `staging_max_bytes`;
  *   the pool, bounded by the settings, not by the state:
  *            per worker a filter and an output buffer of a chunk, a read
  *            buffer of a chunk touched only for protected files, and
