@@ -200,9 +200,9 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
      * save), which would cost the stop seconds of page faults per GiB. */
     stopping = ckpt__signals_stop_pending() && ctx->world_size < 2;
     if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size && !it->no_stage && !stopping) {
-        /* a private stage for the region, mapped now and touched by a
-         * worker meanwhile (staging.h; a restore that follows overlaps
-         * it), so the first save stalls only for its copy. Exactly its size (one
+        /* a private stage for the region, mapped now and touched by an
+         * idle job of the pool meanwhile (staging.h: it gives way to a
+         * restore that follows), so the first save stalls only for its copy. Exactly its size (one
          * block: only its base is used): in whole chunks, the many small
          * regions of a framework's state (a 4-byte `step` per parameter)
          * each took a chunk, and a 6 MiB tensor 8 MiB */
