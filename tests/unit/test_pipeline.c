@@ -251,11 +251,13 @@ static void stepping_job(void *arg, struct ckpt_codec_ws *ws)
     while (l->steps > 0) {
         log_put(l, 's');
         l->steps--;
-        if (l->steps == 1)
-            assert_int_equal(ckpt__pool_submit(l->pool, ordinary_job, l), CKPT_OK);
+        /* on a worker: failures are logged, asserted on the test's thread */
+        if (l->steps == 1 && ckpt__pool_submit(l->pool, ordinary_job, l) != CKPT_OK)
+            log_put(l, '!');
         if (l->steps && ckpt__pool_wanted(l->pool)) {
-            assert_int_equal(ckpt__pool_submit_idle(l->pool, stepping_job, l), CKPT_OK);
-            return;
+            if (ckpt__pool_submit_idle(l->pool, stepping_job, l) == CKPT_OK)
+                return;
+            log_put(l, '!');
         }
     }
 }
