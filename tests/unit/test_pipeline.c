@@ -310,6 +310,7 @@ struct seen_job {
     size_t len;
     size_t touched; /* resident bytes seen while ordinary jobs were queued */
     int left;       /* jobs not started yet */
+    int done;       /* jobs ended */
     pthread_mutex_t mu;
 };
 
@@ -327,6 +328,7 @@ static void seen_fn(void *arg, struct ckpt_codec_ws *ws)
     pthread_mutex_lock(&j->mu);
     if (j->left > 0 && r > j->touched)
         j->touched = r;
+    j->done++;
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -352,7 +354,19 @@ static void test_stage_touch_gives_way(void **state)
     for (int k = 0; k < 1000 && resident(j.stage, n) < n; k++)
         usleep(10000);
     assert_int_equal(resident(j.stage, n), n);
+    for (int k = 0; k < 1000; k++) {
+        int done;
+        pthread_mutex_lock(&j.mu);
+        done = j.done;
+        pthread_mutex_unlock(&j.mu);
+        if (done == 20)
+            break;
+        usleep(10000);
+    }
+    pthread_mutex_lock(&j.mu);
+    assert_int_equal(j.done, 20);
     assert_true(j.touched < (8u << 20)); /* the first 2 MiB (+ a huge page) */
+    pthread_mutex_unlock(&j.mu);
     ckpt_close(ctx);
     pthread_mutex_destroy(&j.mu);
     free(buf);
@@ -420,6 +434,7 @@ static void test_progress_counts_bytes_as_they_leave(void **state)
     cfg.no_control = 1;
     assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
     assert_int_equal(ctx->pack_inflight, 1);
+    ckpt__run_wait_loaded(&ctx->rs); /* the load reads ->store */
     struct fault_store *fs = fault_wrap(&ctx->store);
     held_a = fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT, .key_has = "/packs/",
                                                  .act = FAULT_PAUSE });
@@ -469,6 +484,7 @@ static void test_progress_counts_bytes_as_they_leave(void **state)
     /* a store that cannot tell */
     cfg.run = "blind";
     assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    ckpt__run_wait_loaded(&ctx->rs);
     fault_hide_sent(fault_wrap(&ctx->store));
     assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
     assert_int_equal(ckpt_save(ctx, 1), CKPT_OK);
@@ -517,6 +533,7 @@ static void test_stop_save_in_place(void **state)
     (void)state;
     fill_random(buf, n, 3);
     struct ckpt_ctx *ctx = open_run("stop", 256u << 10, 2);
+    ckpt__run_wait_loaded(&ctx->rs);
     struct fault_store *fs = fault_wrap(&ctx->store);
     assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
     fault_add(fs, &(struct fault_rule){ .op = FAULT_PUT,
