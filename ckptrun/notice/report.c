@@ -5,6 +5,7 @@
 #include "base/runlog.h"
 #include "notice/report.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,33 @@ void notice_log(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...
     p->log_fn(p->log_user, lv, "notice", msg);
 }
 
+/* The same condition told twice reads the same apart from durations:
+ * libcurl says "Failed to connect to ... after 0 ms" one poll and "after 1 ms"
+ * the next. Digits right before " ms" do not make a new condition. */
+int notice_same_condition(const char *a, const char *b)
+{
+    for (;;) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            const char *ea = a, *eb = b;
+            while (isdigit((unsigned char)*ea))
+                ea++;
+            while (isdigit((unsigned char)*eb))
+                eb++;
+            if (strncmp(ea, " ms", 3) == 0 && strncmp(eb, " ms", 3) == 0) {
+                a = ea;
+                b = eb;
+                continue;
+            }
+        }
+        if (*a != *b)
+            return 0;
+        if (!*a)
+            return 1;
+        a++;
+        b++;
+    }
+}
+
 /* A poller that fails every second must not flood the log. */
 void notice_cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
 {
@@ -31,7 +59,7 @@ void notice_cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (strcmp(msg, w->last[slot]) == 0)
+    if (notice_same_condition(msg, w->last[slot]))
         return;
     snprintf(w->last[slot], sizeof w->last[slot], "%s", msg);
     notice_log(w->p, CKPT_LOG_WARN, "%s: %s (still polling)", w->p->provider, msg);

@@ -14,6 +14,9 @@ void notice_log(struct notice_poller *p, ckpt_log_level lv, const char *fmt, ...
 void notice_cond_fail(struct nwatch *w, int slot, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void notice_cond_ok(struct nwatch *w, int slot);
+/* 1 when a and b tell the same condition: equal but for the digits of
+ * durations ("after 0 ms" / "after 3 ms", as libcurl words a refusal). */
+int notice_same_condition(const char *a, const char *b);
 /* Sleep up to ms. @return 1 when the poller is stopping. */
 int notice_nap(struct notice_poller *p, long ms);
 /* The poll interval: the configured one, else the provider's `dflt`. */

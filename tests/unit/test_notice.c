@@ -25,6 +25,7 @@
 #include "notice/aliyun.h"
 #include "notice/tencent.h"
 #include "notice/table.h"
+#include "notice/report.h"
 
 #define T0 1505722920000LL /* 2017-09-18T08:22:00Z */
 #define S(x) x, strlen(x)
@@ -542,6 +543,28 @@ static void bad_config(void **state)
     assert_int_equal(notice_ack(NULL, "x"), -1);
 }
 
+/* A refusal is logged once however long each try took (libcurl words it
+ * "... after 0 ms: ..." one poll and "... after 2 ms: ..." the next); a
+ * different condition is still a new one. */
+static void same_condition(void **state)
+{
+    (void)state;
+    assert_true(notice_same_condition(
+        "instance-action: imds: Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't "
+        "connect to server",
+        "instance-action: imds: Failed to connect to 127.0.0.1 port 9 after 12 ms: Couldn't "
+        "connect to server"));
+    assert_true(notice_same_condition("timed out after 1500 ms", "timed out after 1501 ms"));
+    assert_true(notice_same_condition("", ""));
+    assert_false(notice_same_condition("x", ""));
+    assert_false(notice_same_condition("", "x"));
+    assert_false(notice_same_condition("HTTP 500", "HTTP 503"));
+    assert_false(notice_same_condition("port 9 after 0 ms", "port 8 after 0 ms"));
+    assert_false(notice_same_condition("after 10 ms", "after 10 s"));
+    assert_false(notice_same_condition("after 10 ms", "after 10"));
+    assert_false(notice_same_condition("after ms", "after 1 ms"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,7 +575,7 @@ int main(void)
         cmocka_unit_test(azure),          cmocka_unit_test(aliyun_tencent),
         cmocka_unit_test(binary_garbage), cmocka_unit_test(detection),
         cmocka_unit_test(bad_config),     cmocka_unit_test(table),
-        cmocka_unit_test(volcengine),
+        cmocka_unit_test(volcengine),     cmocka_unit_test(same_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
