@@ -45,7 +45,9 @@
  *   staging  the total size of the protected regions (reserved by
  *            ckpt_protect() and touched right after it by one worker,
  *            which gives way to a save's or a restore's jobs, so the
- *            save's copy does not page-fault; kept until ckpt_close()),
+ *            save's copy does not page-fault; a ckpt_unprotect() or
+ *            ckpt_close() before it is done calls the rest off; kept
+ *            until ckpt_close()),
  *            or at most `staging_max_bytes`;
  *   the pool, bounded by the settings, not by the state:
  *            per worker a filter and an output buffer of a chunk, a read

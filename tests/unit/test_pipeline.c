@@ -242,6 +242,14 @@ static void idle_job(void *arg, struct ckpt_codec_ws *ws)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* Logs 'c' when it runs as the pool closes, 'i' otherwise. */
+static void closing_job(void *arg, struct ckpt_codec_ws *ws)
+{
+    struct idle_log *l = arg;
+    (void)ws;
+    log_put(l, ckpt__pool_closing(l->pool) ? 'c' : 'i');
+}
+
 /* Two steps; between them an ordinary job is queued (as a restore queues
  * its ranges): the job must give way and come back after it. */
 static void stepping_job(void *arg, struct ckpt_codec_ws *ws)
@@ -297,6 +305,15 @@ static void test_pool_idle_jobs(void **state)
     assert_int_equal(ckpt__pool_submit_idle(p, stepping_job, &l), CKPT_OK);
     ckpt__pool_stop(p);
     assert_string_equal(l.order, "ssos");
+    /* an idle job still queued when the pool stops is told so */
+    l.n = 0;
+    assert_int_equal(ckpt__pool_start(&p, 1, 64u << 10), CKPT_OK);
+    l.pool = p;
+    assert_false(ckpt__pool_closing(p));
+    ckpt__pool_hold(p, 1);
+    assert_int_equal(ckpt__pool_submit_idle(p, closing_job, &l), CKPT_OK);
+    ckpt__pool_stop(p);
+    assert_string_equal(l.order, "c");
     pthread_mutex_destroy(&l.mu);
 }
 
@@ -369,6 +386,35 @@ static void test_stage_touch_gives_way(void **state)
     pthread_mutex_unlock(&j.mu);
     ckpt_close(ctx);
     pthread_mutex_destroy(&j.mu);
+    free(buf);
+}
+
+/* A stage's touching still queued when its region is unprotected is called
+ * off: memory mapped afterwards at the stage's old address (here by the
+ * test, at the same address on purpose; in a trainer, any mapping) is not
+ * faulted in by it, not even by the pool's stop, which runs what is left. */
+static void test_stage_touch_called_off(void **state)
+{
+    size_t n = 64u << 20;
+    uint8_t *buf = malloc(n), *at, *mine;
+    (void)state;
+    assert_non_null(buf);
+    memset(buf, 1, n);
+    struct ckpt_ctx *ctx = open_run("calledoff", 1u << 20, 2);
+    ckpt__pool_hold(ctx->pool, 1);
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    at = ctx->items->stage->base;
+    assert_int_equal(ctx->items->stage->len, n);
+    assert_int_equal(ckpt_unprotect(ctx, "b"), CKPT_OK);
+    mine = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                -1, 0);
+    assert_true(mine == at); /* the address the stage had */
+    assert_int_equal(resident(mine, n), 0);
+    ckpt__pool_hold(ctx->pool, 0);
+    usleep(100000);
+    ckpt_close(ctx); /* the pool's stop runs the idle jobs left */
+    assert_int_equal(resident(mine, n), 0);
+    munmap(mine, n);
     free(buf);
 }
 
@@ -609,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_stage_touched_by_worker),
         cmocka_unit_test(test_pool_idle_jobs),
         cmocka_unit_test(test_stage_touch_gives_way),
+        cmocka_unit_test(test_stage_touch_called_off),
         cmocka_unit_test(test_progress_counts_bytes_as_they_leave),
         cmocka_unit_test(test_stop_save_in_place),
     };

@@ -152,6 +152,15 @@ bool ckpt__pool_wanted(struct ckpt_pool *p)
     return w;
 }
 
+bool ckpt__pool_closing(struct ckpt_pool *p)
+{
+    bool c;
+    pthread_mutex_lock(&p->mu);
+    c = p->stop != 0;
+    pthread_mutex_unlock(&p->mu);
+    return c;
+}
+
 void ckpt__pool_hold(struct ckpt_pool *p, int hold)
 {
     pthread_mutex_lock(&p->mu);

@@ -33,10 +33,13 @@ ckpt_status ckpt__pool_submit(struct ckpt_pool *p, ckpt_job_fn fn, void *arg);
  * faulting in of a stage). A long idle job calls ckpt__pool_wanted between
  * its steps and, when it says yes, queues the rest of itself again
  * (ckpt__pool_submit_idle) and returns, so its worker goes to the queued
- * job. Held and stopped as ordinary jobs are (a stop runs them). */
+ * job. Held and stopped as ordinary jobs are (a stop runs them: an idle
+ * job asks ckpt__pool_closing and lets its work go). */
 ckpt_status ckpt__pool_submit_idle(struct ckpt_pool *p, ckpt_job_fn fn, void *arg);
 /* true while an ordinary job waits in the queue */
 bool ckpt__pool_wanted(struct ckpt_pool *p);
+/* true once ckpt__pool_stop has begun: background work is not wanted */
+bool ckpt__pool_closing(struct ckpt_pool *p);
 /* While held, queued jobs wait; releasing starts them all at once. */
 void ckpt__pool_hold(struct ckpt_pool *p, int hold);
 

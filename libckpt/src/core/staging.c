@@ -1,4 +1,5 @@
 /* staging.c -- blocks and arenas for the snapshot's copy (staging.h). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -71,41 +72,68 @@ struct ckpt_arena *ckpt__arena_new(size_t chunk, size_t n)
     return arena_map(chunk, n, 1);
 }
 
-/* An idle pool job: fault in a mapping (its address and length, copied:
- * the arena may be freed first, and populating what is no longer mapped, or
- * mapped anew, writes nothing). It steps aside, a slice at a time, for the
- * pool's ordinary jobs: a recover protects its state and restores into it
- * at once, and touching a state-sized stage on four workers while the
- * downloads wait (their ranges queued behind it, their buffers' mappings
- * behind its lock) made the restore in the trainer up to 1.6 s slower than
- * `ckptrun restore` of the same checkpoint over a 20 ms link. */
-struct touch {
+/* An idle pool job: fault in an arena's mapping. It steps aside, a slice
+ * at a time, for the pool's ordinary jobs: a recover protects its state and
+ * restores into it at once, and touching a state-sized stage on four
+ * workers while the downloads wait (their ranges queued behind it, their
+ * buffers' mappings behind its lock) made the restore in the trainer up to
+ * 1.6 s slower than `ckptrun restore` of the same checkpoint over a 20 ms
+ * link. The arena and the job share this state: freeing the arena calls
+ * the rest off (under `mu`, which a slice is touched under), and so does
+ * the pool's stop; whichever of the two lets go last frees it. */
+struct ckpt_touch {
+    pthread_mutex_t mu;
+    int refs;                  /* the arena's and the job's */
+    int off;                   /* called off: the arena is going */
     struct ckpt_pool *pool;
     uint8_t *base;
     size_t len;
 };
 
+static void touch_release(struct ckpt_touch *t)
+{
+    int last;
+    pthread_mutex_lock(&t->mu);
+    last = --t->refs == 0;
+    pthread_mutex_unlock(&t->mu);
+    if (last) {
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+    }
+}
+
 static void touch_job(void *arg, struct ckpt_codec_ws *ws)
 {
-    struct touch *t = arg;
+    struct ckpt_touch *t = arg;
     (void)ws;
-    while (t->len) {
-        size_t n = t->len < POPULATE_SLICE ? t->len : POPULATE_SLICE;
-        if (ckpt__populate(t->base, n) != 0)
-            break; /* unmapped meanwhile: nothing left to do */
-        t->base += n;
-        t->len -= n;
-        if (t->len && ckpt__pool_wanted(t->pool) &&
-            ckpt__pool_submit_idle(t->pool, touch_job, t) == CKPT_OK)
+    for (;;) {
+        int more;
+        pthread_mutex_lock(&t->mu);
+        if (!t->off && ckpt__pool_closing(t->pool))
+            t->off = 1; /* a close right after ckpt_protect: not worth a pass */
+        if (!t->off && t->len) {
+            size_t n = t->len < POPULATE_SLICE ? t->len : POPULATE_SLICE;
+            if (ckpt__populate(t->base, n) != 0)
+                t->len = 0;
+            else {
+                t->base += n;
+                t->len -= n;
+            }
+        }
+        more = !t->off && t->len;
+        pthread_mutex_unlock(&t->mu);
+        if (!more)
+            break;
+        if (ckpt__pool_wanted(t->pool) && ckpt__pool_submit_idle(t->pool, touch_job, t) == CKPT_OK)
             return; /* the rest after the ordinary jobs */
     }
-    free(t);
+    touch_release(t);
 }
 
 struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckpt_pool *pool)
 {
     struct ckpt_arena *a = arena_map(chunk, n, 0);
-    struct touch *t;
+    struct ckpt_touch *t;
     size_t head;
     if (!a)
         return NULL;
@@ -121,12 +149,20 @@ struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckp
         return a;
     t = malloc(sizeof *t);
     if (t) {
+        pthread_mutex_init(&t->mu, NULL);
+        t->refs = 2;
+        t->off = 0;
         t->pool = pool;
         t->base = (uint8_t *)a->base + head;
         t->len = a->len - head;
+        a->touch = t;
     }
     if (!t || ckpt__pool_submit_idle(pool, touch_job, t) != CKPT_OK) {
-        free(t);
+        if (t) {
+            pthread_mutex_destroy(&t->mu);
+            free(t);
+        }
+        a->touch = NULL;
         (void)ckpt__populate((uint8_t *)a->base + head, a->len - head); /* now, then */
     }
     return a;
@@ -136,6 +172,12 @@ void ckpt__arena_free(struct ckpt_arena *a)
 {
     if (!a)
         return;
+    if (a->touch) {
+        pthread_mutex_lock(&a->touch->mu);
+        a->touch->off = 1;
+        pthread_mutex_unlock(&a->touch->mu);
+        touch_release(a->touch);
+    }
     munmap(a->base, a->len);
     free(a->blocks);
     free(a);

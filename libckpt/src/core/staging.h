@@ -20,11 +20,13 @@ struct ckpt_block {        /* a chunk-sized staging buffer */
     uint8_t *data;
 };
 
+struct ckpt_touch;
 struct ckpt_arena {        /* one mapping holding many blocks */
     struct ckpt_arena *next;
     void *base;
     size_t len;
     struct ckpt_block *blocks;
+    struct ckpt_touch *touch;  /* its background touching, while queued or running */
 };
 
 /* A mapping of n chunk-sized blocks, asked for huge pages and touched. */
@@ -40,7 +42,10 @@ struct ckpt_arena *ckpt__arena_new_background(size_t chunk, size_t n, struct ckp
 /* Fault in [base, base + len) writable without writing it. -1 where the
  * kernel cannot (before Linux 5.14). */
 int ckpt__populate(void *base, size_t len);
-void ckpt__arena_free(struct ckpt_arena *a); /* NULL-safe */
+/* Unmap (NULL-safe). Background touching still to do is called off first
+ * and a slice being touched is waited for: nothing is faulted in at the
+ * address afterwards, where another mapping may come. */
+void ckpt__arena_free(struct ckpt_arena *a);
 
 /* The shared blocks (training thread takes, workers give back). */
 struct ckpt_staging {
