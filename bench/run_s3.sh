@@ -99,6 +99,12 @@ for r in $(seq "$rounds"); do
     cmp "$work/in/state.bin" "$work/o.bin"
     rm -f "$work/o.bin"
   fi
+  # The round's objects go: five rounds of five 1 GiB objects outgrow the
+  # page cache of a 24 GiB machine, and a download whose object was evicted
+  # first (ckpt's: uploaded first in its round) would be read from disk by
+  # the server while its peer's still came from memory.
+  rm -rf "$work/data/bench/ckpt/r$r" "$work/data/bench/ckpt/c$r" "$work/data/bench/z$r" \
+    "$work/data/bench/curl/s$r"._S3rver_* "$work/data/bench/aws/s$r"._S3rver_*
 done
 
 mbs() { echo "scale=1; $mb * 1.048576 * 1000 / $1" | bc; }
