@@ -191,6 +191,28 @@ class Semantics(Base):
             ckpt.load(step=5)
         self.assertEqual(cm.exception.status, "CKPT_E_NOENT")
 
+    def test_checkpoints_listed(self):
+        self.assertEqual(ckpt.checkpoints(), [])  # a run with none
+        t = torch.zeros(1 << 20)  # 4 MiB of zeros: compresses to little
+        before = time.time()
+        ckpt.save(1, {"t": t})
+        t[0] = 1
+        ckpt.save(5, {"t": t, "u": torch.ones(3)})
+        ckpt.wait()
+        rows = ckpt.checkpoints()
+        self.assertEqual([r["step"] for r in rows], [5, 1])  # newest first, as load() tries
+        for r in rows:
+            self.assertGreaterEqual(r["raw_bytes"], 4 << 20)
+            self.assertLess(r["stored_bytes"], 1 << 20)
+            self.assertGreater(r["stored_bytes"], 0)
+            self.assertEqual(r["world_size"], 1)
+            self.assertGreaterEqual(r["time"], before - 1)
+            self.assertLessEqual(r["time"], time.time() + 1)
+        self.assertLessEqual(rows[0]["new_bytes"], rows[0]["stored_bytes"])
+        self.assertGreater(rows[0]["items"], rows[1]["items"])  # "u" too
+        self.reopen()  # another process would see the same
+        self.assertEqual([r["step"] for r in ckpt.checkpoints()], [5, 1])
+
     def test_save_stalls_only_for_the_copy(self):
         # a slow store: the save returns long before its commit
         ckpt.close()

@@ -49,7 +49,7 @@ from ._state import (Builder, Flattener, Misfit, Region, STATE_ITEM, STATE_REP_I
                      encode)
 
 __all__ = ["save", "load", "requested", "wait", "init", "close", "saved", "checkpoint_dir",
-           "restored_step", "CkptError"]
+           "restored_step", "checkpoints", "CkptError"]
 
 __version__ = "0.4.0"
 
@@ -494,6 +494,35 @@ def load(step=None, map_location=None, allow_pickle=False):
             raise CkptError("ckpt.load: libckpt restored step %d, the structure read was "
                             "step %s" % (got.value, ld.step), L.E_INTERNAL, "CKPT_E_INTERNAL")
         return ld.builder.build()
+
+
+def checkpoints():
+    """@return the run's committed checkpoints, newest step first (the
+    order load() tries them in), each a dict: step, time (Unix seconds, None
+    when its manifest cannot be read: listed, but load() would skip it),
+    raw_bytes (the state's size), stored_bytes (after compression and
+    deduplication), new_bytes (what this checkpoint added to the store),
+    items and world_size (the ranks that wrote it). Checkpoints marked
+    damaged are not listed. Also lists ckptrun's file checkpoints, which
+    load() does not read. Raises CkptError (a store error)."""
+    rows = []
+
+    def one(_user, infop):
+        i = infop.contents
+        rows.append({"step": i.step,
+                     "time": None if i.time_ms < 0 else i.time_ms / 1000.0,
+                     "raw_bytes": i.raw_bytes, "stored_bytes": i.stored_bytes,
+                     "new_bytes": i.new_bytes, "items": i.items,
+                     "world_size": i.world_size or 1})
+        return 0
+
+    fn = L.LIST_FN(one)
+    with _lock:
+        ctx = _context()
+        st = L.lib().ckpt_list(ctx, fn, None)
+        if st:
+            raise _error("ckpt.checkpoints", st, _errmsg(ctx))
+    return rows
 
 
 # ---------------------------------------------------------------- files

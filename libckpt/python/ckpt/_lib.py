@@ -108,6 +108,17 @@ class Alloc(ctypes.Structure):
                 ("alloc", ALLOC_FN), ("release", RELEASE_FN), ("reserved", c_vp * 4)]
 
 
+class Info(ctypes.Structure):
+    """struct ckpt_info (ckpt_list)."""
+    _fields_ = [("step", c_u64), ("seq", c_u64), ("epoch", c_u64), ("time_ms", ctypes.c_int64),
+                ("items", c_u64), ("raw_bytes", c_u64), ("stored_bytes", c_u64),
+                ("new_bytes", c_u64), ("chunks", c_u64), ("manifest", ctypes.c_char_p),
+                ("links", c_u64), ("world_size", ctypes.c_uint)]
+
+
+LIST_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_vp, ctypes.POINTER(Info))
+
+
 _PROTOS = {
     "ckpt_version_number": (ctypes.c_uint, []),
     "ckpt_version_string": (ctypes.c_char_p, []),
@@ -127,6 +138,7 @@ _PROTOS = {
     "ckpt_restore_alloc": (ctypes.c_int, [c_vp, c_u64, ctypes.POINTER(Alloc),
                                           ctypes.POINTER(c_u64)]),
     "ckpt_report_file": (ctypes.c_int, [c_vp, ctypes.c_char_p, c_u64]),
+    "ckpt_list": (ctypes.c_int, [c_vp, LIST_FN, c_vp]),
     "ckpt_signal": (ctypes.c_int, [c_vp, ctypes.c_int]),
 }
 
