@@ -258,6 +258,21 @@ void sup_on_ctl(void *user, const struct ctl_event *ev)
 
 /* ---- the watcher's commits -------------------------------------------------- */
 
+/* A watched checkpoint's commit (or this node's part) failed: its event's
+ * fields, and the failure reported (sup_report.c). @return its log level. */
+static int result_failed(struct sup *s, const struct watch_result *r, cJSON **fields)
+{
+    cJSON *f = sup_fields();
+    if (f) {
+        cJSON_AddStringToObject(f, "entry", r->entry);
+        cJSON_AddNumberToObject(f, "step", (double)r->res.step);
+        cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
+        cJSON_AddStringToObject(f, "detail", r->res.detail);
+    }
+    *fields = f;
+    return sup_report_commit_failed(s, r->res.step, ckpt_strerror(r->res.st), r->res.detail, f);
+}
+
 /* Several nodes: a watched commit is this node's part; the global commit
  * is node 0's, seen through the store (sup_nodes.c). */
 static void nodes_result(struct sup *s, struct watch_result *r)
@@ -281,14 +296,7 @@ static void nodes_result(struct sup *s, struct watch_result *r)
         }
         sup_event(s, LOG_INFO, "part", f, 1);
     } else {
-        if ((f = sup_fields())) {
-            cJSON_AddStringToObject(f, "entry", r->entry);
-            cJSON_AddNumberToObject(f, "step", (double)r->res.step);
-            cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
-            cJSON_AddStringToObject(f, "detail", r->res.detail);
-        }
-        level =
-            sup_report_commit_failed(s, r->res.step, ckpt_strerror(r->res.st), r->res.detail, f);
+        level = result_failed(s, r, &f);
         sup_event(s, level, "part-failed", f, 1);
     }
     sup_nodes_on_part(s, r->res.step, r->changed_mono, ok);
@@ -316,14 +324,7 @@ void sup_on_result(struct sup *s, struct watch_result *r)
             cJSON_AddStringToObject(f, "entry", r->entry);
         sup_event(s, LOG_INFO, "commit", f, 1);
     } else {
-        if ((f = sup_fields())) {
-            cJSON_AddStringToObject(f, "entry", r->entry);
-            cJSON_AddNumberToObject(f, "step", (double)r->res.step);
-            cJSON_AddStringToObject(f, "error", ckpt_strerror(r->res.st));
-            cJSON_AddStringToObject(f, "detail", r->res.detail);
-        }
-        level =
-            sup_report_commit_failed(s, r->res.step, ckpt_strerror(r->res.st), r->res.detail, f);
+        level = result_failed(s, r, &f);
         sup_event(s, level, "commit-failed", f, 1);
         if (r->res.st == CKPT_E_FENCED)
             renewer_kick(&s->rn); /* a takeover? the renewal says */
