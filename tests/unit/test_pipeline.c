@@ -164,6 +164,16 @@ static size_t resident(void *base, size_t len)
     return n * 4096;
 }
 
+/* A run opened with its pool held and `buf` (n bytes) protected as "b":
+ * the region's stage is mapped, its touching queued, none of it run. */
+static struct ckpt_ctx *protect_held(const char *run, uint8_t *buf, size_t n)
+{
+    struct ckpt_ctx *ctx = open_run(run, 1u << 20, 2);
+    ckpt__pool_hold(ctx->pool, 1);
+    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    return ctx;
+}
+
 /* ckpt_protect maps a region's stage and leaves touching it to a worker
  * (a recover's restore overlaps it): with the workers held, only its first
  * 2 MiB (one huge page at most more) are in after ckpt_protect returns;
@@ -176,9 +186,7 @@ static void test_stage_touched_by_worker(void **state)
     uint64_t step = 0;
     (void)state;
     fill_random(buf, n, 9);
-    struct ckpt_ctx *ctx = open_run("touch", 1u << 20, 2);
-    ckpt__pool_hold(ctx->pool, 1);
-    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    struct ckpt_ctx *ctx = protect_held("touch", buf, n);
     assert_non_null(ctx->items->stage);
     assert_true(resident(ctx->items->stage->base, n) < (8u << 20));
     ckpt__pool_hold(ctx->pool, 0);
@@ -357,9 +365,7 @@ static void test_stage_touch_gives_way(void **state)
     (void)state;
     assert_non_null(buf);
     memset(buf, 1, n);
-    struct ckpt_ctx *ctx = open_run("giveway", 1u << 20, 2);
-    ckpt__pool_hold(ctx->pool, 1);
-    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    struct ckpt_ctx *ctx = protect_held("giveway", buf, n);
     memset(&j, 0, sizeof j);
     pthread_mutex_init(&j.mu, NULL);
     j.stage = ctx->items->stage->base;
@@ -400,9 +406,7 @@ static void test_stage_touch_called_off(void **state)
     (void)state;
     assert_non_null(buf);
     memset(buf, 1, n);
-    struct ckpt_ctx *ctx = open_run("calledoff", 1u << 20, 2);
-    ckpt__pool_hold(ctx->pool, 1);
-    assert_int_equal(ckpt_protect(ctx, "b", buf, n), CKPT_OK);
+    struct ckpt_ctx *ctx = protect_held("calledoff", buf, n);
     at = ctx->items->stage->base;
     assert_int_equal(ctx->items->stage->len, n);
     assert_int_equal(ckpt_unprotect(ctx, "b"), CKPT_OK);
@@ -411,7 +415,7 @@ static void test_stage_touch_called_off(void **state)
     assert_true(mine == at); /* the address the stage had */
     assert_int_equal(resident(mine, n), 0);
     ckpt__pool_hold(ctx->pool, 0);
-    usleep(100000);
+    usleep(100000); /* the workers may take the touching up first */
     ckpt_close(ctx); /* the pool's stop runs the idle jobs left */
     assert_int_equal(resident(mine, n), 0);
     munmap(mine, n);

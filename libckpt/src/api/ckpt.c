@@ -202,10 +202,11 @@ static ckpt_status add_item(struct ckpt_ctx *ctx, const char *name, int kind, vo
     if (kind == CKPT_ITEM_MEM && !ctx->staging_max && size && !it->no_stage && !stopping) {
         /* a private stage for the region, mapped now and touched by an
          * idle job of the pool meanwhile (staging.h: it gives way to a
-         * restore that follows), so the first save stalls only for its copy. Exactly its size (one
-         * block: only its base is used): in whole chunks, the many small
-         * regions of a framework's state (a 4-byte `step` per parameter)
-         * each took a chunk, and a 6 MiB tensor 8 MiB */
+         * restore that follows), so the first save stalls only for its
+         * copy. Exactly its size (one block: only its base is used): in
+         * whole chunks, the many small regions of a framework's state (a
+         * 4-byte `step` per parameter) each took a chunk, and a 6 MiB
+         * tensor 8 MiB */
         it->stage = ckpt__arena_new_background(size, 1, ctx->pool);
         if (!it->stage)
             ckpt__log(&ctx->log, CKPT_LOG_WARN, "protect",
