@@ -5,7 +5,8 @@
 # the same bytes to the same server, in the same run. The bytes are random
 # (incompressible): this measures transfer, not compression.
 #
-# Three rounds, the tools alternating inside each round; each figure is the
+# Three rounds, the tools alternating inside each round (and which goes
+# first alternating between rounds); each figure is the
 # median of its three (this VM's page cache and CPU steal move single runs
 # by +-30%). CPU is the client's user+sys seconds (GNU time), RSS its peak.
 set -euo pipefail
@@ -64,29 +65,37 @@ curl_s3=(curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER
 # AWS's own; both are measured when the build has ISA-L.
 crc=""
 CKPT_S3_CHECKSUM=crc32c "$bin/ckptrun" ls --store s3://bench/probe > /dev/null 2>&1 && crc=1
-for r in $(seq "$rounds"); do
+# Each round's tools in turn; odd rounds run ckpt first, even rounds its
+# peers first. The order matters here: this VM hands freed memory back to
+# its host (free page reporting), and the first write into such a page
+# costs ~8 us (2.2 s per GiB measured), so whichever tool writes first after
+# the previous round's objects were removed can meet colder page cache.
+up_ckpt() {
   measure ckpt_up "$bin/ckptrun" save --store s3://bench/ckpt --run "r$r" --codec none -q \
     --step 1 "$work/in/state.bin"
   if [[ -n "$crc" ]]; then
     CKPT_S3_CHECKSUM=crc32c measure ckpt_up_crc "$bin/ckptrun" save --store s3://bench/ckpt \
       --run "c$r" --codec none -q --step 1 "$work/in/state.bin"
   fi
+}
+up_peers() {
   measure curl_up "${curl_s3[@]}" -T "$work/in/state.bin" "http://127.0.0.1:$port/bench/curl/s$r"
-  zup=() zdown=()
-  for f in "$work"/parts/p*; do
-    zup+=(-T "$f" "http://127.0.0.1:$port/bench/z$r/${f##*/}")
-    zdown+=(-o "$work/zdown/${f##*/}" "http://127.0.0.1:$port/bench/z$r/${f##*/}")
-  done
   measure curlz_up "${curl_s3[@]}" -Z --parallel-max 4 "${zup[@]}"
-  [[ -n "$aws_bin" ]] && measure aws_up "$aws_bin" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --only-show-errors "$work/in/state.bin" \
-    "s3://bench/aws/s$r"
-  rm -rf "$work/out" "$work/o.bin"
+  [[ -n "$aws_bin" ]] && measure aws_up "$aws_bin" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp \
+    --only-show-errors "$work/in/state.bin" "s3://bench/aws/s$r"
+  return 0
+}
+down_ckpt() {
+  rm -rf "$work/out"
   measure ckpt_down "$bin/ckptrun" restore --store s3://bench/ckpt --run "r$r" -q "$work/out"
   cmp "$work/in/state.bin" "$work/out/state.bin"
   rm -rf "$work/out"
   measure ckpt_down_sync "$bin/ckptrun" restore --sync --store s3://bench/ckpt --run "r$r" -q "$work/out"
   cmp "$work/in/state.bin" "$work/out/state.bin"
   rm -rf "$work/out"
+}
+down_peers() {
+  rm -f "$work/o.bin"
   measure curl_down "${curl_s3[@]}" -o "$work/o.bin" "http://127.0.0.1:$port/bench/curl/s$r"
   rm -f "$work/o.bin"
   measure curlz_down "${curl_s3[@]}" -Z --parallel-max 8 "${zdown[@]}"
@@ -98,6 +107,18 @@ for r in $(seq "$rounds"); do
     measure aws_down "$aws_bin" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --only-show-errors "s3://bench/aws/s$r" "$work/o.bin"
     cmp "$work/in/state.bin" "$work/o.bin"
     rm -f "$work/o.bin"
+  fi
+}
+for r in $(seq "$rounds"); do
+  zup=() zdown=()
+  for f in "$work"/parts/p*; do
+    zup+=(-T "$f" "http://127.0.0.1:$port/bench/z$r/${f##*/}")
+    zdown+=(-o "$work/zdown/${f##*/}" "http://127.0.0.1:$port/bench/z$r/${f##*/}")
+  done
+  if (( r % 2 )); then
+    up_ckpt; up_peers; down_ckpt; down_peers
+  else
+    up_peers; up_ckpt; down_peers; down_ckpt
   fi
   # The round's objects go: five rounds of five 1 GiB objects outgrow the
   # page cache of a 24 GiB machine, and a download whose object was evicted

@@ -670,7 +670,10 @@ CKPT_API ckpt_status ckpt_restore_dir(struct ckpt_ctx *ctx, uint64_t step,
  * another writer's retention removed while verify read it is gone, not
  * damaged: skipped (CKPT_E_NOENT when it was the one `step` asked for). A
  * damaged HEAD is CKPT_E_CORRUPT, after the checkpoints the run's manifests
- * show are checked (the message says whether they are intact).
+ * show are checked (the message says whether they are intact). Every
+ * manifest is read from the store, never from the copies a context keeps of
+ * those it read last (manifests are immutable: the other calls read each
+ * from the store once, docs/FORMAT.md "Reads").
  * @return CKPT_OK, CKPT_E_CORRUPT, CKPT_E_UNSUPPORTED, CKPT_E_NOENT, store
  *         errors. */
 CKPT_API ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step);

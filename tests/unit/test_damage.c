@@ -86,10 +86,14 @@ static void manifest_of(struct ckpt_ctx *ctx, uint64_t step, char *key, size_t n
     assert_true(key[0]);
 }
 
+/* The store's bytes at key replaced behind the library's back. A context
+ * keeps the manifests it read (runread.c: they are immutable), so this one
+ * forgets them too: it then reads the run as one opened after the damage. */
 static void put_raw(struct ckpt_ctx *ctx, const char *key, const void *b, size_t n)
 {
     struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
     assert_int_equal(ckpt_store_put(ctx->store, key, b, n, &po, NULL, NULL), CKPT_OK);
+    ckpt__mcache_clear(&ctx->mcache);
 }
 
 /* A hostile store's doing: the record at key edited and sealed again (its
@@ -249,6 +253,9 @@ static void test_verify_beside_retention(void **state)
                                                 .hook = commit_hook,
                                                 .user = &cn });
         } else {
+            /* the race is with the manifest's read from the store: not one
+             * this context kept from its first read (runread.c) */
+            ckpt__mcache_clear(&v->mcache);
             fault_add(fs, &(struct fault_rule){ .op = FAULT_GET,
                                                 .key_has = m1,
                                                 .act = FAULT_HOOK,
@@ -318,6 +325,107 @@ static void drop_c(cJSON *root)
                 cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(items, i), "name")->valuestring,
                 "c"))
             cJSON_DeleteItemFromArray(items, i);
+}
+
+static void count_call(void *user, const char *key)
+{
+    (void)key;
+    atomic_fetch_add((atomic_uint *)user, 1);
+}
+
+/* A context reads each manifest from the store once (runread.c): the
+ * open's load, ckpt_list and ckpt_restore share what it read; HEAD is read
+ * from the store each time. ckpt_verify reads the store's own bytes, and
+ * finds damage done there after the context's first read. */
+static void test_manifests_read_once(void **state)
+{
+    uint8_t b[N], got[N], want[N];
+    char key[1024];
+    atomic_uint gets = 0, heads = 0;
+    uint64_t step = 0;
+    struct ckpt_put_opts po = { CKPT_PUT_PLAIN, NULL, 0 };
+    (void)state;
+    struct ckpt_ctx *w = writer("once", 0, b, NULL, 3);
+    manifest_of(w, 3, key, sizeof key);
+    ckpt_close(w);
+    struct ckpt_ctx *r = open_ctx("once", 0);
+    ckpt__run_wait_loaded(&r->rs); /* its load read the three manifests */
+    struct fault_store *fs = fault_wrap(&r->store);
+    fault_add(fs, &(struct fault_rule){ .op = FAULT_GET, .key_has = "/manifests/",
+                                        .count = ~0u, .act = FAULT_HOOK, .hook = count_call,
+                                        .user = &gets });
+    fault_add(fs, &(struct fault_rule){ .op = FAULT_GET, .key_has = "/HEAD", .count = ~0u,
+                                        .act = FAULT_HOOK, .hook = count_call, .user = &heads });
+    assert_true(listed(r, 3));
+    assert_true(listed(r, 1));
+    assert_int_equal(ckpt_protect(r, "b", got, N), CKPT_OK);
+    assert_int_equal(ckpt_restore(r, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    fill(want, N, 3);
+    assert_memory_equal(got, want, N);
+    assert_int_equal(atomic_load(&gets), 0);
+    assert_true(atomic_load(&heads) >= 3);
+
+    /* step 3's manifest damaged in the store: the copy kept is whole (a
+     * restore from it is right: every chunk is checked against it) */
+    assert_int_equal(ckpt_store_put(r->store, key, "garbage\n", 8, &po, NULL, NULL), CKPT_OK);
+    memset(got, 0, N);
+    assert_int_equal(ckpt_restore(r, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    assert_memory_equal(got, want, N);
+    assert_int_equal(atomic_load(&gets), 0);
+    /* verify reads the store: three manifests, step 3's damaged */
+    assert_int_equal(ckpt_verify(r, CKPT_STEP_ALL), CKPT_E_CORRUPT);
+    assert_int_equal(atomic_load(&gets), 3);
+    assert_non_null(strstr(ckpt_errmsg(r), "damaged"));
+    /* and what it found stays found: no copy of step 3 is kept now */
+    memset(got, 0, N);
+    assert_int_equal(ckpt_restore(r, &step), CKPT_OK);
+    assert_int_equal(step, 2);
+    fill(want, N, 2);
+    assert_memory_equal(got, want, N);
+    ckpt_close(r);
+}
+
+/* What a context keeps is bounded: CKPT_MCACHE_N manifests, the least
+ * recently read going first. */
+static void test_manifests_kept_bounded(void **state)
+{
+    uint8_t b[N];
+    atomic_uint gets = 0;
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *w = NULL;
+    size_t kept = 0, bytes = 0;
+    (void)state;
+    cfg.store = g_url;
+    cfg.run = "bounded";
+    cfg.codec = CKPT_CODEC_NONE;
+    cfg.keep = 12;
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &w), CKPT_OK);
+    assert_int_equal(ckpt_protect(w, "b", b, N), CKPT_OK);
+    for (uint64_t s = 1; s <= 12; s++) {
+        fill(b, N, s);
+        assert_int_equal(ckpt_save(w, s), CKPT_OK);
+        assert_int_equal(ckpt_wait(w), CKPT_OK);
+    }
+    ckpt_close(w);
+    struct ckpt_ctx *r = open_ctx("bounded", 0);
+    ckpt__run_wait_loaded(&r->rs); /* read 12, oldest first: 5..12 kept */
+    for (size_t i = 0; i < CKPT_MCACHE_N; i++)
+        if (r->mcache.e[i].rel) {
+            kept++;
+            bytes += r->mcache.e[i].len;
+        }
+    assert_int_equal(kept, CKPT_MCACHE_N);
+    assert_int_equal(bytes, r->mcache.bytes);
+    struct fault_store *fs = fault_wrap(&r->store);
+    fault_add(fs, &(struct fault_rule){ .op = FAULT_GET, .key_has = "/manifests/",
+                                        .count = ~0u, .act = FAULT_HOOK, .hook = count_call,
+                                        .user = &gets });
+    assert_true(listed(r, 12)); /* newest first: 12..5 from memory, 4..1 read */
+    assert_int_equal(atomic_load(&gets), 4);
+    ckpt_close(r);
 }
 
 static void test_restore_past_a_lying_manifest(void **state)
@@ -652,6 +760,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_old_format_with_ranks_is_damage),
         cmocka_unit_test(test_verify_beside_retention),
+        cmocka_unit_test(test_manifests_read_once),
+        cmocka_unit_test(test_manifests_kept_bounded),
         cmocka_unit_test(test_restore_past_a_lying_manifest),
         cmocka_unit_test(test_damaged_head_readable_and_rewritten),
         cmocka_unit_test(test_damaged_head_fencing),

@@ -62,6 +62,7 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
     ckpt__packs_init(&ctx->packs);
     ckpt__flight_init(&ctx->flight);
     ckpt__run_init(&ctx->rs);
+    ckpt__mcache_init(&ctx->mcache);
     ckpt__ranks_init(&ctx->ranks);
     ctx->world_size = 1;
     ckpt__logger_init(&ctx->log, set.log_fn, set.log_user, set.log_level);
@@ -479,6 +480,7 @@ void ckpt_close(struct ckpt_ctx *ctx)
     ckpt__packs_destroy(&ctx->packs);
     ckpt__flight_destroy(&ctx->flight);
     ckpt__run_destroy(&ctx->rs);
+    ckpt__mcache_destroy(&ctx->mcache);
     ckpt__ranks_destroy(&ctx->ranks);
     ckpt_store_close(ctx->store);
     free(ctx->store_url);

@@ -42,6 +42,8 @@ ckpt_status ckpt_verify(struct ckpt_ctx *ctx, uint64_t step)
     if (!ctx)
         return CKPT_E_INVAL;
     ckpt__flight_wait(&ctx->flight);
+    /* the store's own bytes, not the copies this context kept (runread.c) */
+    ckpt__mcache_clear(&ctx->mcache);
     ckpt__progress_begin(&ctx->progress, CKPT_PROGRESS_VERIFY, step);
     st = ckpt__read_head_or_scan(ctx, &h, NULL, &exists, &scanned, why);
     if (st)
