@@ -100,7 +100,19 @@ run_variant() {
                     kill -0 $pid 2>/dev/null || break
                     sleep 0.1
                 done
-                sleep $((1 + stops))
+                if [ $stops -eq 0 ]; then
+                    sleep 1
+                else
+                    # Resumed: stop it once it trains again. A fixed pause
+                    # here raced the trainer, which resumed past the middle
+                    # can finish its ~1 s of steps left first (seen in CI).
+                    for _ in $(seq 600); do
+                        tail -c +$((logat + 1)) "$dir/log" | grep -q 'resumed at step' && break
+                        kill -0 $pid 2>/dev/null || break
+                        sleep 0.1
+                    done
+                    sleep 0.2
+                fi
             fi
             kill -TERM $pid 2>/dev/null
         fi

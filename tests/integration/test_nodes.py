@@ -131,17 +131,40 @@ class Nodes(unittest.TestCase):
         return max((c["step"] for c in self.ls()), default=None)
 
     def reference(self):
+        """The uninterrupted run's bytes (plain torchrun, no ckptrun).
+
+        The master port is picked free here and bound by node 0's torchrun
+        later; a test beside this one (ctest -j) may take it between, and
+        once node 0's torchrun waited the whole 300 s (CI, no output). A
+        run that hangs is killed (both nodes' process groups) and tried
+        again on a new port, once; what it printed goes in the failure."""
         out = os.path.join(self.tmp, "ref")
-        port = free_port()
-        ps = []
-        for node in (0, 1):
-            env, _ = self.env(node, "ref")
-            ps.append(subprocess.Popen(launcher(node, port, out, 0), env=env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True))
-        for p in ps:
-            _, err = p.communicate(timeout=300)
-            self.assertEqual(p.returncode, 0, err)
+        hung = ""
+        for attempt in (1, 2):
+            port = free_port()
+            ps = []
+            for node in (0, 1):
+                env, _ = self.env(node, "ref")
+                ps.append(subprocess.Popen(launcher(node, port, out, 0), env=env,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                           text=True, start_new_session=True))
+            try:
+                for p in ps:
+                    _, err = p.communicate(timeout=120)
+                    self.assertEqual(p.returncode, 0, err)
+                break
+            except subprocess.TimeoutExpired:
+                for node, p in enumerate(ps):
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    hung += "\n---- attempt %d, node %d (port %d):\n%s" % (
+                        attempt, node, port, p.communicate()[1][-3000:])
+                if attempt == 2:
+                    self.fail("the reference run hung twice:" + hung)
+                sys.stderr.write("reference run hung on port %d: again on a new port%s\n" %
+                                 (port, hung))
         with open(out, "rb") as f:
             return f.read()
 

@@ -53,6 +53,8 @@ void ckpt__mcache_clear(struct ckpt_mcache *c)
 void ckpt__mcache_destroy(struct ckpt_mcache *c)
 {
     ckpt__mcache_clear(c);
+    for (size_t i = 0; i < CKPT_MCACHE_N; i++) /* none: every reader has returned */
+        free(c->reading[i]);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
 }
