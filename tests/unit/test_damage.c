@@ -413,7 +413,7 @@ static void test_manifests_kept_bounded(void **state)
     struct ckpt_ctx *r = open_ctx("bounded", 0);
     ckpt__run_wait_loaded(&r->rs); /* read 12, oldest first: 5..12 kept */
     for (size_t i = 0; i < CKPT_MCACHE_N; i++)
-        if (r->mcache.e[i].rel) {
+        if (r->mcache.e[i].key) {
             kept++;
             bytes += r->mcache.e[i].len;
         }

@@ -21,6 +21,7 @@
 
 #include "ckpt.h"
 #include "core/fileread.h"
+#include "core/mcache.h"
 #include "base/log.h"
 #include "core/packbuf.h"
 #include "core/rankstate.h"
@@ -28,7 +29,6 @@
 #include "core/runstate.h"
 #include "core/save.h"
 #include "core/staging.h"
-#include "run/runread.h"
 #include "ckpt_store.h"
 
 /* A protected item (ckpt_protect*): changed only by the training thread,
@@ -107,7 +107,7 @@ struct ckpt_ctx {
     struct ckpt_packs packs;
     struct ckpt_flight flight;
     struct ckpt_run rs;
-    struct ckpt_mcache mcache;     /* runread.h: manifests read last */
+    struct ckpt_mcache mcache;     /* mcache.h: manifests read last (run/runread.c) */
     struct ckpt_control *control;  /* control.h, NULL without ckptrun */
     struct ckpt_cuda *cuda;        /* cuda/cuda.h, NULL until a device region */
 
