@@ -105,7 +105,7 @@ class Nodes(unittest.TestCase):
         """Both nodes exit 75 with one global step above `after`."""
         steps = []
         for p in procs:
-            p.wait(150)
+            self.ended(procs, p, 150)
         for p in procs:
             self.assertEqual(p.p.returncode, 75, "\n---- node 0:\n%s\n---- node 1:\n%s" %
                              (procs[0].text(), procs[1].text()))
@@ -129,6 +129,27 @@ class Nodes(unittest.TestCase):
 
     def newest(self):
         return max((c["step"] for c in self.ls()), default=None)
+
+    def ended(self, procs, p, timeout):
+        """p's exit status; one that does not end in time fails the test with
+        what every node printed and the process tree under each (a hang,
+        seen once in CI, said nothing: whose it was must show)."""
+        try:
+            return p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            tree = []
+            for q in procs:
+                for pid in [q.p.pid] + T.descendants(q.p.pid):
+                    try:
+                        with open("/proc/%d/wchan" % pid) as f:
+                            wchan = f.read()
+                    except OSError:
+                        wchan = "?"
+                    tree.append("  %d %s (under node pid %d) waits in %s" %
+                                (pid, T.comm(pid), q.p.pid, wchan))
+            self.fail("not ended within %d s; processes:\n%s\n%s" % (
+                timeout, "\n".join(tree), "".join(
+                    "\n---- node %d:\n%s" % (i, q.text()) for i, q in enumerate(procs))))
 
     def reference(self):
         """The uninterrupted run's bytes (plain torchrun, no ckptrun).
@@ -205,7 +226,7 @@ class Nodes(unittest.TestCase):
         procs[0].wait_line(r"ddp_train: saved step", timeout=60)
         procs[0].p.kill()
         procs[0].wait(30)
-        rc = procs[1].wait(150)
+        rc = self.ended(procs, procs[1], 150)
         self.assertNotEqual(rc, 75, procs[1].text())
         self.assertEqual(self.newest(), last)
 
@@ -213,7 +234,7 @@ class Nodes(unittest.TestCase):
         procs, out, start = self.start_job("final", sleep_ms=0)
         self.assertEqual(start, last)
         for p in procs:
-            self.assertEqual(p.wait(300), 0, p.text())
+            self.assertEqual(self.ended(procs, p, 300), 0, p.text())
         with open(out, "rb") as f:
             self.assertEqual(f.read(), self.reference())
 
@@ -293,7 +314,7 @@ class Nodes(unittest.TestCase):
             time.sleep(0.1)
         procs[1].p.send_signal(signal.SIGTERM)
         for p in procs:
-            p.wait(150)
+            self.ended(procs, p, 150)
         text = "\n---- node 0:\n%s\n---- node 1:\n%s" % (procs[0].text(), procs[1].text())
         for p in procs:
             self.assertEqual(p.p.returncode, 75, text)
@@ -312,7 +333,7 @@ class Nodes(unittest.TestCase):
         procs[0].wait_line(r" global-commit step=\d+ nodes=2", timeout=60)
         procs[0].p.send_signal(signal.SIGTERM)
         for p in procs:
-            self.assertEqual(p.wait(150), 75, p.text())
+            self.assertEqual(self.ended(procs, p, 150), 75, p.text())
 
     def test_options(self):
         env, work = self.env(0, "opts")
