@@ -30,11 +30,12 @@ ckpt_status ckpt__read_one_manifest(struct ckpt_ctx *ctx, const char *rel,
     char key[1024], err[CKPT_ERR_MAX] = "";
     void *buf;
     size_t len = 0;
-    int mine;
+    int mine, kept;
     ckpt_status st = CKPT_OK;
     ckpt__run_key(ctx, rel, key, sizeof key);
     buf = ckpt__mcache_get(&ctx->mcache, rel, &len, &mine);
-    if (!buf)
+    kept = buf != NULL;
+    if (!kept)
         st = ctx->store->ops->get(ctx->store, key, CKPT_MANIFEST_MAX, 0, &buf, &len, NULL, err);
     if (st) {
         if (mine)
@@ -43,7 +44,7 @@ ckpt_status ckpt__read_one_manifest(struct ckpt_ctx *ctx, const char *rel,
         return st;
     }
     st = ckpt__manifest_decode(buf, len, m, err);
-    if (st == CKPT_OK)
+    if (st == CKPT_OK && !kept) /* a copy kept is kept already (its get marked it read) */
         ckpt__mcache_put(&ctx->mcache, rel, buf, len);
     if (mine)
         ckpt__mcache_read_done(&ctx->mcache, rel);
