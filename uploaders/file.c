@@ -174,7 +174,7 @@ static ckpt_status write_tmp(const char *tmp, const void *buf, size_t len, int s
     if (fd < 0)
         return fail(err, errno, "create", tmp);
     while (len) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = write(fd, p, len < CKPT_WRITE_PIECE ? len : CKPT_WRITE_PIECE);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {

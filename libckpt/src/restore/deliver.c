@@ -240,7 +240,8 @@ ckpt_status ckpt__dest_write(struct ckpt_dest *d, uint64_t off, const uint8_t *p
         return CKPT_E_IO;
     pthread_mutex_lock(&d->wmu);
     for (size_t done = 0; done < n;) {
-        ssize_t w = pwrite(fd, p + done, n - done, (off_t)(off + done));
+        size_t len = n - done < CKPT_WRITE_PIECE ? n - done : CKPT_WRITE_PIECE;
+        ssize_t w = pwrite(fd, p + done, len, (off_t)(off + done));
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {
