@@ -26,6 +26,7 @@ void ckpt__mcache_clear(struct ckpt_mcache *c)
     for (size_t i = 0; i < CKPT_MCACHE_N; i++)
         if (c->e[i].key)
             drop(c, &c->e[i]);
+    c->gen++;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -46,13 +47,15 @@ static int reading_at(const struct ckpt_mcache *c, const char *key)
     return -1;
 }
 
-void *ckpt__mcache_get(struct ckpt_mcache *c, const char *key, size_t *len, int *mine)
+void *ckpt__mcache_get(struct ckpt_mcache *c, const char *key, size_t *len, int *mine,
+                       uint64_t *gen)
 {
     void *copy = NULL;
     *mine = 0;
     pthread_mutex_lock(&c->mu);
     while (reading_at(c, key) >= 0)
         pthread_cond_wait(&c->cv, &c->mu);
+    *gen = c->gen;
     for (size_t i = 0; i < CKPT_MCACHE_N; i++) {
         struct ckpt_mcached *e = &c->e[i];
         if (!e->key || strcmp(e->key, key))
@@ -87,7 +90,8 @@ void ckpt__mcache_read_done(struct ckpt_mcache *c, const char *key)
     pthread_mutex_unlock(&c->mu);
 }
 
-void ckpt__mcache_put(struct ckpt_mcache *c, const char *key, const void *buf, size_t len)
+void ckpt__mcache_put(struct ckpt_mcache *c, const char *key, const void *buf, size_t len,
+                      uint64_t gen)
 {
     char *k;
     void *b;
@@ -102,6 +106,12 @@ void ckpt__mcache_put(struct ckpt_mcache *c, const char *key, const void *buf, s
     }
     memcpy(b, buf, len);
     pthread_mutex_lock(&c->mu);
+    if (gen != c->gen) { /* read before a clear: the bytes may be older than it */
+        pthread_mutex_unlock(&c->mu);
+        free(k);
+        free(b);
+        return;
+    }
     for (size_t i = 0; i < CKPT_MCACHE_N; i++) /* two threads read it at once */
         if (c->e[i].key && !strcmp(c->e[i].key, key))
             drop(c, &c->e[i]);

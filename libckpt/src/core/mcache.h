@@ -23,22 +23,28 @@ struct ckpt_mcache {
         uint64_t used;            /* the tick of its last read */
     } e[CKPT_MCACHE_N];
     uint64_t tick;
+    uint64_t gen;                 /* clears so far: a read begun before one is not kept */
     size_t bytes;                 /* of every e[].buf */
 };
 
 void ckpt__mcache_init(struct ckpt_mcache *c);
 /* Every reader has returned. */
 void ckpt__mcache_destroy(struct ckpt_mcache *c);
-/* Forget every kept object: the next reads go to the store. */
+/* Forget every kept object: the next reads go to the store, and what a read
+ * already in flight brings back is not kept (its put is dropped). */
 void ckpt__mcache_clear(struct ckpt_mcache *c);
 /* A malloc'd copy of the object kept under key (*len: its length), or
  * NULL. On NULL, *mine says the caller reads it from the store for every
- * thread and must call ckpt__mcache_read_done; while another thread reads
- * it, this one waits for that read (one read where two would be). */
-void *ckpt__mcache_get(struct ckpt_mcache *c, const char *key, size_t *len, int *mine);
+ * thread and must call ckpt__mcache_read_done, and *gen is what to give
+ * ckpt__mcache_put with the bytes it read; while another thread reads it,
+ * this one waits for that read (one read where two would be). */
+void *ckpt__mcache_get(struct ckpt_mcache *c, const char *key, size_t *len, int *mine,
+                       uint64_t *gen);
 void ckpt__mcache_read_done(struct ckpt_mcache *c, const char *key);
 /* Keep a copy of buf under key, making room (out of memory: not kept,
- * nothing else lost; an object over half the byte bound: not kept). */
-void ckpt__mcache_put(struct ckpt_mcache *c, const char *key, const void *buf, size_t len);
+ * nothing else lost; an object over half the byte bound: not kept; read
+ * before a clear, gen not the cache's: not kept). */
+void ckpt__mcache_put(struct ckpt_mcache *c, const char *key, const void *buf, size_t len,
+                      uint64_t gen);
 
 #endif

@@ -20,7 +20,8 @@ void ckpt__run_key(const struct ckpt_ctx *ctx, const char *rel, char *out, size_
  * exists is HEAD's to say, and HEAD is always read from the store; a kept
  * manifest of a checkpoint deleted since is found by no HEAD that a reader
  * follows. ckpt_verify clears the cache first: it is the call that must
- * read the store's own bytes. Damaged or unreadable manifests are not kept
+ * read the store's own bytes (and what a read in flight across the clear
+ * brings back is not kept). Damaged or unreadable manifests are not kept
  * (a retry reads the store again). Two threads that want the same manifest
  * at once (ckpt_open's background load and the caller's first ckpt_list)
  * read it once: the second waits for the first. */
@@ -31,9 +32,10 @@ ckpt_status ckpt__read_one_manifest(struct ckpt_ctx *ctx, const char *rel,
     void *buf;
     size_t len = 0;
     int mine, kept;
+    uint64_t gen;
     ckpt_status st = CKPT_OK;
     ckpt__run_key(ctx, rel, key, sizeof key);
-    buf = ckpt__mcache_get(&ctx->mcache, rel, &len, &mine);
+    buf = ckpt__mcache_get(&ctx->mcache, rel, &len, &mine, &gen);
     kept = buf != NULL;
     if (!kept)
         st = ctx->store->ops->get(ctx->store, key, CKPT_MANIFEST_MAX, 0, &buf, &len, NULL, err);
@@ -45,7 +47,7 @@ ckpt_status ckpt__read_one_manifest(struct ckpt_ctx *ctx, const char *rel,
     }
     st = ckpt__manifest_decode(buf, len, m, err);
     if (st == CKPT_OK && !kept) /* a copy kept is kept already (its get marked it read) */
-        ckpt__mcache_put(&ctx->mcache, rel, buf, len);
+        ckpt__mcache_put(&ctx->mcache, rel, buf, len, gen);
     if (mine)
         ckpt__mcache_read_done(&ctx->mcache, rel);
     free(buf);
