@@ -13,9 +13,11 @@ CMAKE_FLAGS ?=
 # is honoured by cmake --install itself.
 PREFIX  ?=
 # What the demo runs (examples/demo.sh): the supervisor and the C trainer
-# (which pulls in libckpt); the tests, fuzzers and benchmarks are left to
-# `make test` and `make bench`.
-DEMO_TARGETS = ckptrun c_trainer
+# (which pulls in libckpt); and the Python package (a copy of its files
+# beside libckpt.so), so that the user's own `import ckpt` trainer runs
+# under this ckptrun right after `make demo`. The tests, fuzzers and
+# benchmarks are left to `make test` and `make bench`.
+DEMO_TARGETS = ckptrun c_trainer ckpt_python
 
 .PHONY: all deps deps-demo deps-test deps-bench configure build demo test test-fast test-asan test-tsan \
 	test-peers stress bench build-clang build-nostores build-release install clean

@@ -957,6 +957,22 @@ class Build(unittest.TestCase):
             r = subprocess.run(["cmake", "--build", build, "--target", "c_trainer"], env=env,
                                capture_output=True, text=True, timeout=600)
             self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            # and the Python package (make demo builds it): a user's own
+            # `import ckpt` trainer runs under that ckptrun with no setup
+            r = subprocess.run(["cmake", "--build", build, "--target", "ckpt_python"], env=env,
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            if os.path.exists("/usr/bin/python3"):
+                env2 = dict(os.environ, HOME=tmp)
+                env2.pop("PYTHONPATH", None)
+                r = subprocess.run([os.path.join(build, "bin", "ckptrun"), "--store",
+                                    "file://" + os.path.join(tmp, "store"), "--run", "py", "--",
+                                    "/usr/bin/python3", "-c",
+                                    "import ckpt, os; print('ckpt from', os.path.dirname("
+                                    "os.path.dirname(ckpt.__file__)))"],
+                                   cwd=tmp, env=env2, capture_output=True, text=True, timeout=120)
+                self.assertIn("ckpt from " + os.path.realpath(os.path.join(build, "python")),
+                              r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
             # ctest there refuses to pass with no tests (make test's ctest)
             r = subprocess.run(["ctest", "--no-tests=error"], cwd=build, capture_output=True)
             self.assertNotEqual(r.returncode, 0)
@@ -972,7 +988,7 @@ class Build(unittest.TestCase):
                                   text=True).stdout
         before = status()
         r = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True)
-        self.assertIn("--target ckptrun c_trainer", r.stdout)
+        self.assertIn("--target ckptrun c_trainer ckpt_python", r.stdout)
         build = "build-clitest-%d" % os.getpid()
         try:
             r = subprocess.run(["make", "configure", "BUILD=" + build], cwd=REPO,
