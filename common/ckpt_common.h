@@ -51,11 +51,12 @@ extern "C" {
  * 1 MiB write takes 1 MiB folios, cut from the large free blocks that a
  * virtual machine with free page reporting has handed back to its host,
  * and the first touch of each of their pages costs a fault in the host.
- * Measured on such a machine (bench/README.md, "Cold pages"), 1 GiB in
- * eight alternating runs each: a restore from s3rver took 2.22 s (1.3 s of
- * system time) in 1 MiB writes and 1.58 s (0.6 s) in 128 KiB ones; a save
- * to a file store 1.35 s and 0.77 s (medians). On memory already warm,
- * 128 KiB and 1 MiB writes cost the same (0.2-0.3 s per GiB). */
+ * Measured on such a machine (bench/README.md, "Loopback s3rver"), 1 GiB,
+ * medians of alternating runs: a restore from s3rver took 2.22 s (1.3 s of
+ * system time) in 1 MiB writes and 1.58 s (0.6 s) in 128 KiB ones (eight
+ * runs each); a save to a file store 1.34 s and 0.77 s (six each). On
+ * memory already warm, 128 KiB and 1 MiB writes cost the same (0.2-0.3 s
+ * per GiB). */
 #define CKPT_WRITE_PIECE ((size_t)128 << 10)
 
 /* ---- the clock ------------------------------------------------------------ */
