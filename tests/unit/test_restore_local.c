@@ -46,19 +46,6 @@ static void write_bytes(const char *path, const uint8_t *b, size_t n)
     fclose(f);
 }
 
-static int same_file(const char *path, const uint8_t *b, size_t n)
-{
-    uint8_t *got = malloc(n + 1);
-    FILE *f = fopen(path, "rb");
-    int same = 0;
-    if (f) {
-        same = fread(got, 1, n + 1, f) == n && memcmp(got, b, n) == 0;
-        fclose(f);
-    }
-    free(got);
-    return same;
-}
-
 static size_t count_entries(const char *dir)
 {
     char cmd[1024], line[64];
@@ -122,9 +109,9 @@ static void test_many_files_low_ulimit(void **state)
     for (int i = 0; i < NFILES; i++) {
         fill(b, FSIZE, (uint64_t)i);
         snprintf(p, sizeof p, "%s/d%d/f%03d.bin", out, i % 7, i);
-        assert_true(same_file(p, b, FSIZE));
+        assert_true(test_same_file(p, b, FSIZE));
         snprintf(p, sizeof p, "%s/f%03d", src, i);
-        assert_true(same_file(p, b, FSIZE));
+        assert_true(test_same_file(p, b, FSIZE));
     }
     ckpt_close(ctx);
     free(b);

@@ -57,6 +57,20 @@ static inline void test_fill_bytes(uint8_t *b, size_t n, uint64_t seed)
         b[i] = (uint8_t)x;
     }
 }
+/* Whether the file at path holds exactly the n bytes at b. */
+static inline int test_same_file(const char *path, const uint8_t *b, size_t n)
+{
+    uint8_t *got = malloc(n + 1);
+    FILE *f = fopen(path, "rb");
+    int same = 0;
+    if (f && got)
+        same = fread(got, 1, n + 1, f) == n && memcmp(got, b, n) == 0;
+    if (f)
+        fclose(f);
+    free(got);
+    return same;
+}
+
 #ifdef TEST_STORE_FIXTURE
 /* One private directory per test group with a file:// store at <dir>/store:
  * cmocka_run_group_tests(tests, store_setup, store_teardown). */

@@ -31,30 +31,6 @@ ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
 
 #define BIG (3u << 20) /* 3 MiB: a chunk of 2 MiB and one of 1 MiB */
 
-static void fill(uint8_t *b, size_t n)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)(x >> 24);
-    }
-}
-
-static int same_file(const char *path, const uint8_t *b, size_t n)
-{
-    uint8_t *got = malloc(n + 1);
-    FILE *f = fopen(path, "rb");
-    int same = 0;
-    if (f && got) {
-        same = fread(got, 1, n + 1, f) == n && memcmp(got, b, n) == 0;
-        fclose(f);
-    }
-    free(got);
-    return same;
-}
-
 static void test_pieces(void **state)
 {
     char src[800], out[800], got[900];
@@ -65,7 +41,7 @@ static void test_pieces(void **state)
     FILE *f;
     (void)state;
     assert_non_null(b);
-    fill(b, BIG);
+    test_fill_bytes(b, BIG, 0);
     snprintf(src, sizeof src, "%s/big.bin", g_dir);
     f = fopen(src, "wb");
     assert_non_null(f);
@@ -93,7 +69,7 @@ static void test_pieces(void **state)
     assert_true(g_writes >= BIG / CKPT_WRITE_PIECE);
     assert_true(g_max_write <= CKPT_WRITE_PIECE);
     snprintf(got, sizeof got, "%s/big.bin", out);
-    assert_true(same_file(got, b, BIG));
+    assert_true(test_same_file(got, b, BIG));
     ckpt_close(ctx);
     free(b);
 }
