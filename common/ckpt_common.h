@@ -1,7 +1,7 @@
 /*
  * ckpt_common.h -- what libckpt, its stores and ckptrun all need, each
  * defined once: durations, sizes, names, codec specs, signal names, the
- * clock, threads and error details.
+ * clock, threads, error details and lists of strings.
  *
  * Internal to the project (not installed, not exported from libckpt.so):
  * libckpt and uploaders compile these files in, and ckptrun, which links
@@ -69,6 +69,18 @@ uint64_t ckpt__mono_ns(void); /* monotonic, ns (for measurements) */
  * mask is restored): a library's threads must not take the signals the
  * application (or ckptrun's signalfd) waits for. @return 0 or an errno. */
 int ckpt__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* ---- lists of strings ---------------------------------------------------------- */
+/* A growable list of strings it owns, e.g. the keys a store's list call
+ * gives: start it zeroed ({ 0 }). Allocates; not thread-safe. */
+struct ckpt_strv {
+    char **v;
+    size_t n, cap;
+};
+/* Append a copy of s. 0, or -1 without memory (the list is as before). */
+int ckpt__strv_push(struct ckpt_strv *sv, const char *s);
+/* Free the strings and the list; it is empty and zeroed after. */
+void ckpt__strv_free(struct ckpt_strv *sv);
 
 /* ---- error details ------------------------------------------------------------ */
 /* printf into err, a buffer of n bytes, truncated; nothing is written when

@@ -286,43 +286,20 @@ out:
 
 /* ---- listing helpers ------------------------------------------------------ */
 
+/* A store's keys under a prefix, sorted; `oom`: the list ran out of memory. */
 struct keys {
-    char **v;
-    size_t n, cap;
+    struct ckpt_strv l;
     int oom;
 };
 
-static int keys_add(struct keys *k, const char *s)
+static int keys_cb(void *user, const struct ckpt_obj_info *obj)
 {
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 64;
-        char **v = realloc(k->v, cap * sizeof *v);
-        if (!v) {
-            k->oom = 1;
-            return 1;
-        }
-        k->v = v;
-        k->cap = cap;
-    }
-    if (!(k->v[k->n] = strdup(s))) {
+    struct keys *k = user;
+    if (ckpt__strv_push(&k->l, obj->key) != 0) {
         k->oom = 1;
         return 1;
     }
-    k->n++;
     return 0;
-}
-
-static void keys_free(struct keys *k)
-{
-    for (size_t i = 0; i < k->n; i++)
-        free(k->v[i]);
-    free(k->v);
-    memset(k, 0, sizeof *k);
-}
-
-static int keys_cb(void *user, const struct ckpt_obj_info *obj)
-{
-    return keys_add(user, obj->key);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -336,8 +313,8 @@ static ckpt_status list_keys(struct record *r, const char *prefix, struct keys *
     ckpt_status st = r->st->ops->list(r->st, prefix, keys_cb, k, err);
     if (st == CKPT_OK && k->oom)
         st = CKPT_E_NOMEM;
-    if (st == CKPT_OK && k->n) /* qsort's base must not be NULL, even for 0 */
-        qsort(k->v, k->n, sizeof *k->v, cmp_str);
+    if (st == CKPT_OK && k->l.n) /* qsort's base must not be NULL, even for 0 */
+        qsort(k->l.v, k->l.n, sizeof *k->l.v, cmp_str);
     return st;
 }
 
@@ -357,10 +334,10 @@ ckpt_status record_read_events(struct record *r, size_t max, cJSON **out, size_t
     st = list_keys(r, prefix, &k);
     if (st != CKPT_OK)
         goto out;
-    first = k.n > max ? k.n - max : 0;
-    for (size_t i = first; i < k.n; i++) {
+    first = k.l.n > max ? k.l.n - max : 0;
+    for (size_t i = first; i < k.l.n; i++) {
         cJSON *ev = NULL;
-        if (get_json(r, k.v[i], &ev) != CKPT_OK) {
+        if (get_json(r, k.l.v[i], &ev) != CKPT_OK) {
             (*skipped)++;
             continue;
         }
@@ -369,7 +346,7 @@ ckpt_status record_read_events(struct record *r, size_t max, cJSON **out, size_t
     *out = arr;
     arr = NULL;
 out:
-    keys_free(&k);
+    ckpt__strv_free(&k.l);
     cJSON_Delete(arr);
     return st;
 }
@@ -485,10 +462,10 @@ ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_
     st = list_keys(r, prefix, &k);
     if (st != CKPT_OK)
         goto out;
-    for (size_t i = 0; i < k.n; i++) {
+    for (size_t i = 0; i < k.l.n; i++) {
         uint64_t step;
         char digits[24];
-        const char *name = k.v[i] + plen;
+        const char *name = k.l.v[i] + plen;
         /* Only keys of our own shape ("<step>.json", a node's part's
          * "<step>.n<K>.json"); anything else is left alone. */
         if (strlen(name) < 25 || name[20] != '.' || strcmp(name + strlen(name) - 5, ".json") != 0 ||
@@ -500,14 +477,14 @@ ckpt_status record_prune_files(struct record *r, int (*keep)(void *user, uint64_
         digits[20] = '\0';
         if (parse_u64(digits, &step) != 0 || keep(user, step))
             continue;
-        const char *one[1] = { k.v[i] };
+        const char *one[1] = { k.l.v[i] };
         st = r->st->ops->del(r->st, one, 1, err);
         if (st != CKPT_OK)
             goto out;
         (*deleted)++;
     }
 out:
-    keys_free(&k);
+    ckpt__strv_free(&k.l);
     return st;
 }
 

@@ -156,27 +156,15 @@ int sup_nodes_prestart(struct sup *s, struct ckpt_ctx *ctx)
 
 struct stale_stops {
     const char *keep;         /* relative key of this generation's stop */
-    char **keys;
-    size_t n, cap;
+    struct ckpt_strv keys;
 };
 
 static int stale_cb(void *user, const struct ckpt_obj_info *obj)
 {
     struct stale_stops *ss = user;
-    char **v;
-
     if (strcmp(obj->key, ss->keep) == 0)
         return 0;
-    if (ss->n == ss->cap) {
-        size_t cap = ss->cap ? ss->cap * 2 : 16;
-        if (!(v = realloc(ss->keys, cap * sizeof *v)))
-            return 1;
-        ss->keys = v;
-        ss->cap = cap;
-    }
-    if ((ss->keys[ss->n] = strdup(obj->key)))
-        ss->n++;
-    return 0;
+    return ckpt__strv_push(&ss->keys, obj->key) != 0; /* no memory: stop listing */
 }
 
 /* Node 0 of a new generation holds the lease: the stop objects of earlier
@@ -184,18 +172,16 @@ static int stale_cb(void *user, const struct ckpt_obj_info *obj)
 static void remove_old_stops(struct sup *s)
 {
     struct ckpt_store *st = record_store(s->rec);
-    struct stale_stops ss = { NULL, NULL, 0, 0 };
+    struct stale_stops ss = { 0 };
     char keep[512], prefix[300], err[CKPT_ERR_MAX] = "";
 
     nodesync_stop_key(keep, sizeof keep, s->o->run, s->nid.job, s->cl.epoch);
     snprintf(prefix, sizeof prefix, "%s/stops/", s->o->run);
     ss.keep = keep;
-    if (st->ops->list(st, prefix, stale_cb, &ss, err) == CKPT_OK && ss.n &&
-        st->ops->del(st, (const char *const *)ss.keys, ss.n, err) != CKPT_OK)
+    if (st->ops->list(st, prefix, stale_cb, &ss, err) == CKPT_OK && ss.keys.n &&
+        st->ops->del(st, (const char *const *)ss.keys.v, ss.keys.n, err) != CKPT_OK)
         log_msg(LOG_DEBUG, "nodes", "cannot remove old stop objects: %s", err);
-    for (size_t i = 0; i < ss.n; i++)
-        free(ss.keys[i]);
-    free(ss.keys);
+    ckpt__strv_free(&ss.keys);
 }
 
 int sup_nodes_start(struct sup *s)

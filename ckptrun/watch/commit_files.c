@@ -9,30 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Names protected so far, to unprotect them afterwards: the context is
- * reused for the next commit and must start empty. */
-struct names {
-    char **v;
-    size_t n, cap;
-};
-
-static int names_add(struct names *ns, const char *s)
-{
-    if (ns->n == ns->cap) {
-        size_t cap = ns->cap ? ns->cap * 2 : 64;
-        char **v = realloc(ns->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        ns->v = v;
-        ns->cap = cap;
-    }
-    if (!(ns->v[ns->n] = strdup(s)))
-        return -1;
-    ns->n++;
-    return 0;
-}
-
-static void names_release(struct ckpt_ctx *ctx, struct names *ns)
+/* Names protected so far (a ckpt_strv), to unprotect them afterwards: the
+ * context is reused for the next commit and must start empty. */
+static void names_release(struct ckpt_ctx *ctx, struct ckpt_strv *ns)
 {
     for (size_t i = 0; i < ns->n; i++) {
         /* NOENT cannot happen for a name we protected; anything else is
@@ -40,11 +19,8 @@ static void names_release(struct ckpt_ctx *ctx, struct names *ns)
         ckpt_status st = ckpt_unprotect(ctx, ns->v[i]);
         if (st != CKPT_OK)
             log_msg(LOG_DEBUG, "unprotect", "%s: %s", ns->v[i], ckpt_strerror(st));
-        free(ns->v[i]);
     }
-    free(ns->v);
-    ns->v = NULL;
-    ns->n = ns->cap = 0;
+    ckpt__strv_free(ns);
 }
 
 /* ---- one walk for the fingerprint and for the commit ------------------------ */
@@ -219,7 +195,7 @@ int commit_print_eq(const struct commit_print *a, const struct commit_print *b)
 
 struct protect_user {
     struct ckpt_ctx *ctx;
-    struct names *ns;
+    struct ckpt_strv *ns;
     struct commit_result *res;
 };
 
@@ -237,7 +213,7 @@ static ckpt_status protect_visit(void *user, const char *path, const char *name,
                  ckpt_errmsg(u->ctx));
         goto out;
     }
-    if (names_add(u->ns, name) != 0) {
+    if (ckpt__strv_push(u->ns, name) != 0) {
         st = CKPT_E_NOMEM;
         goto out;
     }
@@ -281,7 +257,7 @@ ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *
                                  uint64_t step, commit_check_fn check, void *user,
                                  struct commit_result *res)
 {
-    struct names ns = { 0 };
+    struct ckpt_strv ns = { 0 };
     struct protect_user pu = { ctx, &ns, res };
     ckpt_status st = CKPT_OK;
     int64_t t0;
@@ -298,7 +274,7 @@ ckpt_status commit_paths_checked(struct ckpt_ctx *ctx, const struct commit_src *
             if (st != CKPT_OK)
                 snprintf(res->detail, sizeof res->detail, "%s -> %s: %s %s", src[i].name,
                          src[i].link, ckpt_strerror(st), ckpt_errmsg(ctx));
-            else if (names_add(&ns, src[i].name) != 0)
+            else if (ckpt__strv_push(&ns, src[i].name) != 0)
                 st = CKPT_E_NOMEM;
             else
                 res->links++;

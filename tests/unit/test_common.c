@@ -290,6 +290,37 @@ static void test_errf(void **state)
     ckpt__seterr(NULL, "%s", "nothing");
 }
 
+/* The list of strings every store listing fills: copies, in order, past
+ * its first growth (16), and empty and zeroed after free (free twice is
+ * harmless, as a list freed on an error path and again at the end). */
+static void test_strv(void **state)
+{
+    struct ckpt_strv l = { 0 };
+    char buf[32];
+    (void)state;
+    for (int i = 0; i < 100; i++) {
+        snprintf(buf, sizeof buf, "runs/r/events/%03d", i);
+        assert_int_equal(ckpt__strv_push(&l, buf), 0);
+        buf[0] = 'X'; /* the list holds its own copy */
+    }
+    assert_int_equal(l.n, 100);
+    assert_true(l.cap >= 100);
+    for (int i = 0; i < 100; i++) {
+        snprintf(buf, sizeof buf, "runs/r/events/%03d", i);
+        assert_string_equal(l.v[i], buf);
+    }
+    assert_int_equal(ckpt__strv_push(&l, ""), 0);
+    assert_string_equal(l.v[100], "");
+    ckpt__strv_free(&l);
+    assert_null(l.v);
+    assert_int_equal(l.n, 0);
+    assert_int_equal(l.cap, 0);
+    ckpt__strv_free(&l);
+    assert_int_equal(ckpt__strv_push(&l, "again"), 0); /* usable after free */
+    assert_string_equal(l.v[0], "again");
+    ckpt__strv_free(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_names),        cmocka_unit_test(test_formats),
         cmocka_unit_test(test_sizes),        cmocka_unit_test(test_clock),
         cmocka_unit_test(test_thread_start), cmocka_unit_test(test_errf),
+        cmocka_unit_test(test_strv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

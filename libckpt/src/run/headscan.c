@@ -13,8 +13,7 @@
 #define SCAN_MAX 100000 /* manifests read at most (HEAD's own bound) */
 
 struct keys {
-    char **v;
-    size_t n, cap;
+    struct ckpt_strv l;
     size_t runlen;
     int nomem;
 };
@@ -29,31 +28,13 @@ static int collect(void *user, const struct ckpt_obj_info *o)
         !(dot = strrchr(rel, '.')) || (strcmp(dot, ".ckm") && strcmp(dot, ".ckc")) ||
         strlen(rel) > 512 || !ckpt_key_valid(rel))
         return 0;
-    if (k->n == SCAN_MAX)
+    if (k->l.n == SCAN_MAX)
         return 1;
-    if (k->n == k->cap) {
-        size_t nc = k->cap ? k->cap * 2 : 64;
-        char **v = realloc(k->v, nc * sizeof *v);
-        if (!v) {
-            k->nomem = 1;
-            return 1;
-        }
-        k->v = v;
-        k->cap = nc;
-    }
-    if (!(k->v[k->n] = ckpt__strdup(rel))) {
+    if (ckpt__strv_push(&k->l, rel) != 0) {
         k->nomem = 1;
         return 1;
     }
-    k->n++;
     return 0;
-}
-
-static void keys_free(struct keys *k)
-{
-    for (size_t i = 0; i < k->n; i++)
-        free(k->v[i]);
-    free(k->v);
 }
 
 /* Build h from the manifests under manifests/ (headscan.h). *skipped:
@@ -78,14 +59,14 @@ static ckpt_status scan(struct ckpt_ctx *ctx, struct ckpt_head *h, unsigned *fla
         goto out;
     }
     st = CKPT_E_NOMEM;
-    e = calloc(k.n ? k.n : 1, sizeof *e);
-    epoch = calloc(k.n ? k.n : 1, sizeof *epoch);
+    e = calloc(k.l.n ? k.l.n : 1, sizeof *e);
+    epoch = calloc(k.l.n ? k.l.n : 1, sizeof *epoch);
     if (k.nomem || !e || !epoch)
         goto out;
-    for (size_t i = 0; i < k.n; i++) {
+    for (size_t i = 0; i < k.l.n; i++) {
         struct ckpt_manifest m;
-        int commit = ckpt__is_commit_key(k.v[i]);
-        ckpt_status mst = ckpt__read_manifest(ctx, k.v[i], &m);
+        int commit = ckpt__is_commit_key(k.l.v[i]);
+        ckpt_status mst = ckpt__read_manifest(ctx, k.l.v[i], &m);
         if (mst == CKPT_OK && !commit && m.world_size > 1) {
             ckpt__manifest_free(&m); /* a part named as a checkpoint: not one */
             mst = CKPT_E_CORRUPT;
@@ -102,8 +83,8 @@ static ckpt_status scan(struct ckpt_ctx *ctx, struct ckpt_head *h, unsigned *fla
             st = mst; /* the store or memory: a scan must not guess */
             goto out;
         }
-        e[n].manifest = k.v[i];
-        k.v[i] = NULL;
+        e[n].manifest = k.l.v[i];
+        k.l.v[i] = NULL;
         e[n].step = m.step;
         e[n].seq = m.seq;
         e[n].format = commit ? CKPT_FORMAT_RANKS : m.version;
@@ -164,7 +145,7 @@ out:
             free(e[i].manifest);
     free(e);
     free(epoch);
-    keys_free(&k);
+    ckpt__strv_free(&k.l);
     return st;
 }
 
