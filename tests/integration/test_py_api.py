@@ -19,6 +19,9 @@ numpy, on file:// stores (and s3rver for a store that dies):
              nothing committed is lost), WORLD_SIZE>1 without
              torch.distributed
   NumpyOnly  a trainer that never imports torch
+  ReadmeExample  README's example as copied: stopped after a requested save
+             and resumed, it ends as a run never stopped; its last step is
+             stored; docs/python.md shows the same example
 
 Run: /usr/bin/python3 tests/integration/test_py_api.py [-v] (ctest sets
 CKPT_BUILD, CKPT_BIN, CKPT_SRC). Exits 77 (skip) without torch.
@@ -493,6 +496,90 @@ class NumpyOnly(Base):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(ref, "rb") as a, open(out, "rb") as b:
             self.assertEqual(a.read(), b.read())
+
+
+# The README's example as a user copies it: its ```python block runs as
+# written around a model, an optimizer, `steps` and train_one_step() of
+# this wrapper (argv: steps, out, request_at, crash_at). At request_at the
+# wrapper sends itself SIGUSR1 (the request signal when alone), so the
+# example's requested() saves that step; at crash_at it waits for that
+# commit and dies without a word. It prints the step it starts at.
+README_WRAPPER = r"""
+import os, re, signal, sys
+import torch
+import ckpt
+
+src = open(sys.argv[5]).read()
+snippet = re.search(r"```python\n(.*?)```", src[src.index("## Three ways in"):], re.S).group(1)
+steps, out = int(sys.argv[1]), sys.argv[2]
+request_at, crash_at = int(sys.argv[3]), int(sys.argv[4])
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def train_one_step():
+    s = globals()["step"]
+    if s == crash_at:
+        ckpt.wait()
+        os._exit(3)
+    x = torch.randn(32, 8)  # the global RNG: a resume must restore it
+    loss = (model(x) - x.sum(1, keepdim=True)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if s == request_at:
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+
+state = None
+exec(snippet.replace("for step in", "print('start', start, flush=True)\nfor step in", 1))
+with open(out, "wb") as f:
+    for p in model.parameters():
+        f.write(p.detach().numpy().tobytes())
+"""
+
+
+class ReadmeExample(Base):
+    def test_readme_example_resumes_exactly(self):
+        """README's example, copied as is: a run stopped after a requested
+        save and resumed ends with the parameters of a run never stopped
+        (the saved step is not trained twice, the RNG is restored), its
+        newest checkpoint is the last step, and running it again after the
+        end trains nothing. docs/python.md shows the same example."""
+        readme = os.path.join(U.SRC, "README.md")
+        with open(readme) as f, open(os.path.join(U.SRC, "docs", "python.md")) as g:
+            # the block past its `import ckpt` line (docs/python.md comments that one)
+            first = lambda t: t.split("```python\n", 1)[1].split("```", 1)[0].split("\n", 1)[1]  # noqa: E731,E501
+            self.assertEqual(first(f.read().split("## Three ways in", 1)[1]), first(g.read()))
+        ckpt.close()
+        script = os.path.join(self.tmp, "readme_trainer.py")
+        with open(script, "w") as f:
+            f.write(README_WRAPPER)
+
+        def life(run_name, out, request_at=-1, crash_at=-1):
+            r = subprocess.run([U.PY, script, "40", out, str(request_at), str(crash_at), readme],
+                               capture_output=True, text=True, timeout=120,
+                               env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN=run_name))
+            return r.returncode, r.stdout + r.stderr
+
+        ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
+        rc, text = life("ref", ref)
+        self.assertEqual(rc, 0, text)
+        self.assertIn("start 0", text)
+        rc, text = life("readme", out, request_at=17, crash_at=18)
+        self.assertEqual(rc, 3, text)
+        rc, text = life("readme", out)
+        self.assertEqual(rc, 0, text)
+        self.assertIn("start 18", text)
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
+        ckpt.init(store=self.store, run="readme")
+        self.assertEqual(ckpt.load()["step"], 39)  # the last step is in the store
+        ckpt.close()
+        rc, text = life("readme", out)
+        self.assertEqual(rc, 0, text)
+        self.assertIn("start 40", text)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@
     state, start = ckpt.load(), 0      # newest committed checkpoint that verifies, else None
     if state:
         model.load_state_dict(state["model"]); opt.load_state_dict(state["optim"])
-        start = state["step"]
+        torch.set_rng_state(state["rng"]); start = state["step"] + 1
     for step in range(start, steps):
         train_one_step()
-        if ckpt.requested() or step % 500 == 0:
+        if ckpt.requested() or step % 500 == 0 or step == steps - 1:
             ckpt.save(step, {"model": model.state_dict(), "optim": opt.state_dict(),
                              "step": step, "rng": torch.get_rng_state()})
     ckpt.wait()                        # the last save is committed (raises if it failed)
