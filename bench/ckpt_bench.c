@@ -336,7 +336,6 @@ int main(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "lz4 -q -f -1 '%s/all.bin' '%s/all.lz4' && sync '%s/all.lz4'",
                  dir, dir, dir);
         l4s[r] = run_cmd(cmd, NULL);
-        sync();
         snprintf(run, sizeof run, "lz4-%d", r);
         sl[r] = full_save(url, run, CKPT_CODEC_LZ4, workers, bf, n_bf, fp, n_fp, tx, n_tx, &slc[r],
                           NULL);

@@ -532,7 +532,6 @@ def train_one_step():
         os.kill(os.getpid(), signal.SIGUSR1)
 
 
-state = None
 exec(snippet.replace("for step in", "print('start', start, flush=True)\nfor step in", 1))
 with open(out, "wb") as f:
     for p in model.parameters():
@@ -547,11 +546,15 @@ class ReadmeExample(Base):
         (the saved step is not trained twice, the RNG is restored), its
         newest checkpoint is the last step, and running it again after the
         end trains nothing. docs/python.md shows the same example."""
+        def first_block(text):
+            """The first python block past its `import ckpt` line (which
+            docs/python.md comments)."""
+            return text.split("```python\n", 1)[1].split("```", 1)[0].split("\n", 1)[1]
+
         readme = os.path.join(U.SRC, "README.md")
         with open(readme) as f, open(os.path.join(U.SRC, "docs", "python.md")) as g:
-            # the block past its `import ckpt` line (docs/python.md comments that one)
-            first = lambda t: t.split("```python\n", 1)[1].split("```", 1)[0].split("\n", 1)[1]  # noqa: E731,E501
-            self.assertEqual(first(f.read().split("## Three ways in", 1)[1]), first(g.read()))
+            self.assertEqual(first_block(f.read().split("## Three ways in", 1)[1]),
+                             first_block(g.read()))
         ckpt.close()
         script = os.path.join(self.tmp, "readme_trainer.py")
         with open(script, "w") as f:
