@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
+#include "base/xxh.h"
 
 #include "core/ctx.h"
 #include "restore/deliver.h"
