@@ -27,11 +27,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ckpt_testlib as T  # noqa: E402
 import py_util as U  # noqa: E402
 
 TORCHRUN = "/usr/bin/torchrun"
@@ -60,46 +60,19 @@ def launcher(*args):
     return torchrun(TRAINER, "--ddp", "--steps", str(STEPS), "--width", WIDTH, *args)
 
 
-class Job:
-    """A process (ckptrun or torchrun) whose stderr+stdout is collected."""
+class Job(T.Proc):
+    """A process (ckptrun or torchrun) in a session of its own, its stdout
+    read with its stderr (MERGE); a torchrun job takes minutes here."""
 
     def __init__(self, argv, env, cwd):
-        self.p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                  start_new_session=True)
-        self.lines, self.cv = [], threading.Condition()
-        self.t = threading.Thread(target=self.pump, daemon=True)
-        self.t.start()
-
-    def pump(self):
-        for line in self.p.stdout:
-            with self.cv:
-                self.lines.append(line.rstrip("\n"))
-                self.cv.notify_all()
-
-    def text(self):
-        with self.cv:
-            return "\n".join(self.lines)
+        super().__init__(argv, env, cwd, program=None, stdout=T.Proc.MERGE,
+                         start_new_session=True)
 
     def wait_line(self, pattern, timeout=180):
-        rx = re.compile(pattern)
-        end = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for line in self.lines:
-                    m = rx.search(line)
-                    if m:
-                        return m
-                if time.monotonic() > end or (self.p.poll() is not None and
-                                              not self.t.is_alive()):
-                    raise AssertionError("no line %r in:\n%s" % (pattern, "\n".join(self.lines)))
-                self.cv.wait(0.1)
+        return super().wait_line(pattern, timeout)
 
     def wait(self, timeout=300):
-        rc = self.p.wait(timeout)
-        self.t.join(10)
-        self.p.stdout.close()
-        return rc
+        return super().wait(timeout)
 
 
 class Torchrun(unittest.TestCase):
