@@ -61,7 +61,9 @@
  * state (its staged copy) plus the pool: 2 x 3 x 4 MiB = 24 MiB on file://
  * with two workers; 8 x 3 x 8 MiB + 5 x 40 MiB = ~400 MiB on an object
  * store with the default 8 connections (`bench/ckpt_bench.c` measures it).
- * The pool is allocated as it is first used and kept for the next save.
+ * The pool is allocated as it is first used and kept for the next save;
+ * its buffers are mapped with huge pages where the kernel offers them
+ * (MADV_HUGEPAGE), so a buffer's resident size rounds up to 2 MiB.
  * With a cap, ckpt_save() blocks while the pool is full, until workers free
  * blocks; the stall then grows, memory does not.
  * Device regions are staged in host memory the same way (they count in

@@ -40,7 +40,8 @@ static size_t out_bound(size_t chunk)
  * kernel has them: an 8 MiB buffer first touched as 4 KiB pages is 2048
  * page faults, and on virtual machines each fault's trap costs more than
  * clearing its page (8 workers' read buffers were 90% of a save's faults).
- * Under AddressSanitizer they stay on the heap, where it sees overruns. */
+ * Under ASan and TSan they stay on the heap, where those see overruns and
+ * races. A zero length maps one page (mmap refuses zero). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define WS_HEAP 1
 #elif defined(__has_feature)
@@ -54,7 +55,7 @@ static uint8_t *buf_new(size_t len)
 #ifdef WS_HEAP
     return malloc(len);
 #else
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
 #ifdef MADV_HUGEPAGE
@@ -71,7 +72,7 @@ static void buf_free(uint8_t *p, size_t len)
     free(p);
 #else
     if (p)
-        munmap(p, len);
+        munmap(p, len ? len : 1);
 #endif
 }
 
