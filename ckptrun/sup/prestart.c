@@ -106,6 +106,8 @@ int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
     out->last_step = -1;
     out->resumed = 0;
     out->restored_step = 0;
+    out->trainer_restores = 0;
+    out->trainer_step = 0;
     st = ckpt_list(ctx, collect_steps, &ns);
     if (st != CKPT_OK) {
         log_error("cannot list checkpoints of run %s in %s: %s %s", run, store,
@@ -136,8 +138,13 @@ int prestart_restore(struct ckpt_ctx *ctx, struct record *rec, const char *run,
             rc = EXIT_UNAVAILABLE;
             goto out;
         }
-        if (m == 0)
-            continue; /* a checkpoint of memory regions: libckpt's business */
+        if (m == 0) { /* a checkpoint of memory regions: libckpt's business */
+            if (!out->trainer_restores) {
+                out->trainer_restores = 1;
+                out->trainer_step = ns.step[i];
+            }
+            continue;
+        }
         st = restore_staged(ctx, ns.step[i], dir, &got);
         if (st == CKPT_E_CORRUPT)
             bad[nbad++] = ns.step[i]; /* damaged: out of the resume order below */

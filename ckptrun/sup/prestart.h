@@ -22,6 +22,8 @@ struct prestart {
     int64_t last_step;        /* newest committed step of the run, -1 none */
     int resumed;              /* a checkpoint of files was restored */
     uint64_t restored_step;   /* ... at this step */
+    int trainer_restores;     /* the newest checkpoint holds the trainer's memory */
+    uint64_t trainer_step;    /* (libckpt, `import ckpt`): it restores it itself */
 };
 
 /* Restore into `dir` (absolute, existing) through `ctx` (fenced at our

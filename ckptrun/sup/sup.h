@@ -122,6 +122,8 @@ struct sup {
     int64_t started_ms;
     int resumed;              /* restored before start (prestart.h) */
     uint64_t restored_step;
+    int trainer_restores;     /* newer than any files: the trainer's memory */
+    uint64_t trainer_step;
 
     /* Event sources. */
     char dir[PATH_MAX];       /* CKPT_DIR, absolute */

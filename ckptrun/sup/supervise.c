@@ -175,6 +175,8 @@ static int prepare(struct sup *s, int *notices)
         s->last_step = ps.last_step;
         s->resumed = ps.resumed;
         s->restored_step = ps.restored_step;
+        s->trainer_restores = ps.trainer_restores;
+        s->trainer_step = ps.trainer_step;
     }
     if (record_start_writer(s->rec) != 0) {
         log_error("cannot start the record writer thread");
@@ -263,6 +265,12 @@ static int start_child(struct sup *s, const char *preload)
         cJSON_AddBoolToObject(f, "resumed", s->resumed);
         if (s->resumed)
             cJSON_AddNumberToObject(f, "step", (double)s->restored_step);
+        /* resumed=false said only that no files were restored; a trainer
+         * that saves its memory (libckpt, `import ckpt`) loads it itself */
+        if (s->trainer_restores) {
+            cJSON_AddStringToObject(f, "restore", "trainer");
+            cJSON_AddNumberToObject(f, "newest", (double)s->trainer_step);
+        }
     }
     sup_event(s, LOG_INFO, "start", f, 1);
     sup_report_started(s);

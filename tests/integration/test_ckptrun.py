@@ -566,6 +566,8 @@ class LinkedTrainer(Case):
         rc, _, err = self.ckptrun("--", C_TRAINER, *self.ARGS, "--out", out, "--quiet")
         self.assertEqual(rc, 0, err)
         self.assertIn("resumed=false", err)  # no file checkpoint restored by ckptrun
+        newest = max(int(m) for m in re.findall(r" commit step=(\d+) .*source=socket", p.text()))
+        self.assertIn("restore=trainer newest=%d" % newest, err)  # ... but the trainer's
         self.assertEqual(os.listdir(os.path.join(self.work, "ck")), [])
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref)
