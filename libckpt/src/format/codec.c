@@ -23,7 +23,7 @@ struct ckpt_codec_ws {
     uint8_t *out;         /* header + compressed payload */
     size_t out_cap;
     uint8_t *scratch;     /* one raw chunk, for jobs that need a staging copy */
-    void *fetch;          /* reply buffer kept between fetches (mmap) */
+    void *fetch;          /* reply buffer kept between fetches (buf_new) */
     size_t fetch_cap;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
@@ -102,8 +102,7 @@ void ckpt__codec_ws_free(struct ckpt_codec_ws *ws)
     buf_free(ws->filt, ws->chunk);
     buf_free(ws->out, ws->out_cap);
     buf_free(ws->scratch, ws->chunk);
-    if (ws->fetch)
-        munmap(ws->fetch, ws->fetch_cap);
+    buf_free(ws->fetch, ws->fetch_cap);
     ZSTD_freeCCtx(ws->cctx);
     ZSTD_freeDCtx(ws->dctx);
     free(ws);
@@ -143,19 +142,15 @@ ckpt_status ckpt__codec_ws_reserve(struct ckpt_codec_ws *ws, size_t chunk_bytes)
 
 /* One buffer per worker for replies, kept: a fresh 32 MiB malloc per range
  * would be a fresh mapping, and its page faults cost more CPU on virtual
- * machines than the copy into it. Huge pages where the kernel has them. */
+ * machines than the copy into it (buf_new: huge pages). */
 uint8_t *ckpt__codec_ws_fetch(struct ckpt_codec_ws *ws, size_t need)
 {
     if (need > ws->fetch_cap) {
         size_t cap = (need + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-        void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
+        uint8_t *p = buf_new(cap);
+        if (!p)
             return NULL;
-#ifdef MADV_HUGEPAGE
-        madvise(p, cap, MADV_HUGEPAGE);
-#endif
-        if (ws->fetch)
-            munmap(ws->fetch, ws->fetch_cap);
+        buf_free(ws->fetch, ws->fetch_cap);
         ws->fetch = p;
         ws->fetch_cap = cap;
     }
