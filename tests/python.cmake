@@ -15,6 +15,11 @@
 #                     pty, saved() answering a stop
 #   python_torchrun   tests/integration/test_py_torchrun.py: 2 ranks of DDP
 #                     with replicated model and optimizer
+#   python_example    tests/integration/test_py_example.py: the example
+#                     examples/python/train_ckpt.py as a new user runs it:
+#                     SIGTERM under ckptrun, then the printed Resume
+#                     command on a fresh HOME, identical; alone and on 2
+#                     torchrun ranks
 #   python_cuda       tests/integration/test_py_cuda.py: CUDA tensors (label
 #                     cuda; skips without a GPU)
 find_program(CKPT_PY3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
@@ -36,4 +41,5 @@ ckpt_python_test(python_ckptrun test_py_ckptrun.py 600 "integration;nosan")
 if(EXISTS /usr/bin/torchrun)
   ckpt_python_test(python_torchrun test_py_torchrun.py 900 "integration;nosan")
 endif()
+ckpt_python_test(python_example test_py_example.py 600 "integration;nosan")
 ckpt_python_test(python_cuda test_py_cuda.py 300 "cuda;nosan")

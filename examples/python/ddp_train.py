@@ -2,8 +2,10 @@
 """A deterministic DDP trainer that checkpoints the way Hugging Face's
 Trainer does in a distributed run, taking part in ckpt through ckpt_helper.
 
-    torchrun --nproc_per_node 2 ddp_train.py --steps 400 --every 100 --out final.bin
-    ckptrun --signal SIGUSR1 -- torchrun --nproc_per_node 2 ddp_train.py ...
+    torchrun --nproc_per_node 2 --redirects 1 --tee 1 ddp_train.py --steps 400 --every 100 \
+        --out final.bin
+    ckptrun --signal SIGUSR1 -- torchrun --nproc_per_node 2 --redirects 1 --tee 1 ddp_train.py ...
+    # (Debian 12's torchrun needs --redirects 1 --tee 1: docs/python.md, "Ranks")
     # several nodes: docs/multirank.md, "Several nodes"
 
 The model is replicated by DDP (every rank holds the same weights), so, as
