@@ -353,9 +353,19 @@ void sup_report_end(struct sup *s, const char *state, int rc)
     else if (strcmp(state, "preempted") == 0)
         snprintf(outcome, sizeof outcome, "stopped (%s), final checkpoint not committed: %s",
                  s->stop.reason, r->final_why[0] ? r->final_why : "it failed");
-    else if (strcmp(state, "stopped") == 0)
+    else if (strcmp(state, "stopped") == 0 && !s->stop.final_done)
         snprintf(outcome, sizeof outcome, "stopped by its user (%s)",
                  s->stop.reason[0] ? s->stop.reason : "SIGINT");
+    else if (strcmp(state, "stopped") == 0 && s->stop.final_ok)
+        /* a stop ckptrun saw (Ctrl-C on its terminal, scancel): it asked
+         * for a final checkpoint as for a preemption, and says how that went */
+        snprintf(outcome, sizeof outcome, "stopped by its user (%s), final checkpoint committed",
+                 s->stop.reason[0] ? s->stop.reason : "SIGINT");
+    else if (strcmp(state, "stopped") == 0)
+        snprintf(outcome, sizeof outcome,
+                 "stopped by its user (%s), final checkpoint not committed: %s",
+                 s->stop.reason[0] ? s->stop.reason : "SIGINT",
+                 r->final_why[0] ? r->final_why : "it failed");
     else if (strcmp(state, "lost") == 0)
         snprintf(outcome, sizeof outcome, "lost its lease: another runner has the run now");
     else

@@ -172,6 +172,8 @@ class CtrlC(PyCase):
         self.assertLess(text.index("final committed=true step=%d" % n),
                         text.index("KeyboardInterrupt"))
         self.assertIn("exit state=stopped code=130", text)
+        self.assertRegex(text, r"run: \S+ stopped by its user \(SIGINT\), final checkpoint "
+                               r"committed, exit 130: newest committed step %d\. Resume: " % n)
         self.assertEqual(self.status()["state"], "stopped")
         os.close(master)
 
