@@ -6,8 +6,9 @@
  * interface (ckpt_store.h), the HTTP transport (ckpt_http.h) and the shared
  * module (common/ckpt_common.h). Its folders, from the top down (each uses
  * only those below it; quoted includes name a path under ckptrun/):
- *   main.c, cli.c  command line (the option table: --help, man page,
- *                  completions), environment fallbacks, dispatch;
+ *   main.c, cli.c  command line (the option table and --help; cli_gen.c
+ *                  the man page and completions from it), environment
+ *                  fallbacks, dispatch;
  *                  cli_suggest.c "did you mean"; opts.c the options to a
  *                  libckpt context, exit codes (opts.h)
  *   cmd/           save, restore, ls, verify, gc, status, recover (the

@@ -59,6 +59,10 @@ struct cli_opt {
 extern const struct cli_cmd cli_cmds[CMD__COUNT];
 extern const struct cli_opt cli_opts[];
 extern const size_t cli_nopts;
+/* the sizes and durations every option takes, and the exit codes common
+ * to every subcommand: the end of --help and sections of the manual page */
+extern const char cli_conventions[];
+extern const char cli_exit_common[];
 
 /* @return the command named `s`, or -1. */
 int cli_cmd_find(const char *s);
