@@ -27,7 +27,8 @@
 
 #define N 1000
 
-static struct ckpt_ctx *open_ctx(const char *run, uint64_t epoch)
+/* A context on the run keeping `keep` checkpoints. */
+static struct ckpt_ctx *open_kept(const char *run, uint64_t epoch, unsigned keep)
 {
     struct ckpt_config cfg = CKPT_CONFIG_INIT;
     struct ckpt_ctx *ctx = NULL;
@@ -36,10 +37,15 @@ static struct ckpt_ctx *open_ctx(const char *run, uint64_t epoch)
     cfg.chunk_bytes = 64 << 10;
     cfg.codec = CKPT_CODEC_NONE;
     cfg.epoch = epoch;
-    cfg.keep = 3;
+    cfg.keep = keep;
     cfg.no_control = 1;
     assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
     return ctx;
+}
+
+static struct ckpt_ctx *open_ctx(const char *run, uint64_t epoch)
+{
+    return open_kept(run, epoch, 3);
 }
 
 /* Bytes that differ with every seed: each step has chunks of its own. */
@@ -56,9 +62,12 @@ static void fill(uint8_t *b, size_t n, uint64_t seed)
 
 /* A writer of run `run` with steps 1..n committed, item "b" holding
  * fill(step) (and "c" holding fill(100 + step) when two). */
-static struct ckpt_ctx *writer(const char *run, uint64_t epoch, uint8_t *b, uint8_t *c, uint64_t n)
+/* Steps 1..n saved on a context keeping `keep`: b (and c unless NULL)
+ * filled from each step. */
+static struct ckpt_ctx *writer_kept(const char *run, uint64_t epoch, unsigned keep, uint8_t *b,
+                                    uint8_t *c, uint64_t n)
 {
-    struct ckpt_ctx *ctx = open_ctx(run, epoch);
+    struct ckpt_ctx *ctx = open_kept(run, epoch, keep);
     assert_int_equal(ckpt_protect(ctx, "b", b, N), CKPT_OK);
     if (c)
         assert_int_equal(ckpt_protect(ctx, "c", c, N), CKPT_OK);
@@ -70,6 +79,11 @@ static struct ckpt_ctx *writer(const char *run, uint64_t epoch, uint8_t *b, uint
         assert_int_equal(ckpt_wait(ctx), CKPT_OK);
     }
     return ctx;
+}
+
+static struct ckpt_ctx *writer(const char *run, uint64_t epoch, uint8_t *b, uint8_t *c, uint64_t n)
+{
+    return writer_kept(run, epoch, 3, b, c, n);
 }
 
 /* The full key of the manifest HEAD names for `step` ("" when none). */
@@ -428,23 +442,9 @@ static void test_manifests_kept_bounded(void **state)
 {
     uint8_t b[N];
     atomic_uint gets = 0;
-    struct ckpt_config cfg = CKPT_CONFIG_INIT;
-    struct ckpt_ctx *w = NULL;
     size_t kept = 0, bytes = 0;
     (void)state;
-    cfg.store = g_url;
-    cfg.run = "bounded";
-    cfg.codec = CKPT_CODEC_NONE;
-    cfg.keep = 12;
-    cfg.no_control = 1;
-    assert_int_equal(ckpt_open(&cfg, &w), CKPT_OK);
-    assert_int_equal(ckpt_protect(w, "b", b, N), CKPT_OK);
-    for (uint64_t s = 1; s <= 12; s++) {
-        fill(b, N, s);
-        assert_int_equal(ckpt_save(w, s), CKPT_OK);
-        assert_int_equal(ckpt_wait(w), CKPT_OK);
-    }
-    ckpt_close(w);
+    ckpt_close(writer_kept("bounded", 0, 12, b, NULL, 12));
     struct ckpt_ctx *r = open_ctx("bounded", 0);
     ckpt__run_wait_loaded(&r->rs); /* read 12, oldest first: 5..12 kept */
     for (size_t i = 0; i < CKPT_MCACHE_N; i++)
