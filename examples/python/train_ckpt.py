@@ -50,6 +50,14 @@ net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 data = torch.Generator().manual_seed(1000 + rank)  # each rank its own batches
 
+
+def say(msg):
+    # one write per line: print() writes the text and its newline apart, and
+    # the ranks share the terminal
+    sys.stderr.write("train_ckpt: rank %d %s\n" % (rank, msg))
+    sys.stderr.flush()
+
+
 # The newest committed checkpoint that verifies (every rank the same step),
 # or None on a first start.
 state, start = ckpt.load(), 0
@@ -58,7 +66,7 @@ if state:
     opt.load_state_dict(state["optim"])
     data.set_state(state["data"])
     start = state["step"] + 1
-print("train_ckpt: rank %d start at step %d" % (rank, start), file=sys.stderr, flush=True)
+say("start at step %d" % start)
 
 loss = None
 for step in range(start, args.steps):
@@ -82,9 +90,8 @@ for step in range(start, args.steps):
 ckpt.wait()  # the last save is committed (raises if it failed)
 
 if rank == 0:
-    print("train_ckpt: done, %d steps%s" % (args.steps, "" if loss is None else
-                                             ", last loss %.6f" % loss.item()),
-          file=sys.stderr, flush=True)
+    say("done, %d steps%s" % (args.steps, "" if loss is None else
+                                  ", last loss %.6f" % loss.item()))
     if args.out:
         with open(args.out + ".tmp", "wb") as f:
             for p in model.parameters():

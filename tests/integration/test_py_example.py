@@ -70,7 +70,7 @@ class Example(unittest.TestCase):
                                                    out], cwd=self.tmp, env=env,
                            capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("train_ckpt: done, %s steps" % STEPS, r.stderr)
+        self.assertIn("train_ckpt: rank 0 done, %s steps" % STEPS, r.stderr)
         with open(out, "rb") as f:
             return f.read()
 
