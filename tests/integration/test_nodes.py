@@ -73,8 +73,11 @@ class Nodes(unittest.TestCase):
     def env(self, node, tag):
         work = os.path.join(self.tmp, "%s-node%d" % (tag, node))
         os.makedirs(os.path.join(work, "home"), exist_ok=True)
+        # PYTHONFAULTHANDLER: a rank that hangs is sent SIGABRT by ended()
+        # and prints every thread's Python stack first
         env = T.clean_env(drop=("PET_",), HOME=os.path.join(work, "home"), CKPT_STORE=self.store,
-                          CKPT_RUN="job", CKPT_DIR=os.path.join(work, "ck"), CKPT_NOTICE="none")
+                          CKPT_RUN="job", CKPT_DIR=os.path.join(work, "ck"), CKPT_NOTICE="none",
+                          PYTHONFAULTHANDLER="1")
         return env, work
 
     def start_job(self, tag, sleep_ms=20, extra=None):
@@ -147,6 +150,17 @@ class Nodes(unittest.TestCase):
                         wchan = "?"
                     tree.append("  %d %s (under node pid %d) waits in %s" %
                                 (pid, T.comm(pid), q.p.pid, wchan))
+            # where the ranks' Python is: faulthandler prints every thread's
+            # stack on SIGABRT (PYTHONFAULTHANDLER in env()), into the node's
+            # output (the ranks' stderr is not redirected)
+            for q in procs:
+                for pid in T.descendants(q.p.pid):
+                    if T.comm(pid).startswith("python"):
+                        try:
+                            os.kill(pid, signal.SIGABRT)
+                        except OSError:
+                            pass
+            time.sleep(3)
             self.fail("not ended within %d s; processes:\n%s\n%s" % (
                 timeout, "\n".join(tree), "".join(
                     "\n---- node %d:\n%s" % (i, q.text()) for i, q in enumerate(procs))))
