@@ -9,6 +9,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The subcommands as one shell `case` pattern: run|recover|... */
+static void cmd_pattern(FILE *f)
+{
+    for (int i = 0; i < CMD__COUNT; i++)
+        fprintf(f, "%s%s", i ? "|" : "", cli_cmds[i].name);
+}
+
 /* ---- manual page ------------------------------------------------------------------ */
 
 /* roff-escape one line of text: backslashes, hyphens (as \-, so options
@@ -177,8 +184,7 @@ static void gen_bash(FILE *f)
           "    if ((COMP_CWORD > 1)); then\n"
           "        case ${COMP_WORDS[1]} in\n"
           "            ", f);
-    for (int i = 0; i < CMD__COUNT; i++)
-        fprintf(f, "%s%s", i ? "|" : "", cli_cmds[i].name);
+    cmd_pattern(f);
     fputs(") cmd=${COMP_WORDS[1]} ;;\n"
           "        esac\n"
           "    fi\n"
@@ -278,8 +284,7 @@ static void gen_zsh(FILE *f)
           "  local cmd=run\n"
           "  case $words[2] in\n"
           "    ", f);
-    for (int i = 0; i < CMD__COUNT; i++)
-        fprintf(f, "%s%s", i ? "|" : "", cli_cmds[i].name);
+    cmd_pattern(f);
     fputs(") cmd=$words[2]; shift words; (( CURRENT-- )) ;;\n"
           "  esac\n"
           "  case $cmd in\n", f);

@@ -347,26 +347,21 @@ void sup_report_end(struct sup *s, const char *state, int rc)
                  "ended by itself (exit 0) but step %" PRIu64 " is not "
                  "in the store (%.400s)",
                  r->uncommitted_step, r->last_error[0] ? r->last_error : "not committed");
-    else if (strcmp(state, "preempted") == 0 && rc == EXIT_STOPPED_OK)
-        snprintf(outcome, sizeof outcome, "stopped (%s), final checkpoint committed",
-                 s->stop.reason);
-    else if (strcmp(state, "preempted") == 0)
-        snprintf(outcome, sizeof outcome, "stopped (%s), final checkpoint not committed: %s",
-                 s->stop.reason, r->final_why[0] ? r->final_why : "it failed");
-    else if (strcmp(state, "stopped") == 0 && !s->stop.final_done)
-        snprintf(outcome, sizeof outcome, "stopped by its user (%s)",
-                 s->stop.reason[0] ? s->stop.reason : "SIGINT");
-    else if (strcmp(state, "stopped") == 0 && s->stop.final_ok)
-        /* a stop ckptrun saw (Ctrl-C on its terminal, scancel): it asked
-         * for a final checkpoint as for a preemption, and says how that went */
-        snprintf(outcome, sizeof outcome, "stopped by its user (%s), final checkpoint committed",
-                 s->stop.reason[0] ? s->stop.reason : "SIGINT");
-    else if (strcmp(state, "stopped") == 0)
-        snprintf(outcome, sizeof outcome,
-                 "stopped by its user (%s), final checkpoint not committed: %s",
-                 s->stop.reason[0] ? s->stop.reason : "SIGINT",
-                 r->final_why[0] ? r->final_why : "it failed");
-    else if (strcmp(state, "lost") == 0)
+    else if (strcmp(state, "preempted") == 0 || strcmp(state, "stopped") == 0) {
+        /* A preemption, or a user's stop (Ctrl-C, scancel): both ask for a
+         * final checkpoint and say how it went -- but a SIGINT that reached
+         * the child without ckptrun asked for none. */
+        int user = strcmp(state, "stopped") == 0;
+        const char *who = user ? "stopped by its user" : "stopped";
+        const char *sig = s->stop.reason[0] || !user ? s->stop.reason : "SIGINT";
+        if (user && !s->stop.final_done)
+            snprintf(outcome, sizeof outcome, "%s (%s)", who, sig);
+        else if (s->stop.final_ok)
+            snprintf(outcome, sizeof outcome, "%s (%s), final checkpoint committed", who, sig);
+        else
+            snprintf(outcome, sizeof outcome, "%s (%s), final checkpoint not committed: %s", who,
+                     sig, r->final_why[0] ? r->final_why : "it failed");
+    } else if (strcmp(state, "lost") == 0)
         snprintf(outcome, sizeof outcome, "lost its lease: another runner has the run now");
     else
         snprintf(outcome, sizeof outcome, "failed");
