@@ -334,6 +334,7 @@ void sup_report_end(struct sup *s, const char *state, int rc)
     struct sup_report *r = &s->rep;
     char outcome[1024], step[48], self[PATH_MAX], cwd[PATH_MAX], *resume = NULL;
     char notes[300] = "";
+    int final_failed = 0; /* a final checkpoint was asked for and did not commit */
     cJSON *f = cJSON_CreateObject();
 
     if (s->last_step >= 0)
@@ -358,9 +359,11 @@ void sup_report_end(struct sup *s, const char *state, int rc)
             snprintf(outcome, sizeof outcome, "%s (%s)", who, sig);
         else if (s->stop.final_ok)
             snprintf(outcome, sizeof outcome, "%s (%s), final checkpoint committed", who, sig);
-        else
+        else {
+            final_failed = 1;
             snprintf(outcome, sizeof outcome, "%s (%s), final checkpoint not committed: %s", who,
                      sig, r->final_why[0] ? r->final_why : "it failed");
+        }
     } else if (strcmp(state, "lost") == 0)
         snprintf(outcome, sizeof outcome, "lost its lease: another runner has the run now");
     else
@@ -390,8 +393,8 @@ void sup_report_end(struct sup *s, const char *state, int rc)
             cJSON_AddNullToObject(f, "step");
         if (strcmp(state, "uncommitted") == 0)
             cJSON_AddNumberToObject(f, "uncommitted_step", (double)r->uncommitted_step);
-        if (r->final_why[0] && rc == EXIT_STOPPED_LOST)
-            cJSON_AddStringToObject(f, "why", r->final_why);
+        if (final_failed || (r->final_why[0] && rc == EXIT_STOPPED_LOST))
+            cJSON_AddStringToObject(f, "why", r->final_why[0] ? r->final_why : "it failed");
         if (r->failures)
             cJSON_AddNumberToObject(f, "commit_failures", (double)r->failures);
         if (r->unreachable)

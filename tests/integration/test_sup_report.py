@@ -375,6 +375,17 @@ class LastLine(Case):
                                r"committed: no request could reach the trainer .*, exit 130: "
                                r"nothing committed")
         self.assertIn("--resume-stopped", self.resume_words(line)[1])
+        # the same stop with --log-json: the result object carries the why
+        p = self.start(["--log-json", "--", PY, "-c", "import time, sys\ntry:\n print('up', "
+                        "file=sys.stderr, flush=True)\n time.sleep(30)\nexcept "
+                        "KeyboardInterrupt:\n sys.exit(1)"])
+        p.wait_line(r"^up$")
+        p.p.send_signal(signal.SIGINT)
+        self.assertEqual(p.wait(), 130, p.text())
+        r = json.loads(p.text().splitlines()[-1])
+        self.assertEqual((r["event"], r["state"], r["code"]), ("result", "stopped", 130), r)
+        self.assertRegex(r["why"], r"^no request could reach the trainer")
+        self.assertIn(r["why"], r["msg"])
 
     def test_log_json_has_one_result_event(self):
         rc, _, err = self.ckptrun("--log-json", "--", "sh", "-c", "exit 5")
