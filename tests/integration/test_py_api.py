@@ -5,7 +5,9 @@ numpy, on file:// stores (and s3rver for a store that dies):
   RoundTrip  every dtype, layouts (transposed, sliced, channels-last), views
              and tied weights that come back sharing memory, the optimizer's
              int keys, OrderedDict, RNG states, numpy arrays, bytes, small
-             values; an AdamW that resumes from load() in a fresh object
+             values; an AdamW that resumes from load() in a fresh object;
+             tensors inside pickled objects (a module, an optimizer,
+             OneCycleLR's bound method) saved as items, not in the pickle
   Semantics  save -> change -> load: the change stays, the copy is the saved
              one; save returns once copied; an unchanged state costs ~no
              bytes, a changed tensor re-protected when its storage moved;
@@ -28,7 +30,9 @@ CKPT_BUILD, CKPT_BIN, CKPT_SRC). Exits 77 (skip) without torch.
 """
 import collections
 import glob
+import json
 import os
+import pickle
 import random
 import shutil
 import subprocess
@@ -154,6 +158,69 @@ class RoundTrip(Base):
         train(m, opt, 2, seed=5)
         train(m2, opt2, 2, seed=5)
         U.same(m.state_dict(), m2.state_dict())
+
+
+    def items(self, step):
+        r = subprocess.run([U.CKPTRUN, "ls", "--store", self.store, "--run", self.run_name,
+                            "--step", str(step), "--json"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return {i["name"]: i["size"] for i in json.loads(r.stdout)}
+
+    def test_tensors_inside_pickled_objects(self):
+        # a whole module, an optimizer, and torch 1.13's OneCycleLR, whose
+        # state_dict() holds a bound method (its scheduler, optimizer and
+        # every parameter): the pickles hold the objects, the tensors are
+        # items like any other, a storage already in the state saved once
+        m, opt = model_and_opt()
+        train(m, opt, 2)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=50)
+        g = torch.Generator().manual_seed(4)
+        big = torch.randn(1 << 20, generator=g)  # 4 MiB, only inside an object
+        box = Frac(big)
+        box.again, box.view, box.arr = big, big[10:20], np.arange(4096, dtype=np.float32)
+        state = {"model": m.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
+                 "whole": m, "box": box, "step": 2}
+        ckpt.save(2, state)
+        ckpt.wait()
+        items = self.items(2)
+        # the module's parameters are the state dict's storages: no item of their own
+        self.assertFalse([n for n in items if n.startswith("whole/")], items)
+        self.assertEqual(items["box/0"], 4 << 20)
+        self.assertEqual(items["box/2"], 4096 * 4)  # box.view shares box/0's storage
+        self.assertNotIn("box/1", items)
+        # the structure holds the objects, not their bytes
+        self.assertLess(items[".ckpt/state"], 64 << 10, items)
+        self.reopen()
+        with self.assertRaises(pickle.UnpicklingError) as cm:
+            ckpt.load()
+        self.assertIn("state['sched']['anneal_func'] holds a pickled", str(cm.exception))
+        got = ckpt.load(allow_pickle=True)
+        U.same(state["model"], got["model"])
+        b = got["box"]
+        self.assertTrue(torch.equal(b.n, big))
+        self.assertIs(b.again, b.n)  # one object, one object again
+        self.assertEqual(b.view.data_ptr(), b.n[10:20].data_ptr())
+        self.assertTrue(np.array_equal(b.arr, box.arr))
+        w = got["whole"]
+        self.assertIsInstance(w[0].weight, torch.nn.Parameter)
+        self.assertTrue(w[0].weight.requires_grad)
+        # the whole module's parameters and the state dict's tensors share memory
+        self.assertEqual(w[0].weight.data_ptr(), got["model"]["0.weight"].data_ptr())
+        s2 = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=50)
+        s2.load_state_dict(got["sched"])
+        with warnings.catch_warnings():  # step() without optimizer.step(): torch warns
+            warnings.simplefilter("ignore")
+            for _ in range(3):
+                sched.step()
+                s2.step()
+        self.assertEqual(sched.get_last_lr(), s2.get_last_lr())
+        # an optimizer pickled whole: its state still keyed by its own parameters
+        ckpt.save(3, {"opt": opt, "model": m.state_dict()})
+        ckpt.wait()
+        o = ckpt.load(allow_pickle=True)["opt"]
+        ps = o.param_groups[0]["params"]
+        self.assertTrue(all(p in o.state for p in ps))
+        self.assertTrue(torch.equal(o.state[ps[0]]["exp_avg"], opt.state[m[0].weight]["exp_avg"]))
 
 
 class Semantics(Base):

@@ -11,7 +11,8 @@ arrays, bytes and small values) into
   - a structure: everything else, as JSON (docs/python.md, "Format"): the
     containers with their key types, small values inline, and where each
     tensor sits in its region (dtype, shape, strides, offset). Values of
-    other types are pickled into it; load() unpickles only a short list of
+    other types are pickled into it, the tensors and arrays they hold kept
+    out as regions (persistent ids); load() unpickles only a short list of
     harmless classes unless told to trust the store (a pickle from a store
     runs code).
 load() is one ckpt_restore_alloc(): libckpt reads the structure items first
@@ -223,16 +224,66 @@ class Flattener:
             if isinstance(v, np.generic) and not isinstance(v, np.object_):
                 return {"np": {"dtype": _descr(np, v.dtype),
                                "b": base64.b64encode(v.tobytes()).decode()}}
-        return {"P": self.pickled(v)}
+        return self.pickle_node(v, path, rep)
 
     @staticmethod
-    def pickled(v):
+    def pickled(v, pickler=None):
         try:
-            return base64.b64encode(pickle.dumps(v, protocol=4)).decode()
+            if pickler is None:
+                return base64.b64encode(pickle.dumps(v, protocol=4)).decode()
+            f = io.BytesIO()
+            pickler(f).dump(v)
+            return base64.b64encode(f.getvalue()).decode()
         except Exception as e:  # anything pickle refuses
             raise TypeError("ckpt.save: a value of type %s cannot be saved: not a tensor, "
                             "array, bytes, container or plain value, and pickle refuses it "
                             "(%s)" % (type(v).__name__, e)) from None
+
+    def pickle_node(self, v, path, rep):
+        """A value of another type, pickled -- but the tensors and arrays it
+        holds (a module, an optimizer, a scheduler's bound method, a class of
+        the user's) are kept out of the pickle as torch.save keeps storages
+        out of its own: each is a region like any tensor of the state
+        (copied in the save's one stall, deduplicated, a storage already in
+        the state saved once), named by the value's path and its number, and
+        the pickle holds only its number (a persistent id). Without them the
+        node is a plain {"P": pickle}; with them {"PT": {"p": pickle, "r":
+        [their nodes]}}."""
+        torch = sys.modules.get("torch")
+        np = sys.modules.get("numpy")
+        refs, seen, keep = [], {}, []
+        fl = self
+
+        class Pickler(pickle.Pickler):
+            def persistent_id(self, obj):
+                t = type(obj)
+                if torch is not None and (t is torch.Tensor or t is torch.nn.Parameter):
+                    if (obj.layout != torch.strided or obj.is_quantized
+                            or obj.device.type not in ("cpu", "cuda")):
+                        return None  # pickled as torch pickles it
+                elif not (np is not None and t is np.ndarray and not obj.dtype.hasobject):
+                    return None
+                i = seen.get(id(obj))
+                if i is not None:
+                    return i  # one object, one place: identity survives the load
+                where = path + [str(len(refs))]
+                try:
+                    ref = (fl.tensor_node(obj, where, rep, torch) if np is None or
+                           t is not np.ndarray else fl.array_node(obj, where, rep, np))
+                except ValueError:
+                    return None  # overlapping elements: pickled with its bytes
+                i = seen[id(obj)] = len(refs)
+                refs.append(ref)
+                keep.append(obj)  # an object made while pickling: its id stays its own
+                return i
+
+            def __init__(self, f):
+                super().__init__(f, protocol=4)
+
+        data = self.pickled(v, Pickler)
+        if not refs:
+            return {"P": data}
+        return {"PT": {"p": data, "r": refs}}
 
     # -- leaves with memory --------------------------------------------------
     def name_of(self, path):
@@ -423,14 +474,42 @@ _SAFE = {
 } | {("decimal", "Decimal"), ("fractions", "Fraction")}
 
 
-class _Restricted(pickle.Unpickler):
+class Refused(pickle.UnpicklingError):
+    """A pickle holding a class load() does not unpickle by default; path:
+    the keys down to it, filled in on the way up."""
+
+    def __init__(self, module, name):
+        super().__init__("%s.%s" % (module, name))
+        self.module, self.name, self.path = module, name, []
+
+    def message(self):
+        where = "".join("[%r]" % k for k in reversed(self.path))
+        return ("ckpt.load: state%s holds a pickled %s.%s; load() unpickles only plain "
+                "types by default, since unpickling data from a store can run any code. "
+                "Pass ckpt.load(..., allow_pickle=True) if you trust the store."
+                % (where, self.module, self.name))
+
+
+class _Unpickler(pickle.Unpickler):
+    """The pickle of a {"P"} or {"PT"} node; ref(i): the object of its
+    persistent id i (the tensors and arrays kept out of it)."""
+
+    def __init__(self, data, ref):
+        super().__init__(io.BytesIO(data))
+        self.ref = ref
+
+    def persistent_load(self, pid):
+        if self.ref is None or type(pid) is not int:
+            raise pickle.UnpicklingError("ckpt.load: a pickle refers to %r, which the "
+                                         "structure does not hold" % (pid,))
+        return self.ref(pid)
+
+
+class _Restricted(_Unpickler):
     def find_class(self, module, name):
         if (module, name) in _SAFE:
             return super().find_class(module, name)
-        raise pickle.UnpicklingError(
-            "ckpt.load: the checkpoint holds a pickled %s.%s; load() unpickles only plain "
-            "types by default, since unpickling data from a store can run any code. Pass "
-            "ckpt.load(..., allow_pickle=True) if you trust the store." % (module, name))
+        raise Refused(module, name)
 
 
 class Builder:
@@ -506,9 +585,20 @@ class Builder:
     def build(self):
         """The state, from the documents and the restored regions."""
         self.trees = self.rep.get("trees", []) if self.rep is not None else []
-        if self.own is None:
-            return self.node(self.rep["root"])
-        return self.node(self.own["root"])
+        try:
+            if self.own is None:
+                return self.node(self.rep["root"])
+            return self.node(self.own["root"])
+        except Refused as e:
+            raise pickle.UnpicklingError(e.message()) from None
+
+    def _below(self, key, make):
+        """make(), naming key in the path of a pickle it refuses."""
+        try:
+            return make()
+        except Refused as e:
+            e.path.append(key)
+            raise
 
     def node(self, n):
         if not isinstance(n, dict):
@@ -521,12 +611,13 @@ class Builder:
         if tag == "d" or tag == "od":
             out = {} if tag == "d" else collections.OrderedDict()
             for k, v in val:
-                out[self.key(k)] = self.node(v)
+                key = self.key(k)
+                out[key] = self._below(key, lambda: self.node(v))
             return out
         if tag == "l":
-            return [self.node(x) for x in val]
+            return [self._below(i, lambda: self.node(x)) for i, x in enumerate(val)]
         if tag == "t":
-            return tuple(self.node(x) for x in val)
+            return tuple(self._below(i, lambda: self.node(x)) for i, x in enumerate(val))
         if tag == "rep":
             return self.node(self.trees[int(val)])
         if tag in ("b", "ba"):
@@ -554,14 +645,27 @@ class Builder:
             import torch
             return torch.Size(val)
         if tag == "P":
-            data = base64.b64decode(val)
-            if self.allow_pickle:
-                return pickle.loads(data)
-            return _Restricted(io.BytesIO(data)).load()
+            return self._unpickle(base64.b64decode(val), None)
+        if tag == "PT":
+            if not isinstance(val, dict) or not isinstance(val.get("r"), list):
+                raise ValueError("ckpt.load: malformed structure (a pickle's references)")
+            refs, made = val["r"], {}
+
+            def ref(i):
+                if not 0 <= i < len(refs):
+                    raise pickle.UnpicklingError("ckpt.load: a pickle refers to object %d "
+                                                 "of %d" % (i, len(refs)))
+                if i not in made:
+                    made[i] = self.node(refs[i])
+                return made[i]
+            return self._unpickle(base64.b64decode(val.get("p", "")), ref)
         raise ValueError("ckpt.load: unknown structure node %r: written by a newer ckpt?" % tag)
 
     def key(self, k):
         return self.node(k) if isinstance(k, dict) else k
+
+    def _unpickle(self, data, ref):
+        return (_Unpickler if self.allow_pickle else _Restricted)(data, ref).load()
 
     def tensor(self, n):
         import torch
