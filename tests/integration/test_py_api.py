@@ -21,6 +21,10 @@ numpy, on file:// stores (and s3rver for a store that dies):
              nothing committed is lost), WORLD_SIZE>1 without
              torch.distributed
   NumpyOnly  a trainer that never imports torch
+  AloneSigterm  without ckptrun, SIGTERM to a trainer that calls requested()
+             saves, commits and dies of it (the resumed run ends as one
+             never stopped); one that never asks dies at once; a stuck one
+             exits 143 after CKPT_STOP_GRACE; a second SIGTERM ends it now
   ReadmeExample  README's example as copied: stopped after a requested save
              and resumed, it ends as a run never stopped; its last step is
              stored; docs/python.md shows the same example
@@ -34,7 +38,9 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -563,6 +569,122 @@ class NumpyOnly(Base):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(ref, "rb") as a, open(out, "rb") as b:
             self.assertEqual(a.read(), b.read())
+
+
+# A trainer alone (no ckptrun) for SIGTERM (argv: mode, out, steps): "asks"
+# calls requested() every step and saves on it (and every 20 steps),
+# "never" only saves every 20 steps, "stuck" asks once and then sleeps.
+SIGTERM_TRAINER = r"""
+import sys, time
+import torch
+import ckpt
+mode, out, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.manual_seed(0)
+w, start = torch.zeros(1000), 0
+state = ckpt.load()
+if state:
+    w.copy_(state["w"]); torch.set_rng_state(state["rng"]); start = state["step"] + 1
+print("start", start, flush=True)
+if mode == "stuck":
+    ckpt.requested()
+    print("step 30", flush=True)
+    time.sleep(120)
+for step in range(start, steps):
+    w += torch.randn(1000)
+    if (mode == "asks" and ckpt.requested()) or step % 20 == 0:
+        ckpt.save(step, {"w": w, "step": step, "rng": torch.get_rng_state()})
+    print("step", step, flush=True)
+    time.sleep(0.01)
+with open(out, "wb") as f:
+    f.write(w.numpy().tobytes())
+"""
+
+
+class AloneSigterm(Base):
+    """Without ckptrun, a SIGTERM to a trainer that asks (requested()) is a
+    stop: it saves at its next step, waits for the commit, says so and dies
+    of the SIGTERM; one that never asks dies at once; a stuck one exits 143
+    after CKPT_STOP_GRACE; a second SIGTERM ends it now, a repeat within
+    0.5 s (a launcher forwarding it) is absorbed."""
+
+    def setUp(self):
+        super().setUp()
+        ckpt.close()
+        self.script = os.path.join(self.tmp, "term_trainer.py")
+        with open(self.script, "w") as f:
+            f.write(SIGTERM_TRAINER)
+
+    def start(self, mode, out, steps=400, **env):
+        p = subprocess.Popen([U.PY, self.script, mode, out, str(steps)], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN=mode, **env))
+        for line in p.stdout:
+            if line.startswith("step ") and int(line.split()[1]) >= 30:
+                return p
+        self.fail("the trainer ended before step 30: " + p.stderr.read())
+
+    def end(self, p, timeout=60):
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, err
+
+    def newest(self, run):
+        ckpt.init(store=self.store, run=run)
+        try:
+            return ckpt.load()["step"]
+        finally:
+            ckpt.close()
+
+    def test_stop_saves_commits_and_resumes_exactly(self):
+        ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
+        r = subprocess.run([U.PY, self.script, "asks", ref, "100"], capture_output=True,
+                           text=True, timeout=120,
+                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="ref"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.start("asks", out, 100)
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)  # a launcher's forward: the same stop
+        rc, err = self.end(p)
+        self.assertEqual(rc, -signal.SIGTERM, err)  # dies of it, once saved
+        m = re.search(r"ckpt: SIGTERM: step (\d+) is committed; exiting", err)
+        self.assertTrue(m, err)
+        step = int(m.group(1))
+        self.assertGreater(step, 30)  # the stop's save, not the periodic one at 20
+        self.assertEqual(self.newest("asks"), step)
+        r = subprocess.run([U.PY, self.script, "asks", out, "100"], capture_output=True,
+                           text=True, timeout=120,
+                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="asks"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("start %d" % (step + 1), r.stdout)
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
+
+    def test_never_asks_dies_at_once(self):
+        p = self.start("never", os.path.join(self.tmp, "o"))
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        rc, err = self.end(p)
+        self.assertEqual(rc, -signal.SIGTERM, err)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertNotIn("ckpt: SIGTERM", err)
+        self.assertEqual(self.newest("never"), 20)
+
+    def test_stuck_exits_after_grace_and_second_sigterm_now(self):
+        p = self.start("stuck", os.path.join(self.tmp, "o"), CKPT_STOP_GRACE="1s")
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        rc, err = self.end(p)
+        self.assertEqual(rc, 143, err)
+        self.assertGreater(time.monotonic() - t0, 0.9)
+        self.assertIn("ckpt: SIGTERM: no ckpt.save() within 1s of it (CKPT_STOP_GRACE): "
+                      "exiting without a final checkpoint", err)
+        p = self.start("stuck", os.path.join(self.tmp, "o"))
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.8)
+        p.send_signal(signal.SIGTERM)
+        rc, err = self.end(p, timeout=10)
+        self.assertEqual(rc, -signal.SIGTERM, err)
+        self.assertIn("ckpt: a second SIGTERM: exiting now", err)
 
 
 # The README's example as a user copies it: its ```python block runs as

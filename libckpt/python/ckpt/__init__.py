@@ -41,6 +41,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 
 from . import _dist
@@ -74,6 +75,10 @@ _struct = {}          # structure item name -> its ctypes buffer
 _last_step = [None]
 _sig_pending = [False]  # the request signal came (alone: no ckptrun)
 _sigint_installed = [False]
+# SIGTERM when alone (no ckptrun): the process that installed the handler,
+# whether the trainer asks (it called requested()), when the stop came
+# (monotonic s) and whether its save began.
+_term = {"pid": 0, "polled": False, "at": None, "saving": False}
 
 
 def _error(what, st, detail=""):
@@ -250,6 +255,109 @@ def _install_request_handler():
         pass
 
 
+# ---------------------------------------------------------------- SIGTERM alone
+#
+# Without ckptrun, a SIGTERM (a spot VM's shutdown, systemd, `kill`, a
+# launcher's stop) is a stop once the trainer has shown that it asks
+# (requested() was called): requested() answers True, the save it makes is
+# waited for, and then the process dies of the SIGTERM it got, saying what
+# was committed. A process that never asks, a forked one (a data-loader
+# worker) and a second SIGTERM take the default effect at once; a repeat
+# within 0.5 s (a launcher forwarding it) is absorbed; when no save begins
+# within CKPT_STOP_GRACE (default 20 s) the process exits 143 saying so.
+# Under ckptrun, libckpt's own handler does this (docs/CONTROL.md).
+
+def _stop_grace():
+    text = os.environ.get("CKPT_STOP_GRACE", "").strip().lower()
+    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0))
+    try:
+        for suffix, scale in units:
+            if text.endswith(suffix):
+                return max(float(text[:-len(suffix)]) * scale, 0.0)
+        return max(float(text), 0.0) if text else 20.0
+    except ValueError:
+        return 20.0
+
+
+def _term_default():
+    """The SIGTERM's own effect, now (main thread: the handler's)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # delivered on return from kill; never reached
+    os._exit(128 + signal.SIGTERM)
+
+
+def _term_exit():
+    """Die of SIGTERM from any thread (signal.signal needs the main one)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if threading.current_thread() is threading.main_thread():
+        _term_default()
+    os._exit(128 + signal.SIGTERM)
+
+
+def _on_term(signum, frame):
+    now = time.monotonic()
+    if os.getpid() != _term["pid"] or not _term["polled"]:
+        _term_default()  # a trainer that never asks, or a forked process
+    if _term["at"] is not None:
+        if now - _term["at"] < 0.5:
+            return  # the same stop, forwarded by a launcher
+        sys.stderr.write("ckpt: a second SIGTERM: exiting now\n")
+        _term_exit()
+    _term["at"] = now
+    _sig_pending[0] = True
+    grace = _stop_grace()
+    if os.environ.get("RANK", "0") == "0":  # one line per job, not per rank
+        sys.stderr.write("ckpt: SIGTERM: saving at the next ckpt.requested(), then exiting "
+                         "(a second SIGTERM exits now)\n")
+    t = threading.Timer(grace, _term_watchdog, (grace,))
+    t.daemon = True
+    t.start()
+
+
+def _term_watchdog(grace):
+    if _term["saving"]:
+        return  # the stop's save began: save() ends the process after its commit
+    sys.stderr.write("ckpt: SIGTERM: no ckpt.save() within %gs of it (CKPT_STOP_GRACE): "
+                     "exiting without a final checkpoint; ckpt.load() resumes from the "
+                     "newest one committed before it\n" % grace)
+    _term_exit()
+
+
+def _install_term_handler():
+    if os.environ.get("CKPT_SOCKET") or \
+            threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_term)
+            _term["pid"] = os.getpid()
+    except (ValueError, OSError):
+        pass
+
+
+def _stop_save_done(step):
+    """After the save a SIGTERM asked for: wait for its commit, say so, die
+    of the SIGTERM."""
+    lib = L.lib()
+    with _lock:
+        st = lib.ckpt_wait(_ctx) if _ctx is not None else 0
+        detail = _errmsg(_ctx) if st else ""
+    if _coll is None or _dist.world()[0] == 0:
+        if st:
+            sys.stderr.write("ckpt: SIGTERM: the final save (step %d) failed: %s (%s): %s; "
+                             "exiting; ckpt.load() resumes from the newest checkpoint "
+                             "committed before it\n"
+                             % (step, L.text(lib.ckpt_strerror(st)),
+                                L.text(lib.ckpt_status_name(st)), detail))
+        else:
+            sys.stderr.write("ckpt: SIGTERM: step %d is committed; exiting. Run the same "
+                             "command again to resume: ckpt.load() returns step %d\n"
+                             % (step, step))
+    _term_exit()
+
+
 # ---------------------------------------------------------------- requests
 
 def _needs_context():
@@ -266,6 +374,7 @@ def requested():
     the request signal (CKPT_SIGNAL, SIGUSR1 by default) when alone. In a
     multi-rank job it is collective: every rank calls it at the same points
     and gets the same answer (any rank's request counts)."""
+    _term["polled"] = True  # a SIGTERM is now a stop (alone)
     with _lock:
         if _ctx is None and not _needs_context():
             got, _sig_pending[0] = _sig_pending[0], False
@@ -381,6 +490,11 @@ def save(step, state, replicated=()):
         if st:
             raise _error("ckpt.save(step %d)" % step, st, _errmsg(ctx))
         prev_step, _last_step[0] = _last_step[0], step
+        stop = _term["at"] is not None and not _term["saving"] and _term["pid"] == os.getpid()
+        if stop:
+            _term["saving"] = True
+    if stop:
+        _stop_save_done(step)
     if prev:
         raise _error("ckpt: the save of step %s failed in the background (step %d was taken "
                      "and is being saved)" % (prev_step, step), prev, prev_detail)
@@ -563,3 +677,4 @@ def restored_step():
 
 
 _install_request_handler()
+_install_term_handler()
