@@ -25,6 +25,8 @@ numpy, on file:// stores (and s3rver for a store that dies):
              saves, commits and dies of it (the resumed run ends as one
              never stopped); one that never asks dies at once; a stuck one
              exits 143 after CKPT_STOP_GRACE; a second SIGTERM ends it now
+  AloneException  a trainer alone that dies of an exception says which step
+             a rerun resumes from
   ReadmeExample  README's example as copied: stopped after a requested save
              and resumed, it ends as a run never stopped; its last step is
              stored; docs/python.md shows the same example
@@ -685,6 +687,37 @@ class AloneSigterm(Base):
         rc, err = self.end(p, timeout=10)
         self.assertEqual(rc, -signal.SIGTERM, err)
         self.assertIn("ckpt: a second SIGTERM: exiting now", err)
+
+
+class AloneException(Base):
+    def test_exception_says_what_resumes(self):
+        """A trainer alone that dies of an exception says, after the
+        traceback, which step a rerun resumes from (its last save, waited
+        for; else the newest in the store; else that there is none)."""
+        ckpt.close()
+        code = ("import sys, torch, ckpt\nst = ckpt.load()\nstart = st['step'] + 1 if st "
+                "else 0\nif sys.argv[1] == 'now':\n    raise MemoryError('at once')\n"
+                "for step in range(start, 100):\n    if step % 10 == 0:\n        ckpt.save("
+                "step, {'w': torch.full((4,), float(step)), 'step': step})\n    if step == "
+                "int(sys.argv[1]):\n        raise RuntimeError('out of memory (a test)')\n")
+        env = U.clean_env(CKPT_STORE=self.store, CKPT_RUN="exc")
+
+        def run(arg):
+            r = subprocess.run([U.PY, "-c", code, arg], capture_output=True, text=True,
+                               timeout=120, env=env)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            return r.stderr.strip().splitlines()[-1]
+
+        self.assertEqual(run("now"), "ckpt: the trainer ended by an exception; no checkpoint "
+                                     "is committed yet")
+        self.assertEqual(run("35"), "ckpt: the trainer ended by an exception; step 30 is "
+                                    "committed: run the same command again to resume "
+                                    "(ckpt.load() returns it)")
+        self.assertRegex(run("now"), r"; step 30 is committed")  # none of its own: the store's
+        r = subprocess.run([U.PY, "-c", code, "200"], capture_output=True, text=True,
+                           timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("ckpt:", r.stderr)  # a run that ends well says nothing
 
 
 # The README's example as a user copies it: its ```python block runs as

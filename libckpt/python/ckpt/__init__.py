@@ -158,6 +158,7 @@ def _context():
         raise _error("ckpt: cannot open the store", st, L.text(lib.ckpt_errmsg(None)))
     _ctx, _pid, _coll = out.value, os.getpid(), coll
     _install_sigint()
+    _install_excepthook()
     return _ctx
 
 
@@ -253,6 +254,51 @@ def _install_request_handler():
             signal.signal(sig, _on_request)
     except (ValueError, OSError):
         pass
+
+
+# ---------------------------------------------------------------- an abnormal end
+#
+# A trainer alone that ends with an uncaught exception (out of memory, a
+# bug, Ctrl-C) says, after the traceback, what it can resume from: its
+# last save is waited for first (atexit would wait anyway). Under ckptrun,
+# ckptrun's last line says it; with several ranks nothing is said (waiting
+# is collective, and the other ranks may be gone).
+
+_prev_excepthook = [None]
+
+
+def _excepthook(tp, val, tb):
+    (_prev_excepthook[0] or sys.__excepthook__)(tp, val, tb)
+    try:
+        _say_resume(tp)
+    except Exception:  # never hide the program's own error behind ours
+        pass
+
+
+def _say_resume(tp):
+    if _ctx is None or _pid != os.getpid() or _coll is not None:
+        return
+    lib = L.lib()
+    with _lock:
+        st = lib.ckpt_wait(_ctx) if _last_step[0] is not None else 0
+    what = "interrupted" if issubclass(tp, KeyboardInterrupt) else "ended by an exception"
+    if _last_step[0] is not None and not st:
+        newest = _last_step[0]
+    else:
+        rows = [r for r in checkpoints() if r["time"] is not None]
+        newest = rows[0]["step"] if rows else None
+    if newest is None:
+        sys.stderr.write("ckpt: the trainer %s; no checkpoint is committed yet\n" % what)
+    else:
+        sys.stderr.write("ckpt: the trainer %s; step %d is committed: run the same command "
+                         "again to resume (ckpt.load() returns it)\n" % (what, newest))
+
+
+def _install_excepthook():
+    if os.environ.get("CKPT_SOCKET") or sys.excepthook is _excepthook:
+        return
+    _prev_excepthook[0] = sys.excepthook
+    sys.excepthook = _excepthook
 
 
 # ---------------------------------------------------------------- SIGTERM alone
