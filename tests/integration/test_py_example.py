@@ -6,7 +6,9 @@ own), stopped with SIGTERM at a random moment, then resumed by running the
 machine). It must exit 75 with the final checkpoint committed, resume at the
 step after it and end with the bytes of the uninterrupted run. Once with one
 process, once under torchrun with 2 ranks (DDP, gloo) when Debian's torchrun
-is there (with --redirects 1 --tee 1: docs/python.md, "Ranks").
+is there (with --redirects 1 --tee 1: docs/python.md, "Ranks"). And the
+same alone, without ckptrun: SIGTERM to the trainer (or to torchrun) saves,
+commits and says so; the same command again resumes to the same bytes.
 
 Run: /usr/bin/python3 tests/integration/test_py_example.py [-v]
 (exits 77 without torch)."""
@@ -107,12 +109,67 @@ class Example(unittest.TestCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref, "resumed run differs (seed %d)" % SEED)
 
+    def alone_stop_then_resume(self, ranks):
+        """Without ckptrun (the docstring's first line): a SIGTERM to the
+        trainer, or to torchrun, which forwards it to its ranks, has it save
+        at its next step, commit and die of it, saying so; the same command
+        run again resumes at the step after and ends with the reference's
+        bytes."""
+        ref = self.reference(ranks)
+        out = os.path.join(self.tmp, "final.bin")
+        env = self.env("home-c")
+        env["PYTHONPATH"] = U.PYDIR
+        cmd = self.launcher(ranks) + ["train_ckpt.py", "--steps", STEPS, "--sleep-ms", "5",
+                                      "--out", out]
+        log = os.path.join(self.tmp, "alone.log")
+        with open(log, "w") as f:
+            p = subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with open(log) as f:
+                    text = f.read()
+                if all("train_ckpt: rank %d start at step 0\n" % r in text for r in range(ranks)):
+                    break
+                self.assertIsNone(p.poll(), text)
+                time.sleep(0.05)
+            time.sleep(RNG.uniform(0.3, 1.5))
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        with open(log) as f:
+            text = f.read()
+        # alone, it dies of the SIGTERM; torchrun reports its own (exit 1)
+        self.assertEqual(rc, -signal.SIGTERM if ranks == 1 else 1, text)
+        m = re.search(r"^ckpt: SIGTERM: step (\d+) is committed; exiting\. Run the same "
+                      r"command again to resume", text, re.M)
+        self.assertTrue(m, text)
+        step = int(m.group(1))
+        self.assertLess(step, int(STEPS) - 1, "stopped after the last step: " + text)
+        self.assertFalse(os.path.exists(out))
+        r = subprocess.run(cmd, cwd=self.tmp, env=env, capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rank in range(ranks):
+            self.assertIn("train_ckpt: rank %d start at step %d\n" % (rank, step + 1), r.stderr)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), ref, "resumed run differs (seed %d)" % SEED)
+
     def test_one_process(self):
         self.stop_then_resume(1)
+
+    def test_one_process_alone(self):
+        self.alone_stop_then_resume(1)
 
     @unittest.skipUnless(os.access(TORCHRUN, os.X_OK), "no /usr/bin/torchrun")
     def test_torchrun_two_ranks(self):
         self.stop_then_resume(2)
+
+    @unittest.skipUnless(os.access(TORCHRUN, os.X_OK), "no /usr/bin/torchrun")
+    def test_torchrun_two_ranks_alone(self):
+        self.alone_stop_then_resume(2)
 
 
 if __name__ == "__main__":
