@@ -292,7 +292,8 @@ struct ckpt_config {
     ckpt_log_fn log_fn;        /* NULL: CKPT_LOG to stderr, else silent */
     void *log_user;
     ckpt_log_level log_level;  /* used with log_fn; default INFO (version 0: 0 = INFO) */
-    int no_control;            /* 1: ignore CKPT_SOCKET (do not talk to ckptrun) */
+    int no_control;            /* 1: ignore CKPT_SOCKET (do not talk to ckptrun), and
+                                  install no SIGTERM handler alone (ckpt_open) */
     uint64_t epoch;            /* lease epoch recorded in manifests (CKPT_EPOCH), 0 = none */
     size_t pinned_max_bytes;   /* CUDA pinned staging pool, 0 = 64 MiB (docs/cuda.md) */
 
@@ -384,7 +385,13 @@ struct ckpt_ctx;
  * touch the store's data beyond checking it can be reached; the run is
  * created on first save. If CKPT_SOCKET is set (the program runs under
  * ckptrun) and `no_control` is not, the context connects to it and receives
- * checkpoint requests. On failure ckpt_errmsg(NULL) says why.
+ * checkpoint requests. Without ckptrun (and without `no_control`), if the
+ * program left SIGTERM at its default, a handler is installed that makes a
+ * SIGTERM a stop once the program asks (ckpt_should_save): its save is
+ * committed, then the process ends of that SIGTERM (docs/CONTROL.md,
+ * "Signals"; CKPT_STOP_GRACE, a duration, default 20s: a save must begin
+ * within it, else exit 143; 0: no handler). On failure ckpt_errmsg(NULL)
+ * says why.
  * @return CKPT_OK, CKPT_E_CONFIG (bad URL, codec, field or environment
  *         variable), CKPT_E_AUTH, CKPT_E_UNREACHABLE, CKPT_E_NOMEM,
  *         CKPT_E_INVAL (NULL out, or a config of another major version). */
@@ -524,7 +531,9 @@ CKPT_API ckpt_status ckpt_restore(struct ckpt_ctx *ctx, uint64_t *step);
 /* Cheap (one atomic load plus a clock read when an interval is set); any
  * thread. @return nonzero once a checkpoint is wanted: a request from ckptrun
  * (preemption notice, signal, periodic), or `interval_ms` elapsed since the
- * last save. Cleared by ckpt_save(). With a collective ("Ranks") it is a
+ * last save; without ckptrun, a SIGTERM once this has been called (the save
+ * that follows then waits for its commit and ends the process with that
+ * SIGTERM: docs/CONTROL.md, "Signals", Alone; CKPT_STOP_GRACE). Cleared by ckpt_save(). With a collective ("Ranks") it is a
  * collective call, on the training thread only: one all-reduce of 3
  * integers, true on every rank when any rank wants a save, and it commits a
  * global step once all its parts are durable. */

@@ -1,7 +1,8 @@
 /* test_signals.c -- libckpt under ckptrun takes SIGTERM/SIGINT that reach
  * the process directly as stops (libckpt/src/control/signals.c, control.c): a fake
  * ckptrun on a Unix socket; each case runs in a forked child, since the
- * signal's default action ends it. */
+ * signal's default action ends it. Alone (no ckptrun), SIGTERM to a
+ * trainer that asks saves, commits and then ends it. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include "test_util.h"
 #include "ckpt.h"
 #include "control/signals.h"
+#include "ckpt_common.h"
 
 static char *g_dir;
 static char g_url[700], g_sock[700];
@@ -367,6 +369,140 @@ static void test_own_handler_not_owner(void **state)
     close(lfd);
 }
 
+/* Alone (no CKPT_SOCKET): mode 0 saves when asked (every step asks), 1
+ * never asks (saves every 20 steps by itself), 2 asks once and then sleeps.
+ * It writes each step it saved to `fd` as a line once committed. */
+static pid_t alone_trainer(int mode, int fd, const char *grace)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct ckpt_config cfg = CKPT_CONFIG_INIT;
+        struct ckpt_ctx *ctx;
+        uint32_t x = 1;
+        char line[64];
+        unsetenv("CKPT_SOCKET");
+        if (grace)
+            setenv("CKPT_STOP_GRACE", grace, 1);
+        else
+            unsetenv("CKPT_STOP_GRACE");
+        cfg.store = g_url;
+        cfg.run = mode == 0 ? "alone-asks" : mode == 1 ? "alone-never" : "alone-stuck";
+        if (ckpt_open(&cfg, &ctx) != CKPT_OK)
+            _exit(2);
+        ckpt_protect(ctx, "x", &x, sizeof x);
+        if (mode == 2) {
+            ckpt_should_save(ctx);
+            if (write(fd, "up\n", 3) != 3)
+                _exit(3);
+            for (int k = 0; k < 600; k++)
+                usleep(100000); /* stuck (a signal's handler cuts one sleep short) */
+            _exit(4);
+        }
+        for (int i = 0; i < 4000; i++) {
+            x = (uint32_t)i;
+            if ((mode == 0 && ckpt_should_save(ctx)) || i % 20 == 0) {
+                ckpt_save(ctx, (uint64_t)i); /* a stop's save ends the process */
+                ckpt_wait(ctx);
+                snprintf(line, sizeof line, "%d\n", i);
+                if (write(fd, line, strlen(line)) < 0)
+                    _exit(3);
+            }
+            usleep(2000);
+        }
+        ckpt_close(ctx);
+        _exit(0);
+    }
+    return pid;
+}
+
+static uint64_t newest(const char *run)
+{
+    struct ckpt_config cfg = CKPT_CONFIG_INIT;
+    struct ckpt_ctx *ctx;
+    uint32_t x = 0;
+    uint64_t step = 0;
+    cfg.store = g_url;
+    cfg.run = run;
+    cfg.no_control = 1;
+    assert_int_equal(ckpt_open(&cfg, &ctx), CKPT_OK);
+    assert_int_equal(ckpt_protect(ctx, "x", &x, sizeof x), CKPT_OK);
+    assert_int_equal(ckpt_restore(ctx, &step), CKPT_OK);
+    assert_int_equal(x, (uint32_t)step);
+    ckpt_close(ctx);
+    return step;
+}
+
+/* Alone, a trainer that asks: the SIGTERM is a stop; its save is committed
+ * and then the process dies of the SIGTERM; the store's newest is that
+ * step, past the periodic saves. A repeat within 0.5 s is absorbed. */
+static void test_alone_sigterm_saves_then_ends(void **state)
+{
+    int fds[2], st;
+    char line[64];
+    pid_t pid;
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    pid = alone_trainer(0, fds[1], NULL);
+    close(fds[1]);
+    read_line(fds[0], line, sizeof line); /* step 0 saved: it is past ckpt_open and asks */
+    assert_string_equal(line, "0");
+    kill(pid, SIGTERM);
+    kill(pid, SIGTERM); /* a launcher forwarding the same one */
+    st = wait_exit(pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    /* the stop's save never came back to the loop: nothing after step 0 was
+     * reported, yet the store holds a later step */
+    assert_true(newest("alone-asks") > 0);
+    close(fds[0]);
+}
+
+/* Alone, a program that never asks: the SIGTERM takes its default effect
+ * at once, nothing saved for it. */
+static void test_alone_never_asks_dies(void **state)
+{
+    int fds[2], st;
+    char line[64];
+    pid_t pid;
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    pid = alone_trainer(1, fds[1], NULL);
+    close(fds[1]);
+    read_line(fds[0], line, sizeof line);
+    read_line(fds[0], line, sizeof line);
+    assert_string_equal(line, "20");
+    kill(pid, SIGTERM);
+    st = wait_exit(pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    assert_true(newest("alone-never") % 20 == 0);
+    close(fds[0]);
+}
+
+/* Alone, asked once and stuck: no save within CKPT_STOP_GRACE -> exit 143;
+ * CKPT_STOP_GRACE=0: SIGTERM keeps its default. */
+static void test_alone_stuck_exits_after_grace(void **state)
+{
+    int fds[2], st;
+    char line[64];
+    pid_t pid;
+    int64_t t0;
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    pid = alone_trainer(2, fds[1], "300ms");
+    read_line(fds[0], line, sizeof line);
+    t0 = ckpt__mono_ms();
+    kill(pid, SIGTERM);
+    st = wait_exit(pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 143);
+    assert_true(ckpt__mono_ms() - t0 >= 250);
+    pid = alone_trainer(2, fds[1], "0");
+    read_line(fds[0], line, sizeof line);
+    kill(pid, SIGTERM);
+    st = wait_exit(pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +512,9 @@ int main(void)
         cmocka_unit_test(test_program_disposition_kept),
         cmocka_unit_test(test_own_handler_asks),
         cmocka_unit_test(test_own_handler_not_owner),
+        cmocka_unit_test(test_alone_sigterm_saves_then_ends),
+        cmocka_unit_test(test_alone_never_asks_dies),
+        cmocka_unit_test(test_alone_stuck_exits_after_grace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -372,9 +372,9 @@ def _term_watchdog(grace):
 
 
 def _install_term_handler():
-    if os.environ.get("CKPT_SOCKET") or \
+    if os.environ.get("CKPT_SOCKET") or _stop_grace() == 0 or \
             threading.current_thread() is not threading.main_thread():
-        return
+        return  # under ckptrun, or CKPT_STOP_GRACE=0: SIGTERM keeps its default
     try:
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
             signal.signal(signal.SIGTERM, _on_term)

@@ -121,6 +121,8 @@ ckpt_status ckpt_open(const struct ckpt_config *cfg, struct ckpt_ctx **out)
     if (set.control_socket && ckpt__control_open(ctx, set.control_socket) != CKPT_OK)
         ckpt__log(&ctx->log, CKPT_LOG_WARN, "control",
                   "cannot connect to ckptrun at %s: running standalone", set.control_socket);
+    if (set.stop_grace_ms)
+        ckpt__signals_install_alone(ctx, set.stop_grace_ms); /* no ckptrun: signals.c */
     if (ctx->coll && (st = ckpt__ranks_open(ctx, CKPT_OK)) != CKPT_OK)
         goto fail_checked;
     ckpt__log(&ctx->log, CKPT_LOG_DEBUG, "open",
@@ -381,6 +383,7 @@ int ckpt_should_save(struct ckpt_ctx *ctx)
     int want = 0;
     if (!ctx)
         return 0;
+    ckpt__signals_polled(); /* alone, a SIGTERM is now a stop */
     if (atomic_load_explicit(&ctx->requested, memory_order_relaxed))
         want = 1;
     else if (ctx->interval_ms &&
@@ -402,6 +405,7 @@ int ckpt_take_request(struct ckpt_ctx *ctx)
     int want;
     if (!ctx)
         return 0;
+    ckpt__signals_polled();
     want = atomic_exchange(&ctx->requested, 0) != 0;
     if (!want && ctx->interval_ms &&
         ckpt__mono_ns() - ctx->last_save_mono_ns >= ctx->interval_ms * 1000000ull)
@@ -427,13 +431,22 @@ ckpt_status ckpt_report_file(struct ckpt_ctx *ctx, const char *path, uint64_t st
 
 ckpt_status ckpt_save(struct ckpt_ctx *ctx, uint64_t step)
 {
+    ckpt_status st;
     if (!ctx)
         return CKPT_E_INVAL;
     if (ctx->coll)
-        return ckpt__ranks_save(ctx, step);
-    if (ctx->ranks_store)
-        return ckpt__ranks_store_save(ctx, step);
-    return ckpt__snapshot(ctx, step);
+        st = ckpt__ranks_save(ctx, step);
+    else if (ctx->ranks_store)
+        st = ckpt__ranks_store_save(ctx, step);
+    else
+        st = ckpt__snapshot(ctx, step);
+    /* Alone, the save after a SIGTERM taken as a stop: nobody else ends
+     * the process once it is committed (under ckptrun, ckptrun does). */
+    if (st == CKPT_OK && ckpt__signals_alone_saving(ctx)) {
+        st = ckpt_wait(ctx);
+        ckpt__signals_alone_end(step, st, ckpt_errmsg(ctx), ctx->rank == 0);
+    }
+    return st;
 }
 
 ckpt_status ckpt_wait(struct ckpt_ctx *ctx)
@@ -466,6 +479,8 @@ void ckpt_close(struct ckpt_ctx *ctx)
         ckpt__flight_wait(&ctx->flight);
     if (ctx->control)
         ckpt__control_close(ctx->control);
+    else
+        ckpt__signals_uninstall(ctx); /* alone's, if this context owns them */
     ckpt__pool_stop(ctx->pool);
     ctx->pool = NULL;
     ckpt__cuda_release(ctx);

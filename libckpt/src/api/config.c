@@ -72,6 +72,7 @@ IN_SLOT(collective, 6);
 IN_SLOT(rank_flags, 7);
 
 #define DEFAULT_KEEP 3
+#define DEFAULT_STOP_GRACE_MS 20000 /* alone: a SIGTERM's save begins within it */
 #define DEFAULT_PINNED (64u << 20)
 #define MAX_WORKERS 64
 #define MAX_CONNECTIONS 256
@@ -308,6 +309,14 @@ ckpt_status ckpt__config_resolve(const struct ckpt_config *cfg_in, struct ckpt_s
         return st;
     s->store_url = cfg->store && *cfg->store ? cfg->store : env("CKPT_STORE");
     s->control_socket = cfg->no_control ? NULL : env("CKPT_SOCKET");
+    s->stop_grace_ms = 0;
+    if (!cfg->no_control && !s->control_socket) {
+        const char *v = env("CKPT_STOP_GRACE");
+        s->stop_grace_ms = DEFAULT_STOP_GRACE_MS;
+        if (v && ckpt__parse_duration_ms(v, &s->stop_grace_ms) != 0)
+            return refuse(err, "CKPT_STOP_GRACE='%s': expected a duration like 20s (0: a "
+                               "SIGTERM keeps its default effect)", v);
+    }
     return CKPT_OK;
 }
 

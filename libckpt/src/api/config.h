@@ -68,6 +68,11 @@ struct ckpt_settings {
     /* ckptrun's control socket (CKPT_SOCKET), NULL when there is none or
      * `no_control` is set; valid during ckpt_open() only */
     const char *control_socket;
+    /* alone (no ckptrun, `no_control` unset): a SIGTERM is a stop, and a
+     * save must begin within this long of it (CKPT_STOP_GRACE, default
+     * 20 s; 0: SIGTERM keeps its default). 0 under ckptrun or with
+     * `no_control`. signals.c */
+    uint64_t stop_grace_ms;
 };
 
 /* Step 1: cfg (NULL: as CKPT_CONFIG_INIT) and the environment into *out.

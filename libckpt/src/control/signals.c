@@ -23,14 +23,26 @@
  * ours); ckpt_close puts the previous action back only if ours is still the
  * one installed. One context per process owns the handlers.
  *
+ * Alone (no ckptrun: ckpt__signals_install_alone), SIGTERM only, once the
+ * program has called ckpt_should_save (it asks; a program that never does
+ * dies at once, as before): the first one is a stop as above, the save
+ * that follows (ckpt__signals_alone_saving) waits for its commit, says so
+ * on stderr and ends the process with the SIGTERM's default effect
+ * (ckpt__signals_alone_end); a watch thread exits 143 if no save begins
+ * within the grace. Nobody else would end the process after the save:
+ * under ckptrun, ckptrun does.
+ *
  * The handler is async-signal-safe: atomics, getpid, clock_gettime, write
- * to a pipe (read by the control thread, which sends the message),
- * sigaction and raise. Library threads block every signal (ckpt__thread_start),
- * so it runs on one of the program's threads.
+ * to a pipe (read by the control thread, which sends the message, or alone
+ * by the watch thread), sigaction and raise. Library threads block every
+ * signal (ckpt__thread_start), so it runs on one of the program's threads.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -60,6 +72,14 @@ static int g_installed[S_N];
 static struct sigaction g_prev[S_N];
 static int g_pipe[2] = { -1, -1 };     /* wakes the control thread */
 static int g_pipe_pid;
+/* alone (no ckptrun) */
+static atomic_int g_alone;             /* the handlers end the process themselves */
+static atomic_int g_polled;            /* the program called ckpt_should_save */
+static atomic_int g_alone_saving;      /* the stop's save began */
+static uint64_t g_grace_ms;
+static pthread_t g_watch;
+static int g_watch_on;
+static int g_quit[2] = { -1, -1 };     /* ends the watch thread */
 /* The handler's clock: ckpt__mono_ms unless a test set its own
  * (ckpt__signals_test_clock). */
 static _Atomic(ckpt__signals_clock_fn) g_clock;
@@ -79,6 +99,8 @@ static int decide(int sig, struct ckpt_ctx *ctx)
         return CKPT_SIGNAL_DEFAULT;
     if (ctx && ctx != atomic_load(&g_ctx))
         return CKPT_SIGNAL_DEFAULT; /* another context handles the stops */
+    if (atomic_load(&g_alone) && !atomic_load(&g_polled))
+        return CKPT_SIGNAL_DEFAULT; /* alone, a program that never asks */
     if (atomic_fetch_or(&g_seen, bit) & bit) {
         if (now - atomic_load(&g_when[k]) < REPEAT_MS)
             return CKPT_SIGNAL_REPEAT; /* the same stop, forwarded */
@@ -127,7 +149,7 @@ int ckpt_signal(struct ckpt_ctx *ctx, int sig)
     return r;
 }
 
-int ckpt__signals_install(struct ckpt_ctx *ctx)
+static int install(struct ckpt_ctx *ctx, int mask, int alone)
 {
     int any = 0, me = (int)getpid();
 
@@ -150,11 +172,16 @@ int ckpt__signals_install(struct ckpt_ctx *ctx)
     atomic_store(&g_stop_req, 0);
     atomic_store(&g_seen, 0);
     atomic_store(&g_report, 0);
+    atomic_store(&g_alone, alone);
+    atomic_store(&g_polled, 0);
+    atomic_store(&g_alone_saving, 0);
     atomic_store(&g_ctx, ctx);
     atomic_store(&g_owner, me);
     for (int k = 0; k < S_N; k++) {
         struct sigaction cur, sa;
         g_installed[k] = 0;
+        if (!(mask & (1 << k)))
+            continue;
         if (sigaction(g_signo[k], NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
             cur.sa_handler != SIG_DFL)
             continue; /* the program has its own (or ignores it): it decides */
@@ -170,10 +197,121 @@ int ckpt__signals_install(struct ckpt_ctx *ctx)
     if (!any) {
         atomic_store(&g_ctx, NULL);
         atomic_store(&g_owner, 0);
+        atomic_store(&g_alone, 0);
     }
 out:
     pthread_mutex_unlock(&g_mu);
     return any;
+}
+
+int ckpt__signals_install(struct ckpt_ctx *ctx)
+{
+    return install(ctx, (1 << S_TERM) | (1 << S_INT), 0);
+}
+
+/* Alone: no save began within the grace of the stop -> exit 143, saying so. */
+static void *watch_main(void *arg)
+{
+    struct pollfd p[2];
+    long long deadline = -1;
+    char buf[64];
+
+    (void)arg;
+    p[0].fd = g_pipe[0];
+    p[0].events = POLLIN;
+    p[1].fd = g_quit[0];
+    p[1].events = POLLIN;
+    for (;;) {
+        long long now = (long long)ckpt__mono_ms();
+        int timeout = deadline < 0 ? -1 : (int)(deadline > now ? deadline - now : 0);
+        if (poll(p, 2, timeout) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents)
+            break; /* ckpt_close */
+        if (p[0].revents)
+            while (read(g_pipe[0], buf, sizeof buf) > 0)
+                ;
+        if (deadline < 0 && (atomic_load(&g_seen) & (1 << S_TERM)))
+            deadline = atomic_load(&g_when[S_TERM]) + (long long)g_grace_ms;
+        if (deadline >= 0 && (long long)ckpt__mono_ms() >= deadline) {
+            if (!atomic_load(&g_alone_saving)) {
+                char msg[256];
+                int n = snprintf(msg, sizeof msg,
+                                 "ckpt: SIGTERM: no ckpt_save() within %" PRIu64 " ms of it "
+                                 "(CKPT_STOP_GRACE): exiting without a final checkpoint; the "
+                                 "newest one committed before it stays\n", g_grace_ms);
+                if (write(STDERR_FILENO, msg, (size_t)n) < 0) {
+                    /* nowhere to say it */
+                }
+                _exit(128 + SIGTERM);
+            }
+            deadline = -1;
+            p[0].fd = -1; /* the save ends the process: nothing more to watch */
+        }
+    }
+    return NULL;
+}
+
+int ckpt__signals_install_alone(struct ckpt_ctx *ctx, uint64_t grace_ms)
+{
+    if (!grace_ms || !install(ctx, 1 << S_TERM, 1))
+        return 0;
+    g_grace_ms = grace_ms;
+    if (pipe2(g_quit, O_CLOEXEC) != 0 ||
+        ckpt__thread_start(&g_watch, watch_main, NULL) != 0) {
+        if (g_quit[0] >= 0) {
+            close(g_quit[0]);
+            close(g_quit[1]);
+            g_quit[0] = g_quit[1] = -1;
+        }
+        ckpt__signals_uninstall(ctx);
+        return 0;
+    }
+    g_watch_on = 1;
+    return 1;
+}
+
+void ckpt__signals_polled(void)
+{
+    if (!atomic_load_explicit(&g_polled, memory_order_relaxed))
+        atomic_store(&g_polled, 1);
+}
+
+int ckpt__signals_alone_saving(struct ckpt_ctx *ctx)
+{
+    int zero = 0;
+    if (!atomic_load(&g_alone) || atomic_load(&g_ctx) != ctx ||
+        atomic_load(&g_owner) != (int)getpid() || !(atomic_load(&g_seen) & (1 << S_TERM)))
+        return 0;
+    return atomic_compare_exchange_strong(&g_alone_saving, &zero, 1);
+}
+
+void ckpt__signals_alone_end(uint64_t step, ckpt_status st, const char *why, int say)
+{
+    char msg[1024];
+    int n;
+    sigset_t set;
+
+    if (say) {
+        if (st == CKPT_OK)
+            n = snprintf(msg, sizeof msg, "ckpt: SIGTERM: step %" PRIu64 " is committed; "
+                         "exiting. Run the same command again to resume from it\n", step);
+        else
+            n = snprintf(msg, sizeof msg, "ckpt: SIGTERM: the final save (step %" PRIu64
+                         ") failed: %s: %s; exiting; the newest checkpoint committed before "
+                         "it stays\n", step, ckpt_strerror(st), why && *why ? why : "?");
+        if (n > (int)sizeof msg - 1)
+            n = (int)sizeof msg - 1;
+        if (write(STDERR_FILENO, msg, (size_t)n) < 0) {
+            /* nowhere to say it */
+        }
+    }
+    signal(SIGTERM, SIG_DFL);
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(SIGTERM);
+    _exit(128 + SIGTERM); /* not reached */
 }
 
 void ckpt__signals_uninstall(struct ckpt_ctx *ctx)
@@ -194,10 +332,21 @@ void ckpt__signals_uninstall(struct ckpt_ctx *ctx)
     }
     atomic_store(&g_ctx, NULL);
     atomic_store(&g_owner, 0);
+    atomic_store(&g_alone, 0);
     /* A handler that loaded the context before it was cleared is done
      * with it once g_busy drops: the context may then be freed. */
     while (atomic_load(&g_busy))
         sched_yield();
+    if (g_watch_on) {
+        if (write(g_quit[1], "q", 1) < 0) {
+            /* a pipe of one byte's need: cannot be full */
+        }
+        pthread_join(g_watch, NULL);
+        close(g_quit[0]);
+        close(g_quit[1]);
+        g_quit[0] = g_quit[1] = -1;
+        g_watch_on = 0;
+    }
 out:
     pthread_mutex_unlock(&g_mu);
 }

@@ -5,12 +5,25 @@
 
 #include <stdint.h>
 
+#include "ckpt.h"
+
 struct ckpt_ctx;
 
 /* @return 1 if a handler was installed (the program had left a signal at
  * its default). */
 int ckpt__signals_install(struct ckpt_ctx *ctx);
 void ckpt__signals_uninstall(struct ckpt_ctx *ctx); /* before ctx is freed */
+/* Alone (no ckptrun): SIGTERM only, a stop once the program asks
+ * (ckpt__signals_polled), with a save due within grace_ms (0: nothing is
+ * installed). @return 1 if installed. */
+int ckpt__signals_install_alone(struct ckpt_ctx *ctx, uint64_t grace_ms);
+void ckpt__signals_polled(void);    /* ckpt_should_save was called */
+/* Alone, a save that began after the stop's SIGTERM: @return 1 once (the
+ * caller then waits for its commit and calls ckpt__signals_alone_end). */
+int ckpt__signals_alone_saving(struct ckpt_ctx *ctx);
+/* Says how the stop's save ended (when `say`: one rank) and ends the
+ * process with SIGTERM's default effect. Never returns. */
+_Noreturn void ckpt__signals_alone_end(uint64_t step, ckpt_status st, const char *why, int say);
 int ckpt__signals_wake_fd(void);    /* readable when a report is pending, -1 none */
 /* One pending report: the signal and when it came. @return 1, or 0 none. */
 int ckpt__signals_take(int *sig, long long *when_ms);
