@@ -20,7 +20,7 @@ if(NOT CKPT_MPI_PY)
 endif()
 set(_mpi_py ${CMAKE_CURRENT_LIST_DIR}/integration/test_mpi.py)
 set(_mpi_env "CKPT_BIN=${CMAKE_BINARY_DIR}/bin;CKPT_SRC=${CMAKE_SOURCE_DIR}")
-add_test(NAME mpi_integration COMMAND ${CKPT_MPI_PY} ${_mpi_py} -v Stop RankKilled WorldSize Trials)
+add_test(NAME mpi_integration COMMAND ${CKPT_MPI_PY} ${_mpi_py} -v Stop Alone RankKilled WorldSize Trials)
 set_tests_properties(mpi_integration PROPERTIES LABELS "integration;nosan;mpi" TIMEOUT 400
   SKIP_RETURN_CODE 77 ENVIRONMENT "${_mpi_env}")
 add_test(NAME mpi_stress COMMAND ${CKPT_MPI_PY} ${_mpi_py} -v Trials)

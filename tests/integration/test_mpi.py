@@ -9,6 +9,10 @@ socket, on a file:// store.
              waits for that global commit and exits 75; a fresh machine
              resumes from it and ends byte-identical (--out: every rank's
              state) to an uninterrupted run
+  Alone      mpirun without ckptrun, SIGTERM to it: every rank saves the
+             same step, waits for its global commit and dies of the
+             SIGTERM (libckpt alone); a fresh machine resumes it and ends
+             byte-identical
   RankKilled a rank stops right after its ckpt_save() of a step (its part in
              flight, the commit impossible without it) and is SIGKILLed there
              (rank 3, then rank 0, the committer): that step never becomes
@@ -202,6 +206,44 @@ class Stop(Mpi):
         for pid in pids.values():
             self.assertFalse(alive(pid))
         # a fresh machine resumes that step on all four ranks, identical end
+        self.assertEqual(self.finish(), final)
+
+
+class Alone(Mpi):
+    def test_sigterm_to_mpirun_without_ckptrun(self):
+        """mpirun alone, SIGTERM to it (it forwards the signal to every
+        rank): each rank takes it as a stop (libckpt alone), all save the
+        same step, rank 0 says it is committed, every rank dies of it; a
+        fresh machine resumes that step and ends byte-identical."""
+        log = os.path.join(self.work, "alone.log")
+        cmd = mpirun("--steps", str(STEPS), "--sleep-ms", "5", "--every", "0",
+                     "--out", os.path.join(self.work, "out"))
+        with open(log, "w") as f:
+            p = subprocess.Popen(cmd, env=self.env, cwd=self.work, stdout=f,
+                                 stderr=subprocess.STDOUT)
+        try:
+            def at_50():
+                with open(log) as f:
+                    return "mpi_trainer: step 50 loss" in f.read()
+            wait_for(at_50, timeout=120, what="step 50")
+            p.send_signal(signal.SIGTERM)
+            p.wait(120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        with open(log) as f:
+            text = f.read()
+        m = re.findall(r"^ckpt: SIGTERM: step (\d+) is committed; exiting", text, re.M)
+        self.assertEqual(len(m), 1, text)  # said once, by rank 0
+        final = int(m[0])
+        self.assertGreater(final, 50, text)
+        # --every 0: the stop's save is the only one, and it never returns
+        # (the trainer says "saving" after ckpt_save): each rank ends in it
+        self.assertNotIn("saving step", text)
+        self.assertNotIn("mpi_trainer: done", text)
+        entries = self.ls()
+        self.assertEqual([e["step"] for e in entries], [final], entries)
+        self.assert_whole(entries, text)
         self.assertEqual(self.finish(), final)
 
 
