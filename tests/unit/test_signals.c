@@ -432,20 +432,32 @@ static uint64_t newest(const char *run)
     return step;
 }
 
+/* An alone_trainer of `mode` whose lines were read up to `want`; *rfd:
+ * the read end of its pipe (the caller closes it). */
+static pid_t alone_until(int mode, const char *grace, const char *want, int *rfd)
+{
+    int fds[2];
+    char line[64] = "";
+    pid_t pid;
+    assert_int_equal(pipe(fds), 0);
+    pid = alone_trainer(mode, fds[1], grace);
+    close(fds[1]);
+    while (strcmp(line, want) != 0)
+        read_line(fds[0], line, sizeof line);
+    *rfd = fds[0];
+    return pid;
+}
+
 /* Alone, a trainer that asks: the SIGTERM is a stop; its save is committed
  * and then the process dies of the SIGTERM; the store's newest is that
  * step, past the periodic saves. A repeat within 0.5 s is absorbed. */
 static void test_alone_sigterm_saves_then_ends(void **state)
 {
-    int fds[2], st;
-    char line[64];
+    int rfd, st;
     pid_t pid;
     (void)state;
-    assert_int_equal(pipe(fds), 0);
-    pid = alone_trainer(0, fds[1], NULL);
-    close(fds[1]);
-    read_line(fds[0], line, sizeof line); /* step 0 saved: it is past ckpt_open and asks */
-    assert_string_equal(line, "0");
+    /* step 0 saved: it is past ckpt_open and asks */
+    pid = alone_until(0, NULL, "0", &rfd);
     kill(pid, SIGTERM);
     kill(pid, SIGTERM); /* a launcher forwarding the same one */
     st = wait_exit(pid);
@@ -453,54 +465,44 @@ static void test_alone_sigterm_saves_then_ends(void **state)
     /* the stop's save never came back to the loop: nothing after step 0 was
      * reported, yet the store holds a later step */
     assert_true(newest("alone-asks") > 0);
-    close(fds[0]);
+    close(rfd);
 }
 
 /* Alone, a program that never asks: the SIGTERM takes its default effect
  * at once, nothing saved for it. */
 static void test_alone_never_asks_dies(void **state)
 {
-    int fds[2], st;
-    char line[64];
+    int rfd, st;
     pid_t pid;
     (void)state;
-    assert_int_equal(pipe(fds), 0);
-    pid = alone_trainer(1, fds[1], NULL);
-    close(fds[1]);
-    read_line(fds[0], line, sizeof line);
-    read_line(fds[0], line, sizeof line);
-    assert_string_equal(line, "20");
+    pid = alone_until(1, NULL, "20", &rfd);
     kill(pid, SIGTERM);
     st = wait_exit(pid);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
     assert_true(newest("alone-never") % 20 == 0);
-    close(fds[0]);
+    close(rfd);
 }
 
 /* Alone, asked once and stuck: no save within CKPT_STOP_GRACE -> exit 143;
  * CKPT_STOP_GRACE=0: SIGTERM keeps its default. */
 static void test_alone_stuck_exits_after_grace(void **state)
 {
-    int fds[2], st;
-    char line[64];
+    int rfd, st;
     pid_t pid;
     int64_t t0;
     (void)state;
-    assert_int_equal(pipe(fds), 0);
-    pid = alone_trainer(2, fds[1], "300ms");
-    read_line(fds[0], line, sizeof line);
+    pid = alone_until(2, "300ms", "up", &rfd);
     t0 = ckpt__mono_ms();
     kill(pid, SIGTERM);
     st = wait_exit(pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 143);
     assert_true(ckpt__mono_ms() - t0 >= 250);
-    pid = alone_trainer(2, fds[1], "0");
-    read_line(fds[0], line, sizeof line);
+    close(rfd);
+    pid = alone_until(2, "0", "up", &rfd);
     kill(pid, SIGTERM);
     st = wait_exit(pid);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
-    close(fds[0]);
-    close(fds[1]);
+    close(rfd);
 }
 
 int main(void)
