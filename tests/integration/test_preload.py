@@ -126,6 +126,29 @@ class PreloadTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("got 1", r.stdout)
 
+    def test_alone_sigterm_keeps_default(self):
+        # No ckptrun: the shim's context takes no SIGTERM as a stop (its
+        # program writes its own checkpoints; no ckpt_save would answer),
+        # even once the program asks: SIGTERM ends it at once.
+        code = ("import ctypes, sys, time\n"
+                "lib = ctypes.CDLL(None)\n"
+                "lib.ckpt_preload_ctx.restype = ctypes.c_void_p\n"
+                "assert lib.ckpt_preload_ctx()\n"
+                "lib.ckpt_preload_take_request()\n"
+                "print('ready', flush=True)\n"
+                "time.sleep(30)\n")
+        env = self.store_env()
+        del env["CKPT_SOCKET"]
+        p = subprocess.Popen([PYTHON, "-c", code], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, -signal.SIGTERM, err)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertNotIn("ckpt: SIGTERM", err)
+
     # ---------------------------------------------------------- in-process
 
     def store_env(self, **extra):

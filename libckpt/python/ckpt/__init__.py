@@ -315,14 +315,14 @@ def _install_excepthook():
 
 def _stop_grace():
     text = os.environ.get("CKPT_STOP_GRACE", "").strip().lower()
-    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0))
+    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))  # libckpt's forms
     try:
         for suffix, scale in units:
             if text.endswith(suffix):
                 return max(float(text[:-len(suffix)]) * scale, 0.0)
         return max(float(text), 0.0) if text else 20.0
     except ValueError:
-        return 20.0
+        return 20.0  # libckpt refuses it at the context's opening, naming it
 
 
 def _term_default():

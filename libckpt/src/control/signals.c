@@ -252,9 +252,16 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
+static atomic_int g_no_alone; /* the preload shim: its program saves by itself */
+
+void ckpt__signals_no_alone(void)
+{
+    atomic_store(&g_no_alone, 1);
+}
+
 int ckpt__signals_install_alone(struct ckpt_ctx *ctx, uint64_t grace_ms)
 {
-    if (!grace_ms || !install(ctx, 1 << S_TERM, 1))
+    if (!grace_ms || atomic_load(&g_no_alone) || !install(ctx, 1 << S_TERM, 1))
         return 0;
     g_grace_ms = grace_ms;
     if (pipe2(g_quit, O_CLOEXEC) != 0 ||

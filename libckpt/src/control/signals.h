@@ -18,6 +18,10 @@ void ckpt__signals_uninstall(struct ckpt_ctx *ctx); /* before ctx is freed */
  * installed). @return 1 if installed. */
 int ckpt__signals_install_alone(struct ckpt_ctx *ctx, uint64_t grace_ms);
 void ckpt__signals_polled(void);    /* ckpt_should_save was called */
+/* No alone handler in this process from now on: the preload shim's context
+ * serves a program that writes its own checkpoints (no ckpt_save would
+ * answer the stop). */
+void ckpt__signals_no_alone(void);
 /* Alone, a save that began after the stop's SIGTERM: @return 1 once (the
  * caller then waits for its commit and calls ckpt__signals_alone_end). */
 int ckpt__signals_alone_saving(struct ckpt_ctx *ctx);

@@ -22,6 +22,7 @@
 #include "core/ctx.h"
 #include "base/util.h"
 #include "ckpt_preload.h"
+#include "control/signals.h"
 #include "parts.h"
 
 static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +43,9 @@ struct ckpt_ctx *ckpt_preload_ctx(void)
          * before 0.3.0. */
         struct ckpt_config cfg = CKPT_CONFIG_INIT;
         cfg.world_size = 1;
+        /* Its program writes its own checkpoints: without ckptrun a SIGTERM
+         * keeps its default (no ckpt_save would answer it, docs/preload.md) */
+        ckpt__signals_no_alone();
         if (ckpt_open(&cfg, &ctx) != CKPT_OK)
             ctx = NULL;
     }
