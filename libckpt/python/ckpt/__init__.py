@@ -281,6 +281,10 @@ def _say_resume(tp):
     lib = L.lib()
     with _lock:
         st = lib.ckpt_wait(_ctx) if _last_step[0] is not None else 0
+        # ckpt_wait reports a failure once: said here, close() will not
+        failed = ("the save of step %s failed: %s (%s): %s; " % (
+            _last_step[0], L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
+            _errmsg(_ctx))) if st else ""
     what = "interrupted" if issubclass(tp, KeyboardInterrupt) else "ended by an exception"
     if _last_step[0] is not None and not st:
         newest = _last_step[0]
@@ -288,10 +292,11 @@ def _say_resume(tp):
         rows = [r for r in checkpoints() if r["time"] is not None]
         newest = rows[0]["step"] if rows else None
     if newest is None:
-        sys.stderr.write("ckpt: the trainer %s; no checkpoint is committed yet\n" % what)
+        sys.stderr.write("ckpt: the trainer %s; %sno checkpoint is committed yet\n"
+                         % (what, failed))
     else:
-        sys.stderr.write("ckpt: the trainer %s; step %d is committed: run the same command "
-                         "again to resume (ckpt.load() returns it)\n" % (what, newest))
+        sys.stderr.write("ckpt: the trainer %s; %sstep %d is committed: run the same command "
+                         "again to resume (ckpt.load() returns it)\n" % (what, failed, newest))
 
 
 def _install_excepthook():
