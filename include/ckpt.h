@@ -148,9 +148,9 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 4
+#define CKPT_VERSION_MINOR 5
 #define CKPT_VERSION_PATCH 0
-#define CKPT_VERSION_STRING "0.4.0"
+#define CKPT_VERSION_STRING "0.5.0"
 /* Encoded as MAJOR*10000 + MINOR*100 + PATCH; CKPT_CONFIG_INIT puts it in
  * `version` (see "Configuration" above). */
 #define CKPT_VERSION_NUMBER                                                   \
@@ -1119,6 +1119,20 @@ struct ckpt_alloc {
  *         version, or called from a callback). */
 CKPT_API ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step,
                                         const struct ckpt_alloc *a, uint64_t *restored);
+/* ckpt_restore_alloc() for a job resumed on another number of ranks than
+ * wrote the checkpoint (a spot job back on fewer or more GPUs). A
+ * checkpoint of this job's world size is restored as by
+ * ckpt_restore_alloc() (this rank's own part); one of another world size,
+ * instead of CKPT_E_WORLD, gives this rank the part rank `part` wrote --
+ * its own items as well as the replicated ones. Every rank may name the
+ * same part (part 0: its step, its counters); what was each old rank's own
+ * (a data shard's position, RNG states) is then the caller's to re-derive:
+ * the items' `part` and `world_size` (ckpt_item_info) say whose they are.
+ * One with no part `part` (fewer ranks wrote it) is CKPT_E_WORLD. Collective
+ * as ckpt_restore_alloc(). Since 0.5.0.
+ * @return as ckpt_restore_alloc(); CKPT_E_INVAL also for part > INT_MAX. */
+CKPT_API ckpt_status ckpt_restore_alloc_any(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
+                                            const struct ckpt_alloc *a, uint64_t *restored);
 
 /* Take this process's pending checkpoint request without saving: the
  * answer ckpt_should_save() would give without a collective (a request, or

@@ -17,7 +17,9 @@ wait for the commit and exit saying so; run the same command to resume.
 Everything that decides the next step is in the checkpoint -- the model,
 the optimizer's moments, the step and each rank's data generator -- so a
 resumed run ends with exactly the parameters of one never stopped (--out:
-their bytes, written by rank 0 at the end).
+their bytes, written by rank 0 at the end). Resumed on another number of
+ranks (--nproc_per_node changed), it goes on from the model and optimizer
+with a new data stream per rank.
 """
 import argparse
 import os
@@ -39,7 +41,8 @@ args = ap.parse_args()
 
 # Under torchrun (WORLD_SIZE > 1): DDP over gloo on CPU. ckpt agrees on every
 # save and load through this same torch.distributed job.
-ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+world = int(os.environ.get("WORLD_SIZE", "1"))
+ddp = world > 1
 rank = 0
 if ddp:
     import torch.distributed as dist
@@ -61,13 +64,20 @@ def say(msg):
 
 
 # The newest committed checkpoint that verifies (every rank the same step),
-# or None on a first start.
-state, start = ckpt.load(), 0
+# or None on a first start. other_world=0: one written by another number of
+# ranks (the job back on fewer or more GPUs) gives every rank the model and
+# optimizer with rank 0's step, instead of an error.
+state, start = ckpt.load(other_world=0), 0
 if state:
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optim"])
-    data.set_state(state["data"])
     start = state["step"] + 1
+    if ckpt.loaded()["world_size"] == world:
+        data.set_state(state["data"])
+    else:  # each rank's batches cannot be split anew: a new stream per rank
+        data.manual_seed(1000 + rank + 7919 * start)
+        say("the checkpoint is of %d rank(s), this job has %d: new data streams"
+            % (ckpt.loaded()["world_size"], world))
 say("start at step %d" % start)
 
 loss = None

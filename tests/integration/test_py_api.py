@@ -243,6 +243,16 @@ class Semantics(Base):
         ckpt.save(2, {"t": t})
         ckpt.wait()
         self.assertEqual(ckpt.load()["t"][0].item(), 1.0)
+        # loaded(): what the last load() returned; other_world= changes
+        # nothing at this job's world size, and is a rank
+        self.assertEqual(ckpt.loaded(), {"step": 2, "world_size": 1, "part": 0})
+        self.assertEqual(ckpt.load(step=1, other_world=3)["t"][0].item(), 0.0)
+        self.assertEqual(ckpt.loaded(), {"step": 1, "world_size": 1, "part": 0})
+        for bad in ("0", -1, True, 1.0):
+            with self.assertRaisesRegex(ValueError, "other_world is a rank"):
+                ckpt.load(other_world=bad)
+        self.reopen()
+        self.assertIsNone(ckpt.loaded())
 
     def test_dedup_and_reprotect(self):
         g = torch.Generator().manual_seed(0)

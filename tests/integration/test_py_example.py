@@ -8,7 +8,9 @@ step after it and end with the bytes of the uninterrupted run. Once with one
 process, once under torchrun with 2 ranks (DDP, gloo) when Debian's torchrun
 is there (with --redirects 1 --tee 1: docs/python.md, "Ranks"). And the
 same alone, without ckptrun: SIGTERM to the trainer (or to torchrun) saves,
-commits and says so; the same command again resumes to the same bytes.
+commits and says so; the same command again resumes to the same bytes. And
+2 ranks stopped, then recovered on a machine of one GPU (one process): it
+goes on from the model and optimizer and says the data streams are new.
 
 Run: /usr/bin/python3 tests/integration/test_py_example.py [-v]
 (exits 77 without torch)."""
@@ -159,6 +161,37 @@ class Example(unittest.TestCase):
 
     def test_one_process(self):
         self.stop_then_resume(1)
+
+    @unittest.skipUnless(os.access(TORCHRUN, os.X_OK), "no /usr/bin/torchrun")
+    def test_other_number_of_ranks(self):
+        # 2 ranks stopped under ckptrun; the new machine has one GPU: the
+        # printed command with one process instead of torchrun resumes from
+        # the model and optimizer, with a new data stream, and says so
+        p = T.Proc(["--"] + self.launcher(2) +
+                   ["train_ckpt.py", "--steps", "300", "--sleep-ms", "5"],
+                   self.env("home-a"), self.tmp, stdout=T.Proc.MERGE)
+        try:
+            for r in range(2):
+                p.wait_line(r"train_ckpt: rank %d start at step 0$" % r, timeout=120)
+            time.sleep(RNG.uniform(0.3, 1.0))
+            p.p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(120), 75, p.text())
+        finally:
+            p.kill()
+        m = re.search(r"newest committed step (\d+)\. Resume: (.*) -- (\S*torchrun .*)$",
+                      p.text(), re.M)
+        self.assertTrue(m, p.text())
+        step, recover = int(m.group(1)), m.group(2)
+        self.assertRegex(m.group(3), r"train_ckpt\.py --steps 300")
+        resume = recover + " -- " + U.PY + " train_ckpt.py --steps 300"
+        r = subprocess.run(["sh", "-c", resume], env=self.env("home-b"), cwd=self.tmp,
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("train_ckpt: rank 0 the checkpoint is of 2 rank(s), this job has 1: new "
+                      "data streams\ntrain_ckpt: rank 0 start at step %d\n" % (step + 1),
+                      r.stderr)
+        self.assertIn("every rank took rank 0's own entries ('step', 'data')", r.stderr)
+        self.assertRegex(r.stderr, r"recover: \S+ completed, exit 0: newest committed step 299")
 
     def test_one_process_alone(self):
         self.alone_stop_then_resume(1)

@@ -226,8 +226,49 @@ class Torchrun(unittest.TestCase):
         r = subprocess.run([U.PY, "-c", load], env=env, cwd=work, capture_output=True,
                            text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"ERR .*written by 2 ranks; this job has 1")
+        self.assertRegex(r.stdout, r"ERR .*written by 2 ranks; this job has 1: resume it with "
+                                   r"as many ranks, or load it with ckpt.load\(other_world=0\)")
         self.assertIn("ONE 1 True", r.stdout)
+        # other_world=k: the replicated entries with rank k's own, said once
+        load = ("import ckpt, torch\n"
+                "s = ckpt.load(other_world=1)\n"
+                "print('GOT', sorted(s), s['mine'].tolist(), torch.equal(s['w'], "
+                "torch.arange(100000.) * 2), ckpt.loaded())\n"
+                "try:\n    ckpt.load(other_world=2)\n"
+                "except ckpt.CkptError as e:\n    print('ERR', e)\n")
+        r = subprocess.run([U.PY, "-c", load], env=env, cwd=work, capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("GOT ['mine', 'w'] [1.0, 1.0, 1.0] True "
+                      "{'step': 2, 'world_size': 2, 'part': 1}", r.stdout)
+        self.assertIn("step 2 was written by 2 ranks, this job has 1: every rank took rank "
+                      "1's own entries ('mine') with the replicated ones", r.stderr)
+        self.assertRegex(r.stdout, r"ERR .*written by 2 ranks: it has no part 2")
+        # and a checkpoint of one process on two ranks: each rank takes it
+        # whole, as the first process wrote it; saved again by 2 ranks
+        one = ("import ckpt, torch\n"
+               "ckpt.save(5, {'w': torch.arange(1000.), 'step': 5})\n")
+        two = os.path.join(self.tmp, "two.py")
+        with open(two, "w") as f:
+            f.write("import torch, torch.distributed as dist, ckpt\n"
+                    "dist.init_process_group('gloo')\n"
+                    "s = ckpt.load(other_world=0)\n"
+                    "print('RANK', dist.get_rank(), s['step'], torch.equal(s['w'], "
+                    "torch.arange(1000.)), ckpt.loaded(), flush=True)\n"
+                    "ckpt.save(6, {'w': s['w'] + 1, 'step': 6}, replicated=True)\n"
+                    "ckpt.wait()\n"
+                    "dist.destroy_process_group()\n")
+        env, work = self.machine("g", "grow")
+        r = subprocess.run([U.PY, "-c", one], env=env, cwd=work, capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = self.job(torchrun(two), env, work)
+        self.assertEqual(j.wait(), 0, j.text())
+        for rank in (0, 1):
+            self.assertIn("RANK %d 5 True {'step': 5, 'world_size': 1, 'part': 0}" % rank,
+                          j.text())
+        self.assertEqual(self.ls(env, work)[0]["step"], 6)
+        self.assertEqual(self.ls(env, work)[0]["world_size"], 2)
 
     def test_exit_without_wait(self):
         # no ckpt.wait(): the exit ends the step (ckpt.close at exit), also

@@ -12,6 +12,7 @@
  *     makes every rank fall back together, passed-over steps agreed; a
  *     checkpoint of another world size, replicated items alone. */
 #include <inttypes.h>
+#include <limits.h>
 
 #define TEST_STORE_FIXTURE
 #include "test_util.h"
@@ -53,6 +54,7 @@ struct alloc_rec {
     char name[MAXG][32];
     uint8_t *ptr[MAXG];
     uint64_t size[MAXG], step[MAXG];
+    unsigned part[MAXG], world[MAXG]; /* as the item's info says */
     bool gone[MAXG];
 };
 
@@ -126,6 +128,8 @@ static ckpt_status rec_alloc(void *user, struct ckpt_alloc_req *req)
         s->ptr[s->ngiven] = req->dest[k];
         s->size[s->ngiven] = i->size;
         s->step[s->ngiven] = req->step;
+        s->part[s->ngiven] = i->part;
+        s->world[s->ngiven] = i->world_size;
         snprintf(s->name[s->ngiven++], 32, "%s", i->name);
     }
     return CKPT_OK;
@@ -264,6 +268,16 @@ static void test_alloc_restore(void **state)
     assert_int_equal(s.released, 1);
     assert_non_null(strstr(ckpt_errmsg(ctx), "told to fail"));
     rec_free(&s);
+    /* ckpt_restore_alloc_any on a checkpoint of this job's world size: as
+     * ckpt_restore_alloc, whatever part it names */
+    assert_int_equal(ckpt_restore_alloc_any(ctx, CKPT_STEP_LATEST, 7, &a, &step), CKPT_OK);
+    assert_int_equal(step, 5);
+    assert_true(rec_holds(&s, 5, "a", A_BYTES, 5));
+    assert_int_equal(s.part[given(&s, 5, "a")], 0);
+    assert_int_equal(s.world[given(&s, 5, "a")], 1);
+    rec_free(&s);
+    assert_int_equal(ckpt_restore_alloc_any(ctx, 1, (unsigned)INT_MAX + 1u, &a, NULL),
+                     CKPT_E_INVAL);
     /* usage */
     assert_int_equal(ckpt_restore_alloc(NULL, 1, &a, NULL), CKPT_E_INVAL);
     assert_int_equal(ckpt_restore_alloc(ctx, 1, NULL, NULL), CKPT_E_INVAL);
@@ -507,6 +521,36 @@ static void test_alloc_ranks(void **state)
     assert_int_equal(ckpt_restore_alloc(ctx, 1, &a, &step), CKPT_OK);
     assert_true(rec_holds(&s, 1, "rep", REP_BYTES, 1));
     assert_int_equal(s.ngiven, 1);
+    rec_free(&s);
+    /* ... or, with ckpt_restore_alloc_any, the part of the rank it names:
+     * rank 1's own items of step 1 with the replicated ones */
+    assert_int_equal(ckpt_restore_alloc_any(ctx, 1, 1, &a, &step), CKPT_OK);
+    assert_int_equal(step, 1);
+    assert_true(rec_holds(&s, 1, "own", OWN_BYTES, 101));
+    assert_true(rec_holds(&s, 1, "rep", REP_BYTES, 1));
+    assert_int_equal(s.part[given(&s, 1, "own")], 1);
+    assert_int_equal(s.world[given(&s, 1, "own")], 2);
+    assert_int_equal(s.part[given(&s, 1, "rep")], 0);
+    rec_free(&s);
+    /* the newest as part 0: step 3 (no index: this caller takes it), whose
+     * own item is rank 0's as at step 2 */
+    assert_int_equal(ckpt_restore_alloc_any(ctx, CKPT_STEP_LATEST, 0, &a, &step), CKPT_OK);
+    assert_int_equal(step, 3);
+    assert_true(rec_holds(&s, 3, "own", OWN_BYTES, 200));
+    assert_true(rec_holds(&s, 3, "rep", REP_BYTES, 2));
+    rec_free(&s);
+    /* as part 1: rank 1's own chunk of steps 2 and 3 is gone, so the
+     * restore falls back past both to step 1, saying so */
+    assert_int_equal(ckpt_restore_alloc_any(ctx, CKPT_STEP_LATEST, 1, &a, &step), CKPT_OK);
+    assert_int_equal(step, 1);
+    assert_true(rec_holds(&s, 1, "own", OWN_BYTES, 101));
+    assert_non_null(strstr(ckpt_errmsg(ctx), "instead of the newer step"));
+    assert_int_equal(s.released, s.ngiven - 3); /* steps 3 and 2 handed back */
+    rec_free(&s);
+    /* a part that was never written: refused, naming both sizes */
+    assert_int_equal(ckpt_restore_alloc_any(ctx, 1, 2, &a, &step), CKPT_E_WORLD);
+    assert_non_null(strstr(ckpt_errmsg(ctx), "written by 2 ranks: it has no part 2 (this job has 1 rank)"));
+    assert_int_equal(s.released, s.ngiven);
     rec_free(&s);
     ckpt_close(ctx);
 }

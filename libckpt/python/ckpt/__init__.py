@@ -50,9 +50,9 @@ from ._state import (Builder, Flattener, Misfit, Region, STATE_ITEM, STATE_REP_I
                      encode)
 
 __all__ = ["save", "load", "requested", "wait", "init", "close", "saved", "checkpoint_dir",
-           "restored_step", "checkpoints", "CkptError"]
+           "restored_step", "checkpoints", "loaded", "CkptError"]
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 
 class CkptError(RuntimeError):
@@ -183,6 +183,7 @@ def close():
         _protected.clear()
         _struct.clear()
         _coll = None
+        _loaded[0] = None
 
 
 atexit.register(close)
@@ -570,6 +571,8 @@ class _Loader:
         self.docs = {}       # structure item -> (buffer, size) of the step tried
         self.builder = None  # of the step tried last
         self.step = None
+        self.world = None    # the ranks that wrote the step tried last
+        self.part = None     # whose own entries it holds
         self.error = None    # an exception of ours: raised once libckpt returns
         self._names = (ctypes.c_char_p * 2)(STATE_ITEM.encode(), STATE_REP_ITEM.encode())
         self._alloc_fn = L.ALLOC_FN(self._alloc)
@@ -588,6 +591,8 @@ class _Loader:
             names = [i.name.decode("utf-8", "surrogateescape") for i in items]
             if req.round == 0:
                 self.docs, self.builder, self.step = {}, None, req.step
+                self.world = req.world_size or 1
+                self.part = next((i.part for i in items if not i.replicated), 0)
                 for k, i in enumerate(items):
                     buf = (ctypes.c_char * max(i.size, 1))()
                     self.docs[names[k]] = (buf, i.size)
@@ -620,7 +625,10 @@ class _Loader:
             self.held.pop(dest[k], None)
 
 
-def load(step=None, map_location=None, allow_pickle=False):
+_loaded = [None]  # what the last load() returned: loaded()
+
+
+def load(step=None, map_location=None, allow_pickle=False, other_world=None):
     """@return the state of the newest committed checkpoint that save()
     wrote and that verifies (or of `step`), rebuilt with new tensors and
     arrays, or None when the run has none. The structure and every tensor
@@ -636,29 +644,70 @@ def load(step=None, map_location=None, allow_pickle=False):
     unpickling runs code); by default only plain classes are.
 
     In a multi-rank job it is collective: every rank gets its own part and
-    the replicated items. Raises CkptError (a store error, a checkpoint of
-    another world size naming both sizes, no checkpoint at `step`)."""
+    the replicated items.
+    other_world: for a checkpoint written by another number of ranks than
+    this job has (a spot job back on fewer or more GPUs). None refuses it;
+    an int k gives every rank the replicated entries and rank k's own ones
+    (0: its step and counters); what was each old rank's own (its data
+    shard's position, its RNG) is the trainer's to re-derive, knowing from
+    loaded() that the world changed. A checkpoint of this job's world size
+    is loaded as without it. Raises CkptError (a store error, a checkpoint
+    of another world size naming both sizes, no checkpoint at `step`)."""
+    if other_world is not None and (type(other_world) is not int or other_world < 0):
+        raise ValueError("ckpt.load: other_world is a rank (an int >= 0) or None, not %r"
+                         % (other_world,))
     with _lock:
         ctx = _context()
         lib = L.lib()
         want = L.STEP_LATEST if step is None else _step_arg(step)
         ld = _Loader(map_location, allow_pickle)
         got = ctypes.c_uint64(0)
-        st = lib.ckpt_restore_alloc(ctx, want, ctypes.byref(ld.ops), ctypes.byref(got))
+        if other_world is None:
+            st = lib.ckpt_restore_alloc(ctx, want, ctypes.byref(ld.ops), ctypes.byref(got))
+        else:
+            st = lib.ckpt_restore_alloc_any(ctx, want, other_world, ctypes.byref(ld.ops),
+                                            ctypes.byref(got))
         if ld.error is not None:
             raise ld.error
         if st == L.E_NOENT and step is None:
+            _loaded[0] = None
             return None
         if st:
+            detail = _errmsg(ctx)
+            cut = detail.find(": resume it with")
+            if st == L.E_WORLD and other_world is None and cut > 0:
+                # libckpt's advice is for C's protected items; this is Python's
+                detail = (detail[:cut] + ": resume it with as many ranks, or load it with "
+                          "ckpt.load(other_world=0): every rank then takes rank 0's own "
+                          "entries with the replicated ones (docs/python.md, \"Another "
+                          "number of ranks\")")
             raise _error("ckpt.load" + ("" if step is None else "(step=%d)" % step), st,
-                         _errmsg(ctx))
+                         detail)
         note = _errmsg(ctx)  # after a fallback: which newer step, and why
         if note:
             warnings.warn("ckpt.load: " + note, stacklevel=2)
         if ld.builder is None or ld.step != got.value:
             raise CkptError("ckpt.load: libckpt restored step %d, the structure read was "
                             "step %s" % (got.value, ld.step), L.E_INTERNAL, "CKPT_E_INTERNAL")
-        return ld.builder.build()
+        state = ld.builder.build()
+        rank, size, _ = _dist.world()
+        _loaded[0] = {"step": got.value, "world_size": ld.world, "part": ld.part}
+        if ld.world != max(size, 1) and rank == 0:
+            own = ld.builder.own_keys()
+            warnings.warn("ckpt.load: step %d was written by %d rank%s, this job has %d: %s"
+                          % (got.value, ld.world, "" if ld.world == 1 else "s", max(size, 1),
+                             "every rank took rank %d's own entries (%s) with the replicated "
+                             "ones" % (ld.part, ", ".join(own)) if own else "its entries are all "
+                             "replicated"), stacklevel=2)
+        return state
+
+
+def loaded():
+    """@return what the last load() returned, as a dict: step, world_size
+    (the ranks that wrote it: another than this job's after
+    load(other_world=k)) and part (the rank whose own entries it held: this
+    rank's, or k); None before any load() or when it found none."""
+    return None if _loaded[0] is None else dict(_loaded[0])
 
 
 def checkpoints():

@@ -1,7 +1,7 @@
 """ckpt._lib -- libckpt.so through ctypes: finding it, the prototypes of the
 ckpt.h functions the package calls, and the structs it passes.
 
-Every declaration here mirrors include/ckpt.h (0.4.0); nothing else
+Every declaration here mirrors include/ckpt.h (0.5.0); nothing else
 of libckpt is used. The library is loaded at the first call that needs it,
 never at import.
 """
@@ -19,6 +19,7 @@ E_SIZE = 6
 E_UNSUPPORTED = 13
 E_MISMATCH = 20
 E_INTERNAL = 21
+E_WORLD = 24
 STEP_LATEST = (1 << 64) - 1
 
 ELEM_BYTES, ELEM_F16, ELEM_F32, ELEM_E2, ELEM_E4 = 0, 1, 2, 3, 4
@@ -26,7 +27,7 @@ REGION_REPLICATED, REGION_DEVICE = 1, 2
 SIGNAL_DEFAULT, SIGNAL_STOP, SIGNAL_REPEAT = 0, 1, 2
 REDUCE_MAX, REDUCE_MIN, REDUCE_SUM = 0, 1, 2
 COLLECTIVE_VERSION = 1
-NEED_VERSION = 400  # 0.4.0: ckpt_protect_region, ckpt_restore_alloc, ...
+NEED_VERSION = 500  # 0.5.0: ckpt_restore_alloc_any; 0.4.0: ckpt_protect_region, ...
 ALLOC_VERSION = 1
 
 c_u64 = ctypes.c_uint64
@@ -137,6 +138,8 @@ _PROTOS = {
     "ckpt_request": (None, [c_vp, ctypes.c_int]),
     "ckpt_restore_alloc": (ctypes.c_int, [c_vp, c_u64, ctypes.POINTER(Alloc),
                                           ctypes.POINTER(c_u64)]),
+    "ckpt_restore_alloc_any": (ctypes.c_int, [c_vp, c_u64, ctypes.c_uint, ctypes.POINTER(Alloc),
+                                              ctypes.POINTER(c_u64)]),
     "ckpt_report_file": (ctypes.c_int, [c_vp, ctypes.c_char_p, c_u64]),
     "ckpt_list": (ctypes.c_int, [c_vp, LIST_FN, c_vp]),
     "ckpt_signal": (ctypes.c_int, [c_vp, ctypes.c_int]),
@@ -198,12 +201,12 @@ def lib():
                 fn = getattr(handle, name)
             except AttributeError:
                 raise LibraryError("ckpt: %s has no %s: libckpt %s is older than this package "
-                                   "(needs 0.4.0)" % (handle._name, name, _version(handle)))
+                                   "(needs 0.5.0)" % (handle._name, name, _version(handle)))
             fn.restype = res
             fn.argtypes = args
         if handle.ckpt_version_number() < NEED_VERSION or \
                 handle.ckpt_version_number() // 10000 != NEED_VERSION // 10000:
-            raise LibraryError("ckpt: %s is libckpt %s; this package needs 0.4.x" %
+            raise LibraryError("ckpt: %s is libckpt %s; this package needs 0.5.x" %
                                (handle._name, handle.ckpt_version_string().decode()))
         _lib = handle
         return _lib

@@ -582,6 +582,19 @@ class Builder:
         self.bufs[name] = (base, desc)
         return base, (ptr if nbytes else 0)
 
+    def own_keys(self):
+        """The top-level keys of the entries that are a rank's own (not
+        replicated), as a list of their reprs; [] when all are replicated."""
+        if self.own is None:
+            return []
+        root = self.own.get("root")
+        if isinstance(root, dict) and len(root) == 1:
+            (tag, val), = root.items()
+            if tag in ("d", "od") and isinstance(val, list):
+                return [repr(self.key(k)) for k, v in val
+                        if not (isinstance(v, dict) and "rep" in v)]
+        return ["(the whole state)"]
+
     def build(self):
         """The state, from the documents and the restored regions."""
         self.trees = self.rep.get("trees", []) if self.rep is not None else []

@@ -10,6 +10,7 @@
  * up (with ranks, the agreement that follows a rank's own check decides),
  * and only then is it handed back through release(). */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +109,8 @@ static ckpt_status ask(struct ckpt_ctx *ctx, struct alloc_into *in, const struct
                           req.msg[0] ? req.msg : ckpt_strerror(st), ckpt_status_name(st));
         goto out;
     }
-    if (world == ctx->world_size)
-        goto out;
+    if (world == ctx->world_size || in->base.other_part >= 0)
+        goto out; /* the same world, or the caller takes another's part */
     for (size_t j = 0; j < k; j++) {
         if (req.dest[j] && !m->items[idx[j]].replicated) {
             ckpt__set_ctx_err(ctx,
@@ -201,8 +202,8 @@ out:
     return st;
 }
 
-ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step, const struct ckpt_alloc *a,
-                               uint64_t *restored)
+static ckpt_status restore_alloc(struct ckpt_ctx *ctx, uint64_t step, int part,
+                                 const struct ckpt_alloc *a, uint64_t *restored)
 {
     struct alloc_into in;
     ckpt_status st;
@@ -220,6 +221,7 @@ ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step, const struct
     in.base.prepare = into_prepare;
     in.base.fell_back = into_fell_back;
     in.base.dest = into_dest;
+    in.base.other_part = part;
     in.a = a;
     ctx->into = &in.base;
     if (ctx->coll && ctx->world_size > 1)
@@ -238,4 +240,18 @@ ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step, const struct
                           "(holding '%s'); %zu passed over",
                           ctx->run, a->index[0], in.skipped);
     return st;
+}
+
+ckpt_status ckpt_restore_alloc(struct ckpt_ctx *ctx, uint64_t step, const struct ckpt_alloc *a,
+                               uint64_t *restored)
+{
+    return restore_alloc(ctx, step, -1, a, restored);
+}
+
+ckpt_status ckpt_restore_alloc_any(struct ckpt_ctx *ctx, uint64_t step, unsigned part,
+                                   const struct ckpt_alloc *a, uint64_t *restored)
+{
+    if (part > INT_MAX)
+        return CKPT_E_INVAL;
+    return restore_alloc(ctx, step, (int)part, a, restored);
 }

@@ -324,15 +324,13 @@ static int all_replicated(const struct ckpt_ctx *ctx)
     return any;
 }
 
-ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
-                                unsigned view, bool any_world, const char *dir,
-                                struct ckpt_manifest *m, enum ckpt__misfit *why)
+/* The manifest of e as rank `view` sees it, into *m: one part of a
+ * multi-rank checkpoint named without its commit record is
+ * CKPT_E_UNSUPPORTED, a missing one CKPT_E_CORRUPT. */
+static ckpt_status read_view(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e, unsigned view,
+                             struct ckpt_manifest *m)
 {
-    ckpt_status st;
-    unsigned world;
-
-    *why = CKPT__FIT;
-    st = ckpt__read_manifest_view(ctx, e->manifest, view, m);
+    ckpt_status st = ckpt__read_manifest_view(ctx, e->manifest, view, m);
     if (st == CKPT_OK && m->world_size != 1 && !m->nparts) {
         ckpt__set_ctx_err(ctx,
                           "step %" PRIu64 " is one part of a %u-rank checkpoint, named "
@@ -346,9 +344,41 @@ ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_ent
                           ckpt__errmsg(ctx));
         st = CKPT_E_CORRUPT;
     }
+    return st;
+}
+
+ckpt_status ckpt__restore_check(struct ckpt_ctx *ctx, const struct ckpt_head_entry *e,
+                                unsigned view, bool any_world, const char *dir,
+                                struct ckpt_manifest *m, enum ckpt__misfit *why)
+{
+    ckpt_status st;
+    unsigned world;
+
+    *why = CKPT__FIT;
+    st = read_view(ctx, e, view, m);
     if (st)
         return st;
     world = m->world_size ? m->world_size : 1;
+    if (!any_world && !dir && ctx->into && ctx->into->other_part >= 0 &&
+        world != ctx->world_size) {
+        /* another world size, read as the part the caller asked for */
+        unsigned part = (unsigned)ctx->into->other_part;
+        if (part >= world) {
+            ckpt__set_ctx_err(ctx,
+                              "checkpoint step %" PRIu64 " was written by %u rank%s: it has "
+                              "no part %u (this job has %u rank%s)",
+                              m->step, world, world == 1 ? "" : "s", part, ctx->world_size,
+                              ctx->world_size == 1 ? "" : "s");
+            ckpt__manifest_free(m);
+            return CKPT_E_WORLD;
+        }
+        if (m->rank != part) {
+            ckpt__manifest_free(m);
+            st = read_view(ctx, e, part, m);
+            if (st)
+                return st;
+        }
+    }
     if (any_world && view >= world) {
         ckpt__set_ctx_err(ctx, "checkpoint step %" PRIu64 " has %u part%s: no part %u", m->step,
                           world, world == 1 ? "" : "s", view);

@@ -47,6 +47,10 @@ struct ckpt_into {
     /* Where item i of the manifest prepared goes (NULL: nowhere, or
      * written already). */
     uint8_t *(*dest)(const struct ckpt_into *in, size_t i);
+    /* >= 0 (ckpt_restore_alloc_any): a checkpoint of another world size
+     * than the job's is read as this part sees it, its own items allowed;
+     * -1: refused as for ckpt_restore(). */
+    int other_part;
 };
 
 /* Restore HEAD entry e as rank `view` sees it, into dir or (NULL) the
