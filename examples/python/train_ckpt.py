@@ -11,8 +11,9 @@ Alone, with torchrun, and under ckptrun (notices, leases, recovery):
 
 Stopped (SIGTERM, Ctrl-C, a cloud notice), ckptrun has the trainer save at
 its next step, commits, exits 75 and prints the command that resumes it.
-Alone (with or without torchrun), a SIGTERM has it save at its next step,
-wait for the commit and exit saying so; run the same command to resume.
+Alone (with or without torchrun), a SIGTERM or Ctrl-C has it save at its
+next step, wait for the commit and stop saying so; run the same command to
+resume.
 
 Everything that decides the next step is in the checkpoint -- the model,
 the optimizer's moments, the step and each rank's data generator -- so a

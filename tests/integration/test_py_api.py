@@ -612,12 +612,8 @@ with open(out, "wb") as f:
 """
 
 
-class AloneSigterm(Base):
-    """Without ckptrun, a SIGTERM to a trainer that asks (requested()) is a
-    stop: it saves at its next step, waits for the commit, says so and dies
-    of the SIGTERM; one that never asks dies at once; a stuck one exits 143
-    after CKPT_STOP_GRACE; a second SIGTERM ends it now, a repeat within
-    0.5 s (a launcher forwarding it) is absorbed."""
+class Alone(Base):
+    """SIGTERM_TRAINER run alone, stopped by a signal."""
 
     def setUp(self):
         super().setUp()
@@ -645,6 +641,15 @@ class AloneSigterm(Base):
             return ckpt.load()["step"]
         finally:
             ckpt.close()
+
+
+
+class AloneSigterm(Alone):
+    """Without ckptrun, a SIGTERM to a trainer that asks (requested()) is a
+    stop: it saves at its next step, waits for the commit, says so and dies
+    of the SIGTERM; one that never asks dies at once; a stuck one exits 143
+    after CKPT_STOP_GRACE; a second SIGTERM ends it now, a repeat within
+    0.5 s (a launcher forwarding it) is absorbed."""
 
     def test_stop_saves_commits_and_resumes_exactly(self):
         ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
@@ -697,6 +702,66 @@ class AloneSigterm(Base):
         rc, err = self.end(p, timeout=10)
         self.assertEqual(rc, -signal.SIGTERM, err)
         self.assertIn("ckpt: a second SIGTERM: exiting now", err)
+
+
+class AloneCtrlC(Alone):
+    """Without ckptrun, in one process, the first Ctrl-C (SIGINT) to a
+    trainer that asks is a stop: it saves at its next step, waits for the
+    commit, says so and raises KeyboardInterrupt from that save (exit 130,
+    the traceback, then what resumes it); one that never asks is interrupted
+    at once; a second Ctrl-C interrupts now; CKPT_STOP_GRACE=0 keeps the
+    default."""
+
+    def test_stop_saves_commits_and_resumes_exactly(self):
+        ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
+        r = subprocess.run([U.PY, self.script, "asks", ref, "100"], capture_output=True,
+                           text=True, timeout=120,
+                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="ref"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.start("asks", out, 100)
+        p.send_signal(signal.SIGINT)
+        rc, err = self.end(p)
+        self.assertEqual(rc, -signal.SIGINT, err)  # Python's end of a KeyboardInterrupt
+        m = re.search(r"ckpt: Ctrl-C: step (\d+) is committed; stopping\n", err)
+        self.assertTrue(m, err)
+        step = int(m.group(1))
+        self.assertGreater(step, 30)  # the stop's save, not the periodic one at 20
+        self.assertIn("ckpt: Ctrl-C: saving at the next ckpt.requested()", err)
+        self.assertRegex(err, r"\nKeyboardInterrupt\nckpt: the trainer interrupted; step %d is "
+                              r"committed: run the same command again" % step)
+        self.assertEqual(self.newest("asks"), step)
+        r = subprocess.run([U.PY, self.script, "asks", out, "100"], capture_output=True,
+                           text=True, timeout=120,
+                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="asks"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("start %d" % (step + 1), r.stdout)
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
+
+    def test_never_asks_dies_at_once(self):
+        for run, env in (("never", {}), ("asks", {"CKPT_STOP_GRACE": "0"})):
+            p = self.start(run, os.path.join(self.tmp, "o"), **env)
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            rc, err = self.end(p)
+            self.assertEqual(rc, -signal.SIGINT, err)
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertNotIn("ckpt: Ctrl-C", err)
+            self.assertIn("KeyboardInterrupt", err)
+            self.assertEqual(self.newest(run), 20)
+
+    def test_stuck_second_ctrl_c_now(self):
+        # stuck after asking: the first Ctrl-C only says it; the second
+        # interrupts now, and nothing was committed
+        p = self.start("stuck", os.path.join(self.tmp, "o"))
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        self.assertIsNone(p.poll())
+        p.send_signal(signal.SIGINT)
+        rc, err = self.end(p, timeout=10)
+        self.assertEqual(rc, -signal.SIGINT, err)
+        self.assertIn("(Ctrl-C again stops now)", err)
+        self.assertIn("ckpt: the trainer interrupted; no checkpoint is committed yet", err)
 
 
 class AloneException(Base):

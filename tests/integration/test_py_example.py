@@ -8,7 +8,8 @@ step after it and end with the bytes of the uninterrupted run. Once with one
 process, once under torchrun with 2 ranks (DDP, gloo) when Debian's torchrun
 is there (with --redirects 1 --tee 1: docs/python.md, "Ranks"). And the
 same alone, without ckptrun: SIGTERM to the trainer (or to torchrun) saves,
-commits and says so; the same command again resumes to the same bytes. And
+commits and says so; the same command again resumes to the same bytes; and
+Ctrl-C to the process group, as a terminal sends it. And
 2 ranks stopped, then recovered on a machine of one GPU (one process): it
 goes on from the model and optimizer and says the data streams are new.
 
@@ -66,7 +67,14 @@ class Example(unittest.TestCase):
         return [TORCHRUN, "--standalone", "--nproc_per_node", str(ranks), "--redirects", "1",
                 "--tee", "1"]
 
+    refs = {}  # ranks -> the bytes of a run never stopped (the same in every test)
+
     def reference(self, ranks):
+        if ranks not in Example.refs:
+            Example.refs[ranks] = self.run_reference(ranks)
+        return Example.refs[ranks]
+
+    def run_reference(self, ranks):
         out = os.path.join(self.tmp, "ref.bin")
         env = self.env("ref-home")
         env["PYTHONPATH"] = U.PYDIR  # alone: the package of this build
@@ -111,12 +119,14 @@ class Example(unittest.TestCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), ref, "resumed run differs (seed %d)" % SEED)
 
-    def alone_stop_then_resume(self, ranks):
+    def alone_stop_then_resume(self, ranks, ctrl_c=False):
         """Without ckptrun (the docstring's first line): a SIGTERM to the
         trainer, or to torchrun, which forwards it to its ranks, has it save
         at its next step, commit and die of it, saying so; the same command
         run again resumes at the step after and ends with the reference's
-        bytes."""
+        bytes. ctrl_c: SIGINT to the whole process group instead, as a
+        terminal's Ctrl-C (torchrun forwards it again): saved, committed,
+        said, then KeyboardInterrupt."""
         ref = self.reference(ranks)
         out = os.path.join(self.tmp, "final.bin")
         env = self.env("home-c")
@@ -125,7 +135,8 @@ class Example(unittest.TestCase):
                                       "--out", out]
         log = os.path.join(self.tmp, "alone.log")
         with open(log, "w") as f:
-            p = subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=f, stderr=subprocess.STDOUT)
+            p = subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                 start_new_session=ctrl_c)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -136,18 +147,31 @@ class Example(unittest.TestCase):
                 self.assertIsNone(p.poll(), text)
                 time.sleep(0.05)
             time.sleep(RNG.uniform(0.3, 1.5))
-            p.send_signal(signal.SIGTERM)
+            if ctrl_c:
+                os.killpg(p.pid, signal.SIGINT)
+            else:
+                p.send_signal(signal.SIGTERM)
             rc = p.wait(120)
         finally:
             if p.poll() is None:
                 p.kill()
         with open(log) as f:
             text = f.read()
-        # alone, it dies of the SIGTERM; torchrun reports its own (exit 1)
-        self.assertEqual(rc, -signal.SIGTERM if ranks == 1 else 1, text)
-        m = re.search(r"^ckpt: SIGTERM: step (\d+) is committed; exiting\. Run the same "
-                      r"command again to resume", text, re.M)
-        self.assertTrue(m, text)
+        # alone, it dies of the signal; torchrun reports its own (exit 1)
+        sig = signal.SIGINT if ctrl_c else signal.SIGTERM
+        self.assertEqual(rc, -sig if ranks == 1 else 1, text)
+        if ctrl_c:
+            m = re.search(r"^ckpt: Ctrl-C: step (\d+) is committed; stopping", text, re.M)
+            self.assertTrue(m, text)
+            self.assertEqual(text.count("ckpt: Ctrl-C: saving at the next"), 1, text)
+            self.assertIn("KeyboardInterrupt", text)
+            if ranks == 1:
+                self.assertIn("ckpt: the trainer interrupted; step %s is committed: run the "
+                              "same command again" % m.group(1), text)
+        else:
+            m = re.search(r"^ckpt: SIGTERM: step (\d+) is committed; exiting\. Run the same "
+                          r"command again to resume", text, re.M)
+            self.assertTrue(m, text)
         step = int(m.group(1))
         self.assertLess(step, int(STEPS) - 1, "stopped after the last step: " + text)
         self.assertFalse(os.path.exists(out))
@@ -203,6 +227,13 @@ class Example(unittest.TestCase):
     @unittest.skipUnless(os.access(TORCHRUN, os.X_OK), "no /usr/bin/torchrun")
     def test_torchrun_two_ranks_alone(self):
         self.alone_stop_then_resume(2)
+
+    def test_one_process_alone_ctrl_c(self):
+        self.alone_stop_then_resume(1, ctrl_c=True)
+
+    @unittest.skipUnless(os.access(TORCHRUN, os.X_OK), "no /usr/bin/torchrun")
+    def test_torchrun_two_ranks_alone_ctrl_c(self):
+        self.alone_stop_then_resume(2, ctrl_c=True)
 
 
 if __name__ == "__main__":

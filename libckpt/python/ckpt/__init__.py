@@ -79,6 +79,7 @@ _sigint_installed = [False]
 # whether the trainer asks (it called requested()), when the stop came
 # (monotonic s) and whether its save began.
 _term = {"pid": 0, "polled": False, "at": None, "saving": False}
+_int = {"pid": 0, "at": None, "saving": False}  # Ctrl-C alone (one process)
 
 
 def _error(what, st, detail=""):
@@ -286,6 +287,8 @@ def _say_resume(tp):
         failed = ("the save of step %s failed: %s (%s): %s; " % (
             _last_step[0], L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
             _errmsg(_ctx))) if st else ""
+        if not st and _int.get("failed") is not None and _int["failed"] == _last_step[0]:
+            st, failed = 1, "the save of step %s failed (above); " % _last_step[0]
     what = "interrupted" if issubclass(tp, KeyboardInterrupt) else "ended by an exception"
     if _last_step[0] is not None and not st:
         newest = _last_step[0]
@@ -387,6 +390,70 @@ def _install_term_handler():
             _term["pid"] = os.getpid()
     except (ValueError, OSError):
         pass
+
+
+# ---------------------------------------------------------------- Ctrl-C alone
+#
+# A trainer alone (no ckptrun) that asks (requested() was called) takes the
+# first Ctrl-C as a stop, as ckptrun does: requested() answers True (on
+# every rank under torchrun, which also forwards the terminal's SIGINT to
+# its ranks), the save it makes is waited for, and then KeyboardInterrupt
+# is raised from that save() -- the trainer's own handlers and the
+# traceback come as from any Ctrl-C, and the exit is 130. A repeat within
+# 0.5 s (torchrun's forward) is absorbed; a later Ctrl-C raises
+# KeyboardInterrupt at once. A trainer that never asks, a forked process (a
+# data-loader worker), a program with its own SIGINT handler, Jupyter's
+# kernel and CKPT_STOP_GRACE=0 keep the default.
+
+def _on_int_alone(signum, frame):
+    now = time.monotonic()
+    if os.getpid() != _int["pid"] or not _term["polled"]:
+        raise KeyboardInterrupt  # never asks, or a forked process
+    if _int["at"] is not None:
+        if now - _int["at"] < 0.5:
+            return  # the same stop, forwarded by a launcher
+        raise KeyboardInterrupt  # Ctrl-C again
+    _int["at"] = now
+    _sig_pending[0] = True
+    if os.environ.get("RANK", "0") == "0":  # one line per job, not per rank
+        sys.stderr.write("\nckpt: Ctrl-C: saving at the next ckpt.requested(), then stopping "
+                         "(Ctrl-C again stops now)\n")
+        sys.stderr.flush()
+
+
+def _install_int_alone():
+    if os.environ.get("CKPT_SOCKET") or _stop_grace() == 0 or \
+            threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_int_alone)
+            _int["pid"] = os.getpid()
+    except (ValueError, OSError):
+        pass
+
+
+def _int_save_done(step):
+    """After the save a Ctrl-C asked for: wait for its commit, say so, and
+    raise KeyboardInterrupt."""
+    lib = L.lib()
+    with _lock:
+        st = lib.ckpt_wait(_ctx) if _ctx is not None else 0
+        detail = _errmsg(_ctx) if st else ""
+    if st:
+        _int["failed"] = step  # reported here: the excepthook must not call it committed
+    if st and (_coll is None or _dist.world()[0] == 0):
+        sys.stderr.write("ckpt: Ctrl-C: the final save (step %d) failed: %s (%s): %s\n"
+                         % (step, L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
+                            detail))
+    elif _coll is None or _dist.world()[0] == 0:
+        sys.stderr.write("ckpt: Ctrl-C: step %d is committed; stopping%s\n"
+                         % (step, "" if _coll is None else ". Run the same command again to "
+                            "resume: ckpt.load() returns step %d" % step))
+    sys.stderr.flush()
+    if signal.getsignal(signal.SIGINT) is _on_int_alone:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    raise KeyboardInterrupt
 
 
 def _stop_save_done(step):
@@ -545,8 +612,14 @@ def save(step, state, replicated=()):
         stop = _term["at"] is not None and not _term["saving"] and _term["pid"] == os.getpid()
         if stop:
             _term["saving"] = True
+        intr = not stop and _int["at"] is not None and not _int["saving"] and \
+            _int["pid"] == os.getpid()
+        if intr:
+            _int["saving"] = True
     if stop:
         _stop_save_done(step)
+    if intr:
+        _int_save_done(step)
     if prev:
         raise _error("ckpt: the save of step %s failed in the background (step %d was taken "
                      "and is being saved)" % (prev_step, step), prev, prev_detail)
@@ -778,3 +851,4 @@ def restored_step():
 
 _install_request_handler()
 _install_term_handler()
+_install_int_alone()
