@@ -1174,6 +1174,20 @@ CKPT_API ckpt_status ckpt_report_file(struct ckpt_ctx *ctx, const char *path, ui
  * Since 0.4.0. */
 CKPT_API int ckpt_signal(struct ckpt_ctx *ctx, int sig);
 
+/* For a process forked from a trainer whose stops come by SIGTERM (a
+ * data-loader worker): a SIGTERM sent to the whole job (systemd's
+ * control-group kill at a spot VM's shutdown, `kill -TERM -PGID`, a
+ * scheduler) reaches the workers too, and a worker that dies of it breaks
+ * the trainer's next step before the stop's save. After this call the
+ * stop's SIGTERM -- the first, and a repeat within 0.5 s -- is left to the
+ * trainer, which saves and then ends its workers; a SIGTERM from the
+ * parent ends this process at once with status 0 (the parent ending its
+ * worker); a later one takes its default effect. Replaces this process's
+ * SIGTERM action. Python's package calls it in each PyTorch DataLoader
+ * worker (docs/python.md, "Data-loader workers"). Since 0.5.0.
+ * @return CKPT_OK, CKPT_E_IO (sigaction failed). */
+CKPT_API ckpt_status ckpt_child_signals(void);
+
 /* Version of the library actually loaded. */
 CKPT_API unsigned ckpt_version_number(void);
 CKPT_API const char *ckpt_version_string(void);

@@ -10,6 +10,9 @@ and marks the model and optimizer replicated.
   --sleep-ms MS    per step, to give a test time to act
   --files          write checkpoint files itself and report them with
                    ckpt.saved() instead of ckpt.save() (the helper's way)
+  --loader-workers N  draw each step's batch through a torch DataLoader with
+                   N worker processes (fork), from a generator seeded by the
+                   step: the workers are in the trainer's process group
 Prints "trainer: rank R start at step S pid P", "trainer: rank R saving step
 S" (before a save) and "trainer: rank R saved step S" (after) to stderr.
 """
@@ -30,6 +33,7 @@ ap.add_argument("--out", required=True)
 ap.add_argument("--width", type=int, default=64)
 ap.add_argument("--files", action="store_true")
 ap.add_argument("--ddp", action="store_true")
+ap.add_argument("--loader-workers", type=int, default=0)
 ap.add_argument("--big-at", type=int, default=-1,
                 help="at this step rank 1 also saves 32 MiB of random bytes (a slow part)")
 args = ap.parse_args()
@@ -82,8 +86,25 @@ print("trainer: rank %d start at step %d pid %d" % (rank, start, os.getpid()), f
       flush=True)
 
 torch.manual_seed(1000 + rank) if start == 0 and rank else None
+
+
+class StepBatches(torch.utils.data.Dataset):
+    """Batch i: drawn from a generator seeded by i (the same whoever draws it)."""
+
+    def __len__(self):
+        return args.steps
+
+    def __getitem__(self, i):
+        return torch.randn(16, W, generator=torch.Generator().manual_seed(7919 * i + rank))
+
+
+batches = None
+if args.loader_workers:
+    batches = iter(torch.utils.data.DataLoader(
+        torch.utils.data.Subset(StepBatches(), range(start, args.steps)), batch_size=None,
+        num_workers=args.loader_workers))
 for step in range(start, args.steps):
-    x = torch.randn(16, W)
+    x = next(batches) if batches is not None else torch.randn(16, W)
     loss = (forward(x) - x).square().mean()
     opt.zero_grad()
     loss.backward()

@@ -764,6 +764,57 @@ class AloneCtrlC(Alone):
         self.assertIn("ckpt: the trainer interrupted; no checkpoint is committed yet", err)
 
 
+class AloneLoaderWorkers(Base):
+    """Alone, batches from 2 DataLoader workers in the trainer's process
+    group: SIGTERM to the whole group (a spot VM's shutdown), then Ctrl-C
+    (the terminal's SIGINT reaches the group) -- the workers leave the stop
+    to the trainer (before, they died of it and the trainer's next batch
+    raised before its save) --, each saved, committed and said; the run
+    ends byte-identical to one never stopped, and no worker is left."""
+
+    def run_trainer(self, run, out, stop=None):
+        cmd = [U.PY, os.path.join(U.HERE, "py_trainer.py"), "--steps", "1200", "--every",
+               "1000000000", "--sleep-ms", "3", "--loader-workers", "2", "--out", out]
+        env = U.clean_env(CKPT_STORE=self.store, CKPT_RUN=run)
+        if stop is None:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stderr
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        line = p.stderr.readline()
+        self.assertIn("start at step", line)
+        time.sleep(random.uniform(0.5, 1.0))
+        os.killpg(p.pid, stop)
+        _, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, -stop, line + err)
+        self.assertNotIn("exited unexpectedly", err)
+        self.assertNotIn("killed by signal", err)
+        return line + err
+
+    def test_group_sigterm_then_ctrl_c(self):
+        ckpt.close()
+        ref, out = os.path.join(self.tmp, "ref"), os.path.join(self.tmp, "out")
+        self.run_trainer("ref", ref)
+        err = self.run_trainer("dl", out, signal.SIGTERM)
+        m = re.search(r"ckpt: SIGTERM: step (\d+) is committed; exiting", err)
+        self.assertTrue(m, err)
+        n1 = int(m.group(1))
+        err = self.run_trainer("dl", out, signal.SIGINT)
+        self.assertIn("start at step %d " % (n1 + 1), err)
+        m = re.search(r"ckpt: Ctrl-C: step (\d+) is committed; stopping", err)
+        self.assertTrue(m, err)
+        n2 = int(m.group(1))
+        self.assertGreater(n2, n1)
+        err = self.run_trainer("dl", out)
+        self.assertIn("start at step %d " % (n2 + 1), err)
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
+        left = subprocess.run(["pgrep", "-f", "py_trainer.py.*" + re.escape(out)],
+                              capture_output=True, text=True).stdout
+        self.assertEqual(left, "", "workers left behind")
+
+
 class AloneException(Base):
     def test_exception_says_what_resumes(self):
         """A trainer alone that dies of an exception says, after the

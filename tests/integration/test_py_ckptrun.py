@@ -11,6 +11,9 @@ child's PYTHONPATH (the environment here has none).
             to an uninterrupted run
   CtrlC     on a pseudo-terminal: the save commits, then KeyboardInterrupt,
             exit 130, state stopped
+  LoaderWorkers  DataLoader workers in the job's process group: a SIGTERM
+            to the whole group, then Ctrl-C, each saved and committed; the
+            recovered run byte-identical
   Files     the helper's way through the package (ckpt.saved()): before any
             ckpt.save(), a stop is answered by the entry the trainer writes
             after it
@@ -176,6 +179,51 @@ class CtrlC(PyCase):
                                r"committed, exit 130: newest committed step %d\. Resume: " % n)
         self.assertEqual(self.status()["state"], "stopped")
         os.close(master)
+
+
+class LoaderWorkers(PyCase):
+    """Batches from 2 DataLoader workers, forked into the trainer's process
+    group: a SIGTERM to the whole job (systemd's control-group kill at a
+    spot VM's shutdown, `kill -TERM -PGID`) and Ctrl-C reach the workers
+    too. They leave the stop to the trainer -- before, they died of it and
+    the trainer's next batch raised "DataLoader worker ... exited
+    unexpectedly" before its save --, whose final save commits (75, 130);
+    the recovered run ends byte-identical."""
+
+    def test_job_sigterm_then_ctrl_c_then_recover(self):
+        ref = self.reference("--loader-workers", "2")
+        p, start, _ = self.start_trainer(["--grace", "30s"], "--sleep-ms", "3",
+                                         "--loader-workers", "2")
+        pid = int(re.search(r"start at step \d+ pid (\d+)", p.text()).group(1))
+        time.sleep(RNG.uniform(0.5, 1.0))
+        os.killpg(os.getpgid(pid), signal.SIGTERM)  # the job's group, workers included
+        p.p.send_signal(signal.SIGTERM)             # and ckptrun, as systemd does
+        self.assertEqual(p.wait(120), 75, p.text())
+        self.assertNotIn("exited unexpectedly", p.text())
+        n1 = self.final_step(p)
+        self.assertGreater(n1, start)
+
+        self.fresh("b")
+        p, start, master = self.start_trainer(["--grace", "20s"], "--sleep-ms", "4",
+                                              "--loader-workers", "2", pty=True)
+        self.assertEqual(start, n1 + 1)
+        time.sleep(RNG.uniform(0.5, 1.0))
+        os.write(master, b"\x03")
+        self.assertEqual(p.wait(120), 130, p.text())
+        os.close(master)
+        self.assertNotIn("exited unexpectedly", p.text())
+        n2 = self.final_step(p)
+        self.assertGreater(n2, n1)
+
+        self.fresh("c")
+        out = os.path.join(self.work, "out")
+        rc, _, err = self.ckptrun("recover", "--resume-stopped", "--",
+                                  *self.trainer("--out", out, "--loader-workers", "2"),
+                                  timeout=600)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("trainer: rank 0 start at step %d" % (n2 + 1), err)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), ref, "resumed run differs (seed %d)" % SEED)
 
 
 class Files(PyCase):

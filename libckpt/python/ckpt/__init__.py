@@ -160,6 +160,7 @@ def _context():
     _ctx, _pid, _coll = out.value, os.getpid(), coll
     _install_sigint()
     _install_excepthook()
+    _wrap_worker_signals()
     return _ctx
 
 
@@ -209,15 +210,35 @@ def _on_request(signum, frame):
     _sig_pending[0] = True  # only record: the trainer saves at its next safe point
 
 
+_child_int = {"at": None}  # in a forked child: when the first SIGINT came
+
+
+def _child_absorbs():
+    """In a process forked from a trainer that takes Ctrl-C as a stop (a
+    DataLoader worker, a multiprocessing pool's): whether this SIGINT is
+    the stop's -- the first, or a repeat within 0.5 s (a forward) -- which
+    the trainer answers and after which it ends its workers itself; dying
+    of it would break the trainer's next batch before its save. A later
+    one interrupts."""
+    now = time.monotonic()
+    if _child_int["at"] is None:
+        _child_int["at"] = now
+        return True
+    return now - _child_int["at"] < 0.5
+
+
 def _on_sigint(signum, frame):
     """Python's SIGINT, under ckptrun: libckpt decides (ckpt_signal) as its
     own handler does for SIGTERM: the first one is a stop (a save is
     requested, ckptrun told), a repeat forwarded by a launcher is absorbed,
-    otherwise the interrupt proceeds."""
+    otherwise the interrupt proceeds. A forked child (a data-loader worker)
+    leaves the stop to the trainer."""
     ctx = _ctx
     if ctx is not None and _pid == os.getpid():
         if L.lib().ckpt_signal(ctx, signum) != L.SIGNAL_DEFAULT:
             return
+    elif ctx is not None and _child_absorbs():
+        return
     if signal.getsignal(signal.SIGINT) is _on_sigint:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _sigint_installed[0] = False
@@ -401,14 +422,23 @@ def _install_term_handler():
 # is raised from that save() -- the trainer's own handlers and the
 # traceback come as from any Ctrl-C, and the exit is 130. A repeat within
 # 0.5 s (torchrun's forward) is absorbed; a later Ctrl-C raises
-# KeyboardInterrupt at once. A trainer that never asks, a forked process (a
-# data-loader worker), a program with its own SIGINT handler, Jupyter's
-# kernel and CKPT_STOP_GRACE=0 keep the default.
+# KeyboardInterrupt at once. A process forked from the trainer (a
+# DataLoader worker: the terminal's Ctrl-C reaches it too) absorbs the
+# stop's Ctrl-C, as under ckptrun, so that the trainer's next batch still
+# comes; the trainer ends its workers itself. A trainer that never asks, a
+# program with its own SIGINT handler, Jupyter's kernel and
+# CKPT_STOP_GRACE=0 keep the default.
 
 def _on_int_alone(signum, frame):
     now = time.monotonic()
-    if os.getpid() != _int["pid"] or not _term["polled"]:
-        raise KeyboardInterrupt  # never asks, or a forked process
+    if os.getpid() != _int["pid"]:
+        # a forked child (a data-loader worker, forked maybe before the
+        # trainer first asked): its parent decides, and ends it either way
+        if _child_absorbs():
+            return
+        raise KeyboardInterrupt
+    if not _term["polled"]:
+        raise KeyboardInterrupt  # a trainer that never asks
     if _int["at"] is not None:
         if now - _int["at"] < 0.5:
             return  # the same stop, forwarded by a launcher
@@ -454,6 +484,51 @@ def _int_save_done(step):
     if signal.getsignal(signal.SIGINT) is _on_int_alone:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     raise KeyboardInterrupt
+
+
+# ---------------------------------------------------------------- data-loader workers
+#
+# A SIGTERM to the whole job (systemd's KillMode=control-group at a spot
+# VM's shutdown, `kill -TERM -PGID`, a scheduler) reaches PyTorch's
+# DataLoader workers too, and their handler (torch's, set in each worker)
+# dies of any SIGTERM that does not come from the trainer: the trainer's
+# next batch then raises "DataLoader worker ... exited unexpectedly" before
+# its stop's save. Where ckpt takes SIGTERM as a stop in the trainer (alone,
+# or libckpt's handler under ckptrun), the workers forked from it leave the
+# stop's SIGTERM (the first, and a repeat within 0.5 s) to the trainer
+# (ckpt_child_signals: a SIGTERM from the trainer still ends a worker with
+# status 0, as torch's handler does); the trainer saves, then ends and its
+# DataLoader ends the workers. A later SIGTERM ends a worker at once.
+# Workers of the spawn start method re-import torch and keep its handler.
+
+def _takes_sigterm():
+    """Whether SIGTERM is a stop in this process: our handler alone, or
+    libckpt's under ckptrun (installed by ckpt_open where the program left
+    SIGTERM at its default: Python's getsignal() still says SIG_DFL)."""
+    try:
+        h = signal.getsignal(signal.SIGTERM)
+    except (ValueError, OSError):
+        return False
+    return (h is _on_term and _term["pid"] == os.getpid()) or \
+        (h in (signal.SIG_DFL, None) and bool(os.environ.get("CKPT_SOCKET")))
+
+
+def _wrap_worker_signals():
+    """Have DataLoader workers forked from now on absorb the stop's SIGTERM
+    (above), by wrapping torch's per-worker signal set-up, when torch is
+    loaded and SIGTERM is a stop here. Idempotent."""
+    mod = sys.modules.get("torch.utils.data._utils.signal_handling")
+    orig = getattr(mod, "_set_worker_signal_handlers", None) if mod is not None else None
+    if orig is None or getattr(orig, "_ckpt", False) or not _takes_sigterm():
+        return
+
+    lib = L.lib()  # loaded here, in the trainer: the worker inherits it
+
+    def _set_worker_signal_handlers(*args, **kwargs):
+        orig(*args, **kwargs)  # torch's SIGBUS/SIGSEGV/SIGFPE handlers stay
+        lib.ckpt_child_signals()  # and its SIGTERM rule (the parent's: exit 0)
+    _set_worker_signal_handlers._ckpt = True
+    mod._set_worker_signal_handlers = _set_worker_signal_handlers
 
 
 def _stop_save_done(step):

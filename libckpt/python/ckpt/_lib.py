@@ -143,6 +143,7 @@ _PROTOS = {
     "ckpt_report_file": (ctypes.c_int, [c_vp, ctypes.c_char_p, c_u64]),
     "ckpt_list": (ctypes.c_int, [c_vp, LIST_FN, c_vp]),
     "ckpt_signal": (ctypes.c_int, [c_vp, ctypes.c_int]),
+    "ckpt_child_signals": (ctypes.c_int, []),
 }
 
 _lib = None

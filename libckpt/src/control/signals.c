@@ -405,3 +405,40 @@ void ckpt__signals_test_clock(ckpt__signals_clock_fn now_ms)
 {
     atomic_store(&g_clock, now_ms);
 }
+
+/* ---- a process forked from the trainer (ckpt_child_signals) ---------- */
+
+static volatile sig_atomic_t g_child_seen; /* the stop's SIGTERM came */
+static long long g_child_when;             /* when (ms), written before g_child_seen */
+
+static void on_child_term(int sig, siginfo_t *si, void *uc)
+{
+    long long now = (long long)ckpt__mono_ms();
+    struct sigaction sa;
+    (void)uc;
+    if (si && si->si_code == SI_USER && si->si_pid == getppid())
+        _exit(0); /* the parent ends its worker (a DataLoader's shutdown) */
+    if (!g_child_seen) {
+        g_child_when = now;
+        g_child_seen = 1;
+        return; /* the stop's: the trainer answers it, then ends this process */
+    }
+    if (now - g_child_when < REPEAT_MS)
+        return; /* the same stop, forwarded */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+    raise(sig); /* a later one: its default effect, once this returns */
+}
+
+ckpt_status ckpt_child_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_child_term;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    g_child_seen = 0;
+    return sigaction(SIGTERM, &sa, NULL) == 0 ? CKPT_OK : CKPT_E_IO;
+}
