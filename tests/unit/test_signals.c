@@ -505,6 +505,66 @@ static void test_alone_stuck_exits_after_grace(void **state)
     close(rfd);
 }
 
+/* ---- ckpt_child_signals: a data-loader worker's SIGTERM ---------------- */
+
+/* A worker: ckpt_child_signals(), then waits to be signalled. */
+static pid_t start_worker(void)
+{
+    pid_t w = fork();
+    assert_true(w >= 0);
+    if (w == 0) {
+        if (ckpt_child_signals() != CKPT_OK)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    usleep(100 * 1000); /* its handler is in place */
+    return w;
+}
+
+/* SIGTERM to `pid` from a process that is not its parent (as systemd's
+ * kill of the whole job): a helper forked for it. */
+static void term_from_elsewhere(pid_t pid)
+{
+    pid_t k = fork();
+    int st;
+    assert_true(k >= 0);
+    if (k == 0)
+        _exit(kill(pid, SIGTERM) == 0 ? 0 : 1);
+    assert_int_equal(waitpid(k, &st, 0), k);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void test_child_signals(void **state)
+{
+    pid_t w;
+    int st;
+    (void)state;
+    /* the stop's SIGTERM, and its repeat, are the trainer's: the worker lives */
+    w = start_worker();
+    term_from_elsewhere(w);
+    term_from_elsewhere(w);
+    usleep(200 * 1000);
+    assert_int_equal(waitpid(w, &st, WNOHANG), 0);
+    /* a later one ends it with its default effect */
+    usleep(500 * 1000);
+    term_from_elsewhere(w);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    /* its parent's SIGTERM (a DataLoader ending its worker): exit 0 at once,
+     * also after the stop's */
+    w = start_worker();
+    assert_int_equal(kill(w, SIGTERM), 0);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    w = start_worker();
+    term_from_elsewhere(w);
+    usleep(100 * 1000);
+    assert_int_equal(kill(w, SIGTERM), 0);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_alone_sigterm_saves_then_ends),
         cmocka_unit_test(test_alone_never_asks_dies),
         cmocka_unit_test(test_alone_stuck_exits_after_grace),
+        cmocka_unit_test(test_child_signals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
