@@ -815,6 +815,36 @@ class AloneLoaderWorkers(Base):
         self.assertEqual(left, "", "workers left behind")
 
 
+class WaitProgress(Base):
+    """A wait for a save that lasts (a slow link; here a short threshold)
+    says what waits, for which step, how far the upload is, and how it
+    ended; CKPT_PROGRESS_AFTER=off says nothing."""
+
+    SCRIPT = ("import torch, ckpt\n"
+              "s = {'w': torch.randn(96 << 20)}\n"
+              "ckpt.save(1, s)\n"
+              "s['w'].add_(1)\n"
+              "ckpt.save(2, s)\n"
+              "ckpt.wait()\n")
+
+    def run_script(self, after):
+        r = subprocess.run([U.PY, "-c", self.SCRIPT], capture_output=True, text=True,
+                           timeout=300, env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN=after,
+                                                        CKPT_PROGRESS_AFTER=after))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stderr
+
+    def test_progress_lines(self):
+        ckpt.close()
+        err = self.run_script("0.02s")
+        self.assertRegex(err, r"ckpt: (ckpt\.save\(step 2\) waits for step 1|ckpt\.wait\(\) "
+                              r"waits for step 2) to be committed \(\d+\.\d s\): [\d.]+ MiB "
+                              r"of \S+ MiB sent, ([\d.]+ MB/s, )?\d+% of the state encoded\n")
+        self.assertRegex(err, r"ckpt: (ckpt\.save\(step 2\)|ckpt\.wait\(\)): the wait ended "
+                              r"after [\d.]+ s: committed\n")
+        self.assertNotIn("waits for", self.run_script("off"))
+
+
 class AloneException(Base):
     def test_exception_says_what_resumes(self):
         """A trainer alone that dies of an exception says, after the

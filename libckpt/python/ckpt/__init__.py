@@ -164,6 +164,137 @@ def _context():
     return _ctx
 
 
+# ---------------------------------------------------------------- waiting
+#
+# A wait for a save (wait(), the end of the program, a save() whose previous
+# one is still being sent, a stop's save) can take minutes on a slow link,
+# with nothing on the screen. When it lasts over CKPT_PROGRESS_AFTER
+# (default 3 s; "off": never), rank 0 says what it waits for and how far the
+# upload is, every 10 s, and how it ended.
+
+def _progress_after():
+    text = os.environ.get("CKPT_PROGRESS_AFTER", "").strip().lower()
+    if text in ("off", "none", "never"):
+        return None
+    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
+    try:
+        for suffix, scale in units:
+            if text.endswith(suffix):
+                return max(float(text[:-len(suffix)]) * scale, 0.0)
+        return max(float(text), 0.0) if text else 3.0
+    except ValueError:
+        return 3.0
+
+
+def _mib(n):
+    return "%.1f MiB" % (n / 1048576.0)
+
+
+def _progress_sample(lib, ctx):
+    """(time, bytes sent) of the save in flight, or None."""
+    p = L.Progress()
+    if lib.ckpt_progress(ctx, ctypes.byref(p)) or p.phase != L.PROGRESS_SAVE:
+        return None
+    return (time.monotonic(), p.sent_bytes if p.flags & L.PROGRESS_SENT else p.stored_bytes)
+
+
+def _progress_line(lib, ctx, why, t0, last):
+    """One line on the save in flight; last: (time, sent) of the previous
+    line, for the rate. @return (time, sent) now, or None when there is no
+    save to tell of."""
+    p = L.Progress()
+    now = time.monotonic()
+    if lib.ckpt_progress(ctx, ctypes.byref(p)) or p.phase != L.PROGRESS_SAVE:
+        return None
+    sent = p.sent_bytes if p.flags & L.PROGRESS_SENT else p.stored_bytes
+    if p.bytes_total and p.bytes_done >= p.bytes_total:
+        total = "%s" % _mib(p.encoded_bytes)
+    elif p.bytes_done:
+        total = "~%s" % _mib(p.encoded_bytes * p.bytes_total // p.bytes_done)
+    else:
+        total = "?"
+    rate = ""
+    if last is not None and now > last[0]:
+        rate = ", %.1f MB/s" % ((sent - last[1]) / (now - last[0]) / 1e6)
+    sys.stderr.write("ckpt: %s waits for step %d to be committed (%.1f s): %s of %s sent%s, "
+                     "%d%% of the state encoded\n"
+                     % (why, p.step, now - t0, _mib(sent), total, rate,
+                        100 * p.bytes_done // p.bytes_total if p.bytes_total else 100))
+    sys.stderr.flush()
+    return (now, sent)
+
+
+class _Display:
+    """The thread that tells of long waits: one per process, started at the
+    first wait. A wait only sets `job` (no lock, no wake-up: a save's cost
+    stays that of its copy); the thread looks every TICK seconds."""
+
+    TICK = 0.25
+
+    def __init__(self):
+        self.job = None  # [lib, ctx, why, after, t0, lines said, (time, sent) last told]
+        self.pid = None
+
+    def begin(self, lib, ctx, why, after):
+        if self.pid != os.getpid():  # first use, or a forked child: no thread yet
+            t = threading.Thread(target=self.run, name="ckpt-progress", daemon=True)
+            t.start()  # RuntimeError at interpreter shutdown (3.12): the caller's
+            self.pid = os.getpid()
+        job = [lib, ctx, why, after, time.monotonic(), 0, None]
+        self.job = job
+        return job
+
+    def end(self, job):
+        self.job = None
+        return job[5]
+
+    def run(self):
+        while True:
+            job = self.job
+            time.sleep(self.TICK if job is None else min(self.TICK, max(job[3], 0.01)))
+            job = self.job
+            if job is None:
+                continue
+            lib, ctx, why, after, t0, said, last = job
+            now = time.monotonic()
+            if last is None and said == 0:
+                job[6] = last = _progress_sample(lib, ctx)  # the first line's rate
+            due = t0 + after if said == 0 else last[0] + 10.0 if last else now
+            if now < due or self.job is not job:
+                continue
+            told = _progress_line(lib, ctx, why, t0, last)
+            if told is not None and self.job is job:
+                job[5] += 1
+                job[6] = told
+
+
+_display = _Display()
+
+
+def _wait(lib, ctx, why):
+    """lib.ckpt_wait(ctx), saying on stderr (rank 0) what `why` waits for
+    when it takes over CKPT_PROGRESS_AFTER, then every 10 s, and how it
+    ended. @return ckpt_wait's status."""
+    after = _progress_after()
+    if after is None or (_coll is not None and _dist.world()[0] != 0):
+        return lib.ckpt_wait(ctx)
+    t0 = time.monotonic()
+    try:
+        job = _display.begin(lib, ctx, why, after)
+    except RuntimeError:  # no new threads at interpreter shutdown (3.12)
+        return lib.ckpt_wait(ctx)
+    try:
+        st = lib.ckpt_wait(ctx)  # ctypes lets the display run meanwhile
+    finally:
+        said = _display.end(job)
+    if said:
+        sys.stderr.write("ckpt: %s: the wait ended after %.1f s: %s\n"
+                         % (why, time.monotonic() - t0, "committed" if not st else
+                            "the save failed (%s)" % L.text(lib.ckpt_status_name(st))))
+        sys.stderr.flush()
+    return st
+
+
 def close():
     """Wait for the save in flight, then close the context (and its
     connection to ckptrun). Called at exit; a later call opens a new one.
@@ -174,7 +305,7 @@ def close():
             _ctx = None
             return
         lib = L.lib()
-        st = lib.ckpt_wait(_ctx)
+        st = _wait(lib, _ctx, "the end of the program")
         if st:
             sys.stderr.write("ckpt: the save of step %s failed: %s (%s): %s\n" % (
                 _last_step[0], L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
@@ -303,7 +434,7 @@ def _say_resume(tp):
         return
     lib = L.lib()
     with _lock:
-        st = lib.ckpt_wait(_ctx) if _last_step[0] is not None else 0
+        st = _wait(lib, _ctx, "the end of the program") if _last_step[0] is not None else 0
         # ckpt_wait reports a failure once: said here, close() will not
         failed = ("the save of step %s failed: %s (%s): %s; " % (
             _last_step[0], L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
@@ -468,7 +599,7 @@ def _int_save_done(step):
     raise KeyboardInterrupt."""
     lib = L.lib()
     with _lock:
-        st = lib.ckpt_wait(_ctx) if _ctx is not None else 0
+        st = _wait(lib, _ctx, "the stop's save") if _ctx is not None else 0
         detail = _errmsg(_ctx) if st else ""
     if st:
         _int["failed"] = step  # reported here: the excepthook must not call it committed
@@ -536,7 +667,7 @@ def _stop_save_done(step):
     of the SIGTERM."""
     lib = L.lib()
     with _lock:
-        st = lib.ckpt_wait(_ctx) if _ctx is not None else 0
+        st = _wait(lib, _ctx, "the stop's save") if _ctx is not None else 0
         detail = _errmsg(_ctx) if st else ""
     if _coll is None or _dist.world()[0] == 0:
         if st:
@@ -593,7 +724,7 @@ def wait():
         if _ctx is None or _pid != os.getpid():
             return
         lib = L.lib()
-        st = lib.ckpt_wait(_ctx)
+        st = _wait(lib, _ctx, "ckpt.wait()")
         if st:
             raise _error("ckpt: the save of step %s failed" % _last_step[0], st, _errmsg(_ctx))
 
@@ -658,7 +789,9 @@ def save(step, state, replicated=()):
     with _lock:
         ctx = _context()
         lib = L.lib()
-        prev = lib.ckpt_wait(ctx)  # what ckpt_save would wait for anyway
+        # what ckpt_save would wait for anyway: a trainer saving faster
+        # than the store takes it stalls here, and hears why
+        prev = _wait(lib, ctx, "ckpt.save(step %d)" % step)
         prev_detail = _errmsg(ctx) if prev else ""
         fl = Flattener(rep)
         own, rep_doc = fl.flatten(state)

@@ -119,6 +119,18 @@ class Info(ctypes.Structure):
 
 LIST_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_vp, ctypes.POINTER(Info))
 
+PROGRESS_SAVE = 1
+PROGRESS_SENT = 1
+
+
+class Progress(ctypes.Structure):
+    """struct ckpt_progress (ckpt_progress)."""
+    _fields_ = [("phase", ctypes.c_int), ("step", c_u64), ("bytes_done", c_u64),
+                ("bytes_total", c_u64), ("chunks_done", c_u64), ("chunks_total", c_u64),
+                ("stored_bytes", c_u64), ("checkpoints_done", c_u64),
+                ("started_ms", ctypes.c_int64), ("sent_bytes", c_u64), ("encoded_bytes", c_u64),
+                ("flags", c_u64), ("reserved", c_u64 * 3)]
+
 
 _PROTOS = {
     "ckpt_version_number": (ctypes.c_uint, []),
@@ -144,6 +156,7 @@ _PROTOS = {
     "ckpt_list": (ctypes.c_int, [c_vp, LIST_FN, c_vp]),
     "ckpt_signal": (ctypes.c_int, [c_vp, ctypes.c_int]),
     "ckpt_child_signals": (ctypes.c_int, []),
+    "ckpt_progress": (ctypes.c_int, [c_vp, ctypes.POINTER(Progress)]),
 }
 
 _lib = None
