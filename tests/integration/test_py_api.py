@@ -642,6 +642,37 @@ class Alone(Base):
         finally:
             ckpt.close()
 
+    def run_to_end(self, run, out):
+        r = subprocess.run([U.PY, self.script, "asks", out, "100"], capture_output=True,
+                           text=True, timeout=120,
+                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN=run))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def stop_then_resume(self, sig, said, twice=False):
+        """The "asks" trainer stopped by `sig` (twice within 0.1 s: a
+        launcher's forward), which dies of it once the stop's save committed
+        and says so (`said` with the step as group 1); the same command
+        resumes at the next step and ends byte-identical. @return stderr."""
+        ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
+        self.run_to_end("ref", ref)
+        p = self.start("asks", out, 100)
+        p.send_signal(sig)
+        if twice:
+            time.sleep(0.1)
+            p.send_signal(sig)  # a launcher's forward: the same stop
+        rc, err = self.end(p)
+        self.assertEqual(rc, -sig, err)  # dies of it, once saved
+        m = re.search(said, err)
+        self.assertTrue(m, err)
+        step = int(m.group(1))
+        self.assertGreater(step, 30)  # the stop's save, not the periodic one at 20
+        self.assertEqual(self.newest("asks"), step)
+        self.assertIn("start %d" % (step + 1), self.run_to_end("asks", out))
+        with open(ref, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
+        return err, step
+
 
 
 class AloneSigterm(Alone):
@@ -652,29 +683,8 @@ class AloneSigterm(Alone):
     0.5 s (a launcher forwarding it) is absorbed."""
 
     def test_stop_saves_commits_and_resumes_exactly(self):
-        ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
-        r = subprocess.run([U.PY, self.script, "asks", ref, "100"], capture_output=True,
-                           text=True, timeout=120,
-                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="ref"))
-        self.assertEqual(r.returncode, 0, r.stderr)
-        p = self.start("asks", out, 100)
-        p.send_signal(signal.SIGTERM)
-        time.sleep(0.1)
-        p.send_signal(signal.SIGTERM)  # a launcher's forward: the same stop
-        rc, err = self.end(p)
-        self.assertEqual(rc, -signal.SIGTERM, err)  # dies of it, once saved
-        m = re.search(r"ckpt: SIGTERM: step (\d+) is committed; exiting", err)
-        self.assertTrue(m, err)
-        step = int(m.group(1))
-        self.assertGreater(step, 30)  # the stop's save, not the periodic one at 20
-        self.assertEqual(self.newest("asks"), step)
-        r = subprocess.run([U.PY, self.script, "asks", out, "100"], capture_output=True,
-                           text=True, timeout=120,
-                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="asks"))
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("start %d" % (step + 1), r.stdout)
-        with open(ref, "rb") as a, open(out, "rb") as b:
-            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
+        self.stop_then_resume(signal.SIGTERM, r"ckpt: SIGTERM: step (\d+) is committed; exiting",
+                              twice=True)
 
     def test_never_asks_dies_at_once(self):
         p = self.start("never", os.path.join(self.tmp, "o"))
@@ -713,30 +723,12 @@ class AloneCtrlC(Alone):
     default."""
 
     def test_stop_saves_commits_and_resumes_exactly(self):
-        ref, out = os.path.join(self.tmp, "ref.bin"), os.path.join(self.tmp, "out.bin")
-        r = subprocess.run([U.PY, self.script, "asks", ref, "100"], capture_output=True,
-                           text=True, timeout=120,
-                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="ref"))
-        self.assertEqual(r.returncode, 0, r.stderr)
-        p = self.start("asks", out, 100)
-        p.send_signal(signal.SIGINT)
-        rc, err = self.end(p)
-        self.assertEqual(rc, -signal.SIGINT, err)  # Python's end of a KeyboardInterrupt
-        m = re.search(r"ckpt: Ctrl-C: step (\d+) is committed; stopping\n", err)
-        self.assertTrue(m, err)
-        step = int(m.group(1))
-        self.assertGreater(step, 30)  # the stop's save, not the periodic one at 20
+        # SIGINT: Python's end of a KeyboardInterrupt
+        err, step = self.stop_then_resume(signal.SIGINT,
+                                          r"ckpt: Ctrl-C: step (\d+) is committed; stopping\n")
         self.assertIn("ckpt: Ctrl-C: saving at the next ckpt.requested()", err)
         self.assertRegex(err, r"\nKeyboardInterrupt\nckpt: the trainer interrupted; step %d is "
                               r"committed: run the same command again" % step)
-        self.assertEqual(self.newest("asks"), step)
-        r = subprocess.run([U.PY, self.script, "asks", out, "100"], capture_output=True,
-                           text=True, timeout=120,
-                           env=U.clean_env(CKPT_STORE=self.store, CKPT_RUN="asks"))
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("start %d" % (step + 1), r.stdout)
-        with open(ref, "rb") as a, open(out, "rb") as b:
-            self.assertEqual(a.read(), b.read(), "resumed run differs from the one never stopped")
 
     def test_never_asks_dies_at_once(self):
         for run, env in (("never", {}), ("asks", {"CKPT_STOP_GRACE": "0"})):

@@ -172,18 +172,24 @@ def _context():
 # (default 3 s; "off": never), rank 0 says what it waits for and how far the
 # upload is, every 10 s, and how it ended.
 
-def _progress_after():
-    text = os.environ.get("CKPT_PROGRESS_AFTER", "").strip().lower()
-    if text in ("off", "none", "never"):
-        return None
+def _duration_env(name, default):
+    """Seconds from the variable `name` in libckpt's forms (500ms, 20s, 2m,
+    1h, a bare number of seconds); `default` when unset or malformed."""
+    text = os.environ.get(name, "").strip().lower()
     units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
     try:
         for suffix, scale in units:
             if text.endswith(suffix):
                 return max(float(text[:-len(suffix)]) * scale, 0.0)
-        return max(float(text), 0.0) if text else 3.0
+        return max(float(text), 0.0) if text else default
     except ValueError:
-        return 3.0
+        return default
+
+
+def _progress_after():
+    if os.environ.get("CKPT_PROGRESS_AFTER", "").strip().lower() in ("off", "none", "never"):
+        return None
+    return _duration_env("CKPT_PROGRESS_AFTER", 3.0)
 
 
 def _mib(n):
@@ -475,15 +481,8 @@ def _install_excepthook():
 # Under ckptrun, libckpt's own handler does this (docs/CONTROL.md).
 
 def _stop_grace():
-    text = os.environ.get("CKPT_STOP_GRACE", "").strip().lower()
-    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))  # libckpt's forms
-    try:
-        for suffix, scale in units:
-            if text.endswith(suffix):
-                return max(float(text[:-len(suffix)]) * scale, 0.0)
-        return max(float(text), 0.0) if text else 20.0
-    except ValueError:
-        return 20.0  # libckpt refuses it at the context's opening, naming it
+    # a malformed value: libckpt refuses it at the context's opening, naming it
+    return _duration_env("CKPT_STOP_GRACE", 20.0)
 
 
 def _term_default():
