@@ -79,7 +79,8 @@ _sigint_installed = [False]
 # whether the trainer asks (it called requested()), when the stop came
 # (monotonic s) and whether its save began.
 _term = {"pid": 0, "polled": False, "at": None, "saving": False}
-_int = {"pid": 0, "at": None, "saving": False}  # Ctrl-C alone (one process)
+# Ctrl-C alone: the same, and the step whose final save failed (said then)
+_int = {"pid": 0, "at": None, "saving": False, "failed": None}
 
 
 def _error(what, st, detail=""):
@@ -196,23 +197,22 @@ def _mib(n):
     return "%.1f MiB" % (n / 1048576.0)
 
 
-def _progress_sample(lib, ctx):
-    """(time, bytes sent) of the save in flight, or None."""
+def _progress(lib, ctx):
+    """(counters, time, bytes sent) of the save in flight, or None."""
     p = L.Progress()
     if lib.ckpt_progress(ctx, ctypes.byref(p)) or p.phase != L.PROGRESS_SAVE:
         return None
-    return (time.monotonic(), p.sent_bytes if p.flags & L.PROGRESS_SENT else p.stored_bytes)
+    return p, time.monotonic(), p.sent_bytes if p.flags & L.PROGRESS_SENT else p.stored_bytes
 
 
 def _progress_line(lib, ctx, why, t0, last):
     """One line on the save in flight; last: (time, sent) of the previous
     line, for the rate. @return (time, sent) now, or None when there is no
     save to tell of."""
-    p = L.Progress()
-    now = time.monotonic()
-    if lib.ckpt_progress(ctx, ctypes.byref(p)) or p.phase != L.PROGRESS_SAVE:
+    got = _progress(lib, ctx)
+    if got is None:
         return None
-    sent = p.sent_bytes if p.flags & L.PROGRESS_SENT else p.stored_bytes
+    p, now, sent = got
     if p.bytes_total and p.bytes_done >= p.bytes_total:
         total = "%s" % _mib(p.encoded_bytes)
     elif p.bytes_done:
@@ -232,14 +232,17 @@ def _progress_line(lib, ctx, why, t0, last):
 
 class _Display:
     """The thread that tells of long waits: one per process, started at the
-    first wait. A wait only sets `job` (no lock, no wake-up: a save's cost
-    stays that of its copy); the thread looks every TICK seconds."""
+    first wait. A wait only sets `job` and clears it (no wake-up: a save's
+    cost stays that of its copy; the lock is contended only while a line is
+    being told, so no line follows its wait's end); the thread looks every
+    TICK seconds."""
 
     TICK = 0.25
 
     def __init__(self):
         self.job = None  # [lib, ctx, why, after, t0, lines said, (time, sent) last told]
         self.pid = None
+        self.said = threading.Lock()  # a line is told only while its wait lasts
 
     def begin(self, lib, ctx, why, after):
         if self.pid != os.getpid():  # first use, or a forked child: no thread yet
@@ -251,7 +254,8 @@ class _Display:
         return job
 
     def end(self, job):
-        self.job = None
+        with self.said:  # uncontended unless a line is being told
+            self.job = None
         return job[5]
 
     def run(self):
@@ -264,14 +268,18 @@ class _Display:
             lib, ctx, why, after, t0, said, last = job
             now = time.monotonic()
             if last is None and said == 0:
-                job[6] = last = _progress_sample(lib, ctx)  # the first line's rate
+                got = _progress(lib, ctx)  # the first line's rate
+                job[6] = last = got[1:] if got else None
             due = t0 + after if said == 0 else last[0] + 10.0 if last else now
-            if now < due or self.job is not job:
+            if now < due:
                 continue
-            told = _progress_line(lib, ctx, why, t0, last)
-            if told is not None and self.job is job:
-                job[5] += 1
-                job[6] = told
+            with self.said:
+                if self.job is not job:
+                    continue  # that wait ended meanwhile
+                told = _progress_line(lib, ctx, why, t0, last)
+                if told is not None:
+                    job[5] += 1
+                    job[6] = told
 
 
 _display = _Display()
@@ -445,7 +453,7 @@ def _say_resume(tp):
         failed = ("the save of step %s failed: %s (%s): %s; " % (
             _last_step[0], L.text(lib.ckpt_strerror(st)), L.text(lib.ckpt_status_name(st)),
             _errmsg(_ctx))) if st else ""
-        if not st and _int.get("failed") is not None and _int["failed"] == _last_step[0]:
+        if not st and _int["failed"] is not None and _int["failed"] == _last_step[0]:
             st, failed = 1, "the save of step %s failed (above); " % _last_step[0]
     what = "interrupted" if issubclass(tp, KeyboardInterrupt) else "ended by an exception"
     if _last_step[0] is not None and not st:
